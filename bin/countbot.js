@@ -1,0 +1,8 @@
+#!/usr/bin/env node
+// Runs the TypeScript sources directly through tsx, so `npx countbot` works right after
+// `npm install` with no build step.
+import { register } from "tsx/esm/api";
+
+register();
+const { main } = await import("../src/cli/main.ts");
+process.exitCode = await main(process.argv.slice(2));

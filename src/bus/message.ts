@@ -1,0 +1,68 @@
+/**
+ * The one normalized message model. Platform payloads are turned into these at the channel edge.
+ */
+import { z } from "zod";
+
+export const MediaSchema = z.strictObject({
+  /** Local path of the downloaded file (workspace or data dir). */
+  path: z.string().min(1),
+  mimeType: z.string().optional(),
+  kind: z.enum(["image", "audio", "video", "document"]).default("document"),
+  name: z.string().optional(),
+});
+export type Media = z.infer<typeof MediaSchema>;
+
+export const InboundMessageSchema = z.strictObject({
+  id: z.string().min(1),
+  channel: z.string().min(1).regex(/^[\w-]+$/, "letters, digits, _ and - only"),
+  chatId: z.string().min(1),
+  senderId: z.string().min(1),
+  content: z.string(),
+  media: z.array(MediaSchema).default([]),
+  mentions: z.array(z.string()).default([]),
+  replyTo: z.string().optional(),
+  receivedAt: z.number().int().nonnegative(),
+  platformEventId: z.string().optional(),
+  metadata: z.record(z.string(), z.unknown()).default({}),
+});
+export type InboundMessage = z.infer<typeof InboundMessageSchema>;
+export type InboundMessageInput = z.input<typeof InboundMessageSchema>;
+
+export const OutboundKindSchema = z.enum(["final", "draft", "notice"]);
+export type OutboundKind = z.infer<typeof OutboundKindSchema>;
+
+export const OutboundMessageSchema = z.strictObject({
+  /** Deterministic: `<first inbound id of the turn>:<seq>`, so a re-run turn repeats its ids. */
+  id: z.string().min(1),
+  channel: z.string().min(1),
+  chatId: z.string().min(1),
+  content: z.string(),
+  replyTo: z.string().optional(),
+  kind: OutboundKindSchema,
+  media: z.array(MediaSchema).default([]),
+  metadata: z.record(z.string(), z.unknown()).default({}),
+});
+export type OutboundMessage = z.infer<typeof OutboundMessageSchema>;
+export type OutboundMessageInput = z.input<typeof OutboundMessageSchema>;
+
+/** The `system` channel carries background completions; its chatId is the origin session key. */
+export const SYSTEM_CHANNEL = "system";
+
+/**
+ * The key of a conversation: one turn at a time runs per session. A `system` message belongs to
+ * the session it names, so it queues behind that chat's own messages.
+ */
+export function sessionKeyOf(message: { channel: string; chatId: string }): string {
+  if (message.channel === SYSTEM_CHANNEL) return message.chatId;
+  return `${message.channel}:${message.chatId}`;
+}
+
+/**
+ * Where a turn's reply goes. For `system` messages that is the origin chat encoded in the chatId.
+ */
+export function replyTarget(message: { channel: string; chatId: string }): { channel: string; chatId: string } {
+  if (message.channel !== SYSTEM_CHANNEL) return { channel: message.channel, chatId: message.chatId };
+  const separator = message.chatId.indexOf(":");
+  if (separator <= 0) return { channel: "cli", chatId: message.chatId };
+  return { channel: message.chatId.slice(0, separator), chatId: message.chatId.slice(separator + 1) };
+}

@@ -1,0 +1,97 @@
+/**
+ * The MessageBus contract. Two implementations pass one conformance suite: memory and Redis.
+ *
+ * Inbound messages go into a mailbox per session. A worker claims a session and gets a lease
+ * (with a fencing token) plus the whole pending backlog, so a burst becomes one turn. While the
+ * lease is held, new messages for that session wait; `ack` drops what the turn consumed and makes
+ * the session ready again if more arrived. A lease that is not renewed expires and the session is
+ * claimed by another worker with a higher token; the old holder's fenced writes are then refused.
+ */
+import type { InboundMessage, OutboundMessage } from "./message.js";
+
+/** A claimed session: its pending messages (oldest first) and the lease on it. */
+export interface Claim {
+  sessionKey: string;
+  /** Fencing token: strictly increases with every claim of the session. */
+  token: number;
+  messages: InboundMessage[];
+}
+
+export interface PublishResult {
+  /** false when the platform event id was seen before (a redelivery): nothing was queued. */
+  accepted: boolean;
+}
+
+export interface ClaimOptions {
+  /** Wait at most this long for a ready session; resolves null when none came. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/** A snapshot of a reply being streamed. Lossy by design: only the newest text matters. */
+export interface Draft {
+  /** The id the final OutboundMessage of this reply will carry. */
+  replyId: string;
+  channel: string;
+  chatId: string;
+  text: string;
+  replyTo?: string;
+}
+
+export type OutboundEvent = { type: "message"; message: OutboundMessage } | { type: "draft"; draft: Draft };
+
+/** Handles one outbound event. Resolving acknowledges it; throwing leaves it for redelivery. */
+export type OutboundHandler = (event: OutboundEvent) => Promise<void>;
+
+export interface Subscription {
+  close(): Promise<void>;
+}
+
+export interface MessageBus {
+  /** Queue a message in its session's mailbox. Deduped on `platformEventId` when present. */
+  publishInbound(message: InboundMessage): Promise<PublishResult>;
+  /** Wait for a ready session and lease it. Null on timeout, abort or close. */
+  claimSession(options?: ClaimOptions): Promise<Claim | null>;
+  /** Extend the lease. false: it was lost (expired and taken over); the turn must stop. */
+  renew(claim: Claim): Promise<boolean>;
+  /**
+   * Finish a turn: drop the first `consumed` messages of the claim (default: all), release the
+   * lease and make the session ready again if messages remain. Throws BusError("lease-lost") when
+   * the lease is no longer held.
+   */
+  ack(claim: Claim, consumed?: number): Promise<void>;
+  /** Give the lease back without consuming anything (the messages will be claimed again). */
+  release(claim: Claim): Promise<void>;
+  /** Whether the claim still holds its session's lease (a fencing check for side effects). */
+  holds(claim: Claim): Promise<boolean>;
+  /**
+   * Publish a reply. With a claim, the publish is fenced: it throws BusError("lease-lost") when
+   * the lease was taken over, and nothing is published.
+   */
+  publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void>;
+  /** Publish the newest text of a streaming reply. May be dropped; never blocks a turn. */
+  publishDraft(draft: Draft): Promise<void>;
+  /** Deliver a channel's outbound events to `handler`, in order per chat. */
+  consumeOutbound(channel: string, handler: OutboundHandler): Promise<Subscription>;
+  /**
+   * Mark an outbound id delivered. true the first time, false when it was already delivered
+   * (delivery dedupe: a re-run turn repeats its ids).
+   */
+  markDelivered(outboundId: string): Promise<boolean>;
+  /** Ask whichever worker runs this session's turn to cancel it. */
+  requestCancel(sessionKey: string): Promise<void>;
+  /** Called on every worker when a cancel is requested for any session. */
+  onCancel(handler: (sessionKey: string) => void): Promise<Subscription>;
+  close(): Promise<void>;
+}
+
+export interface BusOptions {
+  /** Lease time to live; renew at a third of it. */
+  leaseTtlMs?: number;
+  /** Wait this long after a message before its session becomes ready (collects bursts). */
+  debounceMs?: number;
+  /** How long an inbound platform event id is remembered for dedupe. */
+  dedupeTtlMs?: number;
+  /** Injected clock, for tests. */
+  now?: () => number;
+}

@@ -1,0 +1,121 @@
+/**
+ * The configuration schema: the single source of the config types.
+ * Every field carries a description; `config/countbot.schema.json` is generated from it.
+ */
+import { z } from "zod";
+
+const positiveInt = z.number().int().positive();
+
+export const personalityPresets = ["professional", "friendly", "concise", "playful", "mentor"] as const;
+
+export const PersonaSchema = z
+  .strictObject({
+    name: z.string().min(1).default("CountBot").describe("The assistant's name, used in its identity prompt."),
+    userName: z.string().optional().describe("How the assistant addresses the user."),
+    personality: z.enum(personalityPresets).default("professional").describe("A personality preset."),
+    customPrompt: z.string().optional().describe("Extra text appended to the identity section."),
+  })
+  .prefault({});
+
+export const AgentSchema = z
+  .strictObject({
+    model: z
+      .string()
+      .regex(/^[\w.-]+\/.+$/, "expected `provider/model`, e.g. openai/gpt-4o-mini")
+      .default("openai/gpt-4o-mini")
+      .describe("`provider/model`; the provider is a key of `providers` (openai and anthropic are built in)."),
+    fallbackModels: z
+      .array(z.string().regex(/^[\w.-]+\/.+$/, "expected `provider/model`"))
+      .default([])
+      .describe("Tried in order when the model fails with a retryable error after its retries, before any output."),
+    maxIterations: positiveInt.max(500).default(25).describe("Model calls per turn; also caps the total tool calls."),
+    maxRetries: z.number().int().min(1).max(10).default(3).describe("Attempts per tool call before its error goes to the model."),
+    retryDelay: z.number().min(0).max(60).default(1).describe("Seconds between tool attempts."),
+    temperature: z.number().min(0).max(2).default(0.7).describe("Sampling temperature."),
+    maxTokens: positiveInt.default(4096).describe("Maximum output tokens per model call."),
+    maxHistory: positiveInt.default(50).describe("Messages kept in context; older ones are summarized into memory."),
+    maxConcurrentTurns: positiveInt.max(10_000).default(64).describe("Turns one worker runs at once (different chats)."),
+    debounceMs: z.number().int().min(0).max(60_000).default(0).describe("Wait this long after a message for more before starting a turn."),
+    providerRetries: z.number().int().min(0).max(10).default(3).describe("Retries of a model call on 429/5xx/timeouts (never after output began)."),
+    requestTimeoutMs: positiveInt.default(120_000).describe("Timeout of one model request."),
+    persona: PersonaSchema,
+  })
+  .prefault({});
+
+export const ProviderSchema = z.strictObject({
+  type: z.enum(["openai", "anthropic"]).optional().describe("Wire protocol; defaults to anthropic for the provider named `anthropic`, openai otherwise."),
+  apiKey: z.string().optional().describe("API key (secret). Use `${ENV_VAR}`."),
+  baseURL: z.url().optional().describe("Base URL of the API, e.g. https://api.deepseek.com/v1 or http://localhost:11434/v1."),
+  headers: z.record(z.string(), z.string()).optional().describe("Extra HTTP headers sent with every request."),
+});
+
+export const MemorySchema = z
+  .strictObject({
+    scope: z.enum(["chat", "global"]).default("chat").describe("`chat`: one MEMORY.md per chat; `global`: one shared by all chats."),
+  })
+  .prefault({});
+
+export const ToolsSchema = z
+  .strictObject({
+    restrictToWorkspace: z.boolean().default(true).describe("File tools refuse paths outside the workspace."),
+    maxResultChars: positiveInt.default(16_000).describe("Tool results above this are saved to a file; the model gets the head."),
+    maxReadBytes: positiveInt.default(1_000_000).describe("Largest file read_file returns."),
+  })
+  .prefault({});
+
+export const TelegramSchema = z.strictObject({
+  enabled: z.boolean().default(false),
+  token: z.string().optional().describe("Bot token (secret)."),
+  apiRoot: z.url().optional().describe("Bot API root, for self-hosted Bot API servers and tests."),
+  allowFrom: z.array(z.string()).default([]).describe("User ids and chat ids allowed to talk to the bot. Empty denies everyone."),
+  groupPolicy: z.enum(["mention", "all", "off"]).default("mention").describe("In groups: answer only when mentioned or replied to, always, or never."),
+});
+
+export const ChannelsSchema = z
+  .strictObject({
+    telegram: TelegramSchema.optional(),
+  })
+  .prefault({});
+
+export const RedisSchema = z
+  .strictObject({
+    url: z.string().optional().describe("redis:// URL. Unset: single process, in-memory bus, file store."),
+    prefix: z.string().regex(/^[\w:.-]+$/, "letters, digits, _ : . - only").default("countbot").describe("Key prefix; all keys live under the hash tag {prefix}."),
+  })
+  .prefault({});
+
+export const ApiSchema = z
+  .strictObject({
+    host: z.string().default("127.0.0.1").describe("Bind address of the HTTP API."),
+    port: z.number().int().min(0).max(65_535).default(8787).describe("Port of the HTTP API."),
+    token: z.string().optional().describe("Bearer token (secret), required when bound beyond loopback."),
+  })
+  .prefault({});
+
+export const LogSchema = z
+  .strictObject({
+    level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  })
+  .prefault({});
+
+export const ConfigSchema = z.strictObject({
+  $schema: z.string().optional(),
+  agent: AgentSchema,
+  providers: z.record(z.string().regex(/^[\w.-]+$/), ProviderSchema).default({}).describe("Model providers by name."),
+  memory: MemorySchema,
+  tools: ToolsSchema,
+  channels: ChannelsSchema,
+  redis: RedisSchema,
+  api: ApiSchema,
+  log: LogSchema,
+  dataDir: z.string().default("~/.countbot").describe("Sessions, audit log and other state."),
+  workspace: z.string().optional().describe("The agent's workspace (files, skills, memory). Default: <dataDir>/workspace."),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+export type AgentConfig = Config["agent"];
+export type ProviderConfig = z.infer<typeof ProviderSchema>;
+export type PersonaConfig = AgentConfig["persona"];
+
+/** Config after loading: paths resolved to absolute ones. */
+export type ResolvedConfig = Config & { workspace: string; dataDir: string };

@@ -1,0 +1,101 @@
+/**
+ * The error classes of CountBot. Each says where it failed; `cause` carries the original error.
+ */
+
+/** A configuration value is missing or wrong. `path` names the field (e.g. `agent.maxIterations`). */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+  constructor(
+    message: string,
+    readonly path?: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** What went wrong talking to a model provider, normalized across SDKs. */
+export type ProviderErrorKind =
+  | "rate-limit" // 429 that may be retried
+  | "quota" // 429 for exhausted quota or billing: retrying will not help
+  | "server" // 5xx or overloaded
+  | "timeout"
+  | "network"
+  | "auth" // 401/403
+  | "bad-request" // 400/404/422: the request itself is wrong
+  | "aborted" // cancelled by us
+  | "stream" // the stream broke or sent something unparseable
+  | "unknown";
+
+export class ProviderError extends Error {
+  override name = "ProviderError";
+  readonly kind: ProviderErrorKind;
+  readonly status?: number;
+  /** Milliseconds the server asked us to wait (Retry-After), when it said so. */
+  readonly retryAfterMs?: number;
+  /** Which provider/model failed, e.g. `openai/gpt-4o-mini`. */
+  readonly model?: string;
+  constructor(
+    message: string,
+    details: { kind: ProviderErrorKind; status?: number; retryAfterMs?: number; model?: string; cause?: unknown },
+  ) {
+    super(message, { cause: details.cause });
+    this.kind = details.kind;
+    this.status = details.status;
+    this.retryAfterMs = details.retryAfterMs;
+    this.model = details.model;
+  }
+
+  /** Whether trying the same request again may succeed. */
+  get retryable(): boolean {
+    return this.kind === "rate-limit" || this.kind === "server" || this.kind === "timeout" || this.kind === "network" || this.kind === "stream";
+  }
+}
+
+/** A tool failed in a way the model should read. The message follows "Error: <fact>. Next: <hint>." */
+export class ToolError extends Error {
+  override name = "ToolError";
+  constructor(
+    message: string,
+    readonly hint?: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** A channel adapter or platform API failed. */
+export class ChannelError extends Error {
+  override name = "ChannelError";
+  constructor(
+    message: string,
+    readonly channel: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** The bus refused an operation: most often a lease that was lost to another worker (fencing). */
+export class BusError extends Error {
+  override name = "BusError";
+  constructor(
+    message: string,
+    readonly code: "lease-lost" | "closed" | "invalid",
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** A turn was cancelled (`/stop`, Ctrl-C, API, shutdown). */
+export class CancelledError extends Error {
+  override name = "CancelledError";
+  constructor(message = "cancelled") {
+    super(message);
+  }
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["tests/**/*.test.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    pool: "forks",
+    // Two cores here: keep parallel files modest so process-spawning e2e tests stay stable.
+    maxWorkers: 2,
+  },
+});

@@ -1,0 +1,347 @@
+/**
+ * The in-memory MessageBus for the single-process mode. Same guarantees as the Redis bus within
+ * one process: per-session mailboxes, a ready queue, fenced leases that expire, coalescing,
+ * dedupe, ordered outbound delivery with redelivery on failure.
+ */
+import { EventEmitter } from "node:events";
+import { BusError } from "../errors.js";
+import { ExpiringSet } from "./expiring-set.js";
+import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
+import { ReadyQueue } from "./ready-queue.js";
+import type {
+  BusOptions,
+  Claim,
+  ClaimOptions,
+  Draft,
+  MessageBus,
+  OutboundEvent,
+  OutboundHandler,
+  PublishResult,
+  Subscription,
+} from "./types.js";
+
+interface Lease {
+  token: number;
+  expiresAt: number;
+}
+
+interface Waiter {
+  resolve: (claim: Claim | null) => void;
+  cleanup: () => void;
+}
+
+export interface MemoryBusOptions extends BusOptions {
+  /** Most messages handed over in one claim. */
+  maxBatch?: number;
+  /** First delay before redelivering an outbound event whose handler threw. */
+  redeliveryDelayMs?: number;
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export function createMemoryBus(options: MemoryBusOptions = {}): MessageBus {
+  return new MemoryBus(options);
+}
+
+class MemoryBus implements MessageBus {
+  private readonly now: () => number;
+  private readonly leaseTtlMs: number;
+  private readonly debounceMs: number;
+  private readonly maxBatch: number;
+  private readonly redeliveryDelayMs: number;
+  private readonly mailboxes = new Map<string, InboundMessage[]>();
+  private readonly ready = new ReadyQueue();
+  private readonly leases = new Map<string, Lease>();
+  private readonly waiters: Waiter[] = [];
+  private readonly seenEvents: ExpiringSet;
+  private readonly delivered: ExpiringSet;
+  private readonly outbound = new Map<string, OutboundQueue>();
+  private readonly cancels = new EventEmitter();
+  private fence = 0;
+  private wakeTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(options: MemoryBusOptions) {
+    this.now = options.now ?? Date.now;
+    this.leaseTtlMs = options.leaseTtlMs ?? 30_000;
+    this.debounceMs = options.debounceMs ?? 0;
+    this.maxBatch = options.maxBatch ?? 100;
+    this.redeliveryDelayMs = options.redeliveryDelayMs ?? 50;
+    this.seenEvents = new ExpiringSet(options.dedupeTtlMs ?? DAY_MS, this.now);
+    this.delivered = new ExpiringSet(DAY_MS, this.now);
+    this.cancels.setMaxListeners(0);
+  }
+
+  async publishInbound(message: InboundMessage): Promise<PublishResult> {
+    this.assertOpen();
+    if (message.platformEventId !== undefined) {
+      if (!this.seenEvents.add(`${message.channel}:${message.platformEventId}`)) return { accepted: false };
+    }
+    const sessionKey = sessionKeyOf(message);
+    let mailbox = this.mailboxes.get(sessionKey);
+    if (!mailbox) {
+      mailbox = [];
+      this.mailboxes.set(sessionKey, mailbox);
+    }
+    mailbox.push(message);
+    if (!this.isLeased(sessionKey)) this.ready.schedule(sessionKey, this.now() + this.debounceMs);
+    this.dispatch();
+    return { accepted: true };
+  }
+
+  claimSession(options: ClaimOptions = {}): Promise<Claim | null> {
+    if (this.closed || options.signal?.aborted) return Promise.resolve(null);
+    const claim = this.tryClaim();
+    if (claim || (options.timeoutMs ?? Infinity) <= 0) return Promise.resolve(claim);
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const onAbort = () => finish(null);
+      const waiter: Waiter = {
+        resolve: (value) => finish(value),
+        cleanup: () => {
+          if (timer) clearTimeout(timer);
+          options.signal?.removeEventListener("abort", onAbort);
+        },
+      };
+      const finish = (value: Claim | null) => {
+        const index = this.waiters.indexOf(waiter);
+        if (index >= 0) this.waiters.splice(index, 1);
+        waiter.cleanup();
+        resolve(value);
+      };
+      if (options.timeoutMs !== undefined && Number.isFinite(options.timeoutMs)) {
+        timer = setTimeout(() => finish(null), options.timeoutMs);
+      }
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      this.waiters.push(waiter);
+      this.scheduleWake();
+    });
+  }
+
+  async renew(claim: Claim): Promise<boolean> {
+    if (!this.isHeldBy(claim)) return false;
+    this.leases.set(claim.sessionKey, { token: claim.token, expiresAt: this.now() + this.leaseTtlMs });
+    return true;
+  }
+
+  async holds(claim: Claim): Promise<boolean> {
+    return this.isHeldBy(claim);
+  }
+
+  async ack(claim: Claim, consumed = claim.messages.length): Promise<void> {
+    this.assertHeld(claim);
+    const mailbox = this.mailboxes.get(claim.sessionKey) ?? [];
+    mailbox.splice(0, Math.min(consumed, claim.messages.length));
+    this.finishLease(claim.sessionKey, mailbox);
+  }
+
+  async release(claim: Claim): Promise<void> {
+    if (!this.isHeldBy(claim)) return;
+    this.finishLease(claim.sessionKey, this.mailboxes.get(claim.sessionKey) ?? []);
+  }
+
+  async publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void> {
+    this.assertOpen();
+    if (claim) this.assertHeld(claim);
+    this.queueFor(message.channel).pushMessage(message);
+  }
+
+  async publishDraft(draft: Draft): Promise<void> {
+    if (this.closed) return;
+    this.queueFor(draft.channel).pushDraft(draft);
+  }
+
+  async consumeOutbound(channel: string, handler: OutboundHandler): Promise<Subscription> {
+    return this.queueFor(channel).attach(handler);
+  }
+
+  async markDelivered(outboundId: string): Promise<boolean> {
+    return this.delivered.add(outboundId);
+  }
+
+  async requestCancel(sessionKey: string): Promise<void> {
+    this.cancels.emit("cancel", sessionKey);
+  }
+
+  async onCancel(handler: (sessionKey: string) => void): Promise<Subscription> {
+    this.cancels.on("cancel", handler);
+    return { close: async () => void this.cancels.off("cancel", handler) };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    for (const waiter of [...this.waiters]) waiter.resolve(null);
+    await Promise.all([...this.outbound.values()].map((queue) => queue.close()));
+    this.cancels.removeAllListeners();
+  }
+
+  private tryClaim(): Claim | null {
+    this.reapExpiredLeases();
+    const now = this.now();
+    for (;;) {
+      const sessionKey = this.ready.popDue(now);
+      if (sessionKey === undefined) return null;
+      const mailbox = this.mailboxes.get(sessionKey);
+      if (!mailbox || mailbox.length === 0 || this.isLeased(sessionKey)) continue;
+      const token = ++this.fence;
+      this.leases.set(sessionKey, { token, expiresAt: now + this.leaseTtlMs });
+      return { sessionKey, token, messages: mailbox.slice(0, this.maxBatch) };
+    }
+  }
+
+  private finishLease(sessionKey: string, mailbox: InboundMessage[]): void {
+    this.leases.delete(sessionKey);
+    if (mailbox.length > 0) {
+      // Messages that arrived mid-turn have waited long enough: no debounce for them.
+      this.ready.schedule(sessionKey, this.now());
+    } else {
+      this.mailboxes.delete(sessionKey);
+    }
+    this.dispatch();
+  }
+
+  private reapExpiredLeases(): void {
+    const now = this.now();
+    for (const [sessionKey, lease] of this.leases) {
+      if (lease.expiresAt > now) continue;
+      this.leases.delete(sessionKey);
+      if ((this.mailboxes.get(sessionKey)?.length ?? 0) > 0) this.ready.schedule(sessionKey, now);
+    }
+  }
+
+  /** Hands ready sessions to waiting claimers, then arms a timer for the next due time. */
+  private dispatch(): void {
+    while (this.waiters.length > 0) {
+      const claim = this.tryClaim();
+      if (!claim) break;
+      this.waiters[0]!.resolve(claim);
+    }
+    this.scheduleWake();
+  }
+
+  private scheduleWake(): void {
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wakeTimer = undefined;
+    if (this.waiters.length === 0 || this.closed) return;
+    const candidates = [this.ready.nextDueAt(), ...[...this.leases.values()].map((lease) => lease.expiresAt)];
+    const next = Math.min(...candidates.filter((value): value is number => value !== undefined));
+    if (!Number.isFinite(next)) return;
+    this.wakeTimer = setTimeout(() => this.dispatch(), Math.max(0, next - this.now()) + 1);
+    this.wakeTimer.unref();
+  }
+
+  private isLeased(sessionKey: string): boolean {
+    const lease = this.leases.get(sessionKey);
+    return lease !== undefined && lease.expiresAt > this.now();
+  }
+
+  private isHeldBy(claim: Claim): boolean {
+    const lease = this.leases.get(claim.sessionKey);
+    return lease !== undefined && lease.token === claim.token && lease.expiresAt > this.now();
+  }
+
+  private assertHeld(claim: Claim): void {
+    if (!this.isHeldBy(claim)) {
+      throw new BusError(`lease on ${claim.sessionKey} (token ${claim.token}) is no longer held`, "lease-lost");
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new BusError("the bus is closed", "closed");
+  }
+
+  private queueFor(channel: string): OutboundQueue {
+    let queue = this.outbound.get(channel);
+    if (!queue) {
+      queue = new OutboundQueue(this.redeliveryDelayMs);
+      this.outbound.set(channel, queue);
+    }
+    return queue;
+  }
+}
+
+/**
+ * One channel's outbound events, delivered one at a time in publish order. A pending draft is
+ * replaced by a newer one for the same reply, and dropped once that reply's final is queued.
+ */
+class OutboundQueue {
+  private events: OutboundEvent[] = [];
+  private handler: OutboundHandler | undefined;
+  private pumping: Promise<void> | undefined;
+  private finished = new Set<string>();
+  private closed = false;
+
+  constructor(private readonly redeliveryDelayMs: number) {}
+
+  pushMessage(message: OutboundMessage): void {
+    this.events = this.events.filter((event) => event.type !== "draft" || event.draft.replyId !== message.id);
+    this.events.push({ type: "message", message });
+    this.rememberFinished(message.id);
+    this.pump();
+  }
+
+  pushDraft(draft: Draft): void {
+    if (this.finished.has(draft.replyId)) return;
+    const pending = this.events.find((event) => event.type === "draft" && event.draft.replyId === draft.replyId);
+    if (pending && pending.type === "draft") pending.draft = draft;
+    else this.events.push({ type: "draft", draft });
+    this.pump();
+  }
+
+  attach(handler: OutboundHandler): Subscription {
+    this.handler = handler;
+    this.closed = false;
+    this.pump();
+    return {
+      close: async () => {
+        if (this.handler === handler) this.handler = undefined;
+        await this.pumping;
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.handler = undefined;
+    await this.pumping;
+  }
+
+  private rememberFinished(replyId: string): void {
+    this.finished.add(replyId);
+    if (this.finished.size > 10_000) {
+      const oldest = this.finished.values().next().value;
+      if (oldest !== undefined) this.finished.delete(oldest);
+    }
+  }
+
+  private pump(): void {
+    if (this.pumping || !this.handler) return;
+    this.pumping = this.run().finally(() => {
+      this.pumping = undefined;
+      if (this.events.length > 0 && this.handler && !this.closed) this.pump();
+    });
+  }
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    while (this.handler && this.events.length > 0 && !this.closed) {
+      const event = this.events[0]!;
+      try {
+        await this.handler(event);
+        failures = 0;
+        if (this.events[0] === event) this.events.shift();
+        else this.events.splice(this.events.indexOf(event), 1);
+      } catch {
+        // Drafts are disposable; finals are retried with backoff until delivered or closed.
+        if (event.type === "draft") {
+          this.events.splice(this.events.indexOf(event), 1);
+          continue;
+        }
+        failures += 1;
+        const delay = Math.min(this.redeliveryDelayMs * 2 ** (failures - 1), 30_000);
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+}

@@ -1,0 +1,286 @@
+/**
+ * The MessageBus conformance suite: every bus implementation runs it. The guarantees:
+ * per-session order, one lease per session, sessions in parallel, burst coalescing, lease expiry
+ * and takeover with fencing, inbound and outbound dedupe, ordered outbound delivery.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
+import type { BusOptions, MessageBus, OutboundEvent } from "../../src/bus/types.js";
+import { BusError } from "../../src/errors.js";
+
+export interface BusFactory {
+  (options: BusOptions): Promise<{ bus: MessageBus; cleanup: () => Promise<void> }>;
+}
+
+/** A clock the test moves by hand. */
+export function manualClock(start = 1_700_000_000_000) {
+  let current = start;
+  return {
+    now: () => current,
+    advance(ms: number) {
+      current += ms;
+    },
+  };
+}
+
+let counter = 0;
+export function inbound(chatId: string, content: string, extra: Partial<InboundMessage> = {}): InboundMessage {
+  counter += 1;
+  return {
+    id: `in-${counter}-${Math.random().toString(36).slice(2, 8)}`,
+    channel: "test",
+    chatId,
+    senderId: "user-1",
+    content,
+    media: [],
+    mentions: [],
+    receivedAt: Date.now(),
+    metadata: {},
+    ...extra,
+  };
+}
+
+export function outbound(chatId: string, content: string, id = `out-${content}`): OutboundMessage {
+  return { id, channel: "test", chatId, content, kind: "final", media: [], metadata: {} };
+}
+
+async function waitFor<T>(probe: () => T | undefined, what: string, limitMs = 5_000): Promise<T> {
+  const deadline = Date.now() + limitMs;
+  while (Date.now() < deadline) {
+    const value = probe();
+    if (value !== undefined) return value;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export function runBusSuite(name: string, factory: BusFactory): void {
+  describe(`MessageBus conformance: ${name}`, () => {
+    let clock: ReturnType<typeof manualClock>;
+    let bus: MessageBus;
+    let cleanup: () => Promise<void>;
+
+    async function open(options: BusOptions = {}): Promise<MessageBus> {
+      const made = await factory({ leaseTtlMs: 30_000, now: clock.now, ...options });
+      bus = made.bus;
+      cleanup = made.cleanup;
+      return bus;
+    }
+
+    beforeEach(() => {
+      clock = manualClock();
+    });
+    afterEach(async () => {
+      await cleanup?.();
+    });
+
+    it("keeps a session's messages in order and hands a burst over as one claim", async () => {
+      await open();
+      for (const text of ["one", "two", "three", "four", "five"]) await bus.publishInbound(inbound("a", text));
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(claim?.sessionKey).toBe("test:a");
+      expect(claim?.messages.map((message) => message.content)).toEqual(["one", "two", "three", "four", "five"]);
+      await bus.ack(claim!);
+      expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+    });
+
+    it("leases a session to one claimer; messages arriving mid-turn become the next turn", async () => {
+      await open();
+      await bus.publishInbound(inbound("a", "first"));
+      const first = await bus.claimSession({ timeoutMs: 1_000 });
+      await bus.publishInbound(inbound("a", "second"));
+      await bus.publishInbound(inbound("a", "third"));
+      expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+      await bus.ack(first!);
+      const next = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(next?.messages.map((message) => message.content)).toEqual(["second", "third"]);
+      expect(next!.token).toBeGreaterThan(first!.token);
+    });
+
+    it("runs different sessions in parallel", async () => {
+      await open();
+      await bus.publishInbound(inbound("a", "for a"));
+      await bus.publishInbound(inbound("b", "for b"));
+      const one = await bus.claimSession({ timeoutMs: 1_000 });
+      const two = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(new Set([one?.sessionKey, two?.sessionKey])).toEqual(new Set(["test:a", "test:b"]));
+    });
+
+    it("serves sessions oldest first", async () => {
+      await open();
+      for (const chat of ["c1", "c2", "c3"]) {
+        await bus.publishInbound(inbound(chat, chat));
+        clock.advance(1);
+      }
+      const order: string[] = [];
+      for (let index = 0; index < 3; index += 1) order.push((await bus.claimSession({ timeoutMs: 1_000 }))!.sessionKey);
+      expect(order).toEqual(["test:c1", "test:c2", "test:c3"]);
+    });
+
+    it("wakes a waiting claimer when a message is published", async () => {
+      await open();
+      const waiting = bus.claimSession({ timeoutMs: 5_000 });
+      await bus.publishInbound(inbound("a", "hello"));
+      expect((await waiting)?.messages[0]?.content).toBe("hello");
+    });
+
+    it("returns null when a wait is aborted", async () => {
+      await open();
+      const controller = new AbortController();
+      const waiting = bus.claimSession({ timeoutMs: 10_000, signal: controller.signal });
+      controller.abort();
+      expect(await waiting).toBeNull();
+    });
+
+    it("holds a debounced session back until the window has passed", async () => {
+      await open({ debounceMs: 1_000 });
+      await bus.publishInbound(inbound("a", "one"));
+      clock.advance(500);
+      await bus.publishInbound(inbound("a", "two"));
+      expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+      clock.advance(1_001);
+      const claim = await bus.claimSession({ timeoutMs: 0 });
+      expect(claim?.messages.map((message) => message.content)).toEqual(["one", "two"]);
+    });
+
+    it("acks only what was consumed; the rest is claimed again", async () => {
+      await open();
+      for (const text of ["one", "two", "three"]) await bus.publishInbound(inbound("a", text));
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      await bus.ack(claim!, 1);
+      const again = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(again?.messages.map((message) => message.content)).toEqual(["two", "three"]);
+    });
+
+    it("release gives the same messages back with a newer token", async () => {
+      await open();
+      await bus.publishInbound(inbound("a", "one"));
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      await bus.release(claim!);
+      const again = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(again?.messages.map((message) => message.content)).toEqual(["one"]);
+      expect(again!.token).toBeGreaterThan(claim!.token);
+    });
+
+    it("takes over an expired lease and fences the old holder out", async () => {
+      await open({ leaseTtlMs: 1_000 });
+      await bus.publishInbound(inbound("a", "one"));
+      const zombie = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(await bus.renew(zombie!)).toBe(true);
+      clock.advance(1_500);
+      const successor = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(successor?.sessionKey).toBe("test:a");
+      expect(successor?.messages.map((message) => message.content)).toEqual(["one"]);
+      expect(successor!.token).toBeGreaterThan(zombie!.token);
+
+      expect(await bus.holds(zombie!)).toBe(false);
+      expect(await bus.renew(zombie!)).toBe(false);
+      await expect(bus.publishOutbound(outbound("a", "stale"), zombie!)).rejects.toBeInstanceOf(BusError);
+      await expect(bus.ack(zombie!)).rejects.toMatchObject({ code: "lease-lost" });
+      expect(await bus.holds(successor!)).toBe(true);
+
+      const seen: OutboundEvent[] = [];
+      const subscription = await bus.consumeOutbound("test", async (event) => {
+        seen.push(event);
+      });
+      await bus.publishOutbound(outbound("a", "fresh"), successor!);
+      await waitFor(() => (seen.length > 0 ? true : undefined), "the successor's reply");
+      expect(seen.map((event) => (event.type === "message" ? event.message.content : "draft"))).toEqual(["fresh"]);
+      await subscription.close();
+      await bus.ack(successor!);
+      expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+    });
+
+    it("keeps a renewed lease alive past its first expiry", async () => {
+      await open({ leaseTtlMs: 1_000 });
+      await bus.publishInbound(inbound("a", "one"));
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      clock.advance(700);
+      expect(await bus.renew(claim!)).toBe(true);
+      clock.advance(700);
+      expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+      expect(await bus.holds(claim!)).toBe(true);
+    });
+
+    it("drops a redelivered platform event", async () => {
+      await open();
+      const first = await bus.publishInbound(inbound("a", "hi", { platformEventId: "update-7" }));
+      const second = await bus.publishInbound(inbound("a", "hi", { platformEventId: "update-7" }));
+      expect(first.accepted).toBe(true);
+      expect(second.accepted).toBe(false);
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(claim?.messages).toHaveLength(1);
+    });
+
+    it("files a system message under the session it names", async () => {
+      await open();
+      await bus.publishInbound(inbound("a", "user text"));
+      await bus.publishInbound({ ...inbound("test:a", "subagent done"), channel: "system" });
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(claim?.sessionKey).toBe("test:a");
+      expect(claim?.messages.map((message) => message.content)).toEqual(["user text", "subagent done"]);
+    });
+
+    it("marks an outbound id delivered once", async () => {
+      await open();
+      expect(await bus.markDelivered("reply-1:0")).toBe(true);
+      expect(await bus.markDelivered("reply-1:0")).toBe(false);
+      expect(await bus.markDelivered("reply-1:1")).toBe(true);
+    });
+
+    it("delivers a channel's outbound messages in order, drafts before their final and never after", async () => {
+      await open();
+      const seen: string[] = [];
+      const subscription = await bus.consumeOutbound("test", async (event) => {
+        seen.push(event.type === "message" ? `final:${event.message.content}` : `draft:${event.draft.text}`);
+      });
+      await bus.publishDraft({ replyId: "r1", channel: "test", chatId: "a", text: "Hel" });
+      await bus.publishDraft({ replyId: "r1", channel: "test", chatId: "a", text: "Hello" });
+      for (let index = 0; index < 10; index += 1) await bus.publishOutbound(outbound("a", String(index), `r${index}`));
+      await bus.publishDraft({ replyId: "r1", channel: "test", chatId: "a", text: "Hello late" });
+      await waitFor(() => (seen.filter((line) => line.startsWith("final")).length === 10 ? true : undefined), "ten finals");
+      await subscription.close();
+      const finals = seen.filter((line) => line.startsWith("final"));
+      expect(finals).toEqual(Array.from({ length: 10 }, (_, index) => `final:${index}`));
+      const drafts = seen.filter((line) => line.startsWith("draft"));
+      expect(drafts.length).toBeGreaterThan(0);
+      expect(drafts.at(-1)).not.toBe("draft:Hello late");
+      expect(seen.indexOf("final:1")).toBeGreaterThan(seen.indexOf(drafts[0]!));
+    });
+
+    it("redelivers an outbound message whose handler failed", async () => {
+      await open();
+      let attempts = 0;
+      const delivered: string[] = [];
+      const subscription = await bus.consumeOutbound("test", async (event) => {
+        if (event.type !== "message") return;
+        attempts += 1;
+        if (attempts === 1) throw new Error("platform said 502");
+        delivered.push(event.message.content);
+      });
+      await bus.publishOutbound(outbound("a", "important"));
+      await waitFor(() => (delivered.length > 0 ? true : undefined), "the redelivery");
+      await subscription.close();
+      expect(delivered).toEqual(["important"]);
+      expect(attempts).toBe(2);
+    });
+
+    it("tells every listener when a session's turn is to be cancelled", async () => {
+      await open();
+      const heard: string[] = [];
+      const subscription = await bus.onCancel((sessionKey) => heard.push(sessionKey));
+      await bus.requestCancel("test:a");
+      await waitFor(() => (heard.length > 0 ? true : undefined), "the cancel");
+      await subscription.close();
+      expect(heard).toEqual(["test:a"]);
+    });
+
+    it("rejects an ack of a claim that was already acked", async () => {
+      await open();
+      await bus.publishInbound(inbound("a", "one"));
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      await bus.ack(claim!);
+      await expect(bus.ack(claim!)).rejects.toBeInstanceOf(BusError);
+    });
+  });
+}

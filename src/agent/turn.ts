@@ -1,0 +1,236 @@
+/**
+ * One turn of the ReAct loop: stream the model, forward text, run the tool calls it asks for
+ * (with retries), feed the results back, until it answers without tools, hits the iteration cap,
+ * is cancelled or fails. Every tool call stays paired with a result, whatever happens.
+ */
+import { ProviderError, errorMessage } from "../errors.js";
+import type { ChatMessage, ChatModel, ReasoningBlock, ToolCallRequest, Usage } from "../providers/types.js";
+import type { ToolRegistry } from "../tools/registry.js";
+import type { ToolCallRecord, ToolContext } from "../tools/types.js";
+import { abortableSleep } from "./sleep.js";
+
+export type TurnEvent =
+  | { type: "delta"; text: string }
+  | { type: "reasoning"; text: string }
+  | { type: "tool-start"; call: { id: string; name: string; arguments: string } }
+  | { type: "tool-result"; record: ToolCallRecord }
+  | { type: "done"; result: TurnResult }
+  | { type: "error"; error: Error };
+
+/** Observes a turn as it happens; channels stream and notify through this. */
+export type TurnListener = (event: TurnEvent) => void | Promise<void>;
+
+export type StopReason = "completed" | "max-iterations" | "cancelled" | "error";
+
+export interface TurnResult {
+  /** What the user sees: every piece of assistant text of the turn, plus any closing note. */
+  reply: string;
+  stopReason: StopReason;
+  iterations: number;
+  toolCalls: ToolCallRecord[];
+  usage: Usage;
+  model: string;
+  /** The turn's messages after the input: assistant messages with tool calls, tool results. */
+  transcript: ChatMessage[];
+  error?: Error;
+}
+
+export interface TurnOptions {
+  model: ChatModel;
+  tools: ToolRegistry;
+  /** System prompt, history and the new user message. */
+  messages: ChatMessage[];
+  maxIterations: number;
+  /** Attempts per tool call (the first included). */
+  maxRetries: number;
+  retryDelayMs: number;
+  temperature?: number;
+  maxTokens?: number;
+  toolContext: Omit<ToolContext, "signal">;
+  signal?: AbortSignal;
+  listener?: TurnListener;
+  now?: () => number;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+export function limitNote(limit: number): string {
+  return `[max tool calls reached: ${limit}]`;
+}
+
+export async function runTurn(options: TurnOptions): Promise<TurnResult> {
+  const now = options.now ?? Date.now;
+  const sleep = options.sleep ?? abortableSleep;
+  const signal = options.signal ?? new AbortController().signal;
+  const emit = safeEmitter(options.listener);
+  const messages = [...options.messages];
+  const transcript: ChatMessage[] = [];
+  const toolCalls: ToolCallRecord[] = [];
+  const usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  let reply = "";
+  let iterations = 0;
+  let stopReason: StopReason | undefined;
+  let failure: Error | undefined;
+
+  const append = (message: ChatMessage) => {
+    messages.push(message);
+    transcript.push(message);
+  };
+
+  const addText = async (text: string, startsSegment: boolean) => {
+    // Segments of different iterations are separated by a blank line, in the stream as in the reply.
+    const piece = startsSegment && reply !== "" ? `\n\n${text}` : text;
+    reply += piece;
+    await emit({ type: "delta", text: piece });
+  };
+
+  while (stopReason === undefined) {
+    if (signal.aborted) {
+      stopReason = "cancelled";
+      break;
+    }
+    if (iterations >= options.maxIterations) {
+      stopReason = "max-iterations";
+      break;
+    }
+    iterations += 1;
+
+    let text = "";
+    let reasoningText = "";
+    const reasoningBlocks: ReasoningBlock[] = [];
+    const calls: ToolCallRequest[] = [];
+    try {
+      const stream = options.model.stream({
+        messages,
+        tools: options.tools.definitions(),
+        temperature: options.temperature,
+        maxTokens: options.maxTokens,
+        signal,
+      });
+      for await (const part of stream) {
+        switch (part.type) {
+          case "text-delta":
+            await addText(part.text, text === "");
+            text += part.text;
+            break;
+          case "reasoning-delta":
+            reasoningText += part.text;
+            await emit({ type: "reasoning", text: part.text });
+            break;
+          case "reasoning-block":
+            reasoningBlocks.push(part.block);
+            break;
+          case "tool-call":
+            calls.push(part.call);
+            break;
+          case "finish":
+            usage.inputTokens += part.usage.inputTokens;
+            usage.outputTokens += part.usage.outputTokens;
+            break;
+        }
+      }
+    } catch (error) {
+      if (signal.aborted || (error instanceof ProviderError && error.kind === "aborted")) {
+        stopReason = "cancelled";
+      } else {
+        stopReason = "error";
+        failure = error instanceof Error ? error : new Error(String(error));
+      }
+      // What was streamed stays part of the reply; calls whose arguments never completed are dropped.
+      if (text !== "") append({ role: "assistant", content: text });
+      break;
+    }
+
+    const reasoning = reasoningBlocks.length > 0 ? reasoningBlocks : reasoningText ? [{ text: reasoningText }] : undefined;
+    append({ role: "assistant", content: text, ...(calls.length > 0 ? { toolCalls: calls } : {}), ...(reasoning ? { reasoning } : {}) });
+    if (calls.length === 0) {
+      stopReason = "completed";
+      break;
+    }
+
+    for (const call of calls) {
+      if (signal.aborted) {
+        append(skippedResult(call, "the turn was cancelled before this call ran"));
+        stopReason = "cancelled";
+        continue;
+      }
+      if (toolCalls.length >= options.maxIterations) {
+        append(skippedResult(call, `the limit of ${options.maxIterations} tool calls per turn was reached`));
+        stopReason = "max-iterations";
+        continue;
+      }
+      const record = await runToolCall(call, options, signal, now, sleep, emit);
+      toolCalls.push(record);
+      append({ role: "tool", toolCallId: call.id, name: call.name, content: record.result });
+    }
+  }
+
+  if (stopReason === "max-iterations") {
+    const note = limitNote(options.maxIterations);
+    await addText(note, true);
+  } else if (stopReason === "cancelled") {
+    await addText("[stopped]", true);
+  } else if (stopReason === "error") {
+    await addText(`Sorry, the model request failed: ${errorMessage(failure)}`, true);
+  } else if (reply.trim() === "") {
+    reply = "(no reply)";
+  }
+
+  const result: TurnResult = { reply, stopReason, iterations, toolCalls, usage, model: options.model.id, transcript };
+  if (failure) result.error = failure;
+  if (failure) await emit({ type: "error", error: failure });
+  await emit({ type: "done", result });
+  return result;
+}
+
+async function runToolCall(
+  call: ToolCallRequest,
+  options: TurnOptions,
+  signal: AbortSignal,
+  now: () => number,
+  sleep: (ms: number, signal?: AbortSignal) => Promise<void>,
+  emit: (event: TurnEvent) => Promise<void>,
+): Promise<ToolCallRecord> {
+  await emit({ type: "tool-start", call });
+  const startedAt = now();
+  const context: ToolContext = { ...options.toolContext, signal };
+  let attempts = 0;
+  let outcome = await options.tools.execute(call, context);
+  attempts += 1;
+  while (outcome.retryable && attempts < options.maxRetries && !signal.aborted) {
+    try {
+      await sleep(options.retryDelayMs, signal);
+    } catch {
+      break;
+    }
+    outcome = await options.tools.execute(call, context);
+    attempts += 1;
+  }
+  const record: ToolCallRecord = {
+    id: call.id,
+    name: call.name,
+    arguments: outcome.arguments,
+    result: outcome.content,
+    success: outcome.success,
+    durationMs: now() - startedAt,
+    attempts,
+    startedAt,
+  };
+  await emit({ type: "tool-result", record });
+  return record;
+}
+
+function skippedResult(call: ToolCallRequest, reason: string): ChatMessage {
+  return { role: "tool", toolCallId: call.id, name: call.name, content: `Error: ${reason}. Next: do not call more tools in this turn.` };
+}
+
+/** A listener that throws must not break the turn. */
+function safeEmitter(listener: TurnListener | undefined): (event: TurnEvent) => Promise<void> {
+  return async (event) => {
+    if (!listener) return;
+    try {
+      await listener(event);
+    } catch {
+      // Observers are best effort by design.
+    }
+  };
+}

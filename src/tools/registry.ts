@@ -1,0 +1,179 @@
+/**
+ * Holds the tools, describes them to the model and executes one call: argument parsing that
+ * tolerates the usual model quirks, validation that names the field, errors as values the model
+ * can act on, and a cap on how much of a result goes back into the context.
+ */
+import { mkdir, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { z } from "zod";
+import { ToolError, errorMessage } from "../errors.js";
+import type { ToolCallRequest, ToolDefinition } from "../providers/types.js";
+import type { Tool, ToolContext } from "./types.js";
+
+export interface ToolOutcome {
+  /** What goes back to the model. */
+  content: string;
+  success: boolean;
+  /** Parsed arguments, or the raw text when they did not parse. */
+  arguments: unknown;
+  /** Whether trying again might help (an unexpected exception, not a ToolError or bad arguments). */
+  retryable: boolean;
+}
+
+export interface ToolRegistryOptions {
+  /** Results longer than this are saved to a file and the model gets the head. */
+  maxResultChars?: number;
+}
+
+export class ToolRegistry {
+  private readonly tools = new Map<string, Tool>();
+  private readonly maxResultChars: number;
+
+  constructor(options: ToolRegistryOptions = {}) {
+    this.maxResultChars = options.maxResultChars ?? 16_000;
+  }
+
+  register(tool: Tool): this {
+    if (this.tools.has(tool.name)) throw new Error(`tool "${tool.name}" is registered twice`);
+    this.tools.set(tool.name, tool);
+    return this;
+  }
+
+  get(name: string): Tool | undefined {
+    return this.tools.get(name);
+  }
+
+  names(): string[] {
+    return [...this.tools.keys()];
+  }
+
+  /** A registry with only the named tools (a subagent's subset, say). */
+  subset(names: string[]): ToolRegistry {
+    const registry = new ToolRegistry({ maxResultChars: this.maxResultChars });
+    for (const name of names) {
+      const tool = this.tools.get(name);
+      if (tool) registry.register(tool);
+    }
+    return registry;
+  }
+
+  /** OpenAI function definitions (JSON Schema of each tool's parameters). */
+  definitions(): ToolDefinition[] {
+    return [...this.tools.values()].map((tool) => {
+      const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>;
+      return { name: tool.name, description: tool.description, parameters };
+    });
+  }
+
+  /** Runs one call once. Never throws for the tool's own failures: they become error values. */
+  async execute(call: ToolCallRequest, context: ToolContext): Promise<ToolOutcome> {
+    const tool = this.tools.get(call.name);
+    if (!tool) {
+      return failure(
+        call.arguments,
+        `unknown tool "${call.name}"`,
+        `Use one of: ${this.names().join(", ") || "(no tools available)"}.`,
+      );
+    }
+    const parsed = parseArguments(call.arguments);
+    if (!parsed.ok) {
+      return failure(call.arguments, `the arguments of ${call.name} are not valid JSON (${parsed.error})`, "Send the arguments again as one JSON object.");
+    }
+    const validated = validate(tool.parameters, parsed.value);
+    if (!validated.ok) {
+      return failure(parsed.value, `invalid arguments for ${call.name}: ${validated.error}`, `Call ${call.name} again with the arguments fixed.`);
+    }
+    try {
+      const result = await tool.execute(validated.value, context);
+      return { content: await this.cap(result, call, context), success: !result.startsWith("Error:"), arguments: parsed.value, retryable: false };
+    } catch (error) {
+      if (error instanceof ToolError) return failure(parsed.value, error.message, error.hint);
+      if (context.signal.aborted) return { ...failure(parsed.value, "the call was cancelled"), retryable: false };
+      return { ...failure(parsed.value, `${call.name} failed: ${errorMessage(error)}`, "Try again differently, or tell the user what failed."), retryable: true };
+    }
+  }
+
+  private async cap(result: string, call: ToolCallRequest, context: ToolContext): Promise<string> {
+    if (result.length <= this.maxResultChars) return result;
+    const relative = path.join(".countbot", "tool-results", `${safeName(call.id)}.txt`);
+    const absolute = path.join(context.workspace, relative);
+    await mkdir(path.dirname(absolute), { recursive: true });
+    await writeFile(absolute, result, "utf8");
+    const notice = `\n\n[result truncated: ${result.length} characters in all; the whole text is in ${relative} — read it with read_file using offset/limit]`;
+    return result.slice(0, Math.max(0, this.maxResultChars - notice.length)) + notice;
+  }
+}
+
+function failure(argumentsValue: unknown, fact: string, hint?: string): ToolOutcome {
+  return {
+    content: `Error: ${fact}.${hint ? ` Next: ${hint}` : ""}`,
+    success: false,
+    arguments: argumentsValue,
+    retryable: false,
+  };
+}
+
+function safeName(text: string): string {
+  return text.replace(/[^\w.-]/g, "_").slice(0, 80) || "result";
+}
+
+type Parsed = { ok: true; value: unknown } | { ok: false; error: string };
+
+/** JSON text → value. Empty text means no arguments; a JSON string holding JSON is unwrapped once. */
+export function parseArguments(text: string): Parsed {
+  if (text.trim() === "") return { ok: true, value: {} };
+  try {
+    let value: unknown = JSON.parse(text);
+    if (typeof value === "string" && /^\s*[{[]/.test(value)) value = JSON.parse(value);
+    if (value === null) value = {};
+    if (typeof value !== "object" || Array.isArray(value)) return { ok: false, error: "expected a JSON object" };
+    return { ok: true, value };
+  } catch (error) {
+    return { ok: false, error: errorMessage(error) };
+  }
+}
+
+type Validated = { ok: true; value: unknown } | { ok: false; error: string };
+
+/**
+ * zod validation that forgives what models commonly do: `null` for an optional field and an
+ * object or array sent as a JSON string.
+ */
+export function validate(schema: z.ZodType, value: unknown): Validated {
+  const withoutNulls = stripNulls(value);
+  let result = schema.safeParse(withoutNulls);
+  if (!result.success && isRecord(withoutNulls)) {
+    const repaired = { ...withoutNulls };
+    let changed = false;
+    for (const issue of result.error.issues) {
+      const key = issue.path[0];
+      if (issue.path.length !== 1 || typeof key !== "string") continue;
+      const raw = repaired[key];
+      if (typeof raw !== "string" || !/^\s*[{[]/.test(raw)) continue;
+      try {
+        repaired[key] = JSON.parse(raw);
+        changed = true;
+      } catch {
+        // Not JSON after all: the original issue stands.
+      }
+    }
+    if (changed) result = schema.safeParse(repaired);
+  }
+  if (result.success) return { ok: true, value: result.data };
+  return { ok: false, error: result.error.issues.map(describeIssue).join("; ") };
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  const where = issue.path.length > 0 ? `\`${issue.path.join(".")}\`` : "arguments";
+  if (issue.code === "unrecognized_keys") return `${where}: unknown field(s) ${issue.keys.map((key) => `\`${key}\``).join(", ")}`;
+  return `${where}: ${issue.message.replace(/^Invalid input: /, "")}`;
+}
+
+function stripNulls(value: unknown): unknown {
+  if (!isRecord(value)) return value;
+  return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== null));
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

@@ -38,7 +38,7 @@ export const AgentSchema = z
     debounceMs: z.number().int().min(0).max(60_000).default(0).describe("Wait this long after a message for more before starting a turn."),
     providerRetries: z.number().int().min(0).max(10).default(3).describe("Retries of a model call on 429/5xx/timeouts (never after output began)."),
     requestTimeoutMs: positiveInt.default(120_000).describe("Timeout of one model request."),
-    persona: PersonaSchema,
+    persona: PersonaSchema.describe("The assistant's identity."),
   })
   .prefault({});
 
@@ -60,20 +60,46 @@ export const ToolsSchema = z
     restrictToWorkspace: z.boolean().default(true).describe("File tools refuse paths outside the workspace."),
     maxResultChars: positiveInt.default(16_000).describe("Tool results above this are saved to a file; the model gets the head."),
     maxReadBytes: positiveInt.default(1_000_000).describe("Largest file read_file returns."),
+    braveApiKey: z.string().optional().describe("Brave Search API key (secret) for web search. Unset: no web search."),
   })
   .prefault({});
 
+const allowFrom = z.array(z.string()).default([]).describe("User ids and chat ids allowed to talk to the bot. Empty denies everyone.");
+const groupPolicy = z
+  .enum(["mention", "all", "off"])
+  .default("mention")
+  .describe("In groups: answer only when mentioned or replied to, always, or never.");
+
 export const TelegramSchema = z.strictObject({
-  enabled: z.boolean().default(false),
+  enabled: z.boolean().default(false).describe("Run the Telegram channel."),
   token: z.string().optional().describe("Bot token (secret)."),
   apiRoot: z.url().optional().describe("Bot API root, for self-hosted Bot API servers and tests."),
-  allowFrom: z.array(z.string()).default([]).describe("User ids and chat ids allowed to talk to the bot. Empty denies everyone."),
-  groupPolicy: z.enum(["mention", "all", "off"]).default("mention").describe("In groups: answer only when mentioned or replied to, always, or never."),
+  allowFrom,
+  groupPolicy,
+});
+
+export const DiscordSchema = z.strictObject({
+  enabled: z.boolean().default(false).describe("Run the Discord channel."),
+  token: z.string().optional().describe("Bot token (secret)."),
+  apiRoot: z.url().optional().describe("REST API root, e.g. https://discord.com/api/v10; for tests."),
+  allowFrom,
+  groupPolicy,
+});
+
+export const FeishuSchema = z.strictObject({
+  enabled: z.boolean().default(false).describe("Run the Feishu (Lark) channel."),
+  appId: z.string().optional().describe("App ID of the Feishu app."),
+  appSecret: z.string().optional().describe("App secret (secret)."),
+  domain: z.url().optional().describe("Open platform root: https://open.feishu.cn (default), https://open.larksuite.com for Lark, or a test server."),
+  allowFrom,
+  groupPolicy,
 });
 
 export const ChannelsSchema = z
   .strictObject({
-    telegram: TelegramSchema.optional(),
+    telegram: TelegramSchema.optional().describe("Telegram bot (long polling)."),
+    discord: DiscordSchema.optional().describe("Discord bot."),
+    feishu: FeishuSchema.optional().describe("Feishu / Lark app."),
   })
   .prefault({});
 
@@ -94,23 +120,26 @@ export const ApiSchema = z
 
 export const LogSchema = z
   .strictObject({
-    level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+    level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info").describe("Least severe level written to the log."),
   })
   .prefault({});
 
 export const ConfigSchema = z.strictObject({
-  $schema: z.string().optional(),
-  agent: AgentSchema,
-  providers: z.record(z.string().regex(/^[\w.-]+$/), ProviderSchema).default({}).describe("Model providers by name."),
-  memory: MemorySchema,
-  tools: ToolsSchema,
-  channels: ChannelsSchema,
-  redis: RedisSchema,
-  api: ApiSchema,
-  log: LogSchema,
-  dataDir: z.string().default("~/.countbot").describe("Sessions, audit log and other state."),
-  workspace: z.string().optional().describe("The agent's workspace (files, skills, memory). Default: <dataDir>/workspace."),
-});
+  $schema: z.string().optional().describe("Path or URL of the JSON Schema of this file, for editors."),
+  agent: AgentSchema.describe("The agent loop and its model."),
+  providers: z
+    .record(z.string().regex(/^[\w.-]+$/, "expected a name of letters, digits, _ . -"), ProviderSchema)
+    .default({})
+    .describe("Model providers by name."),
+  memory: MemorySchema.describe("Long-term memory."),
+  tools: ToolsSchema.describe("Built-in tools."),
+  channels: ChannelsSchema.describe("Chat platforms."),
+  redis: RedisSchema.describe("Redis, for running several processes."),
+  api: ApiSchema.describe("The HTTP API."),
+  log: LogSchema.describe("Logging."),
+  dataDir: z.string().default("~/.countbot").describe("Sessions, audit log and other state. `~` and relative paths resolve against the home and working directories."),
+  workspace: z.string().optional().describe("The agent's workspace (files, skills, memory). Default: `<dataDir>/workspace`. Relative paths resolve against the working directory."),
+}).describe("CountBot configuration. String values may reference environment variables as `${VAR}`.");
 
 export type Config = z.infer<typeof ConfigSchema>;
 export type AgentConfig = Config["agent"];

@@ -1,0 +1,222 @@
+/**
+ * Loads the configuration: the JSON file, `${VAR}` references, environment overrides, validation
+ * against {@link ConfigSchema}, then absolute paths. Pure apart from reading the file.
+ */
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+import { ConfigError } from "../errors.js";
+import { describeIssue, formatPath } from "./issues.js";
+import { findJsonSyntaxError } from "./json-syntax.js";
+import { isSecretField } from "./mask.js";
+import { ConfigSchema, type ResolvedConfig } from "./schema.js";
+
+type Environment = Readonly<Record<string, string | undefined>>;
+
+/** Options of {@link loadConfig}. */
+export interface LoadConfigOptions {
+  /** Source of `${VAR}` references and environment overrides. Default: `process.env`. */
+  env?: Environment;
+  /** Directory that relative paths (the config file, `dataDir`, `workspace`) resolve against. Default: `process.cwd()`. */
+  cwd?: string;
+  /** The config file. Default: `COUNTBOT_CONFIG`, else `<cwd>/config/countbot.json` when it exists. */
+  file?: string;
+  /** What `~` stands for. Default: `os.homedir()`. */
+  homeDir?: string;
+}
+
+/** An environment variable that, when set and not empty, replaces one config field. */
+export interface EnvironmentOverride {
+  variable: string;
+  path: readonly string[];
+  /** `port`: must be a whole number; `lowercase`: `INFO` means `info`. */
+  kind: "text" | "port" | "lowercase";
+}
+
+const override = (variable: string, path: string, kind: EnvironmentOverride["kind"] = "text"): EnvironmentOverride => ({
+  variable,
+  path: path.split("."),
+  kind,
+});
+
+/** The environment overrides, in the order they are applied. Operators and tests rely on these names. */
+export const environmentOverrides: readonly EnvironmentOverride[] = [
+  override("OPENAI_API_KEY", "providers.openai.apiKey"),
+  override("OPENAI_BASE_URL", "providers.openai.baseURL"),
+  override("ANTHROPIC_API_KEY", "providers.anthropic.apiKey"),
+  override("ANTHROPIC_BASE_URL", "providers.anthropic.baseURL"),
+  override("COUNTBOT_MODEL", "agent.model"),
+  override("REDIS_URL", "redis.url"),
+  override("COUNTBOT_WORKSPACE", "workspace"),
+  override("COUNTBOT_DATA_DIR", "dataDir"),
+  override("COUNTBOT_API_PORT", "api.port", "port"),
+  override("COUNTBOT_API_TOKEN", "api.token"),
+  override("TELEGRAM_BOT_TOKEN", "channels.telegram.token"),
+  override("TELEGRAM_API_ROOT", "channels.telegram.apiRoot"),
+  override("DISCORD_BOT_TOKEN", "channels.discord.token"),
+  override("DISCORD_API_ROOT", "channels.discord.apiRoot"),
+  override("FEISHU_APP_ID", "channels.feishu.appId"),
+  override("FEISHU_APP_SECRET", "channels.feishu.appSecret"),
+  override("FEISHU_DOMAIN", "channels.feishu.domain"),
+  override("BRAVE_API_KEY", "tools.braveApiKey"),
+  override("LOG_LEVEL", "log.level", "lowercase"),
+];
+
+/** Where a value came from, keyed by its formatted path; added to error messages about it. */
+type Origins = Map<string, string>;
+
+/**
+ * Reads, completes and validates the configuration. Throws one {@link ConfigError} that lists every
+ * problem; its `path` is the first problem's field.
+ */
+export function loadConfig(options: LoadConfigOptions = {}): ResolvedConfig {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const origins: Origins = new Map();
+
+  const candidate = locateFile(options.file, env, cwd);
+  const parsed = readJsonFile(candidate);
+  const file = parsed === undefined ? undefined : candidate;
+  const substituted = substituteReferences(parsed ?? {}, env, [], origins);
+  const raw = isPlainObject(substituted) ? substituted : {};
+  applyEnvironmentOverrides(raw, env, origins);
+
+  const result = ConfigSchema.safeParse(raw, { reportInput: true });
+  if (!result.success) {
+    const lines = result.error.issues.map((issue) => {
+      const path = formatPath(issue.path);
+      const origin = origins.get(path);
+      const hideInput = issue.path.some((key, index) => isSecretField(key, issue.path[index - 1]));
+      return `  ${path || "(top level)"}: ${describeIssue(issue, { schema: ConfigSchema, hideInput })}${origin ? ` (${origin})` : ""}`;
+    });
+    const source = file ? `in ${file.path}` : "(no config file; defaults and environment)";
+    const first = result.error.issues[0];
+    // No `cause`: the zod issues carry the raw input, secrets included, and the message says it all.
+    throw new ConfigError(`Invalid configuration ${source}:\n${lines.join("\n")}`, first ? formatPath(first.path) || undefined : undefined);
+  }
+
+  const config = result.data;
+  const homeDir = options.homeDir ?? homedir();
+  const dataDir = absolutePath(config.dataDir, cwd, homeDir);
+  const workspace = config.workspace === undefined ? join(dataDir, "workspace") : absolutePath(config.workspace, cwd, homeDir);
+  return { ...config, dataDir, workspace };
+}
+
+interface ConfigFile {
+  path: string;
+  /** Missing is an error only for a file that was asked for by name. */
+  required: boolean;
+  /** Who named it, for the error message. */
+  namedBy: string;
+}
+
+function locateFile(file: string | undefined, env: Environment, cwd: string): ConfigFile {
+  if (file !== undefined) return { path: resolve(cwd, file), required: true, namedBy: "" };
+  const fromEnvironment = env.COUNTBOT_CONFIG?.trim();
+  if (fromEnvironment) return { path: resolve(cwd, fromEnvironment), required: true, namedBy: " (named by COUNTBOT_CONFIG)" };
+  return { path: join(cwd, "config", "countbot.json"), required: false, namedBy: "" };
+}
+
+/** The file's JSON value; undefined when an optional file is absent. */
+function readJsonFile(file: ConfigFile): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file.path, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" && !file.required) return undefined;
+    const reason = code === "ENOENT" ? "not found" : `cannot be read (${code ?? String(error)})`;
+    throw new ConfigError(`Config file ${file.path}${file.namedBy} ${reason}`, undefined, { cause: error });
+  }
+  text = text.replace(/^\uFEFF/, "");
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    const syntax = findJsonSyntaxError(text);
+    const where = syntax ? `${file.path}:${syntax.line}:${syntax.column}` : file.path;
+    const reason = syntax?.reason ?? "not valid JSON";
+    // No `cause`: JSON.parse quotes the text around the error, which may hold a secret.
+    throw new ConfigError(`Invalid JSON in config file ${where}: ${reason}`);
+  }
+  if (!isPlainObject(value)) {
+    throw new ConfigError(`Config file ${file.path} must hold a JSON object ({ ... }) at the top level`);
+  }
+  return value;
+}
+
+const reference = /\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
+
+/**
+ * Replaces `${VAR}` in every string with the variable's value (unset: empty); `$${VAR}` stays a
+ * literal `${VAR}`. A field or list item that only held references and came out empty is dropped,
+ * so an unset `${OPENAI_API_KEY}` means "no key" and defaults still apply.
+ */
+function substituteReferences(value: unknown, env: Environment, path: PropertyKey[], origins: Origins): unknown {
+  if (typeof value === "string") {
+    const names: string[] = [];
+    const text = value.replace(reference, (_match, escape: string, name: string) => {
+      if (escape) return `\${${name}}`;
+      names.push(name);
+      return env[name] ?? "";
+    });
+    if (names.length === 0) return text;
+    if (text === "") return undefined;
+    origins.set(formatPath(path), `from ${names.map((name) => `\${${name}}`).join(", ")}`);
+    return text;
+  }
+  if (Array.isArray(value)) {
+    return value
+      .map((item, index) => substituteReferences(item, env, [...path, index], origins))
+      .filter((item) => item !== undefined);
+  }
+  if (isPlainObject(value)) {
+    // fromEntries defines own properties, so a "__proto__" key stays a key (and is reported as unknown).
+    return Object.fromEntries(
+      Object.entries(value)
+        .map(([key, item]) => [key, substituteReferences(item, env, [...path, key], origins)] as const)
+        .filter(([, item]) => item !== undefined),
+    );
+  }
+  return value;
+}
+
+function applyEnvironmentOverrides(config: Record<string, unknown>, env: Environment, origins: Origins): void {
+  for (const { variable, path, kind } of environmentOverrides) {
+    const text = env[variable]?.trim();
+    if (!text) continue;
+    let value: string | number = text;
+    if (kind === "port") {
+      if (!/^\d+$/.test(text)) {
+        throw new ConfigError(`${variable}: expected a port number (0-65535), got ${JSON.stringify(text)}`, path.join("."));
+      }
+      value = Number(text);
+    } else if (kind === "lowercase") {
+      value = text.toLowerCase();
+    }
+    if (setAt(config, path, value)) origins.set(formatPath(path), `from ${variable}`);
+  }
+}
+
+/** Sets `path` in `target`, creating missing objects. Leaves a non-object in the way for validation to report. */
+function setAt(target: Record<string, unknown>, path: readonly string[], value: unknown): boolean {
+  let node = target;
+  for (const key of path.slice(0, -1)) {
+    const next = node[key];
+    if (next === undefined || next === null) node[key] = {};
+    else if (!isPlainObject(next)) return false;
+    node = node[key] as Record<string, unknown>;
+  }
+  node[path.at(-1) as string] = value;
+  return true;
+}
+
+function absolutePath(path: string, cwd: string, homeDir: string): string {
+  if (path === "~") return resolve(homeDir);
+  if (path.startsWith("~/") || path.startsWith("~\\")) return resolve(homeDir, path.slice(2));
+  return resolve(cwd, path);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

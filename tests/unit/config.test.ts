@@ -1,0 +1,331 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { listConfigFields, renderConfigReadme, renderJsonSchema } from "../../src/config/generate-schema.js";
+import { environmentOverrides, loadConfig, type LoadConfigOptions } from "../../src/config/load.js";
+import { collectSecrets, maskSecrets, redactText } from "../../src/config/mask.js";
+import { ConfigError } from "../../src/errors.js";
+
+const configDirectory = fileURLToPath(new URL("../../config/", import.meta.url));
+
+let root: string;
+let cwd: string;
+let home: string;
+
+beforeEach(() => {
+  root = mkdtempSync(join(tmpdir(), "countbot-config-"));
+  cwd = join(root, "project");
+  home = join(root, "home");
+  mkdirSync(cwd);
+  mkdirSync(home);
+});
+
+afterEach(() => {
+  rmSync(root, { recursive: true, force: true });
+});
+
+/** Writes `content` (an object is written as JSON) to `<cwd>/<name>` and returns its path. */
+function writeConfig(content: unknown, name = "config/countbot.json"): string {
+  const path = join(cwd, name);
+  mkdirSync(join(path, ".."), { recursive: true });
+  writeFileSync(path, typeof content === "string" ? content : JSON.stringify(content, null, 2));
+  return path;
+}
+
+function load(options: LoadConfigOptions = {}) {
+  return loadConfig({ env: {}, cwd, homeDir: home, ...options });
+}
+
+function loadError(options: LoadConfigOptions = {}): ConfigError {
+  try {
+    load(options);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error("expected loadConfig to throw");
+}
+
+function valueAt(value: unknown, path: readonly string[]): unknown {
+  return path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], value);
+}
+
+describe("loadConfig", () => {
+  it("uses the defaults when there is no file", () => {
+    const config = load();
+    expect(config.agent).toMatchObject({ model: "openai/gpt-4o-mini", maxIterations: 25, maxRetries: 3, temperature: 0.7, maxTokens: 4096, maxHistory: 50 });
+    expect(config.agent.persona).toEqual({ name: "CountBot", personality: "professional" });
+    expect(config.providers).toEqual({});
+    expect(config.channels).toEqual({});
+    expect(config.redis).toEqual({ prefix: "countbot" });
+    expect(config.api).toEqual({ host: "127.0.0.1", port: 8787 });
+    expect(config.log.level).toBe("info");
+    expect(config.dataDir).toBe(join(home, ".countbot"));
+    expect(config.workspace).toBe(join(home, ".countbot", "workspace"));
+  });
+
+  it("reads config/countbot.json and substitutes ${VAR} references", () => {
+    writeConfig({
+      agent: { model: "${MODEL}", maxIterations: 7, persona: { customPrompt: "Write $${HOME} literally; ${MODEL} is you." } },
+      providers: {
+        openai: { apiKey: "${OPENAI_KEY}", baseURL: "https://${API_HOST}/v1" },
+        deepseek: { type: "openai", apiKey: "${UNSET_KEY}", baseURL: "https://api.deepseek.com/v1" },
+      },
+      channels: { telegram: { enabled: true, token: "${BOT_TOKEN}", allowFrom: ["${ADMIN_ID}", "42", "${UNSET_ID}"] } },
+      api: { host: "${UNSET_HOST}" },
+      redis: { url: "${UNSET_URL}" },
+    });
+    const config = load({
+      env: { MODEL: "deepseek/deepseek-chat", OPENAI_KEY: "sk-file-key", API_HOST: "llm.example.com", BOT_TOKEN: "123:abc", ADMIN_ID: "1001" },
+    });
+    expect(config.agent.model).toBe("deepseek/deepseek-chat");
+    expect(config.agent.maxIterations).toBe(7);
+    expect(config.providers.openai).toEqual({ apiKey: "sk-file-key", baseURL: "https://llm.example.com/v1" });
+    // An unset variable in an optional field means the field is absent, not an empty string.
+    expect(config.providers.deepseek).toEqual({ type: "openai", baseURL: "https://api.deepseek.com/v1" });
+    expect(config.channels.telegram).toMatchObject({ enabled: true, token: "123:abc", allowFrom: ["1001", "42"] });
+    // ...and a defaulted one gets its default.
+    expect(config.api.host).toBe("127.0.0.1");
+    expect(config.redis.url).toBeUndefined();
+    // `$${VAR}` escapes a reference.
+    expect(config.agent.persona.customPrompt).toBe("Write ${HOME} literally; deepseek/deepseek-chat is you.");
+  });
+
+  it("reads the file named by COUNTBOT_CONFIG, and an explicit file before that", () => {
+    const named = writeConfig({ agent: { maxIterations: 11 } }, "elsewhere/a.json");
+    const explicit = writeConfig({ agent: { maxIterations: 12 } }, "b.json");
+    writeConfig({ agent: { maxIterations: 13 } });
+    expect(load({ env: { COUNTBOT_CONFIG: named } }).agent.maxIterations).toBe(11);
+    expect(load({ env: { COUNTBOT_CONFIG: "elsewhere/a.json" } }).agent.maxIterations).toBe(11);
+    expect(load({ env: { COUNTBOT_CONFIG: named }, file: explicit }).agent.maxIterations).toBe(12);
+    expect(load().agent.maxIterations).toBe(13);
+  });
+
+  it("overrides from the environment exactly the documented variables", () => {
+    expect(environmentOverrides.map((entry) => entry.variable)).toEqual([
+      "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "COUNTBOT_MODEL", "REDIS_URL",
+      "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN", "TELEGRAM_BOT_TOKEN",
+      "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT", "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN",
+      "BRAVE_API_KEY", "LOG_LEVEL",
+    ]);
+  });
+
+  const overrides: Array<[variable: string, value: string, path: string, expected: unknown]> = [
+    ["OPENAI_API_KEY", "sk-env-openai", "providers.openai.apiKey", "sk-env-openai"],
+    ["OPENAI_BASE_URL", "http://127.0.0.1:9999/v1", "providers.openai.baseURL", "http://127.0.0.1:9999/v1"],
+    ["ANTHROPIC_API_KEY", "sk-ant-env", "providers.anthropic.apiKey", "sk-ant-env"],
+    ["ANTHROPIC_BASE_URL", "http://127.0.0.1:9998", "providers.anthropic.baseURL", "http://127.0.0.1:9998"],
+    ["COUNTBOT_MODEL", "anthropic/claude-sonnet-4-5", "agent.model", "anthropic/claude-sonnet-4-5"],
+    ["REDIS_URL", "redis://localhost:6379/2", "redis.url", "redis://localhost:6379/2"],
+    ["COUNTBOT_WORKSPACE", "/srv/countbot/workspace", "workspace", "/srv/countbot/workspace"],
+    ["COUNTBOT_DATA_DIR", "/srv/countbot/data", "dataDir", "/srv/countbot/data"],
+    ["COUNTBOT_API_PORT", "9090", "api.port", 9090],
+    ["COUNTBOT_API_TOKEN", "api-token-from-env", "api.token", "api-token-from-env"],
+    ["TELEGRAM_BOT_TOKEN", "123456:telegram-env", "channels.telegram.token", "123456:telegram-env"],
+    ["TELEGRAM_API_ROOT", "http://127.0.0.1:8081", "channels.telegram.apiRoot", "http://127.0.0.1:8081"],
+    ["DISCORD_BOT_TOKEN", "discord-env-token", "channels.discord.token", "discord-env-token"],
+    ["DISCORD_API_ROOT", "http://127.0.0.1:8082/api/v10", "channels.discord.apiRoot", "http://127.0.0.1:8082/api/v10"],
+    ["FEISHU_APP_ID", "cli_a1b2c3", "channels.feishu.appId", "cli_a1b2c3"],
+    ["FEISHU_APP_SECRET", "feishu-env-secret", "channels.feishu.appSecret", "feishu-env-secret"],
+    ["FEISHU_DOMAIN", "https://open.larksuite.com", "channels.feishu.domain", "https://open.larksuite.com"],
+    ["BRAVE_API_KEY", "brave-env-key", "tools.braveApiKey", "brave-env-key"],
+    ["LOG_LEVEL", "debug", "log.level", "debug"],
+  ];
+
+  it.each(overrides)("%s sets %s", (variable, value, path, expected) => {
+    const config = load({ env: { [variable]: value } });
+    expect(valueAt(config, path.split("."))).toEqual(expected);
+  });
+
+  it("lets the environment win over the file, and ignores empty variables", () => {
+    writeConfig({
+      agent: { model: "openai/gpt-4o" },
+      providers: { openai: { apiKey: "sk-from-file", baseURL: "https://api.openai.com/v1" } },
+      api: { port: 1234 },
+      log: { level: "warn" },
+    });
+    const config = load({ env: { OPENAI_API_KEY: "sk-from-env", COUNTBOT_API_PORT: "4321", COUNTBOT_MODEL: "", LOG_LEVEL: "  " } });
+    expect(config.providers.openai).toEqual({ apiKey: "sk-from-env", baseURL: "https://api.openai.com/v1" });
+    expect(config.api.port).toBe(4321);
+    expect(config.agent.model).toBe("openai/gpt-4o");
+    expect(config.log.level).toBe("warn");
+  });
+
+  it("reports every bad value with its path and what was expected, in one error", () => {
+    writeConfig({ agent: { maxIterations: "x", temperature: 5 }, log: { level: "loud" } });
+    const error = loadError();
+    expect(error.path).toBe("agent.maxIterations");
+    expect(error.message).toContain(join(cwd, "config", "countbot.json"));
+    expect(error.message).toContain('agent.maxIterations: expected a number, got "x"');
+    expect(error.message).toContain("agent.temperature: expected a number <= 2, got 5");
+    expect(error.message).toMatch(/log\.level: expected one of .*"info".*, got "loud"/);
+  });
+
+  it("names unknown fields and suggests the likely one", () => {
+    writeConfig({ agent: { modle: "openai/gpt-4o" }, providers: { openai: { baseUrl: "https://api.openai.com/v1" } } });
+    const error = loadError();
+    expect(error.path).toBe("agent");
+    expect(error.message).toContain('agent: unknown field "modle" (did you mean "model"?)');
+    expect(error.message).toContain('providers.openai: unknown field "baseUrl" (did you mean "baseURL"?)');
+  });
+
+  it("says where a bad value came from when it came from the environment", () => {
+    const error = loadError({ env: { COUNTBOT_MODEL: "gpt-4o", OPENAI_BASE_URL: "not a url" } });
+    expect(error.message).toContain("agent.model: expected `provider/model`");
+    expect(error.message).toContain("(from COUNTBOT_MODEL)");
+    expect(error.message).toContain('providers.openai.baseURL: expected a URL, got "not a url" (from OPENAI_BASE_URL)');
+  });
+
+  it("does not print the value of a secret field in errors", () => {
+    writeConfig({ api: { token: 98765432109876 } });
+    const error = loadError();
+    expect(error.message).toContain("api.token: expected a string");
+    expect(error.message).not.toContain("98765432109876");
+  });
+
+  it("names the file, line and column of a JSON syntax error", () => {
+    const path = writeConfig('{\n  "agent": {\n    "maxIterations": 5,\n  }\n}\n');
+    const error = loadError();
+    expect(error.message).toContain(`${path}:4:3`);
+    expect(error.message).toContain("trailing comma");
+
+    // Node 20 gives no position for this one; the loader finds it.
+    writeConfig('{ "log": { "level": tru } }');
+    expect(loadError().message).toContain(`${path}:1:21`);
+    writeConfig('{ "agent": {');
+    expect(loadError().message).toMatch(/countbot\.json:1:13: unexpected end of file/);
+  });
+
+  it("refuses a file that is not a JSON object", () => {
+    writeConfig("[1, 2]");
+    expect(loadError().message).toContain("JSON object");
+  });
+
+  it("fails when an explicitly named file does not exist, naming it", () => {
+    const missing = join(cwd, "nope.json");
+    expect(loadError({ file: missing }).message).toContain(missing);
+    const error = loadError({ env: { COUNTBOT_CONFIG: "missing/countbot.json" } });
+    expect(error.message).toContain(join(cwd, "missing", "countbot.json"));
+    expect(error.message).toContain("COUNTBOT_CONFIG");
+  });
+
+  it("rejects a COUNTBOT_API_PORT that is not a number", () => {
+    const error = loadError({ env: { COUNTBOT_API_PORT: "abc" } });
+    expect(error.message).toContain("COUNTBOT_API_PORT");
+    expect(error.message).toContain('"abc"');
+    expect(error.path).toBe("api.port");
+    expect(loadError({ env: { COUNTBOT_API_PORT: "70000" } }).message).toContain("api.port: expected a number <= 65535, got 70000 (from COUNTBOT_API_PORT)");
+  });
+
+  it("resolves ~ and relative paths to absolute ones", () => {
+    writeConfig({ dataDir: "~/state", workspace: "./ws" });
+    expect(load()).toMatchObject({ dataDir: join(home, "state"), workspace: join(cwd, "ws") });
+
+    writeConfig({ dataDir: "data" });
+    expect(load()).toMatchObject({ dataDir: join(cwd, "data"), workspace: join(cwd, "data", "workspace") });
+
+    writeConfig({ dataDir: "~", workspace: "~/projects/bot" });
+    expect(load()).toMatchObject({ dataDir: home, workspace: join(home, "projects", "bot") });
+
+    expect(load({ env: { COUNTBOT_DATA_DIR: "rel/dir" } }).dataDir).toBe(join(cwd, "rel", "dir"));
+  });
+});
+
+describe("maskSecrets", () => {
+  const secrets = {
+    openai: "sk-proj-abcdefghijklmnop1234",
+    telegram: "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+    feishu: "feishu-app-secret-value-9876",
+    brave: "BSAbravebravebrave5555",
+    api: "api-bearer-token-0000",
+    header: "Bearer header-secret-abcdef",
+    redis: "redis-password-xyz-7777",
+  };
+
+  it("masks every secret field and never shows the secret", () => {
+    writeConfig({
+      providers: { openai: { apiKey: "${OPENAI}", headers: { Authorization: "${HEADER}", "X-Title": "CountBot" } } },
+      channels: { telegram: { token: "${TELEGRAM}" }, feishu: { appId: "cli_visible", appSecret: "${FEISHU}" } },
+      tools: { braveApiKey: "${BRAVE}" },
+      api: { token: "${API}" },
+      redis: { url: "redis://:${REDIS}@redis.internal:6379/0" },
+    });
+    const config = load({
+      env: { OPENAI: secrets.openai, HEADER: secrets.header, TELEGRAM: secrets.telegram, FEISHU: secrets.feishu, BRAVE: secrets.brave, API: secrets.api, REDIS: secrets.redis },
+    });
+    const masked = maskSecrets(config);
+    const text = JSON.stringify(masked);
+    for (const secret of Object.values(secrets)) expect(text).not.toContain(secret);
+
+    expect(masked.providers.openai?.apiKey).toBe("****1234");
+    expect(masked.channels.telegram?.token).toBe("****Dsaw");
+    expect(masked.channels.feishu?.appSecret).toBe("****9876");
+    expect(masked.channels.feishu?.appId).toBe("cli_visible");
+    expect(masked.tools.braveApiKey).toBe("****5555");
+    expect(masked.api.token).toBe("****0000");
+    expect(masked.providers.openai?.headers).toEqual({ Authorization: "****cdef", "X-Title": "CountBot" });
+    expect(masked.redis.url).toBe("redis://:****7777@redis.internal:6379/0");
+    expect(masked.agent).toEqual(config.agent);
+    // A copy: the loaded config keeps its secrets.
+    expect(config.providers.openai?.apiKey).toBe(secrets.openai);
+  });
+
+  it("masks short secrets whole, and the password of any redis URL", () => {
+    expect(maskSecrets({ api: { token: "short" } })).toEqual({ api: { token: "****" } });
+    expect(maskSecrets({ redis: { url: "redis://:pw@localhost:6379" } }).redis.url).toBe("redis://:****@localhost:6379");
+    expect(maskSecrets({ redis: { url: "rediss://default:a-long-redis-password@cache.example.com" } }).redis.url).toBe(
+      "rediss://default:****word@cache.example.com",
+    );
+    expect(maskSecrets({ redis: { url: "redis://localhost:6379" } }).redis.url).toBe("redis://localhost:6379");
+    expect(maskSecrets({ nested: [{ password: "hunter2hunter2" }], secret: "s" })).toEqual({ nested: [{ password: "****ter2" }], secret: "****" });
+  });
+});
+
+describe("redactText", () => {
+  it("replaces secret values in text, also URL-encoded", () => {
+    const secrets = collectSecrets({
+      providers: { openai: { apiKey: "sk-live-0123456789abcd" } },
+      redis: { url: "redis://:p%40ss-word-long@host" },
+      api: { token: "abc" },
+    });
+    expect(secrets).toEqual(["sk-live-0123456789abcd", "p%40ss-word-long", "abc"]);
+    const text = redactText("calling with key=sk-live-0123456789abcd; redis auth p@ss-word-long failed; abc stays", secrets);
+    expect(text).toBe("calling with key=****abcd; redis auth ****long failed; abc stays");
+    expect(redactText("nothing here", [])).toBe("nothing here");
+  });
+});
+
+describe("config/ files", () => {
+  it("loads config/countbot.example.json with no environment variables", () => {
+    const config = load({ file: join(configDirectory, "countbot.example.json") });
+    expect(Object.keys(config.providers)).toEqual(["openai", "anthropic", "deepseek", "ollama"]);
+    expect(config.providers.deepseek).toEqual({ type: "openai", baseURL: "https://api.deepseek.com/v1" });
+    expect(config.providers.ollama?.baseURL).toBe("http://localhost:11434/v1");
+    expect(config.providers.openai?.apiKey).toBeUndefined();
+    expect(config.channels.telegram).toMatchObject({ enabled: false, allowFrom: ["123456789"] });
+    expect(config.channels.telegram?.token).toBeUndefined();
+    expect(config.redis.url).toBeUndefined();
+  });
+
+  it("sets every field in the example", () => {
+    const example = JSON.parse(readFileSync(join(configDirectory, "countbot.example.json"), "utf8")) as Record<string, unknown>;
+    expect(example.$schema).toBe("./countbot.schema.json");
+    const missing = listConfigFields()
+      .filter((field) => field.leaf)
+      .map((field) => field.path)
+      .filter((path) => {
+        const [before, after] = path.split(".<name>.");
+        if (after === undefined) return valueAt(example, path.split(".")) === undefined;
+        const map = valueAt(example, (before as string).split(".")) as Record<string, unknown>;
+        return !Object.values(map).some((entry) => valueAt(entry, after.split(".")) !== undefined);
+      });
+    expect(missing).toEqual([]);
+  });
+
+  it("keeps the generated schema and README up to date (run `npm run schema`)", () => {
+    expect(readFileSync(join(configDirectory, "countbot.schema.json"), "utf8")).toBe(renderJsonSchema());
+    expect(readFileSync(join(configDirectory, "README.md"), "utf8")).toBe(renderConfigReadme());
+  });
+});

@@ -12,6 +12,10 @@ export interface HistoryEntry {
   at: number;
   /** Inbound message ids this entry came from (user entries), for tracing. */
   messageIds?: string[];
+  /** Token usage of the turn that produced this entry (assistant entries). */
+  usage?: { inputTokens: number; outputTokens: number };
+  /** `provider/model` that answered (assistant entries). */
+  model?: string;
 }
 
 export interface SessionMeta {

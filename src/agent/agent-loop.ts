@@ -1,0 +1,298 @@
+/**
+ * Consumes the bus: claims sessions (bounded concurrency across sessions, one turn at a time per
+ * session), runs their turns, streams drafts and tool notices, publishes the final reply fenced
+ * by the lease, then acks. Messages that arrived during a turn are claimed together as the next.
+ */
+import type { Logger } from "pino";
+import { type InboundMessage, type OutboundMessage, SYSTEM_CHANNEL, replyTarget } from "../bus/message.js";
+import type { Claim, MessageBus, Subscription } from "../bus/types.js";
+import { BusError, CancelledError, errorMessage } from "../errors.js";
+import type { Agent } from "./agent.js";
+import { type ChatCommand, helpText, parseCommand } from "./commands.js";
+import type { TurnEvent } from "./turn.js";
+
+export interface AgentLoopOptions {
+  bus: MessageBus;
+  agent: Agent;
+  logger: Logger;
+  /** Turns run at once (different sessions). */
+  concurrency: number;
+  /** Must match the bus lease TTL; renewal happens at a third of it. */
+  leaseTtlMs?: number;
+  /** Minimum time between two drafts of one reply. */
+  draftIntervalMs?: number;
+}
+
+interface RunningTurn {
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+export class AgentLoop {
+  private readonly running = new Map<string, RunningTurn>();
+  private readonly stopController = new AbortController();
+  private cancelSubscription: Subscription | undefined;
+  private slotFreed: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+
+  constructor(private readonly options: AgentLoopOptions) {}
+
+  /** Starts consuming; resolves when `stop` has been called and the claim loop has ended. */
+  run(): Promise<void> {
+    this.loop ??= this.consume();
+    return this.loop;
+  }
+
+  /** Stops claiming; lets running turns finish within `graceMs`, then cancels them. */
+  async stop(graceMs = 10_000): Promise<void> {
+    this.stopController.abort();
+    this.slotFreed?.();
+    await this.loop;
+    const pending = [...this.running.values()].map((turn) => turn.done);
+    const grace = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
+    await Promise.race([Promise.all(pending), grace]);
+    for (const turn of this.running.values()) turn.controller.abort(new CancelledError("shutting down"));
+    await Promise.all([...this.running.values()].map((turn) => turn.done));
+    await this.cancelSubscription?.close();
+  }
+
+  /** Number of turns running now. */
+  get active(): number {
+    return this.running.size;
+  }
+
+  private async consume(): Promise<void> {
+    const { bus, logger } = this.options;
+    const stopping = this.stopController.signal;
+    this.cancelSubscription = await bus.onCancel((sessionKey) => {
+      this.running.get(sessionKey)?.controller.abort(new CancelledError("stopped by the user"));
+    });
+    while (!stopping.aborted) {
+      if (this.running.size >= this.options.concurrency) {
+        await new Promise<void>((resolve) => (this.slotFreed = resolve));
+        continue;
+      }
+      let claim: Claim | null;
+      try {
+        claim = await bus.claimSession({ timeoutMs: 5_000, signal: stopping });
+      } catch (error) {
+        logger.error({ err: error }, "claiming a session failed; retrying");
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        continue;
+      }
+      if (!claim) continue;
+      this.start(claim);
+    }
+  }
+
+  private start(claim: Claim): void {
+    const controller = new AbortController();
+    const done = this.handle(claim, controller)
+      .catch((error: unknown) => this.options.logger.error({ err: error, session: claim.sessionKey }, "turn handling failed"))
+      .finally(() => {
+        this.running.delete(claim.sessionKey);
+        const freed = this.slotFreed;
+        this.slotFreed = undefined;
+        freed?.();
+      });
+    this.running.set(claim.sessionKey, { controller, done });
+  }
+
+  private async handle(claim: Claim, controller: AbortController): Promise<void> {
+    const { bus, logger } = this.options;
+    const ttl = this.options.leaseTtlMs ?? 30_000;
+    let leaseLost = false;
+    const renewal = setInterval(() => {
+      bus.renew(claim).then(
+        (held) => {
+          if (held) return;
+          leaseLost = true;
+          controller.abort(new BusError(`lease on ${claim.sessionKey} lost`, "lease-lost"));
+        },
+        (error: unknown) => logger.warn({ err: error, session: claim.sessionKey }, "lease renewal failed"),
+      );
+    }, Math.max(50, Math.floor(ttl / 3)));
+
+    const batch = takeBatch(claim.messages);
+    const first = batch.messages[0]!;
+    const log = logger.child({ session: claim.sessionKey, message: first.id });
+    try {
+      const reply = batch.command
+        ? await this.runCommand(batch.command, claim.sessionKey)
+        : await this.runTurn(claim, batch.messages, controller.signal);
+      if (leaseLost) return;
+      await bus.publishOutbound(answering(finalMessage(first, reply), batch.messages), claim);
+      await bus.ack(claim, batch.messages.length);
+    } catch (error) {
+      if (leaseLost || (error instanceof BusError && error.code === "lease-lost")) {
+        log.warn("lease lost mid-turn; another worker owns the session now");
+        return;
+      }
+      log.error({ err: error }, "turn failed");
+      // Nothing accepted is dropped silently: the user hears about the failure.
+      const apology = finalMessage(first, `Sorry, something went wrong on my side: ${errorMessage(error)}`);
+      await bus.publishOutbound(answering(apology, batch.messages), claim);
+      await bus.ack(claim, batch.messages.length);
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+
+  private async runCommand(command: ChatCommand, sessionKey: string): Promise<string> {
+    const { agent } = this.options;
+    switch (command) {
+      case "new":
+        await agent.resetSession(sessionKey);
+        return "Started a new conversation.";
+      case "status":
+        return agent.status(sessionKey);
+      case "help":
+        return helpText;
+      case "stop":
+        return "Nothing is running.";
+    }
+  }
+
+  private async runTurn(claim: Claim, messages: InboundMessage[], signal: AbortSignal): Promise<string> {
+    const { bus, agent } = this.options;
+    const first = messages[0]!;
+    const target = replyTarget(first);
+    const messageIds = messages.map((message) => message.id);
+    const previous = await agent.previousReply(claim.sessionKey, messageIds);
+    if (previous !== undefined) return previous;
+
+    const replyId = outboundId(first, 0);
+    let sequence = 0;
+    const drafts = new DraftThrottle(this.options.draftIntervalMs ?? 150, (text) =>
+      bus.publishDraft({ replyId, channel: target.channel, chatId: target.chatId, text, replyTo: platformMessageId(first) }),
+    );
+    const listener = async (event: TurnEvent) => {
+      if (event.type === "delta") drafts.append(event.text);
+      else if (event.type === "tool-start") {
+        // The text said before the call shows up before the call's notice.
+        drafts.flush();
+        sequence += 1;
+        await bus.publishOutbound(
+          {
+            ...finalMessage(first, toolNotice(event.call.name, event.call.arguments)),
+            id: outboundId(first, sequence),
+            kind: "notice",
+            metadata: { tool: event.call.name },
+          },
+          claim,
+        );
+      }
+    };
+    try {
+      const result = await agent.runTurn({
+        sessionKey: claim.sessionKey,
+        channel: target.channel,
+        chatId: target.chatId,
+        content: combineContent(messages),
+        media: messages.flatMap((message) => message.media),
+        messageIds,
+        signal,
+        listener,
+        assertOwnership: async () => {
+          if (!(await bus.holds(claim))) throw new BusError(`lease on ${claim.sessionKey} lost`, "lease-lost");
+        },
+        send: async (content, media = []) => {
+          sequence += 1;
+          await bus.publishOutbound({ ...finalMessage(first, content), id: outboundId(first, sequence), media }, claim);
+        },
+      });
+      return result.reply;
+    } finally {
+      drafts.stop();
+    }
+  }
+}
+
+/** A claim's leading messages that form one turn: either one command or a run of ordinary messages. */
+function takeBatch(messages: InboundMessage[]): { messages: InboundMessage[]; command?: ChatCommand } {
+  const command = parseCommand(messages[0]!.content);
+  if (command) return { messages: messages.slice(0, 1), command };
+  const end = messages.findIndex((message) => parseCommand(message.content) !== undefined);
+  return { messages: end === -1 ? messages : messages.slice(0, end) };
+}
+
+/** One user turn from a burst: texts in order; senders named when several people spoke. */
+export function combineContent(messages: InboundMessage[]): string {
+  const senders = new Set(messages.filter((message) => message.channel !== SYSTEM_CHANNEL).map((message) => message.senderId));
+  return messages
+    .map((message) => {
+      if (message.channel === SYSTEM_CHANNEL) return `[Background event] ${message.content}`;
+      if (senders.size > 1) return `[${String(message.metadata.senderName ?? message.senderId)}] ${message.content}`;
+      return message.content;
+    })
+    .join("\n\n");
+}
+
+export function outboundId(first: InboundMessage, sequence: number): string {
+  return `${first.id}:${sequence}`;
+}
+
+function platformMessageId(message: InboundMessage): string | undefined {
+  const value = message.metadata.platformMessageId;
+  return typeof value === "string" || typeof value === "number" ? String(value) : undefined;
+}
+
+function finalMessage(first: InboundMessage, content: string): OutboundMessage {
+  const target = replyTarget(first);
+  const replyTo = platformMessageId(first);
+  return {
+    id: outboundId(first, 0),
+    channel: target.channel,
+    chatId: target.chatId,
+    content,
+    kind: "final",
+    media: [],
+    metadata: {},
+    ...(replyTo ? { replyTo } : {}),
+  };
+}
+
+/** Records which inbound messages a final reply answers, so a channel can match them up. */
+function answering(message: OutboundMessage, messages: InboundMessage[]): OutboundMessage {
+  return { ...message, metadata: { ...message.metadata, answers: messages.map((inbound) => inbound.id) } };
+}
+
+function toolNotice(name: string, argumentsText: string): string {
+  const compact = argumentsText.replace(/\s+/g, " ");
+  return `${name}(${compact.length > 120 ? `${compact.slice(0, 117)}...` : compact})`;
+}
+
+/** Publishes the growing text of a reply at most once per interval, always ending with the latest. */
+class DraftThrottle {
+  private text = "";
+  private published = "";
+  private lastSent = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly intervalMs: number,
+    private readonly publish: (text: string) => Promise<void>,
+  ) {}
+
+  append(piece: string): void {
+    this.text += piece;
+    const wait = this.lastSent + this.intervalMs - Date.now();
+    if (wait <= 0) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), wait);
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.text === "" || this.text === this.published) return;
+    this.published = this.text;
+    this.lastSent = Date.now();
+    // Drafts are lossy by design: a failed one is replaced by the next or by the final.
+    this.publish(this.text).catch(() => undefined);
+  }
+}

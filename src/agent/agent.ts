@@ -1,0 +1,185 @@
+/**
+ * The agent of one process: runs a turn for a session (history, overflow summary, context,
+ * ReAct loop, history write) and the session commands. Transport-free: the AgentLoop feeds it
+ * from the bus, `countbot agent -m` calls it directly.
+ */
+import { rename } from "node:fs/promises";
+import path from "node:path";
+import type { Logger } from "pino";
+import type { Media } from "../bus/message.js";
+import type { AgentConfig } from "../config/schema.js";
+import { ToolError } from "../errors.js";
+import type { ChatModel } from "../providers/types.js";
+import type { HistoryEntry, Store } from "../store/types.js";
+import type { ToolRegistry } from "../tools/registry.js";
+import type { ContextBuilder } from "./context-builder.js";
+import type { MemoryStore } from "./memory.js";
+import { compactHistory } from "./summarizer.js";
+import { type TurnListener, type TurnResult, runTurn } from "./turn.js";
+
+export interface AgentDependencies {
+  settings: Pick<AgentConfig, "maxIterations" | "maxRetries" | "retryDelay" | "temperature" | "maxTokens" | "maxHistory">;
+  model: ChatModel;
+  tools: ToolRegistry;
+  store: Store;
+  memory: MemoryStore;
+  context: ContextBuilder;
+  workspace: string;
+  restrictToWorkspace: boolean;
+  logger: Logger;
+  now?: () => number;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+export interface TurnInput {
+  sessionKey: string;
+  /** Where the reply goes (the origin chat for `system` messages). */
+  channel: string;
+  chatId: string;
+  content: string;
+  media?: Media[];
+  /** Inbound ids this turn answers; recorded in the history so a re-run can be recognized. */
+  messageIds: string[];
+  signal?: AbortSignal;
+  listener?: TurnListener;
+  /** Throws when this process may no longer write for the session (lost lease). */
+  assertOwnership?: () => Promise<void>;
+  /** Sends a message into the chat mid-turn (the `message` tool). */
+  send?: (content: string, media?: Media[]) => Promise<void>;
+}
+
+export class Agent {
+  private readonly now: () => number;
+
+  constructor(private readonly dependencies: AgentDependencies) {
+    this.now = dependencies.now ?? Date.now;
+  }
+
+  /**
+   * When these inbound ids were answered before (the turn finished but its ack was lost in a
+   * crash), the reply that was saved then; the turn must not run twice.
+   */
+  async previousReply(sessionKey: string, messageIds: string[]): Promise<string | undefined> {
+    if (messageIds.length === 0) return undefined;
+    const { history } = await this.dependencies.store.sessions.load(sessionKey);
+    for (let index = history.length - 1; index >= 0; index -= 1) {
+      const entry = history[index]!;
+      if (entry.role === "user" && sameIds(entry.messageIds, messageIds)) {
+        const answer = history[index + 1];
+        return answer?.role === "assistant" ? answer.content : undefined;
+      }
+    }
+    return undefined;
+  }
+
+  async runTurn(input: TurnInput): Promise<TurnResult> {
+    const { settings, store, logger } = this.dependencies;
+    const log = logger.child({ session: input.sessionKey });
+    const snapshot = await store.sessions.load(input.sessionKey);
+    const history = await compactHistory({
+      model: this.dependencies.model,
+      sessions: store.sessions,
+      remember: (summary) => this.remember(input.sessionKey, summary),
+      sessionKey: input.sessionKey,
+      history: snapshot.history,
+      maxHistory: settings.maxHistory,
+      signal: input.signal,
+      onWarning: (message) => log.warn(message),
+    });
+
+    const messages = await this.dependencies.context.buildMessages({
+      sessionKey: input.sessionKey,
+      channel: input.channel,
+      history,
+      content: input.content,
+      media: input.media,
+    });
+
+    const result = await runTurn({
+      model: this.dependencies.model,
+      tools: this.dependencies.tools,
+      messages,
+      maxIterations: settings.maxIterations,
+      maxRetries: settings.maxRetries,
+      retryDelayMs: settings.retryDelay * 1000,
+      temperature: settings.temperature,
+      maxTokens: settings.maxTokens,
+      toolContext: {
+        sessionKey: input.sessionKey,
+        channel: input.channel,
+        chatId: input.chatId,
+        workspace: this.dependencies.workspace,
+        restrictToWorkspace: this.dependencies.restrictToWorkspace,
+        send: input.send,
+      },
+      signal: input.signal,
+      listener: input.listener,
+      now: this.now,
+      sleep: this.dependencies.sleep,
+    });
+
+    await input.assertOwnership?.();
+    const at = this.now();
+    const entries: HistoryEntry[] = [
+      { role: "user", content: describeUserTurn(input), at, messageIds: input.messageIds },
+      { role: "assistant", content: result.reply, at, model: result.model, usage: { ...result.usage } },
+    ];
+    await store.sessions.append(input.sessionKey, entries);
+    log.info(
+      {
+        stopReason: result.stopReason,
+        iterations: result.iterations,
+        toolCalls: result.toolCalls.length,
+        inputTokens: result.usage.inputTokens,
+        outputTokens: result.usage.outputTokens,
+        model: result.model,
+      },
+      "turn finished",
+    );
+    return result;
+  }
+
+  /**
+   * Appends an overflow summary to memory. When the memory file is full, it is moved aside (still
+   * readable in the workspace) and a fresh one starts with a pointer to it, so summaries never stop.
+   */
+  private async remember(sessionKey: string, summary: string): Promise<void> {
+    const { memory } = this.dependencies;
+    try {
+      await memory.append(sessionKey, summary);
+    } catch (error) {
+      if (!(error instanceof ToolError)) throw error;
+      const file = memory.path(sessionKey);
+      const archived = file.replace(/\.md$/, `-until-${new Date(this.now()).toISOString().slice(0, 10)}-${this.now()}.md`);
+      await rename(file, archived);
+      await memory.write(sessionKey, `Older memory is in ${path.basename(archived)} beside this file.\n`);
+      await memory.append(sessionKey, summary);
+    }
+  }
+
+  /** `/new`: archive the history and start over. */
+  async resetSession(sessionKey: string): Promise<void> {
+    await this.dependencies.store.sessions.reset(sessionKey);
+  }
+
+  async status(sessionKey: string): Promise<string> {
+    const { meta, history } = await this.dependencies.store.sessions.load(sessionKey);
+    const lastAssistant = [...history].reverse().find((entry) => entry.role === "assistant");
+    return [
+      `Session ${sessionKey} (generation ${meta.generation})`,
+      `Messages in context: ${history.length} of ${this.dependencies.settings.maxHistory}`,
+      `Model: ${this.dependencies.model.id}`,
+      lastAssistant?.usage ? `Last turn: ${lastAssistant.usage.inputTokens} tokens in, ${lastAssistant.usage.outputTokens} out` : "No turns yet.",
+    ].join("\n");
+  }
+}
+
+function sameIds(left: string[] | undefined, right: string[]): boolean {
+  return left !== undefined && left.length === right.length && left.every((id, index) => id === right[index]);
+}
+
+/** The user side of a turn as the history keeps it: the text plus a mention of attachments. */
+function describeUserTurn(input: TurnInput): string {
+  const attachments = (input.media ?? []).map((item) => `[attached ${item.kind}: ${item.name ?? item.path}]`);
+  return [input.content, ...attachments].filter((line) => line !== "").join("\n");
+}

@@ -1,0 +1,113 @@
+/**
+ * Builds what the model sees for a turn: the system prompt (identity, tool principles, memory,
+ * safety, always-on skills, skill summaries), the history, and the new user content with images
+ * as multimodal parts.
+ */
+import { readFile, stat } from "node:fs/promises";
+import path from "node:path";
+import type { Media } from "../bus/message.js";
+import type { PersonaConfig } from "../config/schema.js";
+import type { ChatMessage, ImageContentPart, TextContentPart, UserContent } from "../providers/types.js";
+import type { HistoryEntry } from "../store/types.js";
+import type { MemoryStore } from "./memory.js";
+import { identitySection, memorySection, safetySection, toolPrinciplesSection } from "./prompts.js";
+import { formatSkillsForPrompt, loadSkills } from "./skills.js";
+
+const MAX_IMAGE_BYTES = 10 * 1024 * 1024;
+const MAX_MEMORY_CHARS = 8_000;
+const SKILLS_CACHE_MS = 5_000;
+
+export interface ContextBuilderOptions {
+  workspace: string;
+  persona: PersonaConfig;
+  memory: MemoryStore;
+  now?: () => number;
+  /** Called with skills that failed to load, so they can be logged. */
+  onSkillError?: (error: { path: string; message: string }) => void;
+}
+
+export class ContextBuilder {
+  private skillsCache: { at: number; sections: { alwaysOn: string; summary: string } } | undefined;
+  private readonly now: () => number;
+
+  constructor(private readonly options: ContextBuilderOptions) {
+    this.now = options.now ?? Date.now;
+  }
+
+  async buildSystemPrompt(context: { sessionKey: string; channel: string }): Promise<string> {
+    const { workspace, persona, memory } = this.options;
+    const memoryText = truncate(await memory.read(context.sessionKey), MAX_MEMORY_CHARS);
+    const memoryPath = path.relative(workspace, memory.path(context.sessionKey)) || memory.path(context.sessionKey);
+    const skills = await this.skillSections();
+    const sections = [
+      identitySection(persona, { channel: context.channel, now: new Date(this.now()), workspace }),
+      toolPrinciplesSection,
+      memorySection(memoryPath, memoryText),
+      safetySection,
+    ];
+    if (skills.alwaysOn.trim()) sections.push(`# Active skills\n${skills.alwaysOn.trim()}`);
+    if (skills.summary.trim()) {
+      sections.push(`# Available skills\nRead a skill's SKILL.md with read_file before using it.\n${skills.summary.trim()}`);
+    }
+    return sections.join("\n\n");
+  }
+
+  async buildMessages(input: {
+    sessionKey: string;
+    channel: string;
+    history: HistoryEntry[];
+    content: string;
+    media?: Media[];
+  }): Promise<ChatMessage[]> {
+    const system = await this.buildSystemPrompt(input);
+    const history: ChatMessage[] = input.history.map((entry) =>
+      entry.role === "user" ? { role: "user", content: entry.content } : { role: "assistant", content: entry.content },
+    );
+    return [{ role: "system", content: system }, ...history, { role: "user", content: await this.userContent(input.content, input.media ?? []) }];
+  }
+
+  /** Text plus images as base64 parts; a file that cannot be read becomes a note, not a failure. */
+  async userContent(text: string, media: Media[]): Promise<UserContent> {
+    const images = media.filter((item) => item.kind === "image" || item.mimeType?.startsWith("image/"));
+    const others = media.filter((item) => !images.includes(item));
+    const notes: string[] = others.map((item) => `[attached ${item.kind}: ${item.path}]`);
+    const parts: Array<TextContentPart | ImageContentPart> = [];
+    for (const image of images) {
+      try {
+        const info = await stat(image.path);
+        if (info.size > MAX_IMAGE_BYTES) {
+          notes.push(`[image ${path.basename(image.path)} skipped: ${info.size} bytes is over the ${MAX_IMAGE_BYTES} byte limit]`);
+          continue;
+        }
+        const data = await readFile(image.path);
+        parts.push({ type: "image", mediaType: image.mimeType ?? mediaTypeOf(image.path), data: data.toString("base64") });
+      } catch {
+        notes.push(`[image ${path.basename(image.path)} could not be read]`);
+      }
+    }
+    const fullText = [text, ...notes].filter((line) => line !== "").join("\n");
+    if (parts.length === 0) return fullText;
+    return [...parts, { type: "text", text: fullText }];
+  }
+
+  private async skillSections(): Promise<{ alwaysOn: string; summary: string }> {
+    const cached = this.skillsCache;
+    if (cached && this.now() - cached.at < SKILLS_CACHE_MS) return cached.sections;
+    const { skills, errors } = await loadSkills(this.options.workspace);
+    for (const error of errors) this.options.onSkillError?.(error);
+    const sections = formatSkillsForPrompt(skills);
+    this.skillsCache = { at: this.now(), sections };
+    return sections;
+  }
+}
+
+function mediaTypeOf(file: string): string {
+  const extension = path.extname(file).toLowerCase();
+  const known: Record<string, string> = { ".png": "image/png", ".gif": "image/gif", ".webp": "image/webp", ".jpg": "image/jpeg", ".jpeg": "image/jpeg" };
+  return known[extension] ?? "image/jpeg";
+}
+
+function truncate(text: string, limit: number): string {
+  if (text.length <= limit) return text;
+  return `${text.slice(0, limit)}\n[memory truncated: ${text.length} characters; search it with the memory tool]`;
+}

@@ -1,0 +1,70 @@
+/** `countbot agent -m "text" [-s SESSION]`: one turn, the reply on stdout, exit 0; failures exit non-zero. */
+import { randomUUID } from "node:crypto";
+import { createAgentRuntime } from "../app.js";
+import { helpText, parseCommand } from "../agent/commands.js";
+import { parseArgs } from "node:util";
+import { loadCliConfig } from "./setup.js";
+
+export async function runAgentCommand(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      message: { type: "string", short: "m" },
+      session: { type: "string", short: "s", default: "direct" },
+    },
+  });
+  const message = values.message;
+  if (message === undefined || message.trim() === "") {
+    process.stderr.write('countbot agent: give the message with -m "text"\n');
+    return 2;
+  }
+  const { config, logger } = loadCliConfig();
+  const runtime = await createAgentRuntime(config, logger);
+  const chatId = values.session;
+  const sessionKey = `cli:${chatId}`;
+  try {
+    const command = parseCommand(message);
+    if (command === "new") {
+      await runtime.agent.resetSession(sessionKey);
+      process.stdout.write("Started a new conversation.\n");
+      return 0;
+    }
+    if (command === "status") {
+      process.stdout.write(`${await runtime.agent.status(sessionKey)}\n`);
+      return 0;
+    }
+    if (command === "help") {
+      process.stdout.write(`${helpText}\n`);
+      return 0;
+    }
+    const interrupt = new AbortController();
+    const onSignal = () => interrupt.abort();
+    process.once("SIGINT", onSignal);
+    process.once("SIGTERM", onSignal);
+    try {
+      const result = await runtime.agent.runTurn({
+        sessionKey,
+        channel: "cli",
+        chatId,
+        content: message,
+        messageIds: [randomUUID()],
+        signal: interrupt.signal,
+      });
+      if (result.stopReason === "error") {
+        process.stderr.write(`countbot: the turn failed: ${(result.error?.message ?? "unknown error").replace(/\s*\n\s*/g, "; ")}\n`);
+        return 1;
+      }
+      if (result.stopReason === "cancelled") {
+        process.stderr.write("countbot: the turn was cancelled\n");
+        return 130;
+      }
+      process.stdout.write(`${result.reply}\n`);
+      return 0;
+    } finally {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+    }
+  } finally {
+    await runtime.close();
+  }
+}

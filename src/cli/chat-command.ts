@@ -1,0 +1,27 @@
+/** `countbot chat [-s SESSION]`: the whole agent in this process, talking through the terminal. */
+import { CliChannel } from "../../channels/cli/cli-channel.js";
+import { createEmbeddedRuntime } from "../app.js";
+import { parseArgs } from "node:util";
+import { loadCliConfig } from "./setup.js";
+
+export async function runChatCommand(args: string[]): Promise<number> {
+  const { values } = parseArgs({ args, options: { session: { type: "string", short: "s", default: "direct" } } });
+  const { config, logger } = loadCliConfig();
+  const runtime = await createEmbeddedRuntime(config, logger);
+  const channel = new CliChannel({ bus: runtime.bus, input: process.stdin, output: process.stdout, chatId: values.session });
+  const loop = runtime.loop.run();
+  if (process.stdout.isTTY) {
+    process.stdout.write(
+      `CountBot: model ${runtime.model.id}, session ${channel.sessionKey}, workspace ${runtime.workspace}\n` +
+        "Type a message. /help lists commands; Ctrl-C stops a reply, twice exits.\n",
+    );
+  }
+  const onTerminate = () => void channel.exit();
+  process.once("SIGTERM", onTerminate);
+  await channel.start();
+  await channel.done;
+  process.off("SIGTERM", onTerminate);
+  await runtime.close();
+  await loop;
+  return 0;
+}

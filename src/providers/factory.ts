@@ -1,0 +1,143 @@
+/**
+ * Builds providers from `config.providers` and the ChatModel for `agent.model` + `agent.fallbackModels`.
+ * Configuration problems surface here, at startup, as ConfigError naming what to set.
+ */
+import { ConfigError } from "../errors.js";
+import type { Config, ProviderConfig } from "../config/schema.js";
+import { createAnthropicProvider } from "./anthropic.js";
+import { createOpenAICompatibleProvider } from "./openai-compatible.js";
+import { createChatModel, parseModelRef, type ChatModelOptions, type ChatModelTarget, type ProviderLogger } from "./resilient-model.js";
+import type { ChatModel, LlmProvider } from "./types.js";
+
+interface KnownProvider {
+  type: "openai" | "anthropic";
+  baseURL: string;
+  /** Local servers that take no key. */
+  keyless?: boolean;
+  /** The environment variable the config loader maps onto `providers.<name>.apiKey`. */
+  apiKeyVariable?: string;
+}
+
+/** Defaults for well-known names, so `deepseek/deepseek-chat` needs only a key. Config always wins. */
+const knownProviders: Record<string, KnownProvider> = {
+  openai: { type: "openai", baseURL: "https://api.openai.com/v1", apiKeyVariable: "OPENAI_API_KEY" },
+  anthropic: { type: "anthropic", baseURL: "https://api.anthropic.com", apiKeyVariable: "ANTHROPIC_API_KEY" },
+  deepseek: { type: "openai", baseURL: "https://api.deepseek.com/v1" },
+  glm: { type: "openai", baseURL: "https://open.bigmodel.cn/api/paas/v4" },
+  zhipu: { type: "openai", baseURL: "https://open.bigmodel.cn/api/paas/v4" },
+  qwen: { type: "openai", baseURL: "https://dashscope.aliyuncs.com/compatible-mode/v1" },
+  dashscope: { type: "openai", baseURL: "https://dashscope.aliyuncs.com/compatible-mode/v1" },
+  moonshot: { type: "openai", baseURL: "https://api.moonshot.ai/v1" },
+  openrouter: { type: "openai", baseURL: "https://openrouter.ai/api/v1" },
+  ollama: { type: "openai", baseURL: "http://localhost:11434/v1", keyless: true },
+  vllm: { type: "openai", baseURL: "http://localhost:8000/v1", keyless: true },
+};
+
+export interface ProviderRegistryOptions {
+  fetch?: typeof fetch;
+  /** Clock for Retry-After dates. */
+  now?: () => number;
+}
+
+export interface ProviderRegistry {
+  /** The provider named `name`, built on first use. Throws ConfigError when it is unknown or lacks a key. */
+  get(name: string, forModel?: string): LlmProvider;
+  /** The provider and model id for a `provider/model` reference. */
+  target(reference: string, path?: string): ChatModelTarget;
+}
+
+export function createProviderRegistry(config: Config, options: ProviderRegistryOptions = {}): ProviderRegistry {
+  const built = new Map<string, LlmProvider>();
+
+  function get(name: string, forModel?: string, path = "agent.model"): LlmProvider {
+    const existing = built.get(name);
+    if (existing) return existing;
+    const provider = build(name, forModel, path);
+    built.set(name, provider);
+    return provider;
+  }
+
+  function build(name: string, forModel: string | undefined, path: string): LlmProvider {
+    const configured: ProviderConfig | undefined = config.providers[name];
+    const known = knownProviders[name];
+    if (!configured && !known) throw unknownProvider(config, name, forModel, path);
+    const type = configured?.type ?? known?.type ?? "openai";
+    const baseURL = configured?.baseURL ?? known?.baseURL ?? (type === "anthropic" ? knownProviders.anthropic?.baseURL : undefined);
+    if (!baseURL) {
+      throw new ConfigError(
+        `Provider "${name}" has no baseURL. Set providers.${name}.baseURL, e.g. https://api.example.com/v1.`,
+        `providers.${name}.baseURL`,
+      );
+    }
+    const apiKey = configured?.apiKey || undefined;
+    if (!apiKey && !known?.keyless && !isLoopback(baseURL)) throw missingApiKey(name, forModel, known);
+    const common = { name, apiKey, baseURL, headers: configured?.headers, timeoutMs: config.agent.requestTimeoutMs, fetch: options.fetch, now: options.now };
+    if (type === "anthropic") return createAnthropicProvider(common);
+    // api.openai.com's reasoning models refuse `max_tokens`; compatible servers often refuse its replacement.
+    const maxTokensField = new URL(baseURL).hostname === "api.openai.com" ? "max_completion_tokens" : "max_tokens";
+    return createOpenAICompatibleProvider({ ...common, maxTokensField });
+  }
+
+  return {
+    get: (name, forModel) => get(name, forModel),
+    target(reference, path = "agent.model") {
+      const { provider, model } = parseModelRef(reference);
+      return { provider: get(provider, reference, path), model };
+    },
+  };
+}
+
+export interface ResolveChatModelOptions extends ProviderRegistryOptions, Pick<ChatModelOptions, "sleep" | "random" | "baseDelayMs" | "maxDelayMs"> {
+  /** `provider/model`; default `agent.model`. The configured fallbacks follow it either way. */
+  model?: string;
+  /** Share one registry (and its clients) between several models. */
+  registry?: ProviderRegistry;
+  logger?: ProviderLogger;
+}
+
+/**
+ * The ChatModel for `reference` (default `agent.model`) followed by `agent.fallbackModels`, with
+ * `agent.providerRetries` retries each. Accepts `(config, "provider/model")` or `(config, options)`.
+ */
+export function resolveChatModel(config: Config, referenceOrOptions?: string | ResolveChatModelOptions, moreOptions: ResolveChatModelOptions = {}): ChatModel {
+  const options = typeof referenceOrOptions === "object" ? referenceOrOptions : { ...moreOptions, model: referenceOrOptions ?? moreOptions.model };
+  const registry = options.registry ?? createProviderRegistry(config, options);
+  const primary = options.model ?? config.agent.model;
+  const references = [primary, ...config.agent.fallbackModels.filter((reference) => reference !== primary)];
+  const targets = [...new Set(references)].map((reference, index) =>
+    registry.target(reference, index === 0 ? "agent.model" : "agent.fallbackModels"),
+  );
+  return createChatModel({
+    targets,
+    retries: config.agent.providerRetries,
+    sleep: options.sleep,
+    random: options.random,
+    baseDelayMs: options.baseDelayMs,
+    maxDelayMs: options.maxDelayMs,
+    logger: options.logger,
+  });
+}
+
+function missingApiKey(name: string, forModel: string | undefined, known: KnownProvider | undefined): ConfigError {
+  const subject = forModel ? `provider "${name}" (model ${forModel})` : `provider "${name}"`;
+  const remedy = known?.apiKeyVariable
+    ? `Set ${known.apiKeyVariable} or providers.${name}.apiKey in the config.`
+    : `Set providers.${name}.apiKey in the config (e.g. "\${${name.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_API_KEY}").`;
+  return new ConfigError(`No API key for ${subject}. ${remedy}`, `providers.${name}.apiKey`);
+}
+
+function unknownProvider(config: Config, name: string, forModel: string | undefined, path: string): ConfigError {
+  const configured = Object.keys(config.providers);
+  const listed = configured.length ? configured.join(", ") : "none";
+  return new ConfigError(
+    `Unknown provider "${name}"${forModel ? ` in model "${forModel}"` : ""}. Configured providers: ${listed}; ` +
+      `built in: ${Object.keys(knownProviders).join(", ")}. Add providers.${name} with a baseURL and apiKey to the config.`,
+    path,
+  );
+}
+
+// A model server on this machine (Ollama, vLLM, LM Studio, a test fake) rarely wants a key.
+function isLoopback(baseURL: string): boolean {
+  const host = new URL(baseURL).hostname.replace(/^\[|\]$/g, "");
+  return host === "localhost" || host.endsWith(".localhost") || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
+}

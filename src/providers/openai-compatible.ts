@@ -1,0 +1,269 @@
+/**
+ * An LlmProvider for the OpenAI Chat Completions API and the many servers that copy it
+ * (DeepSeek, GLM, Qwen, Moonshot, OpenRouter, Ollama, vLLM).
+ */
+import OpenAI from "openai";
+import type {
+  ChatCompletionChunk,
+  ChatCompletionContentPart,
+  ChatCompletionCreateParamsStreaming,
+  ChatCompletionMessageParam,
+  ChatCompletionAssistantMessageParam,
+  ChatCompletionTool,
+} from "openai/resources/chat/completions";
+import type { CompletionUsage } from "openai/resources/completions";
+import { ProviderError } from "../errors.js";
+import { combineSignals, startIdleTimer } from "./idle-timer.js";
+import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
+import type {
+  ChatMessage,
+  ChatRequest,
+  FinishReason,
+  ImageContentPart,
+  LlmProvider,
+  StreamPart,
+  TextContentPart,
+  ToolDefinition,
+  Usage,
+} from "./types.js";
+
+export interface OpenAICompatibleProviderOptions {
+  /** The provider's name in config, e.g. `openai`, `deepseek`. */
+  name: string;
+  /** Leave unset for servers that need none (Ollama, vLLM): then no Authorization header is sent. */
+  apiKey?: string;
+  /**
+   * Base URL ending in the API version, e.g. `https://api.deepseek.com/v1`. Required: the SDK's own
+   * default reads `OPENAI_BASE_URL` and would send this provider's key wherever that points.
+   */
+  baseURL: string;
+  /** Extra HTTP headers sent with every request. */
+  headers?: Record<string, string>;
+  /** Longest wait for the response to start and longest silence inside a stream. Default 120 000. */
+  timeoutMs?: number;
+  /**
+   * Which body field carries `maxTokens`. Default `max_tokens`: OpenAI deprecated it for
+   * `max_completion_tokens`, but most compatible servers (older vLLM, Ollama, several hosted
+   * Chinese APIs) reject or ignore the newer name, while api.openai.com's reasoning models reject
+   * the old one; the factory picks `max_completion_tokens` for api.openai.com only.
+   */
+  maxTokensField?: "max_tokens" | "max_completion_tokens";
+  fetch?: typeof fetch;
+  /** Clock for Retry-After dates. */
+  now?: () => number;
+}
+
+const openAIErrors: SdkErrorClasses = OpenAI;
+
+// Fields that compatible servers add to the wire format and the SDK types leave out.
+type ReasoningDelta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null; reasoning?: string | null };
+type AssistantWithReasoning = ChatCompletionAssistantMessageParam & { reasoning_content?: string };
+type UsageWithDeepSeekCache = CompletionUsage & { prompt_cache_hit_tokens?: number };
+
+export function createOpenAICompatibleProvider(options: OpenAICompatibleProviderOptions): LlmProvider {
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const now = options.now ?? Date.now;
+  const maxTokensField = options.maxTokensField ?? "max_tokens";
+  const client = new OpenAI({
+    // The SDK refuses to start without a key; a placeholder is fine because the header is removed below.
+    apiKey: options.apiKey ?? "unused",
+    baseURL: options.baseURL,
+    // Explicit nulls keep the SDK from reading OPENAI_ORG_ID / OPENAI_PROJECT_ID for a non-OpenAI server.
+    organization: null,
+    project: null,
+    timeout: timeoutMs,
+    maxRetries: 0, // retries and fallback are decided in resilient-model.ts, where output already sent is known
+    defaultHeaders: { ...(options.apiKey ? {} : { Authorization: null }), ...options.headers },
+    ...(options.fetch ? { fetch: options.fetch } : {}),
+  });
+
+  async function* stream(request: ChatRequest): AsyncGenerator<StreamPart> {
+    const model = `${options.name}/${request.model}`;
+    const timer = startIdleTimer(timeoutMs);
+    const context: ErrorContext = { model, phase: "request", signal: request.signal, timer, now };
+    try {
+      const body: ChatCompletionCreateParamsStreaming = {
+        model: request.model,
+        messages: toOpenAIMessages(request.messages),
+        stream: true,
+        stream_options: { include_usage: true },
+        ...(request.tools?.length ? { tools: request.tools.map(toOpenAITool) } : {}),
+        ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+        ...(request.maxTokens !== undefined ? { [maxTokensField]: request.maxTokens } : {}),
+      };
+      let chunks: AsyncIterable<ChatCompletionChunk>;
+      try {
+        chunks = await client.chat.completions.create(body, { signal: combineSignals(timer, request.signal) });
+      } catch (error) {
+        throw toProviderError(error, openAIErrors, context);
+      }
+      context.phase = "stream";
+      const reader = createChunkReader(model);
+      try {
+        for await (const chunk of chunks) {
+          const parts = reader.read(chunk);
+          // The consumer's own pace must not count as server silence.
+          timer.stop();
+          for (const part of parts) yield part;
+          timer.touch();
+        }
+      } catch (error) {
+        throw toProviderError(error, openAIErrors, context);
+      }
+      // On abort the SDK ends the iteration silently instead of throwing.
+      if (request.signal?.aborted || timer.expired) throw toProviderError(new Error("aborted"), openAIErrors, context);
+      yield* reader.end();
+    } finally {
+      timer.stop();
+    }
+  }
+
+  return { name: options.name, stream };
+}
+
+interface PendingToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/** Turns chunks into parts; tool calls and the finish wait for the end of the stream. */
+function createChunkReader(model: string) {
+  const toolCalls: PendingToolCall[] = [];
+  const toolCallsByIndex = new Map<number, PendingToolCall>();
+  let reasoning = "";
+  let reasoningClosed = false;
+  let finishReason: string | undefined;
+  let usage: Usage = { inputTokens: 0, outputTokens: 0 };
+
+  // Reasoning comes before the answer; once the answer starts, the reasoning block is complete.
+  function closeReasoning(): StreamPart[] {
+    if (reasoningClosed || !reasoning) return [];
+    reasoningClosed = true;
+    return [{ type: "reasoning-block", block: { text: reasoning } }];
+  }
+
+  return {
+    read(chunk: ChatCompletionChunk): StreamPart[] {
+      const parts: StreamPart[] = [];
+      if (chunk.usage) usage = toUsage(chunk.usage);
+      const choice = chunk.choices?.[0];
+      if (!choice) return parts;
+      const delta = (choice.delta ?? {}) as ReasoningDelta;
+      const reasoningText = delta.reasoning_content || delta.reasoning;
+      if (reasoningText) {
+        reasoning += reasoningText;
+        parts.push({ type: "reasoning-delta", text: reasoningText });
+      }
+      if (delta.content) {
+        parts.push(...closeReasoning(), { type: "text-delta", text: delta.content });
+      }
+      for (const toolCallDelta of delta.tool_calls ?? []) {
+        let call = toolCallsByIndex.get(toolCallDelta.index);
+        // Some servers number every call 0 and tell them apart only by a new id.
+        if (!call || (toolCallDelta.id && call.id && toolCallDelta.id !== call.id)) {
+          call = { id: toolCallDelta.id ?? "", name: "", arguments: "" };
+          toolCalls.push(call);
+          toolCallsByIndex.set(toolCallDelta.index, call);
+        }
+        if (toolCallDelta.id && !call.id) call.id = toolCallDelta.id;
+        // Some servers repeat the name in every chunk: keep the first.
+        if (toolCallDelta.function?.name && !call.name) call.name = toolCallDelta.function.name;
+        if (toolCallDelta.function?.arguments) call.arguments += toolCallDelta.function.arguments;
+      }
+      if (choice.finish_reason) finishReason = choice.finish_reason;
+      return parts;
+    },
+
+    end(): StreamPart[] {
+      // The SDK hides `[DONE]`, so the finish reason is the only proof the answer is whole.
+      if (!finishReason) {
+        throw new ProviderError(`${model}: the stream ended before the model finished its answer`, { kind: "stream", model });
+      }
+      const parts: StreamPart[] = closeReasoning();
+      toolCalls.forEach((call, position) => {
+        parts.push({
+          type: "tool-call",
+          call: { id: call.id || `call_${position}`, name: call.name, arguments: call.arguments || "{}" },
+        });
+      });
+      parts.push({ type: "finish", reason: toFinishReason(finishReason, toolCalls.length > 0), usage, model });
+      return parts;
+    },
+  };
+}
+
+function toFinishReason(reason: string, hasToolCalls: boolean): FinishReason {
+  // Ollama and some vLLM builds say `stop` even when the answer is tool calls.
+  if (hasToolCalls && (reason === "stop" || reason === "tool_calls" || reason === "function_call")) return "tool-calls";
+  switch (reason) {
+    case "stop":
+      return "stop";
+    case "tool_calls":
+    case "function_call":
+      return "tool-calls";
+    case "length":
+      return "length";
+    case "content_filter":
+      return "content-filter";
+    default:
+      return "other";
+  }
+}
+
+function toUsage(usage: UsageWithDeepSeekCache): Usage {
+  const result: Usage = { inputTokens: usage.prompt_tokens ?? 0, outputTokens: usage.completion_tokens ?? 0 };
+  // DeepSeek reports its cache hits in its own field.
+  const cached = usage.prompt_tokens_details?.cached_tokens ?? usage.prompt_cache_hit_tokens;
+  if (cached !== undefined) result.cachedInputTokens = cached;
+  const reasoning = usage.completion_tokens_details?.reasoning_tokens;
+  if (reasoning !== undefined) result.reasoningTokens = reasoning;
+  return result;
+}
+
+export function toOpenAIMessages(messages: ChatMessage[]): ChatCompletionMessageParam[] {
+  return messages.map((message): ChatCompletionMessageParam => {
+    switch (message.role) {
+      case "system":
+        return { role: "system", content: message.content };
+      case "user":
+        return {
+          role: "user",
+          content: typeof message.content === "string" ? message.content : message.content.map(toContentPart),
+        };
+      case "assistant": {
+        const toolCalls = message.toolCalls ?? [];
+        const assistant: AssistantWithReasoning = {
+          role: "assistant",
+          // OpenAI wants null, not "", beside tool calls.
+          content: message.content || (toolCalls.length ? null : ""),
+        };
+        if (toolCalls.length) {
+          assistant.tool_calls = toolCalls.map((call) => ({
+            id: call.id,
+            type: "function",
+            function: { name: call.name, arguments: call.arguments },
+          }));
+        }
+        // DeepSeek (thinking with tools) and GLM require the reasoning of earlier turns back.
+        const reasoning = message.reasoning
+          ?.map((block) => block.text)
+          .filter(Boolean)
+          .join("\n");
+        if (reasoning) assistant.reasoning_content = reasoning;
+        return assistant;
+      }
+      case "tool":
+        return { role: "tool", tool_call_id: message.toolCallId, content: message.content };
+    }
+  });
+}
+
+function toContentPart(part: TextContentPart | ImageContentPart): ChatCompletionContentPart {
+  if (part.type === "text") return { type: "text", text: part.text };
+  return { type: "image_url", image_url: { url: `data:${part.mediaType};base64,${part.data}` } };
+}
+
+function toOpenAITool(tool: ToolDefinition): ChatCompletionTool {
+  return { type: "function", function: { name: tool.name, description: tool.description, parameters: tool.parameters } };
+}

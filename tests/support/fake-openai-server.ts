@@ -1,0 +1,216 @@
+/**
+ * A scripted fake of the OpenAI Chat Completions API (`POST /v1/chat/completions`), streaming SSE
+ * chunks in the shape OpenAI and DeepSeek send them, or a JSON completion when `stream` is off.
+ *
+ * ```ts
+ * const server = await startFakeOpenAI({ script: [{ text: ["Hel", "lo"] }, { error: { status: 500 } }] });
+ * new OpenAI({ baseURL: server.url, apiKey: "test" });
+ * ```
+ */
+import type { ServerResponse } from "node:http";
+import {
+  cut,
+  sendJson,
+  splitText,
+  startEventStream,
+  startScriptedServer,
+  wait,
+  write,
+  type RecordedRequest,
+  type Script,
+} from "./scripted-http-server.js";
+
+export type { RecordedRequest } from "./scripted-http-server.js";
+
+export interface FakeToolCall {
+  /** Default `call_<n>`. */
+  id?: string;
+  name: string;
+  /** JSON text, sent split over several chunks. */
+  arguments: string;
+}
+
+export interface FakeOpenAIUsage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens?: number;
+  reasoningTokens?: number;
+}
+
+export interface FakeOpenAIError {
+  /** 429, 500, 503, 401, ... */
+  status: number;
+  message?: string;
+  /** OpenAI error type, e.g. `insufficient_quota`. */
+  type?: string;
+  /** OpenAI error code, e.g. `insufficient_quota`, `rate_limit_exceeded`. */
+  code?: string;
+  /** `Retry-After` header value (seconds or an HTTP date). */
+  retryAfter?: string;
+  /** `retry-after-ms` header value. */
+  retryAfterMs?: string;
+}
+
+export interface FakeOpenAIStep {
+  /** The answer; an array gives the exact chunks. */
+  text?: string | string[];
+  /** Sent as `delta.reasoning_content` before the answer, like DeepSeek. */
+  reasoning?: string | string[];
+  /** Each call's arguments are split over several chunks; several calls get indexes 0, 1, ... */
+  toolCalls?: FakeToolCall[];
+  /** Default `tool_calls` when there are tool calls, else `stop`. */
+  finishReason?: "stop" | "length" | "tool_calls" | "content_filter";
+  /** Sent in a final chunk when the request asked `stream_options.include_usage`. */
+  usage?: FakeOpenAIUsage;
+  /** Answer with this HTTP error instead. */
+  error?: FakeOpenAIError;
+  /** An `{"error": ...}` event after the content chunks instead of the finish, as servers do when generation fails. */
+  streamError?: { message: string; type?: string; code?: string };
+  /** Drop the connection after this many `data:` events (0: right after the headers). */
+  cutAfterChunks?: number;
+  /** End the response cleanly after this many events: no finish chunk, no `[DONE]`. */
+  endAfterChunks?: number;
+  /** Wait this long before answering (before the headers). */
+  delayMs?: number;
+  /** Stall this long after the content chunks, before the finish chunk. */
+  hangMs?: number;
+  /** The model name reported in chunks; default: the requested model. */
+  model?: string;
+}
+
+export interface FakeOpenAIServer {
+  /** Base URL ending in `/v1`, for the SDK's `baseURL`. */
+  url: string;
+  /** Every request received, in order. */
+  requests: RecordedRequest[];
+  close(): Promise<void>;
+}
+
+export async function startFakeOpenAI(options: { script: Script<FakeOpenAIStep> }): Promise<FakeOpenAIServer> {
+  const server = await startScriptedServer<FakeOpenAIStep>({
+    name: "fake-openai",
+    script: options.script,
+    paths: ["/v1/chat/completions", "/chat/completions"],
+    respond,
+    sendError: (response, status, message) => sendJson(response, status, errorBody({ status, message, type: "fake_server_error" })),
+  });
+  return { url: `${server.origin}/v1`, requests: server.requests, close: server.close };
+}
+
+async function respond(step: FakeOpenAIStep, request: RecordedRequest, response: ServerResponse): Promise<void> {
+  if (step.delayMs && !(await wait(step.delayMs, response))) return;
+  if (step.error) return sendError(step.error, response);
+  const model = step.model ?? String(request.body.model ?? "fake-model");
+  if (request.body.stream === true) return streamAnswer(step, request, model, response);
+  if (step.hangMs && !(await wait(step.hangMs, response))) return;
+  sendJson(response, 200, completion(step, model));
+}
+
+function sendError(error: FakeOpenAIError, response: ServerResponse): void {
+  const headers: Record<string, string> = {};
+  if (error.retryAfter !== undefined) headers["retry-after"] = error.retryAfter;
+  if (error.retryAfterMs !== undefined) headers["retry-after-ms"] = error.retryAfterMs;
+  sendJson(response, error.status, errorBody(error), headers);
+}
+
+function errorBody(error: FakeOpenAIError) {
+  const type = error.type ?? (error.status === 429 ? "rate_limit_error" : error.status >= 500 ? "server_error" : "invalid_request_error");
+  return { error: { message: error.message ?? `fake error ${error.status}`, type, param: null, code: error.code ?? null } };
+}
+
+async function streamAnswer(step: FakeOpenAIStep, request: RecordedRequest, model: string, response: ServerResponse): Promise<void> {
+  const base = { id: "chatcmpl-fake", object: "chat.completion.chunk", created: 1_700_000_000, model, system_fingerprint: "fp_fake" };
+  const includeUsage = (request.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+  const chunk = (delta: Record<string, unknown>, finishReason: string | null = null) => ({
+    ...base,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    ...(includeUsage ? { usage: null } : {}),
+  });
+
+  const content: object[] = [];
+  for (const piece of pieces(step.reasoning)) content.push(chunk({ reasoning_content: piece }));
+  for (const piece of pieces(step.text)) content.push(chunk({ content: piece }));
+  (step.toolCalls ?? []).forEach((call, index) => {
+    content.push(
+      chunk({ tool_calls: [{ index, id: call.id ?? `call_${index}`, type: "function", function: { name: call.name, arguments: "" } }] }),
+    );
+    for (const piece of splitText(call.arguments, 3)) content.push(chunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
+  });
+  const first = content[0] as { choices: Array<{ delta: Record<string, unknown> }> } | undefined;
+  if (first?.choices[0]) first.choices[0].delta = { role: "assistant", ...first.choices[0].delta };
+
+  const finishReason = step.finishReason ?? (step.toolCalls?.length ? "tool_calls" : "stop");
+  const ending: Array<object | string> = [];
+  if (step.streamError) {
+    ending.push({ error: { message: step.streamError.message, type: step.streamError.type ?? "server_error", code: step.streamError.code ?? null } });
+  } else {
+    ending.push(chunk(content.length ? {} : { role: "assistant", content: "" }, finishReason));
+    if (includeUsage && step.usage) ending.push({ ...base, choices: [], usage: toWireUsage(step.usage) });
+    ending.push("[DONE]");
+  }
+
+  startEventStream(response);
+  let sent = 0;
+  const send = async (event: object | string): Promise<boolean> => {
+    if (step.cutAfterChunks !== undefined && sent >= step.cutAfterChunks) {
+      await cut(response);
+      return false;
+    }
+    if (step.endAfterChunks !== undefined && sent >= step.endAfterChunks) {
+      response.end();
+      return false;
+    }
+    await write(response, `data: ${typeof event === "string" ? event : JSON.stringify(event)}\n\n`);
+    sent += 1;
+    return !response.destroyed;
+  };
+  for (const event of content) if (!(await send(event))) return;
+  if (step.hangMs && !(await wait(step.hangMs, response))) return;
+  for (const event of ending) if (!(await send(event))) return;
+  response.end();
+}
+
+function completion(step: FakeOpenAIStep, model: string) {
+  const text = pieces(step.text).join("");
+  const reasoning = pieces(step.reasoning).join("");
+  const toolCalls = (step.toolCalls ?? []).map((call, index) => ({
+    id: call.id ?? `call_${index}`,
+    type: "function",
+    function: { name: call.name, arguments: call.arguments },
+  }));
+  return {
+    id: "chatcmpl-fake",
+    object: "chat.completion",
+    created: 1_700_000_000,
+    model,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: "assistant",
+          content: text || null,
+          ...(reasoning ? { reasoning_content: reasoning } : {}),
+          ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+        },
+        logprobs: null,
+        finish_reason: step.finishReason ?? (toolCalls.length ? "tool_calls" : "stop"),
+      },
+    ],
+    usage: toWireUsage(step.usage ?? { promptTokens: 0, completionTokens: 0 }),
+  };
+}
+
+function toWireUsage(usage: FakeOpenAIUsage) {
+  return {
+    prompt_tokens: usage.promptTokens,
+    completion_tokens: usage.completionTokens,
+    total_tokens: usage.promptTokens + usage.completionTokens,
+    prompt_tokens_details: { cached_tokens: usage.cachedTokens ?? 0 },
+    completion_tokens_details: { reasoning_tokens: usage.reasoningTokens ?? 0 },
+  };
+}
+
+function pieces(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  return typeof value === "string" ? [value] : value;
+}

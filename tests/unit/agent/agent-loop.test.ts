@@ -1,0 +1,195 @@
+import { readdir } from "node:fs/promises";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { createMemoryStore } from "../../../src/agent/memory.js";
+import type { ChatMessage } from "../../../src/providers/types.js";
+import { type Harness, gate, startHarness } from "../../support/agent-harness.js";
+import { scriptedModel } from "../../support/scripted-model.js";
+
+let harness: Harness | undefined;
+afterEach(async () => {
+  await harness?.close();
+  harness = undefined;
+});
+
+function lastUserText(messages: ChatMessage[]): string {
+  const last = messages.at(-1);
+  return last?.role === "user" && typeof last.content === "string" ? last.content : "";
+}
+
+describe("AgentLoop on the memory bus", () => {
+  it("answers a message with a final whose id derives from the inbound id", async () => {
+    harness = await startHarness(scriptedModel([{ text: ["Hi ", "there"] }]));
+    const message = await harness.send("a", "hello");
+    const [final] = await harness.waitForFinals(1);
+    expect(final).toMatchObject({ id: `${message.id}:0`, chatId: "a", content: "Hi there", kind: "final", metadata: { answers: [message.id] } });
+  });
+
+  it("coalesces messages that arrive during a turn into the next turn, answered in order", async () => {
+    const hold = gate();
+    const model = scriptedModel([]);
+    const requests: string[] = [];
+    model.stream = async function* (request) {
+      const text = lastUserText(request.messages);
+      requests.push(text);
+      if (requests.length === 1) await hold.promise;
+      yield { type: "text-delta", text: `answer to: ${text}` };
+      yield { type: "finish", reason: "stop", usage: { inputTokens: 1, outputTokens: 1 }, model: "scripted" };
+    };
+    harness = await startHarness(model);
+    await harness.send("a", "first");
+    while (requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await harness.send("a", "second");
+    await harness.send("a", "third");
+    hold.open();
+    const finals = await harness.waitForFinals(2);
+    expect(requests).toEqual(["first", "second\n\nthird"]);
+    expect(finals.map((final) => final.content)).toEqual(["answer to: first", "answer to: second\n\nthird"]);
+  });
+
+  it("runs other sessions while one session's turn is busy", async () => {
+    const hold = gate();
+    const model = scriptedModel([]);
+    model.stream = async function* (request) {
+      const text = lastUserText(request.messages);
+      if (text === "slow") await hold.promise;
+      yield { type: "text-delta", text: `done ${text}` };
+      yield { type: "finish", reason: "stop", usage: { inputTokens: 1, outputTokens: 1 }, model: "scripted" };
+    };
+    harness = await startHarness(model);
+    await harness.send("a", "slow");
+    await harness.send("b", "fast");
+    const [first] = await harness.waitForFinals(1);
+    expect(first).toMatchObject({ chatId: "b", content: "done fast" });
+    hold.open();
+    const finals = await harness.waitForFinals(2);
+    expect(finals[1]).toMatchObject({ chatId: "a", content: "done slow" });
+  });
+
+  it("keeps history across turns and forgets it after /new", async () => {
+    const model = scriptedModel(() => ({ text: "ok" }));
+    harness = await startHarness(model);
+    await harness.send("a", "my name is Ada");
+    await harness.waitForFinals(1);
+    await harness.send("a", "what is my name?");
+    await harness.waitForFinals(2);
+    expect(model.requests[1]!.messages.map((message) => message.role)).toEqual(["system", "user", "assistant", "user"]);
+    await harness.send("a", "/new");
+    const [, , reset] = await harness.waitForFinals(3);
+    expect(reset!.content).toBe("Started a new conversation.");
+    await harness.send("a", "hello again");
+    await harness.waitForFinals(4);
+    expect(model.requests[2]!.messages.map((message) => message.role)).toEqual(["system", "user"]);
+  });
+
+  it("stops a running turn when cancel is requested for its session", async () => {
+    harness = await startHarness(scriptedModel([{ text: "Working on it", hang: true }]));
+    await harness.send("a", "do something long");
+    while (harness.drafts.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await harness.runtime.bus.requestCancel("test:a");
+    const [final] = await harness.waitForFinals(1);
+    expect(final!.content).toBe("Working on it\n\n[stopped]");
+  });
+
+  it("streams drafts that grow into the final, and announces tool calls", async () => {
+    harness = await startHarness(
+      scriptedModel([{ text: "Looking.", toolCalls: [{ name: "list_dir", arguments: {} }] }, { text: ["The ", "workspace ", "is ", "empty."] }]),
+    );
+    const message = await harness.send("a", "what is in the workspace?");
+    const [final] = await harness.waitForFinals(1);
+    expect(final!.content).toBe("Looking.\n\nThe workspace is empty.");
+    expect(harness.notices).toHaveLength(1);
+    expect(harness.notices[0]).toMatchObject({ id: `${message.id}:1`, kind: "notice", metadata: { tool: "list_dir" } });
+    expect(harness.drafts.length).toBeGreaterThan(0);
+    for (const draft of harness.drafts) {
+      expect(draft.replyId).toBe(final!.id);
+      expect(final!.content.startsWith(draft.text)).toBe(true);
+    }
+  });
+
+  it("replies with the origin chat for a system message", async () => {
+    harness = await startHarness(scriptedModel([{ text: "Your report is ready." }]));
+    await harness.send("test:a", "subagent finished: report.md", { channel: "system" });
+    const [final] = await harness.waitForFinals(1);
+    expect(final).toMatchObject({ channel: "test", chatId: "a", content: "Your report is ready." });
+  });
+
+  it("reports a failing turn to the user and moves on", async () => {
+    harness = await startHarness(scriptedModel([{ text: "never used" }, { text: "second works" }]));
+    const store = harness.runtime.store.sessions;
+    const original = store.append.bind(store);
+    let failOnce = true;
+    store.append = async (key, entries) => {
+      if (failOnce) {
+        failOnce = false;
+        throw new Error("disk full");
+      }
+      return original(key, entries);
+    };
+    await harness.send("a", "one");
+    const [failure] = await harness.waitForFinals(1);
+    expect(failure!.content).toContain("disk full");
+    await harness.send("a", "two");
+    const [, next] = await harness.waitForFinals(2);
+    expect(next!.content).toBe("second works");
+  });
+
+  it("does not run a turn twice when its answer is already in the history (crash after save)", async () => {
+    const model = scriptedModel([{ text: "the one answer" }]);
+    harness = await startHarness(model);
+    const message = await harness.send("a", "question");
+    await harness.waitForFinals(1);
+    // The same inbound message again, as after a crash between saving and acking.
+    await harness.runtime.bus.publishInbound({ ...message });
+    const [, replay] = await harness.waitForFinals(2);
+    expect(replay).toMatchObject({ id: `${message.id}:0`, content: "the one answer" });
+    expect(model.requests).toHaveLength(1);
+  });
+
+  it("publishes nothing for a turn whose lease was taken over", async () => {
+    const model = scriptedModel([{ text: "stale answer" }, { text: "fresh answer" }]);
+    harness = await startHarness(model);
+    const bus = harness.runtime.bus;
+    const holds = bus.holds.bind(bus);
+    let lost = true;
+    bus.holds = async (claim) => {
+      if (lost) {
+        lost = false;
+        return false;
+      }
+      return holds(claim);
+    };
+    await harness.send("a", "question");
+    while (model.requests.length === 0 || harness.runtime.loop.active > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(harness.finals).toHaveLength(0);
+    expect(await harness.runtime.store.sessions.load("test:a")).toMatchObject({ history: [] });
+  });
+});
+
+describe("Agent context overflow", () => {
+  it("summarizes overflowing history into memory before the turn, and starts a new memory file when it is full", async () => {
+    const model = scriptedModel((request) => {
+      const system = request.messages[0];
+      if (system?.role === "system" && system.content.startsWith("You condense")) return { text: "- summary of the early chat" };
+      return { text: "ok" };
+    });
+    harness = await startHarness(model, { config: { agent: { maxHistory: 4 } } });
+    for (let index = 0; index < 3; index += 1) {
+      await harness.send("a", `message ${index}`);
+      await harness.waitForFinals(index + 1);
+    }
+    // Fill the chat's memory to just under its cap: the next summary cannot be appended.
+    const chatMemory = createMemoryStore({ workspace: harness.runtime.workspace, scope: "chat" });
+    await chatMemory.write("test:a", "x".repeat(64 * 1024 - 10));
+    await harness.send("a", "message 3");
+    await harness.waitForFinals(4);
+    const turn = model.requests.at(-1)!;
+    expect(turn.messages.filter((message) => message.role !== "system").length).toBeLessThanOrEqual(4);
+    expect(String(turn.messages[0]!.content)).toContain("summary of the early chat");
+    const memoryText = await chatMemory.read("test:a");
+    expect(memoryText).toContain("Older memory is in");
+    expect(memoryText).toContain("summary of the early chat");
+    const siblings = await readdir(path.dirname(chatMemory.path("test:a")));
+    expect(siblings.some((name) => name.startsWith("MEMORY-until-"))).toBe(true);
+  });
+});

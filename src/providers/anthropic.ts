@@ -111,12 +111,13 @@ function createEventReader(model: string) {
     read(event: RawMessageStreamEvent): StreamPart[] {
       switch (event.type) {
         case "message_start": {
-          const start = event.message.usage;
+          // Compatible servers (DeepSeek, GLM, Kimi) may leave usage fields out.
+          const start: Partial<typeof event.message.usage> = event.message.usage ?? {};
           // Anthropic counts cached input apart; the total matches what OpenAI-style servers report.
           const cached = start.cache_read_input_tokens ?? 0;
-          usage.inputTokens = start.input_tokens + cached + (start.cache_creation_input_tokens ?? 0);
+          usage.inputTokens = (start.input_tokens ?? 0) + cached + (start.cache_creation_input_tokens ?? 0);
           if (cached) usage.cachedInputTokens = cached;
-          usage.outputTokens = start.output_tokens;
+          usage.outputTokens = start.output_tokens ?? 0;
           return [];
         }
         case "content_block_start": {
@@ -157,8 +158,8 @@ function createEventReader(model: string) {
         }
         case "message_delta": {
           if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
-          const delta = event.usage;
-          usage.outputTokens = delta.output_tokens;
+          const delta: Partial<typeof event.usage> = event.usage ?? {};
+          if (delta.output_tokens !== undefined) usage.outputTokens = delta.output_tokens;
           if (delta.input_tokens !== null && delta.input_tokens !== undefined) {
             const cached = delta.cache_read_input_tokens ?? usage.cachedInputTokens ?? 0;
             usage.inputTokens = delta.input_tokens + cached + (delta.cache_creation_input_tokens ?? 0);

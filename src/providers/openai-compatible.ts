@@ -131,16 +131,16 @@ interface PendingToolCall {
 function createChunkReader(model: string) {
   const toolCalls: PendingToolCall[] = [];
   const toolCallsByIndex = new Map<number, PendingToolCall>();
-  let reasoning = "";
-  let reasoningClosed = false;
+  let reasoning = ""; // the open reasoning block
   let finishReason: string | undefined;
   let usage: Usage = { inputTokens: 0, outputTokens: 0 };
 
-  // Reasoning comes before the answer; once the answer starts, the reasoning block is complete.
+  // Reasoning comes before the answer: once text (or the end) arrives, the reasoning block is complete.
   function closeReasoning(): StreamPart[] {
-    if (reasoningClosed || !reasoning) return [];
-    reasoningClosed = true;
-    return [{ type: "reasoning-block", block: { text: reasoning } }];
+    if (!reasoning) return [];
+    const block: StreamPart = { type: "reasoning-block", block: { text: reasoning } };
+    reasoning = "";
+    return [block];
   }
 
   return {

@@ -31,7 +31,7 @@ export class CliChannel {
   private replyId: string | undefined;
   private printed = "";
   private midLine = false;
-  private lastInterrupt = 0;
+  private lastInterrupt = Number.NEGATIVE_INFINITY;
   private ended = false;
   private finished!: () => void;
   readonly done: Promise<void> = new Promise((resolve) => (this.finished = resolve));

@@ -28,6 +28,7 @@ export interface ToolRegistryOptions {
 export class ToolRegistry {
   private readonly tools = new Map<string, Tool>();
   private readonly maxResultChars: number;
+  private cachedDefinitions: ToolDefinition[] | undefined;
 
   constructor(options: ToolRegistryOptions = {}) {
     this.maxResultChars = options.maxResultChars ?? 16_000;
@@ -36,6 +37,7 @@ export class ToolRegistry {
   register(tool: Tool): this {
     if (this.tools.has(tool.name)) throw new Error(`tool "${tool.name}" is registered twice`);
     this.tools.set(tool.name, tool);
+    this.cachedDefinitions = undefined;
     return this;
   }
 
@@ -57,12 +59,13 @@ export class ToolRegistry {
     return registry;
   }
 
-  /** OpenAI function definitions (JSON Schema of each tool's parameters). */
+  /** OpenAI function definitions (JSON Schema of each tool's parameters), built once per tool set. */
   definitions(): ToolDefinition[] {
-    return [...this.tools.values()].map((tool) => {
+    this.cachedDefinitions ??= [...this.tools.values()].map((tool) => {
       const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>;
       return { name: tool.name, description: tool.description, parameters };
     });
+    return this.cachedDefinitions;
   }
 
   /** Runs one call once. Never throws for the tool's own failures: they become error values. */

@@ -61,6 +61,39 @@ export const ToolsSchema = z
     maxResultChars: positiveInt.default(16_000).describe("Tool results above this are saved to a file; the model gets the head."),
     maxReadBytes: positiveInt.default(1_000_000).describe("Largest file read_file returns."),
     braveApiKey: z.string().optional().describe("Brave Search API key (secret) for web search. Unset: no web search."),
+    maxWriteBytes: positiveInt.default(1_000_000).describe("Largest content write_file and edit_file will write."),
+    exec: z
+      .strictObject({
+        enabled: z.boolean().default(true).describe("Offer the exec (shell) tool."),
+        timeoutSeconds: positiveInt.max(3_600).default(30).describe("A command is killed (its whole process group) after this long."),
+        maxOutputChars: positiveInt.default(10_000).describe("Output beyond this keeps its head and tail."),
+        denyPatterns: z.array(z.string()).default([]).describe("Extra regular expressions refused in any command segment, on top of the built-in ones (rm -r, mkfs, dd to devices, fork bombs, shutdown, ...)."),
+        allowPatterns: z.array(z.string()).default([]).describe("When set, EVERY segment of a command must fully match one of these regular expressions."),
+        sandbox: z.enum(["auto", "bwrap", "none"]).default("auto").describe("`auto`: isolate with bubblewrap when `bwrap` is installed; `bwrap`: require it; `none`: pattern filter only."),
+      })
+      .prefault({}),
+    web: z
+      .strictObject({
+        enabled: z.boolean().default(true).describe("Offer web_fetch (and web_search when a Brave key is set)."),
+        fetchMaxBytes: positiveInt.default(2_000_000).describe("Largest response body web_fetch reads."),
+        fetchTimeoutMs: positiveInt.default(15_000).describe("Time limit of one web_fetch, redirects included."),
+        maxRedirects: z.number().int().min(0).max(10).default(5).describe("Redirect hops web_fetch follows, each re-checked."),
+        searchBaseURL: z.url().default("https://api.search.brave.com/res/v1").describe("Brave Search API base URL."),
+        searchMaxResults: positiveInt.max(20).default(5).describe("Results web_search returns."),
+      })
+      .prefault({}),
+    message: z
+      .strictObject({
+        allowedTargets: z.array(z.string()).default([]).describe("Session keys (`channel:chat_id`) the message tool may send to besides the current chat. Empty: only the current chat."),
+      })
+      .prefault({}),
+    audit: z
+      .strictObject({
+        enabled: z.boolean().default(true).describe("Write every tool call to <dataDir>/audit/tool-calls.jsonl."),
+        maxFileBytes: positiveInt.default(10_000_000).describe("Rotate the audit log at this size."),
+        maxFiles: positiveInt.max(100).default(5).describe("Rotated audit files kept."),
+      })
+      .prefault({}),
   })
   .prefault({});
 

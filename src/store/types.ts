@@ -31,16 +31,24 @@ export interface SessionSnapshot {
   history: HistoryEntry[];
 }
 
+/**
+ * Proof that the writer still holds the session's bus lease. A store that shares Redis with the
+ * bus checks it atomically with the write; others rely on the caller's check.
+ */
+export interface Fence {
+  token: number;
+}
+
 export interface SessionStore {
   /** The session's current history; an unknown key yields an empty session (not persisted yet). */
   load(key: string): Promise<SessionSnapshot>;
-  /** Append entries to the history. */
-  append(key: string, entries: HistoryEntry[]): Promise<void>;
+  /** Append entries to the history. With a fence, throws BusError("lease-lost") and writes nothing when the lease is gone. */
+  append(key: string, entries: HistoryEntry[], fence?: Fence): Promise<void>;
   /**
    * Replace the history with `keep` (what remains after older entries were summarized away).
    * The dropped entries stay readable in the archive.
    */
-  compact(key: string, keep: HistoryEntry[]): Promise<void>;
+  compact(key: string, keep: HistoryEntry[], fence?: Fence): Promise<void>;
   /** Start a fresh session (`/new`): the current history is archived and the new one is empty. */
   reset(key: string): Promise<void>;
   /** Known session keys. */

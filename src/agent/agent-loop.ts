@@ -21,6 +21,11 @@ export interface AgentLoopOptions {
   leaseTtlMs?: number;
   /** Minimum time between two drafts of one reply. */
   draftIntervalMs?: number;
+  /**
+   * Claims of one batch before it is treated as a poison turn (its holders keep dying): the
+   * messages go to the dead-letter list and the user gets one short error reply.
+   */
+  maxAttempts?: number;
 }
 
 interface RunningTurn {
@@ -116,6 +121,11 @@ export class AgentLoop {
     const batch = takeBatch(claim.messages);
     const first = batch.messages[0]!;
     const log = logger.child({ session: claim.sessionKey, message: first.id });
+    if (claim.attempt > (this.options.maxAttempts ?? 3)) {
+      clearInterval(renewal);
+      await this.deadLetter(claim, batch.messages, log);
+      return;
+    }
     try {
       const reply = batch.command
         ? await this.runCommand(batch.command, claim.sessionKey)
@@ -136,6 +146,16 @@ export class AgentLoop {
     } finally {
       clearInterval(renewal);
     }
+  }
+
+  /** A poison turn: park its messages, tell the user once, move on to the chat's next messages. */
+  private async deadLetter(claim: Claim, messages: InboundMessage[], log: Logger): Promise<void> {
+    const { bus } = this.options;
+    const reason = `its turn was interrupted ${claim.attempt - 1} times (worker crash or lost lease)`;
+    log.error({ attempt: claim.attempt }, `dead-lettering messages: ${reason}`);
+    const notice = finalMessage(messages[0]!, "Sorry, I could not process that message: it failed repeatedly. Please try again or rephrase it.");
+    await bus.publishOutbound(answering(notice, messages), claim);
+    await bus.deadLetter(claim, reason, messages.length);
   }
 
   private async runCommand(command: ChatCommand, sessionKey: string): Promise<string> {

@@ -12,6 +12,7 @@ import type {
   BusOptions,
   Claim,
   ClaimOptions,
+  DeadLetter,
   Draft,
   MessageBus,
   OutboundEvent,
@@ -58,6 +59,9 @@ class MemoryBus implements MessageBus {
   private readonly outbound = new Map<string, OutboundQueue>();
   private readonly cancels = new EventEmitter();
   private fence = 0;
+  /** Claims per first message id, to recognize poison turns. */
+  private readonly attempts = new Map<string, number>();
+  private readonly dead: DeadLetter[] = [];
   private wakeTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -131,8 +135,20 @@ class MemoryBus implements MessageBus {
   async ack(claim: Claim, consumed = claim.messages.length): Promise<void> {
     this.assertHeld(claim);
     const mailbox = this.mailboxes.get(claim.sessionKey) ?? [];
+    this.attempts.delete(claim.messages[0]!.id);
     mailbox.splice(0, Math.min(consumed, claim.messages.length));
     this.finishLease(claim.sessionKey, mailbox);
+  }
+
+  async deadLetter(claim: Claim, reason: string, count = claim.messages.length): Promise<void> {
+    this.assertHeld(claim);
+    this.dead.unshift({ sessionKey: claim.sessionKey, reason, at: this.now(), messages: claim.messages.slice(0, count) });
+    if (this.dead.length > 1_000) this.dead.pop();
+    await this.ack(claim, count);
+  }
+
+  async deadLetters(limit = 100): Promise<DeadLetter[]> {
+    return this.dead.slice(0, limit);
   }
 
   async release(claim: Claim): Promise<void> {
@@ -186,7 +202,10 @@ class MemoryBus implements MessageBus {
       if (!mailbox || mailbox.length === 0 || this.isLeased(sessionKey)) continue;
       const token = ++this.fence;
       this.leases.set(sessionKey, { token, expiresAt: now + this.leaseTtlMs });
-      return { sessionKey, token, messages: mailbox.slice(0, this.maxBatch) };
+      const firstId = mailbox[0]!.id;
+      const attempt = (this.attempts.get(firstId) ?? 0) + 1;
+      this.attempts.set(firstId, attempt);
+      return { sessionKey, token, messages: mailbox.slice(0, this.maxBatch), attempt };
     }
   }
 

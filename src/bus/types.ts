@@ -15,6 +15,11 @@ export interface Claim {
   /** Fencing token: strictly increases with every claim of the session. */
   token: number;
   messages: InboundMessage[];
+  /**
+   * How many times this batch's first message has been claimed. Above 1 the previous holder
+   * died or lost its lease mid-turn; a batch that keeps coming back is a poison turn.
+   */
+  attempt: number;
 }
 
 export interface PublishResult {
@@ -62,6 +67,13 @@ export interface MessageBus {
   ack(claim: Claim, consumed?: number): Promise<void>;
   /** Give the lease back without consuming anything (the messages will be claimed again). */
   release(claim: Claim): Promise<void>;
+  /**
+   * Move the first `count` messages of the claim to the dead-letter list with a reason, then ack
+   * them: a poison turn must not be retried forever.
+   */
+  deadLetter(claim: Claim, reason: string, count?: number): Promise<void>;
+  /** The newest dead letters, newest first. */
+  deadLetters(limit?: number): Promise<DeadLetter[]>;
   /** Whether the claim still holds its session's lease (a fencing check for side effects). */
   holds(claim: Claim): Promise<boolean>;
   /**
@@ -83,6 +95,13 @@ export interface MessageBus {
   /** Called on every worker when a cancel is requested for any session. */
   onCancel(handler: (sessionKey: string) => void): Promise<Subscription>;
   close(): Promise<void>;
+}
+
+export interface DeadLetter {
+  sessionKey: string;
+  reason: string;
+  at: number;
+  messages: InboundMessage[];
 }
 
 export interface BusOptions {

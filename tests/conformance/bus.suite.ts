@@ -275,6 +275,27 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       expect(heard).toEqual(["test:a"]);
     });
 
+    it("counts the claims of a batch, so a batch whose holder keeps dying is recognized", async () => {
+      await open({ leaseTtlMs: 1_000 });
+      await bus.publishInbound(inbound("a", "poison"));
+      const first = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(first?.attempt).toBe(1);
+      clock.advance(1_500);
+      const second = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(second?.attempt).toBe(2);
+      await bus.release(second!);
+      const third = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(third?.attempt).toBe(3);
+      await bus.deadLetter(third!, "crashed its worker 3 times");
+      expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+      const [letter] = await bus.deadLetters();
+      expect(letter).toMatchObject({ sessionKey: "test:a", reason: "crashed its worker 3 times" });
+      expect(letter!.messages.map((message) => message.content)).toEqual(["poison"]);
+      await bus.publishInbound(inbound("a", "healthy"));
+      const next = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(next).toMatchObject({ attempt: 1, messages: [expect.objectContaining({ content: "healthy" })] });
+    });
+
     it("rejects an ack of a claim that was already acked", async () => {
       await open();
       await bus.publishInbound(inbound("a", "one"));

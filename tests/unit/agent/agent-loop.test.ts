@@ -1,6 +1,8 @@
 import { readdir } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import pino from "pino";
+import { AgentLoop } from "../../../src/agent/agent-loop.js";
 import { createMemoryStore } from "../../../src/agent/memory.js";
 import type { ChatMessage } from "../../../src/providers/types.js";
 import { type Harness, gate, startHarness } from "../../support/agent-harness.js";
@@ -191,5 +193,29 @@ describe("Agent context overflow", () => {
     expect(memoryText).toContain("summary of the early chat");
     const siblings = await readdir(path.dirname(chatMemory.path("test:a")));
     expect(siblings.some((name) => name.startsWith("MEMORY-until-"))).toBe(true);
+  });
+});
+
+describe("AgentLoop poison turns", () => {
+  it("dead-letters a batch whose turns keep dying and tells the user once", async () => {
+    const model = scriptedModel(() => ({ text: "fine" }));
+    harness = await startHarness(model);
+    const bus = harness.runtime.bus;
+    // Simulate three workers that died mid-turn: each claimed the batch and vanished.
+    await harness.runtime.loop.stop(0);
+    const message = await harness.send("a", "the message that crashes workers");
+    for (let index = 0; index < 3; index += 1) {
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      await bus.release(claim!);
+    }
+    const loop = new AgentLoop({ bus, agent: harness.runtime.agent, logger: pino({ level: "silent" }), concurrency: 2 });
+    void loop.run();
+    const [final] = await harness.waitForFinals(1);
+    await loop.stop(0);
+    expect(final).toMatchObject({ id: `${message.id}:0`, metadata: { answers: [message.id] } });
+    expect(final!.content).toContain("failed repeatedly");
+    expect(model.requests).toHaveLength(0);
+    const [letter] = await bus.deadLetters();
+    expect(letter!.messages.map((item) => item.id)).toEqual([message.id]);
   });
 });

@@ -1,0 +1,37 @@
+--[[
+  Ends a turn: drops the messages it consumed, releases the lease and, when more messages wait
+  (they arrived mid-turn), makes the session ready at once. Refused when the lease is not held.
+
+  KEYS[1] in:<sid>   mailbox
+  KEYS[2] ready      ZSET sid -> due time
+  KEYS[3] lease      ZSET sid -> lease expiry
+  KEYS[4] own        HASH sid -> token
+  KEYS[5] wake       LIST of wake-up tokens
+  KEYS[6] attempts   HASH first message id -> claims
+  ARGV[1] sid
+  ARGV[2] token
+  ARGV[3] messages consumed
+  ARGV[4] now (ms)
+  ARGV[5] id of the batch's first message
+  Output: 1, or the error LEASE_LOST
+]]
+if redis.call("HGET", KEYS[4], ARGV[1]) ~= ARGV[2] then
+  return redis.error_reply("LEASE_LOST")
+end
+local expiry = redis.call("ZSCORE", KEYS[3], ARGV[1])
+if (not expiry) or tonumber(expiry) <= tonumber(ARGV[4]) then
+  return redis.error_reply("LEASE_LOST")
+end
+redis.call("HDEL", KEYS[6], ARGV[5])
+local consumed = tonumber(ARGV[3])
+if consumed > 0 then
+  redis.call("LTRIM", KEYS[1], consumed, -1)
+end
+redis.call("ZREM", KEYS[3], ARGV[1])
+redis.call("HDEL", KEYS[4], ARGV[1])
+if redis.call("LLEN", KEYS[1]) > 0 then
+  redis.call("ZADD", KEYS[2], "NX", tonumber(ARGV[4]), ARGV[1])
+  redis.call("LPUSH", KEYS[5], "1")
+  redis.call("LTRIM", KEYS[5], 0, 63)
+end
+return 1

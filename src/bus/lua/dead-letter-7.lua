@@ -1,0 +1,42 @@
+--[[
+  Parks the first messages of a poison batch in the dead-letter list, then acks them like ack-6.
+  Refused when the lease is not held.
+
+  KEYS[1] in:<sid>   mailbox
+  KEYS[2] ready      ZSET sid -> due time
+  KEYS[3] lease      ZSET sid -> lease expiry
+  KEYS[4] own        HASH sid -> token
+  KEYS[5] wake       LIST of wake-up tokens
+  KEYS[6] attempts   HASH first message id -> claims
+  KEYS[7] dead       LIST of dead letters (JSON), newest first
+  ARGV[1] sid
+  ARGV[2] token
+  ARGV[3] messages to park
+  ARGV[4] now (ms)
+  ARGV[5] id of the batch's first message
+  ARGV[6] reason
+  ARGV[7] dead letters kept
+  Output: 1, or the error LEASE_LOST
+]]
+if redis.call("HGET", KEYS[4], ARGV[1]) ~= ARGV[2] then
+  return redis.error_reply("LEASE_LOST")
+end
+local expiry = redis.call("ZSCORE", KEYS[3], ARGV[1])
+if (not expiry) or tonumber(expiry) <= tonumber(ARGV[4]) then
+  return redis.error_reply("LEASE_LOST")
+end
+local count = tonumber(ARGV[3])
+local parked = redis.call("LRANGE", KEYS[1], 0, count - 1)
+local letter = cjson.encode({ sessionKey = ARGV[1], reason = ARGV[6], at = tonumber(ARGV[4]), messages = parked })
+redis.call("LPUSH", KEYS[7], letter)
+redis.call("LTRIM", KEYS[7], 0, tonumber(ARGV[7]) - 1)
+redis.call("HDEL", KEYS[6], ARGV[5])
+redis.call("LTRIM", KEYS[1], count, -1)
+redis.call("ZREM", KEYS[3], ARGV[1])
+redis.call("HDEL", KEYS[4], ARGV[1])
+if redis.call("LLEN", KEYS[1]) > 0 then
+  redis.call("ZADD", KEYS[2], "NX", tonumber(ARGV[4]), ARGV[1])
+  redis.call("LPUSH", KEYS[5], "1")
+  redis.call("LTRIM", KEYS[5], 0, 63)
+end
+return 1

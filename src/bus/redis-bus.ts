@@ -1,0 +1,273 @@
+/**
+ * The Redis MessageBus: mailbox per session + ready set + fenced lease, as DESIGN.md describes.
+ * Every state change that must be atomic is a Lua script in ./lua. Times are passed in from the
+ * client clock (hosts need NTP; the lease TTL is far larger than any sane skew), which also lets
+ * the conformance suite drive time by hand.
+ */
+import type { Redis } from "ioredis";
+import { BusError } from "../errors.js";
+import { runScript, loadScript } from "../redis/scripts.js";
+import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
+import { type BusKeys, busKeys } from "./redis-keys.js";
+import { type StreamEvent, startOutboundConsumer } from "./redis-outbound.js";
+import type {
+  BusOptions,
+  Claim,
+  ClaimOptions,
+  DeadLetter,
+  Draft,
+  MessageBus,
+  OutboundHandler,
+  PublishResult,
+  Subscription,
+} from "./types.js";
+
+const scriptsDirectory = new URL("./lua/", import.meta.url);
+const scripts = {
+  enqueue: loadScript(scriptsDirectory, "enqueue-5.lua"),
+  claim: loadScript(scriptsDirectory, "claim-5.lua"),
+  ack: loadScript(scriptsDirectory, "ack-6.lua"),
+  deadLetter: loadScript(scriptsDirectory, "dead-letter-7.lua"),
+  renew: loadScript(scriptsDirectory, "renew-2.lua"),
+  holds: loadScript(scriptsDirectory, "holds-2.lua"),
+  release: loadScript(scriptsDirectory, "release-5.lua"),
+  publishFenced: loadScript(scriptsDirectory, "publish-fenced-3.lua"),
+};
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export interface RedisBusOptions extends BusOptions {
+  /** Commands. The bus duplicates it for its blocking reads and its cancel subscription. */
+  redis: Redis;
+  /** Key prefix; keys live under the hash tag `{prefix}`. */
+  prefix: string;
+  /** Most messages handed over in one claim. */
+  maxBatch?: number;
+  /** Approximate length each outbound stream is trimmed to. */
+  streamMaxLength?: number;
+  /** Pending outbound entries of a dead consumer are taken over after this long. */
+  reclaimIdleMs?: number;
+  redeliveryDelayMs?: number;
+  /** Close `redis` too when the bus closes. */
+  ownsConnection?: boolean;
+  onError?: (error: unknown) => void;
+}
+
+export function createRedisBus(options: RedisBusOptions): MessageBus {
+  return new RedisBus(options);
+}
+
+class RedisBus implements MessageBus {
+  private readonly redis: Redis;
+  private readonly keys: BusKeys;
+  private readonly now: () => number;
+  private readonly leaseTtlMs: number;
+  private readonly debounceMs: number;
+  private readonly dedupeTtlMs: number;
+  private readonly maxBatch: number;
+  private readonly streamMaxLength: number;
+  private blocking: Redis | undefined;
+  private subscriber: Redis | undefined;
+  private readonly cancelHandlers = new Set<(sessionKey: string) => void>();
+  private readonly subscriptions = new Set<Subscription>();
+  private closed = false;
+
+  constructor(private readonly options: RedisBusOptions) {
+    this.redis = options.redis;
+    this.keys = busKeys(options.prefix);
+    this.now = options.now ?? Date.now;
+    this.leaseTtlMs = options.leaseTtlMs ?? 30_000;
+    this.debounceMs = options.debounceMs ?? 0;
+    this.dedupeTtlMs = options.dedupeTtlMs ?? DAY_MS;
+    this.maxBatch = options.maxBatch ?? 100;
+    this.streamMaxLength = options.streamMaxLength ?? 100_000;
+  }
+
+  async publishInbound(message: InboundMessage): Promise<PublishResult> {
+    this.assertOpen();
+    const sessionKey = sessionKeyOf(message);
+    const eventId = message.platformEventId;
+    const queued = await runScript(
+      this.redis,
+      scripts.enqueue,
+      [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.lease, this.keys.wake, this.keys.seen(message.channel, eventId ?? "-")],
+      [JSON.stringify(message), sessionKey, this.now(), this.debounceMs, this.dedupeTtlMs, eventId === undefined ? "0" : "1"],
+    );
+    return { accepted: queued === 1 };
+  }
+
+  async claimSession(options: ClaimOptions = {}): Promise<Claim | null> {
+    const timeoutMs = options.timeoutMs ?? Number.POSITIVE_INFINITY;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (this.closed || options.signal?.aborted) return null;
+      const reply = (await runScript(
+        this.redis,
+        scripts.claim,
+        [this.keys.ready, this.keys.lease, this.keys.own, this.keys.fence, this.keys.attempts],
+        [this.now(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch],
+      )) as [string, number | string, number?, string[]?];
+      if (reply[0] !== "") {
+        const [sessionKey, token, attempt, messages] = reply;
+        return { sessionKey, token: Number(token), attempt: Number(attempt), messages: (messages ?? []).map((raw) => JSON.parse(raw) as InboundMessage) };
+      }
+      const remaining = deadline - Date.now();
+      if (timeoutMs <= 0 || remaining <= 0) return null;
+      const nextDue = Number(reply[1]);
+      const untilDue = nextDue >= 0 ? Math.max(10, nextDue - this.now()) : 1_000;
+      await this.waitForWake(Math.min(remaining, untilDue, 1_000), options.signal);
+    }
+  }
+
+  async renew(claim: Claim): Promise<boolean> {
+    const held = await runScript(this.redis, scripts.renew, [this.keys.own, this.keys.lease], [claim.sessionKey, claim.token, this.now(), this.leaseTtlMs]);
+    return held === 1;
+  }
+
+  async holds(claim: Claim): Promise<boolean> {
+    const held = await runScript(this.redis, scripts.holds, [this.keys.own, this.keys.lease], [claim.sessionKey, claim.token, this.now()]);
+    return held === 1;
+  }
+
+  async ack(claim: Claim, consumed = claim.messages.length): Promise<void> {
+    await this.fenced(claim, () =>
+      runScript(
+        this.redis,
+        scripts.ack,
+        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts],
+        [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.now(), claim.messages[0]?.id ?? ""],
+      ),
+    );
+  }
+
+  async release(claim: Claim): Promise<void> {
+    await runScript(
+      this.redis,
+      scripts.release,
+      [this.keys.own, this.keys.lease, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake],
+      [claim.sessionKey, claim.token, this.now()],
+    );
+  }
+
+  async deadLetter(claim: Claim, reason: string, count = claim.messages.length): Promise<void> {
+    await this.fenced(claim, () =>
+      runScript(
+        this.redis,
+        scripts.deadLetter,
+        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.dead],
+        [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.now(), claim.messages[0]?.id ?? "", reason, 1_000],
+      ),
+    );
+  }
+
+  async deadLetters(limit = 100): Promise<DeadLetter[]> {
+    const raw = await this.redis.lrange(this.keys.dead, 0, limit - 1);
+    return raw.map((line) => {
+      const letter = JSON.parse(line) as Omit<DeadLetter, "messages"> & { messages: string[] | Record<string, never> };
+      const messages = Array.isArray(letter.messages) ? letter.messages : [];
+      return { ...letter, messages: messages.map((message) => JSON.parse(message) as InboundMessage) };
+    });
+  }
+
+  async publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void> {
+    this.assertOpen();
+    const event = JSON.stringify({ type: "message", message } satisfies StreamEvent);
+    const stream = this.keys.outbound(message.channel);
+    if (!claim) {
+      await this.redis.xadd(stream, "MAXLEN", "~", this.streamMaxLength, "*", "event", event);
+      return;
+    }
+    await this.fenced(claim, () =>
+      runScript(this.redis, scripts.publishFenced, [this.keys.own, this.keys.lease, stream], [claim.sessionKey, claim.token, this.now(), event, this.streamMaxLength]),
+    );
+  }
+
+  async publishDraft(draft: Draft): Promise<void> {
+    if (this.closed) return;
+    const { text, ...pointer } = draft;
+    const event = JSON.stringify({ type: "draft", draft: pointer } satisfies StreamEvent);
+    await this.redis
+      .multi()
+      .set(this.keys.draft(draft.replyId), text, "PX", 10 * 60_000)
+      .xadd(this.keys.outbound(draft.channel), "MAXLEN", "~", this.streamMaxLength, "*", "event", event)
+      .exec();
+  }
+
+  async consumeOutbound(channel: string, handler: OutboundHandler): Promise<Subscription> {
+    this.assertOpen();
+    const subscription = await startOutboundConsumer({
+      redis: this.redis,
+      blocking: this.redis.duplicate(),
+      keys: this.keys,
+      channel,
+      handler,
+      reclaimIdleMs: this.options.reclaimIdleMs ?? 60_000,
+      redeliveryDelayMs: this.options.redeliveryDelayMs ?? 50,
+      onError: this.options.onError,
+    });
+    const tracked: Subscription = {
+      close: async () => {
+        this.subscriptions.delete(tracked);
+        await subscription.close();
+      },
+    };
+    this.subscriptions.add(tracked);
+    return tracked;
+  }
+
+  async markDelivered(outboundId: string): Promise<boolean> {
+    return (await this.redis.set(this.keys.sent(outboundId), "1", "PX", 7 * DAY_MS, "NX")) === "OK";
+  }
+
+  async requestCancel(sessionKey: string): Promise<void> {
+    await this.redis.publish(this.keys.cancel, sessionKey);
+  }
+
+  async onCancel(handler: (sessionKey: string) => void): Promise<Subscription> {
+    if (!this.subscriber) {
+      this.subscriber = this.redis.duplicate();
+      this.subscriber.on("message", (_channel: string, sessionKey: string) => {
+        for (const listener of this.cancelHandlers) listener(sessionKey);
+      });
+      await this.subscriber.subscribe(this.keys.cancel);
+    }
+    this.cancelHandlers.add(handler);
+    return { close: async () => void this.cancelHandlers.delete(handler) };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.subscriptions].map((subscription) => subscription.close()));
+    this.blocking?.disconnect();
+    this.subscriber?.disconnect();
+    if (this.options.ownsConnection) await this.redis.quit().catch(() => undefined);
+  }
+
+  /** Runs a token-checked script and turns its LEASE_LOST reply into a BusError. */
+  private async fenced(claim: Claim, run: () => Promise<unknown>): Promise<void> {
+    try {
+      await run();
+    } catch (error) {
+      if (error instanceof Error && error.message.includes("LEASE_LOST")) {
+        throw new BusError(`lease on ${claim.sessionKey} (token ${claim.token}) is no longer held`, "lease-lost", { cause: error });
+      }
+      throw error;
+    }
+  }
+
+  /** Blocks on the wake list (a dedicated connection) until a message arrives or the wait ends. */
+  private async waitForWake(ms: number, signal?: AbortSignal): Promise<void> {
+    this.blocking ??= this.redis.duplicate();
+    const wait = this.blocking.blpop(this.keys.wake, Math.max(0.01, ms / 1000)).catch(() => null);
+    if (!signal) {
+      await wait;
+      return;
+    }
+    await Promise.race([wait, new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }))]);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new BusError("the bus is closed", "closed");
+  }
+}

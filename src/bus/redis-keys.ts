@@ -1,0 +1,44 @@
+/**
+ * The Redis key layout of the bus. Every key starts with the hash tag `{prefix}`, so all of one
+ * deployment's keys live in one cluster slot and the Lua scripts may touch them together.
+ */
+export interface BusKeys {
+  mailbox(sessionKey: string): string;
+  /** Prefix of the mailbox keys, for the claim script which builds them. */
+  mailboxPrefix: string;
+  ready: string;
+  lease: string;
+  own: string;
+  fence: string;
+  wake: string;
+  attempts: string;
+  dead: string;
+  seen(channel: string, eventId: string): string;
+  outbound(channel: string): string;
+  draft(replyId: string): string;
+  sent(outboundId: string): string;
+  /** Set by the consumer once a final is handled: drafts of that reply queued after it are skipped. */
+  finished(replyId: string): string;
+  cancel: string;
+}
+
+export function busKeys(prefix: string): BusKeys {
+  const tag = `{${prefix}}`;
+  return {
+    mailbox: (sessionKey) => `${tag}:in:${sessionKey}`,
+    mailboxPrefix: `${tag}:in:`,
+    ready: `${tag}:ready`,
+    lease: `${tag}:lease`,
+    own: `${tag}:own`,
+    fence: `${tag}:fence`,
+    wake: `${tag}:wake`,
+    attempts: `${tag}:attempts`,
+    dead: `${tag}:dead`,
+    seen: (channel, eventId) => `${tag}:seen:${channel}:${eventId}`,
+    outbound: (channel) => `${tag}:out:${channel}`,
+    draft: (replyId) => `${tag}:draft:${replyId}`,
+    sent: (outboundId) => `${tag}:sent:${outboundId}`,
+    finished: (replyId) => `${tag}:finished:${replyId}`,
+    cancel: `${tag}:cancel`,
+  };
+}

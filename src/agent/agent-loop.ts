@@ -28,6 +28,9 @@ export interface AgentLoopOptions {
   maxAttempts?: number;
 }
 
+/** The abort reason of turns cut short by shutdown: their leases are released, not acked. */
+const SHUTDOWN = new CancelledError("shutting down");
+
 interface RunningTurn {
   controller: AbortController;
   done: Promise<void>;
@@ -56,7 +59,7 @@ export class AgentLoop {
     const pending = [...this.running.values()].map((turn) => turn.done);
     const grace = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
     await Promise.race([Promise.all(pending), grace]);
-    for (const turn of this.running.values()) turn.controller.abort(new CancelledError("shutting down"));
+    for (const turn of this.running.values()) turn.controller.abort(SHUTDOWN);
     await Promise.all([...this.running.values()].map((turn) => turn.done));
     await this.cancelSubscription?.close();
   }
@@ -118,7 +121,7 @@ export class AgentLoop {
       );
     }, Math.max(50, Math.floor(ttl / 3)));
 
-    const batch = takeBatch(claim.messages);
+    let batch = takeBatch(claim.messages);
     const first = batch.messages[0]!;
     const log = logger.child({ session: claim.sessionKey, message: first.id });
     if (claim.attempt > (this.options.maxAttempts ?? 3)) {
@@ -127,10 +130,23 @@ export class AgentLoop {
       return;
     }
     try {
-      const reply = batch.command
-        ? await this.runCommand(batch.command, claim.sessionKey)
-        : await this.runTurn(claim, batch.messages, controller.signal);
+      let reply: string;
+      const answered = batch.command ? undefined : await this.options.agent.previousAnswer(claim.sessionKey, batch.messages.map((message) => message.id));
+      if (answered) {
+        // A crash after the history write: repeat the saved reply (same id, so delivery dedupes it).
+        batch = { messages: batch.messages.slice(0, answered.count) };
+        reply = answered.reply;
+      } else if (batch.command) {
+        reply = await this.runCommand(batch.command, claim.sessionKey);
+      } else {
+        reply = await this.runTurn(claim, batch.messages, controller.signal);
+      }
       if (leaseLost) return;
+      if (controller.signal.reason === SHUTDOWN) {
+        // Interrupted by a deploy, not by the user: another worker runs the turn again.
+        await bus.release(claim);
+        return;
+      }
       await bus.publishOutbound(answering(finalMessage(first, reply), batch.messages), claim);
       await bus.ack(claim, batch.messages.length);
     } catch (error) {
@@ -178,8 +194,6 @@ export class AgentLoop {
     const first = messages[0]!;
     const target = replyTarget(first);
     const messageIds = messages.map((message) => message.id);
-    const previous = await agent.previousReply(claim.sessionKey, messageIds);
-    if (previous !== undefined) return previous;
 
     const replyId = outboundId(first, 0);
     let sequence = 0;
@@ -213,6 +227,7 @@ export class AgentLoop {
         messageIds,
         signal,
         listener,
+        fence: { token: claim.token },
         assertOwnership: async () => {
           if (!(await bus.holds(claim))) throw new BusError(`lease on ${claim.sessionKey} lost`, "lease-lost");
         },

@@ -10,7 +10,7 @@ import type { Media } from "../bus/message.js";
 import type { AgentConfig } from "../config/schema.js";
 import { ToolError } from "../errors.js";
 import type { ChatModel } from "../providers/types.js";
-import type { HistoryEntry, Store } from "../store/types.js";
+import type { Fence, HistoryEntry, Store } from "../store/types.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ContextBuilder } from "./context-builder.js";
 import type { MemoryStore } from "./memory.js";
@@ -44,6 +44,8 @@ export interface TurnInput {
   listener?: TurnListener;
   /** Throws when this process may no longer write for the session (lost lease). */
   assertOwnership?: () => Promise<void>;
+  /** The lease token, for stores that check it atomically with the history write. */
+  fence?: Fence;
   /** Sends a message into the chat mid-turn (the `message` tool). */
   send?: (content: string, media?: Media[]) => Promise<void>;
 }
@@ -56,17 +58,18 @@ export class Agent {
   }
 
   /**
-   * When these inbound ids were answered before (the turn finished but its ack was lost in a
-   * crash), the reply that was saved then; the turn must not run twice.
+   * When the first of these inbound ids were answered before (the turn finished but its ack was
+   * lost in a crash), the reply saved then and how many of the ids it answered: that part must
+   * not run again. A batch can be longer than the answered one because more messages arrived.
    */
-  async previousReply(sessionKey: string, messageIds: string[]): Promise<string | undefined> {
+  async previousAnswer(sessionKey: string, messageIds: string[]): Promise<{ reply: string; count: number } | undefined> {
     if (messageIds.length === 0) return undefined;
     const { history } = await this.dependencies.store.sessions.load(sessionKey);
     for (let index = history.length - 1; index >= 0; index -= 1) {
       const entry = history[index]!;
-      if (entry.role === "user" && sameIds(entry.messageIds, messageIds)) {
+      if (entry.role === "user" && isPrefix(entry.messageIds, messageIds)) {
         const answer = history[index + 1];
-        return answer?.role === "assistant" ? answer.content : undefined;
+        return answer?.role === "assistant" ? { reply: answer.content, count: entry.messageIds!.length } : undefined;
       }
     }
     return undefined;
@@ -124,7 +127,7 @@ export class Agent {
       { role: "user", content: describeUserTurn(input), at, messageIds: input.messageIds },
       { role: "assistant", content: result.reply, at, model: result.model, usage: { ...result.usage } },
     ];
-    await store.sessions.append(input.sessionKey, entries);
+    await store.sessions.append(input.sessionKey, entries, input.fence);
     log.info(
       {
         stopReason: result.stopReason,
@@ -174,8 +177,9 @@ export class Agent {
   }
 }
 
-function sameIds(left: string[] | undefined, right: string[]): boolean {
-  return left !== undefined && left.length === right.length && left.every((id, index) => id === right[index]);
+/** Whether `prefix` is a non-empty prefix of `ids`. */
+function isPrefix(prefix: string[] | undefined, ids: string[]): boolean {
+  return prefix !== undefined && prefix.length > 0 && prefix.length <= ids.length && prefix.every((id, index) => id === ids[index]);
 }
 
 /** The user side of a turn as the history keeps it: the text plus a mention of attachments. */

@@ -219,3 +219,35 @@ describe("AgentLoop poison turns", () => {
     expect(letter!.messages.map((item) => item.id)).toEqual([message.id]);
   });
 });
+
+describe("AgentLoop after crashes and during shutdown", () => {
+  it("repeats the saved reply for the answered part of a batch and runs a turn for the rest", async () => {
+    const model = scriptedModel((request) => ({ text: `answer to ${lastUserText(request.messages)}` }));
+    harness = await startHarness(model);
+    const first = await harness.send("a", "one");
+    await harness.waitForFinals(1);
+    // As if the worker died after saving "one" but before acking it, while "two" arrived.
+    const bus = harness.runtime.bus;
+    await harness.runtime.loop.stop(0);
+    await bus.publishInbound({ ...first });
+    const second = await harness.send("a", "two");
+    const loop = new AgentLoop({ bus, agent: harness.runtime.agent, logger: pino({ level: "silent" }), concurrency: 1 });
+    void loop.run();
+    const finals = await harness.waitForFinals(3);
+    await loop.stop(0);
+    expect(finals[1]).toMatchObject({ id: `${first.id}:0`, content: "answer to one", metadata: { answers: [first.id] } });
+    expect(finals[2]).toMatchObject({ id: `${second.id}:0`, content: "answer to two", metadata: { answers: [second.id] } });
+    expect(model.requests).toHaveLength(2);
+  });
+
+  it("gives a turn cut short by shutdown back to the bus instead of answering [stopped]", async () => {
+    const model = scriptedModel([{ text: "Working", hang: true }]);
+    harness = await startHarness(model);
+    const message = await harness.send("a", "long job");
+    while (harness.drafts.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await harness.runtime.loop.stop(0);
+    expect(harness.finals).toHaveLength(0);
+    const claim = await harness.runtime.bus.claimSession({ timeoutMs: 1_000 });
+    expect(claim).toMatchObject({ attempt: 2, messages: [expect.objectContaining({ id: message.id })] });
+  });
+});

@@ -3,22 +3,91 @@
  * Nothing else constructs its own dependencies.
  */
 import { mkdir, realpath } from "node:fs/promises";
+import path from "node:path";
+import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { Agent } from "./agent/agent.js";
 import { AgentLoop } from "./agent/agent-loop.js";
 import { ContextBuilder } from "./agent/context-builder.js";
 import { createMemoryStore } from "./agent/memory.js";
 import { createMemoryBus } from "./bus/memory-bus.js";
+import { createRedisBus } from "./bus/redis-bus.js";
 import type { MessageBus } from "./bus/types.js";
+import { collectSecrets } from "./config/mask.js";
 import type { ResolvedConfig } from "./config/schema.js";
+import { ConfigError } from "./errors.js";
 import { resolveChatModel } from "./providers/factory.js";
 import type { ChatModel } from "./providers/types.js";
+import { checkRedis } from "./redis/checks.js";
+import { connectRedis } from "./redis/client.js";
 import { createFileStore } from "./store/file-store.js";
+import { createRedisStore } from "./store/redis-store.js";
 import type { Store } from "./store/types.js";
+import { createAuditLog } from "./tools/audit-log.js";
 import { createListDirTool } from "./tools/list-dir.js";
 import { createMemoryTool } from "./tools/memory.js";
+import { createMessageTool } from "./tools/message.js";
 import { createReadFileTool } from "./tools/read-file.js";
 import { ToolRegistry } from "./tools/registry.js";
+import { createToolHistory } from "./tools/tool-history.js";
+
+/** The bus and the store: in memory and on disk for one process, or shared through Redis. */
+export interface Infrastructure {
+  bus: MessageBus;
+  store: Store;
+  redis?: Redis;
+  leaseTtlMs: number;
+  close(): Promise<void>;
+}
+
+export interface InfrastructureOptions {
+  /** `gateway` and `worker` only make sense with Redis: fail at start-up without it. */
+  requireRedis?: string;
+  /** Use the in-memory bus and file store even when Redis is configured (`countbot chat`). */
+  embedded?: boolean;
+  now?: () => number;
+}
+
+export async function createInfrastructure(config: ResolvedConfig, logger: Logger, options: InfrastructureOptions = {}): Promise<Infrastructure> {
+  const leaseTtlMs = config.redis.leaseTtlMs;
+  if (!config.redis.url || options.embedded) {
+    if (options.requireRedis) {
+      throw new ConfigError(`\`countbot ${options.requireRedis}\` needs Redis: set REDIS_URL or redis.url (or run \`countbot start\` for one process)`, "redis.url");
+    }
+    await mkdir(config.dataDir, { recursive: true });
+    const bus = createMemoryBus({ debounceMs: config.agent.debounceMs, leaseTtlMs, now: options.now });
+    const store = createFileStore({ dataDir: config.dataDir, now: options.now });
+    return { bus, store, leaseTtlMs, close: async () => void (await Promise.all([bus.close(), store.close()])) };
+  }
+  const redis = connectRedis(config.redis.url, { name: "countbot" });
+  try {
+    const checked = await checkRedis(redis, { evictionPolicy: config.redis.evictionPolicy });
+    for (const warning of checked.warnings) logger.warn(`REDIS WARNING: ${warning}`);
+  } catch (error) {
+    redis.disconnect();
+    throw error;
+  }
+  const bus = createRedisBus({
+    redis,
+    prefix: config.redis.prefix,
+    leaseTtlMs,
+    debounceMs: config.agent.debounceMs,
+    now: options.now,
+    onError: (error) => logger.warn({ err: error }, "outbound delivery problem"),
+  });
+  const store = createRedisStore({ redis, prefix: config.redis.prefix, now: options.now });
+  return {
+    bus,
+    store,
+    redis,
+    leaseTtlMs,
+    close: async () => {
+      await bus.close();
+      await store.close();
+      await redis.quit().catch(() => undefined);
+    },
+  };
+}
 
 export interface AgentRuntime {
   config: ResolvedConfig;
@@ -34,7 +103,30 @@ export interface RuntimeOverrides {
   /** Use this model instead of the configured providers (tests, benchmarks). */
   model?: ChatModel;
   store?: Store;
+  /** Lets the message tool reach chats other than the current one. */
+  bus?: MessageBus;
   now?: () => number;
+}
+
+/** The tools the main agent gets, as the config allows them. */
+export function createTools(config: ResolvedConfig, dependencies: { memory: ReturnType<typeof createMemoryStore>; bus?: MessageBus }): ToolRegistry {
+  const { tools } = config;
+  const registry = new ToolRegistry({ maxResultChars: tools.maxResultChars })
+    .register(createReadFileTool({ maxBytes: tools.maxReadBytes }))
+    .register(createListDirTool())
+    .register(createMemoryTool(dependencies.memory));
+  const bus = dependencies.bus;
+  registry.register(
+    createMessageTool({
+      allowedTargets: tools.message.allowedTargets,
+      sendTo: bus
+        ? async (target, content) => {
+            await bus.publishOutbound({ id: `tool-${crypto.randomUUID()}`, channel: target.channel, chatId: target.chatId, content, kind: "final", media: [], metadata: {} });
+          }
+        : undefined,
+    }),
+  );
+  return registry;
 }
 
 /** The agent and what it needs: model, tools, store, memory, context. Throws ConfigError early. */
@@ -45,10 +137,19 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   const workspace = await realpath(config.workspace);
   const store = overrides.store ?? createFileStore({ dataDir: config.dataDir, now: overrides.now });
   const memory = createMemoryStore({ workspace, scope: config.memory.scope });
-  const tools = new ToolRegistry({ maxResultChars: config.tools.maxResultChars })
-    .register(createReadFileTool({ maxBytes: config.tools.maxReadBytes }))
-    .register(createListDirTool())
-    .register(createMemoryTool(memory));
+  const tools = createTools(config, { memory, bus: overrides.bus });
+  const secrets = collectSecrets(config);
+  const audit = config.tools.audit.enabled
+    ? createAuditLog({
+        directory: path.join(config.dataDir, "audit"),
+        maxFileBytes: config.tools.audit.maxFileBytes,
+        maxFiles: config.tools.audit.maxFiles,
+        secrets,
+        now: overrides.now,
+        onError: (error) => logger.warn({ err: error }, "audit log write failed"),
+      })
+    : undefined;
+  const toolHistory = createToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets, now: overrides.now });
   const context = new ContextBuilder({
     workspace,
     persona: config.agent.persona,
@@ -66,30 +167,65 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     workspace,
     restrictToWorkspace: config.tools.restrictToWorkspace,
     logger,
+    audit,
+    toolHistory,
     now: overrides.now,
   });
-  return { config, agent, model, tools, store, workspace, close: () => store.close() };
+  return {
+    config,
+    agent,
+    model,
+    tools,
+    store,
+    workspace,
+    close: async () => {
+      await audit?.close();
+      await toolHistory.close();
+      if (!overrides.store) await store.close();
+    },
+  };
 }
 
-export interface EmbeddedRuntime extends AgentRuntime {
+export interface Worker extends AgentRuntime {
   bus: MessageBus;
   loop: AgentLoop;
 }
 
-/** Everything in one process on the in-memory bus: what `countbot chat` and `start` run. */
-export async function createEmbeddedRuntime(config: ResolvedConfig, logger: Logger, overrides: RuntimeOverrides = {}): Promise<EmbeddedRuntime> {
-  const runtime = await createAgentRuntime(config, logger, overrides);
-  const leaseTtlMs = 30_000;
-  const bus = createMemoryBus({ debounceMs: config.agent.debounceMs, leaseTtlMs, now: overrides.now });
-  const loop = new AgentLoop({ bus, agent: runtime.agent, logger, concurrency: config.agent.maxConcurrentTurns, leaseTtlMs });
+/** Agent turns consumed from a bus: the worker process, and the agent half of `start` and `chat`. */
+export async function createWorker(config: ResolvedConfig, logger: Logger, infrastructure: Infrastructure, overrides: RuntimeOverrides = {}): Promise<Worker> {
+  const runtime = await createAgentRuntime(config, logger, { ...overrides, store: infrastructure.store, bus: infrastructure.bus });
+  const loop = new AgentLoop({
+    bus: infrastructure.bus,
+    agent: runtime.agent,
+    logger,
+    concurrency: config.agent.maxConcurrentTurns,
+    leaseTtlMs: infrastructure.leaseTtlMs,
+  });
   return {
     ...runtime,
-    bus,
+    bus: infrastructure.bus,
     loop,
     close: async () => {
       await loop.stop(5_000);
-      await bus.close();
       await runtime.close();
+    },
+  };
+}
+
+export interface EmbeddedRuntime extends Worker {
+  infrastructure: Infrastructure;
+}
+
+/** Everything in one process on the in-memory bus and the file store: `countbot chat`, tests. */
+export async function createEmbeddedRuntime(config: ResolvedConfig, logger: Logger, overrides: RuntimeOverrides = {}): Promise<EmbeddedRuntime> {
+  const infrastructure = await createInfrastructure(config, logger, { embedded: true, now: overrides.now });
+  const worker = await createWorker(config, logger, infrastructure, overrides);
+  return {
+    ...worker,
+    infrastructure,
+    close: async () => {
+      await worker.close();
+      await infrastructure.close();
     },
   };
 }

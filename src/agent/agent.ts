@@ -11,7 +11,9 @@ import type { AgentConfig } from "../config/schema.js";
 import { ToolError } from "../errors.js";
 import type { ChatModel } from "../providers/types.js";
 import type { Fence, HistoryEntry, Store } from "../store/types.js";
+import { type AuditLog, auditEntryOf } from "../tools/audit-log.js";
 import type { ToolRegistry } from "../tools/registry.js";
+import type { ToolHistory } from "../tools/tool-history.js";
 import type { ContextBuilder } from "./context-builder.js";
 import type { MemoryStore } from "./memory.js";
 import { compactHistory } from "./summarizer.js";
@@ -27,6 +29,10 @@ export interface AgentDependencies {
   workspace: string;
   restrictToWorkspace: boolean;
   logger: Logger;
+  /** Every tool call is recorded here (JSONL, rotated, redacted). */
+  audit?: AuditLog;
+  /** The seed design's tool conversation history, per session. */
+  toolHistory?: ToolHistory;
   now?: () => number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
@@ -116,7 +122,7 @@ export class Agent {
         send: input.send,
       },
       signal: input.signal,
-      listener: input.listener,
+      listener: this.recordingListener(input),
       now: this.now,
       sleep: this.dependencies.sleep,
     });
@@ -140,6 +146,28 @@ export class Agent {
       "turn finished",
     );
     return result;
+  }
+
+  /** Passes turn events on, recording each finished tool call in the audit log and tool history. */
+  private recordingListener(input: TurnInput): TurnListener {
+    const { audit, toolHistory, logger } = this.dependencies;
+    return async (event) => {
+      if (event.type === "tool-result") {
+        void audit?.record(auditEntryOf(event.record, input));
+        void toolHistory
+          ?.add({
+            sessionKey: input.sessionKey,
+            tool: event.record.name,
+            arguments: event.record.arguments,
+            userMessage: input.content,
+            result: event.record.result,
+            durationMs: event.record.durationMs,
+            success: event.record.success,
+          })
+          .catch((error: unknown) => logger.warn({ err: error, session: input.sessionKey }, "tool history write failed"));
+      }
+      await input.listener?.(event);
+    };
   }
 
   /**

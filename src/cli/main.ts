@@ -6,12 +6,14 @@ import { ConfigError, errorMessage } from "../errors.js";
 import { runAgentCommand } from "./agent-command.js";
 import { runChatCommand } from "./chat-command.js";
 import { runConfigCommand } from "./config-command.js";
+import { runWorkerCommand } from "./worker-command.js";
 
 const usage = `countbot: a chat-platform bot gateway with an LLM agent
 
 Usage:
   countbot chat [-s SESSION]              talk to the agent in this terminal
   countbot agent -m "text" [-s SESSION]   run one turn and print the reply
+  countbot worker                         agent turns from Redis (scale out: run several)
   countbot config                         print the effective config (secrets masked)
   countbot help                           this text
 
@@ -26,6 +28,8 @@ export async function main(argv: string[]): Promise<number> {
         return await runChatCommand(rest);
       case "agent":
         return await runAgentCommand(rest);
+      case "worker":
+        return await runWorkerCommand(rest);
       case "config":
         return await runConfigCommand(rest);
       case undefined:

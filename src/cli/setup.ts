@@ -5,10 +5,10 @@ import { collectSecrets } from "../config/mask.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { createLogger } from "../logger.js";
 
-export function loadCliConfig(): { config: ResolvedConfig; logger: Logger } {
+export function loadCliConfig(options: { service?: boolean } = {}): { config: ResolvedConfig; logger: Logger } {
   const config = loadConfig();
   // Interactive commands keep the terminal for the conversation: only warnings unless asked.
-  const level = process.env.LOG_LEVEL ? config.log.level : "warn";
+  const level = options.service || process.env.LOG_LEVEL ? config.log.level : "warn";
   const logger = createLogger({ level, secrets: collectSecrets(config) });
   return { config, logger };
 }

@@ -140,6 +140,8 @@ export const RedisSchema = z
   .strictObject({
     url: z.string().optional().describe("redis:// URL. Unset: single process, in-memory bus, file store."),
     prefix: z.string().regex(/^[\w:.-]+$/, "letters, digits, _ : . - only").default("countbot").describe("Key prefix; all keys live under the hash tag {prefix}."),
+    leaseTtlMs: z.number().int().min(1_000).max(600_000).default(30_000).describe("A worker's lease on a chat; renewed every third of it. A crashed worker's chats move to another worker after at most this long."),
+    evictionPolicy: z.enum(["warn", "refuse"]).default("warn").describe("When Redis' maxmemory-policy is not noeviction (it may silently drop queued messages): log a loud warning, or refuse to start."),
   })
   .prefault({});
 
@@ -170,6 +172,7 @@ export const ConfigSchema = z.strictObject({
   redis: RedisSchema.describe("Redis, for running several processes."),
   api: ApiSchema.describe("The HTTP API."),
   log: LogSchema.describe("Logging."),
+  shutdownGraceMs: z.number().int().min(0).max(600_000).default(20_000).describe("On SIGTERM, running turns get this long to finish before they are cut and handed to another worker."),
   dataDir: z.string().default("~/.countbot").describe("Sessions, audit log and other state. `~` and relative paths resolve against the home and working directories."),
   workspace: z.string().optional().describe("The agent's workspace (files, skills, memory). Default: `<dataDir>/workspace`. Relative paths resolve against the working directory."),
 }).describe("CountBot configuration. String values may reference environment variables as `${VAR}`.");

@@ -124,6 +124,7 @@ export class AgentLoop {
     let batch = takeBatch(claim.messages);
     const first = batch.messages[0]!;
     const log = logger.child({ session: claim.sessionKey, message: first.id });
+    if (claim.attempt > 1) log.warn({ attempt: claim.attempt }, "re-running a turn that was interrupted (worker crash or lost lease)");
     if (claim.attempt > (this.options.maxAttempts ?? 3)) {
       clearInterval(renewal);
       await this.deadLetter(claim, batch.messages, log);

@@ -6,6 +6,8 @@ import { ConfigError, errorMessage } from "../errors.js";
 import { runAgentCommand } from "./agent-command.js";
 import { runChatCommand } from "./chat-command.js";
 import { runConfigCommand } from "./config-command.js";
+import { runGatewayCommand } from "./gateway-command.js";
+import { runStartCommand } from "./start-command.js";
 import { runWorkerCommand } from "./worker-command.js";
 
 const usage = `countbot: a chat-platform bot gateway with an LLM agent
@@ -13,6 +15,8 @@ const usage = `countbot: a chat-platform bot gateway with an LLM agent
 Usage:
   countbot chat [-s SESSION]              talk to the agent in this terminal
   countbot agent -m "text" [-s SESSION]   run one turn and print the reply
+  countbot start                          everything in one process (Redis when REDIS_URL is set)
+  countbot gateway                        channels + HTTP API over Redis
   countbot worker                         agent turns from Redis (scale out: run several)
   countbot config                         print the effective config (secrets masked)
   countbot help                           this text
@@ -28,6 +32,10 @@ export async function main(argv: string[]): Promise<number> {
         return await runChatCommand(rest);
       case "agent":
         return await runAgentCommand(rest);
+      case "start":
+        return await runStartCommand(rest);
+      case "gateway":
+        return await runGatewayCommand(rest);
       case "worker":
         return await runWorkerCommand(rest);
       case "config":

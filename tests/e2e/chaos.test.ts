@@ -1,0 +1,153 @@
+/**
+ * Chaos: a gateway and two workers as real processes on real Redis, a fake LLM that takes a moment
+ * per call. 100 chats send 5 messages each in bursts through the web channel; one worker is
+ * killed with SIGKILL mid-turn. Every message must be answered, each exactly once, in order per
+ * chat, and no reply may be delivered twice.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
+import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
+import { deleteKeys, redisUrl } from "../support/redis.js";
+
+const CHATS = 100;
+const MESSAGES_PER_CHAT = 5;
+const TOKEN = "chaos-test-token-0123456789";
+
+interface Final {
+  id: string;
+  content: string;
+  answers: string[];
+}
+
+let root: string;
+let prefix: string;
+let llm: FakeOpenAIServer;
+let redis: Redis;
+
+beforeAll(async () => {
+  root = await mkdtemp(path.join(tmpdir(), "countbot-chaos-"));
+  prefix = `countbot-chaos-${randomUUID()}`;
+  redis = new Redis(redisUrl);
+  llm = await startFakeOpenAI({
+    script: (body) => {
+      const messages = body.messages as Array<{ role: string; content: unknown }>;
+      const last = [...messages].reverse().find((message) => message.role === "user");
+      return { text: `echo: ${String(last?.content)}`, delayMs: 150 };
+    },
+  });
+});
+
+afterAll(async () => {
+  await stopAllServices();
+  await llm?.close();
+  await deleteKeys(redis, prefix);
+  await redis.quit();
+  await rm(root, { recursive: true, force: true });
+});
+
+describe("chaos: SIGKILL a worker mid-turn", () => {
+  it("answers every message exactly once, in order per chat", { timeout: 120_000 }, async () => {
+    const configFile = path.join(root, "countbot.json");
+    const env = {
+      HOME: root,
+      REDIS_URL: redisUrl,
+      COUNTBOT_CONFIG: configFile,
+      COUNTBOT_DATA_DIR: path.join(root, "data"),
+      COUNTBOT_API_PORT: "0",
+      COUNTBOT_API_TOKEN: TOKEN,
+      OPENAI_API_KEY: "sk-chaos-0123456789",
+      OPENAI_BASE_URL: llm.url,
+      COUNTBOT_MODEL: "openai/fake-echo",
+      LOG_LEVEL: "info",
+    };
+    // Every process shares this test's key prefix; a short lease makes the takeover quick.
+    await writeFile(configFile, JSON.stringify({ redis: { leaseTtlMs: 2_000, prefix }, agent: { providerRetries: 0 }, tools: { audit: { enabled: false } } }));
+
+    const gateway = startService(["gateway"], env);
+    const listening = await gateway.waitForLog(/gateway listening/);
+    const base = String(listening.url);
+    const workers: ServiceProcess[] = [startService(["worker"], env), startService(["worker"], env)];
+    await Promise.all(workers.map((worker) => worker.waitForLog(/worker started/)));
+
+    const finals = new Map<string, Final[]>();
+    const sockets: WebSocket[] = [];
+    await Promise.all(
+      Array.from({ length: CHATS }, async (_, index) => {
+        const chatId = `chat-${index}`;
+        finals.set(chatId, []);
+        const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=${chatId}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+        socket.on("message", (data) => {
+          const event = JSON.parse(String(data)) as { type: string } & Final;
+          if (event.type === "message") finals.get(chatId)!.push(event);
+        });
+        await new Promise<void>((resolve, reject) => {
+          socket.once("open", () => resolve());
+          socket.once("error", reject);
+        });
+        sockets.push(socket);
+      }),
+    );
+
+    const sent = new Map<string, string[]>();
+    let killed = false;
+    const send = async (chatId: string, content: string) => {
+      const response = await fetch(`${base}/api/chat/${chatId}/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${TOKEN}` },
+        body: JSON.stringify({ content }),
+      });
+      expect(response.status).toBe(202);
+      const { id } = (await response.json()) as { id: string };
+      sent.get(chatId)!.push(id);
+    };
+    const answeredCount = () => [...finals.values()].reduce((total, list) => total + list.reduce((sum, final) => sum + final.answers.length, 0), 0);
+
+    // Bursts: every chat sends its five messages back to back; chats go in parallel.
+    await Promise.all(
+      Array.from({ length: CHATS }, async (_, index) => {
+        const chatId = `chat-${index}`;
+        sent.set(chatId, []);
+        for (let message = 0; message < MESSAGES_PER_CHAT; message += 1) {
+          await send(chatId, `chat ${index} message ${message}`);
+          if (!killed && answeredCount() >= 40) {
+            killed = true;
+            await workers[0]!.stop("SIGKILL");
+          }
+        }
+      }),
+    );
+    const deadline = Date.now() + 90_000;
+    while (!killed && Date.now() < deadline) {
+      if (answeredCount() >= 40) {
+        killed = true;
+        await workers[0]!.stop("SIGKILL");
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const total = CHATS * MESSAGES_PER_CHAT;
+    while (answeredCount() < total && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+
+    for (const socket of sockets) socket.close();
+    expect(killed).toBe(true);
+
+    const allFinalIds = [...finals.values()].flat().map((final) => final.id);
+    expect(new Set(allFinalIds).size).toBe(allFinalIds.length);
+    for (const [chatId, ids] of sent) {
+      const answered = finals.get(chatId)!.flatMap((final) => final.answers);
+      // Each message answered exactly once, in the order it was sent.
+      expect(answered, `answers in ${chatId}`).toEqual(ids);
+      for (const final of finals.get(chatId)!) expect(final.content).toContain("echo:");
+    }
+    expect(answeredCount()).toBe(total);
+    // The survivor really took over turns the killed worker had started.
+    await workers[1]!.waitForLog(/re-running a turn that was interrupted/, 1_000);
+    await workers[1]!.stop("SIGTERM");
+    await gateway.stop("SIGTERM");
+  });
+});

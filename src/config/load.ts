@@ -49,6 +49,7 @@ export const environmentOverrides: readonly EnvironmentOverride[] = [
   override("REDIS_URL", "redis.url"),
   override("COUNTBOT_WORKSPACE", "workspace"),
   override("COUNTBOT_DATA_DIR", "dataDir"),
+  override("COUNTBOT_API_HOST", "api.host"),
   override("COUNTBOT_API_PORT", "api.port", "port"),
   override("COUNTBOT_API_TOKEN", "api.token"),
   override("TELEGRAM_BOT_TOKEN", "channels.telegram.token"),

@@ -59,7 +59,7 @@ describe("loadConfig", () => {
     expect(config.agent.persona).toEqual({ name: "CountBot", personality: "professional" });
     expect(config.providers).toEqual({});
     expect(config.channels).toEqual({});
-    expect(config.redis).toEqual({ prefix: "countbot" });
+    expect(config.redis).toEqual({ prefix: "countbot", leaseTtlMs: 30_000, evictionPolicy: "warn" });
     expect(config.api).toEqual({ host: "127.0.0.1", port: 8787 });
     expect(config.log.level).toBe("info");
     expect(config.dataDir).toBe(join(home, ".countbot"));
@@ -106,7 +106,7 @@ describe("loadConfig", () => {
   it("overrides from the environment exactly the documented variables", () => {
     expect(environmentOverrides.map((entry) => entry.variable)).toEqual([
       "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "COUNTBOT_MODEL", "REDIS_URL",
-      "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN", "TELEGRAM_BOT_TOKEN",
+      "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN", "TELEGRAM_BOT_TOKEN",
       "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT", "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN",
       "BRAVE_API_KEY", "LOG_LEVEL",
     ]);
@@ -121,6 +121,7 @@ describe("loadConfig", () => {
     ["REDIS_URL", "redis://localhost:6379/2", "redis.url", "redis://localhost:6379/2"],
     ["COUNTBOT_WORKSPACE", "/srv/countbot/workspace", "workspace", "/srv/countbot/workspace"],
     ["COUNTBOT_DATA_DIR", "/srv/countbot/data", "dataDir", "/srv/countbot/data"],
+    ["COUNTBOT_API_HOST", "0.0.0.0", "api.host", "0.0.0.0"],
     ["COUNTBOT_API_PORT", "9090", "api.port", 9090],
     ["COUNTBOT_API_TOKEN", "api-token-from-env", "api.token", "api-token-from-env"],
     ["TELEGRAM_BOT_TOKEN", "123456:telegram-env", "channels.telegram.token", "123456:telegram-env"],

@@ -1,0 +1,35 @@
+# syntax=docker/dockerfile:1
+# CountBot image: one image for every process; the command picks the role
+# (`gateway`, `worker`, `start`, `agent -m ...`). No build step: bin/countbot.js runs the
+# TypeScript sources through tsx, as `npx countbot` does after `npm install`.
+
+# Stage 1: production dependencies, installed from the lock file. Installing here rather than
+# copying the host's node_modules gets the Linux builds of native packages (esbuild, under tsx).
+FROM node:20-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund
+
+# Stage 2: the runtime, without npm's cache or build tools.
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production \
+    COUNTBOT_DATA_DIR=/data \
+    COUNTBOT_WORKSPACE=/workspace \
+    COUNTBOT_API_PORT=8787
+WORKDIR /app
+# Code and dependencies stay owned by root: the `node` user can run them, not change them.
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json package-lock.json tsconfig.json ./
+COPY bin ./bin
+COPY src ./src
+COPY channels ./channels
+COPY config ./config
+# The state directories belong to `node`; a named volume mounted there starts with this owner.
+RUN mkdir -p /data /workspace && chown node:node /data /workspace
+USER node
+EXPOSE 8787
+# The gateway's /health (the default command); docker-compose.yml gives the worker its own check.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
+  CMD node -e "fetch('http://127.0.0.1:' + (process.env.COUNTBOT_API_PORT || 8787) + '/health').then((response) => process.exit(response.ok ? 0 : 1), () => process.exit(1))"
+ENTRYPOINT ["node", "bin/countbot.js"]
+CMD ["gateway"]

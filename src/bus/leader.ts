@@ -1,0 +1,83 @@
+/**
+ * Leader election per platform account: among the gateways, one holds the lease for
+ * `telegram:<bot>` (say) and runs that connector; the others wait and take over within a TTL if it
+ * dies. In one process (memory) the caller always leads.
+ */
+import { randomUUID } from "node:crypto";
+import type { Redis } from "ioredis";
+import { loadScript, runScript } from "../redis/scripts.js";
+
+const scriptsDirectory = new URL("./lua/", import.meta.url);
+const renewScript = loadScript(scriptsDirectory, "renew-leader-1.lua");
+const resignScript = loadScript(scriptsDirectory, "resign-leader-1.lua");
+
+export interface Leadership {
+  /** Resolves once this process leads `name`; null when stopped first. */
+  acquired: Promise<boolean>;
+  /** Whether this process leads right now. */
+  readonly leading: boolean;
+  /** Called when the lease is lost (a long pause, Redis trouble): stop the connector. */
+  onLost(handler: () => void): void;
+  resign(): Promise<void>;
+}
+
+export interface LeaderOptions {
+  name: string;
+  ttlMs?: number;
+  /** Redis to elect through; none: single process, always the leader. */
+  redis?: Redis;
+  /** The `{prefix}` of the deployment's keys. */
+  prefix?: string;
+}
+
+export function electLeader(options: LeaderOptions): Leadership {
+  const { redis } = options;
+  if (!redis) {
+    return { acquired: Promise.resolve(true), leading: true, onLost: () => undefined, resign: async () => undefined };
+  }
+  const key = `{${options.prefix ?? "countbot"}}:leader:${options.name}`;
+  const ttlMs = options.ttlMs ?? 15_000;
+  const holder = randomUUID();
+  const lostHandlers: Array<() => void> = [];
+  let leading = false;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let resolveAcquired!: (value: boolean) => void;
+  const acquired = new Promise<boolean>((resolve) => (resolveAcquired = resolve));
+
+  const attempt = async () => {
+    if (stopped) return;
+    let held = false;
+    try {
+      held = (await runScript(redis, renewScript, [key], [holder, ttlMs])) === 1;
+    } catch {
+      held = false;
+    }
+    if (held && !leading) {
+      leading = true;
+      resolveAcquired(true);
+    } else if (!held && leading) {
+      leading = false;
+      for (const handler of lostHandlers) handler();
+    }
+    // Renew at a third of the TTL; followers retry at the same pace.
+    timer = setTimeout(() => void attempt(), Math.max(100, Math.floor(ttlMs / 3)));
+    timer.unref();
+  };
+  void attempt();
+
+  return {
+    acquired,
+    get leading() {
+      return leading;
+    },
+    onLost: (handler) => void lostHandlers.push(handler),
+    async resign() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      resolveAcquired(false);
+      if (leading) await runScript(redis, resignScript, [key], [holder]).catch(() => undefined);
+      leading = false;
+    },
+  };
+}

@@ -1,0 +1,46 @@
+--[[
+  Appends entries to a session's history, creating the session when it is new. With a fencing
+  token it writes only while that token holds the session's bus lease: the check and the write
+  are one step, so a worker whose lease was taken over cannot slip a write in between.
+
+  KEYS[1] session:<key>:meta      HASH key, createdAt, updatedAt, generation
+  KEYS[2] session:<key>:history   LIST of JSON entries, oldest first
+  KEYS[3] sessions                ZSET session key -> updatedAt
+  KEYS[4] own                     HASH session key -> token of the current lease (the bus's)
+  KEYS[5] lease                   ZSET session key -> lease expiry in ms (the bus's)
+  ARGV[1] session key
+  ARGV[2] now (ms)
+  ARGV[3] fencing token, or "" for an unfenced write
+  ARGV[4..] entries (JSON)
+  Output: the history length, or the error LEASE_LOST (then nothing was written)
+]]
+local sessionKey, now, token = ARGV[1], ARGV[2], ARGV[3]
+
+-- Held means: this token is the current one and the lease has not expired (the bus's reaper
+-- treats expiry <= now as expired, so the same bound is used here).
+if token ~= "" then
+  if redis.call("HGET", KEYS[4], sessionKey) ~= token then
+    return redis.error_reply("LEASE_LOST the session's lease is held by another token")
+  end
+  local expiry = redis.call("ZSCORE", KEYS[5], sessionKey)
+  if (not expiry) or tonumber(expiry) <= tonumber(now) then
+    return redis.error_reply("LEASE_LOST the session's lease expired")
+  end
+end
+
+if #ARGV < 4 then
+  return redis.call("LLEN", KEYS[2])
+end
+
+if redis.call("EXISTS", KEYS[1]) == 0 then
+  redis.call("HSET", KEYS[1], "key", sessionKey, "createdAt", now, "generation", 0)
+end
+redis.call("HSET", KEYS[1], "updatedAt", now)
+redis.call("ZADD", KEYS[3], now, sessionKey)
+
+-- unpack() is bounded by Lua's C stack: push in slices.
+local length = 0
+for first = 4, #ARGV, 1000 do
+  length = redis.call("RPUSH", KEYS[2], unpack(ARGV, first, math.min(first + 999, #ARGV)))
+end
+return length

@@ -1,0 +1,274 @@
+/**
+ * The Redis store: sessions shared by every gateway and worker of a deployment.
+ *
+ * Layout, every key under the hash tag `{prefix}` so one deployment lives in one cluster slot:
+ * - `{p}:session:<key>:meta` HASH `key`, `createdAt`, `updatedAt`, `generation`
+ * - `{p}:session:<key>:history` LIST of the current generation's entries (JSON), oldest first
+ * - `{p}:session:<key>:archive:<generation>` LIST of what `compact` and `reset` dropped from that
+ *   generation, oldest first
+ * - `{p}:sessions` ZSET session key → updatedAt, for `list`
+ *
+ * The tag is the key's FIRST `{...}` and every key starts with it, so braces in a session key
+ * cannot move a key to another slot. The session key is the last free-form part before a fixed
+ * suffix (`:meta`, `:history`, `:archive:<digits>`), so two keys can never share a Redis key.
+ *
+ * Semantics match the file store: an unknown key loads as an empty generation-0 session and is not
+ * stored; `compact` archives what it drops (entries compared by value, each kept entry matching
+ * one); `reset` archives the history and bumps the generation. Each write is one Lua script
+ * (./lua), so it is atomic across processes; `append` and `compact` with a fence check the bus's
+ * lease (`{p}:own`, `{p}:lease`) in the same script and write nothing when it is gone.
+ *
+ * Entries are stored as canonical JSON (object keys sorted), so `compact` recognizes a kept entry
+ * whatever the key order of the object the caller passes.
+ */
+import type { Redis } from "ioredis";
+import { z } from "zod";
+import { busKeys } from "../bus/redis-keys.js";
+import { BusError, ConfigError } from "../errors.js";
+import { hashTag } from "../redis/client.js";
+import { runScript, loadScript } from "../redis/scripts.js";
+import { createKeyedQueue } from "./file-store.js";
+import type { Fence, HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./types.js";
+
+export interface RedisStoreOptions {
+  /** Commands; may be shared with the bus (the store sends no blocking commands). */
+  redis: Redis;
+  /** Key prefix: keys live under the hash tag `{prefix}`, the same one the bus uses. */
+  prefix: string;
+  /**
+   * Clock in ms since epoch, for timestamps and for the fence's lease-expiry check (the bus stamps
+   * lease expiries from its host's clock too); injected so tests are deterministic.
+   */
+  now?: () => number;
+  /** Close `redis` too when the store closes. */
+  ownsConnection?: boolean;
+  /** Told about each stored entry skipped on load because it is not valid JSON or not an entry. */
+  onSkippedEntry?: (details: { key: string; index: number; reason: string }) => void;
+}
+
+/** The keys of one session. */
+export interface SessionKeys {
+  meta: string;
+  history: string;
+  archive(generation: number): string;
+}
+
+export interface RedisStoreKeys {
+  /** ZSET session key → updatedAt. */
+  sessions: string;
+  session(key: string): SessionKeys;
+}
+
+const scriptsDirectory = new URL("./lua/", import.meta.url);
+const scripts = {
+  load: loadScript(scriptsDirectory, "load-session-2.lua"),
+  append: loadScript(scriptsDirectory, "append-history-5.lua"),
+  compact: loadScript(scriptsDirectory, "compact-history-5.lua"),
+  reset: loadScript(scriptsDirectory, "reset-session-3.lua"),
+};
+
+/** Sessions whose meta `list` asks for in one batch of pipelined commands. */
+const LIST_BATCH = 500;
+
+// The file store's entry schema: what one store accepts, the other must too.
+const HistoryEntrySchema = z.looseObject({
+  role: z.enum(["user", "assistant"]),
+  content: z.string(),
+  at: z.number(),
+  messageIds: z.array(z.string()).optional(),
+});
+
+/** Throws a ConfigError for a prefix that would break the hash tag. */
+function checkPrefix(prefix: string): void {
+  if (prefix.length === 0 || /[{}]/.test(prefix)) {
+    throw new ConfigError(`redis prefix ${JSON.stringify(prefix)} must be non-empty and free of { and }: it becomes the hash tag`, "redis.prefix");
+  }
+}
+
+export function redisStoreKeys(prefix: string): RedisStoreKeys {
+  checkPrefix(prefix);
+  const tag = hashTag(prefix);
+  return {
+    sessions: `${tag}:sessions`,
+    session(key) {
+      const base = `${tag}:session:${key}`;
+      return { meta: `${base}:meta`, history: `${base}:history`, archive: (generation) => `${base}:archive:${generation}` };
+    },
+  };
+}
+
+/** JSON with object keys sorted at every level: one text per value, whatever the key order. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, item: unknown) => {
+    if (item === null || typeof item !== "object" || Array.isArray(item)) return item;
+    const record = item as Record<string, unknown>;
+    return Object.fromEntries(Object.keys(record).sort().map((key) => [key, record[key]]));
+  });
+}
+
+/** Checked on the way in: an entry the loader would reject must fail now, not vanish on the next load. */
+function validEntries(entries: HistoryEntry[]): HistoryEntry[] {
+  const parsed = z.array(HistoryEntrySchema).safeParse(entries);
+  if (!parsed.success) throw new Error(`invalid history entries: ${z.prettifyError(parsed.error)}`);
+  return entries;
+}
+
+function checkKey(key: string): void {
+  if (key.length === 0) throw new Error("a session key must not be empty");
+}
+
+function fenceToken(fence: Fence | undefined): string {
+  if (fence === undefined) return "";
+  if (!Number.isSafeInteger(fence.token)) throw new BusError(`fencing token ${fence.token} is not an integer`, "invalid");
+  return String(fence.token);
+}
+
+function isLeaseLost(error: unknown): error is Error {
+  return error instanceof Error && error.message.startsWith("LEASE_LOST");
+}
+
+function parseMeta(key: string, fields: Record<string, string | null | undefined>): SessionMeta | undefined {
+  if (fields.createdAt == null && fields.updatedAt == null && fields.generation == null) return undefined;
+  const createdAt = Number(fields.createdAt ?? fields.updatedAt ?? 0);
+  return { key, createdAt, updatedAt: Number(fields.updatedAt ?? createdAt), generation: Number(fields.generation ?? 0) };
+}
+
+function pairs(flat: string[]): Record<string, string> {
+  const record: Record<string, string> = {};
+  for (let index = 0; index + 1 < flat.length; index += 2) record[flat[index]!] = flat[index + 1]!;
+  return record;
+}
+
+type SkippedEntryListener = RedisStoreOptions["onSkippedEntry"];
+
+function parseEntries(key: string, texts: string[], onSkipped: SkippedEntryListener): HistoryEntry[] {
+  const entries: HistoryEntry[] = [];
+  texts.forEach((text, index) => {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      onSkipped?.({ key, index, reason: "not JSON" });
+      return;
+    }
+    // The parsed JSON, not zod's copy: it keeps the stored text's shape exactly.
+    if (HistoryEntrySchema.safeParse(value).success) entries.push(value as HistoryEntry);
+    else onSkipped?.({ key, index, reason: "not a history entry" });
+  });
+  return entries;
+}
+
+export function createRedisStore(options: RedisStoreOptions): Store {
+  const { redis } = options;
+  const now = options.now ?? Date.now;
+  const keys = redisStoreKeys(options.prefix);
+  const lease = busKeys(options.prefix);
+  // Lua makes each write atomic across processes; this queue keeps one process's writes to a key
+  // in call order even when a script must be re-sent after NOSCRIPT (a fresh or flushed Redis).
+  const queue = createKeyedQueue();
+  let closed = false;
+
+  function serialized<T>(key: string, operation: () => Promise<T>): Promise<T> {
+    if (closed) return Promise.reject(new Error("the redis store is closed"));
+    try {
+      checkKey(key);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return queue.run(key, operation);
+  }
+
+  /** Runs a write that may be fenced; a LEASE_LOST reply becomes BusError("lease-lost"). */
+  async function fencedWrite(key: string, fence: Fence | undefined, run: (token: string) => Promise<unknown>): Promise<void> {
+    const token = fenceToken(fence);
+    try {
+      await run(token);
+    } catch (error) {
+      if (isLeaseLost(error)) {
+        throw new BusError(`lease on ${key} (token ${token}) is no longer held: ${error.message.slice("LEASE_LOST ".length)}`, "lease-lost", {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+  }
+
+  function writeKeys(key: string): string[] {
+    const session = keys.session(key);
+    return [session.meta, session.history, keys.sessions, lease.own, lease.lease];
+  }
+
+  const sessions: SessionStore = {
+    load(key) {
+      return serialized(key, async (): Promise<SessionSnapshot> => {
+        const session = keys.session(key);
+        const [metaFields, history] = (await runScript(redis, scripts.load, [session.meta, session.history], [])) as [string[], string[]];
+        const time = now();
+        const meta = parseMeta(key, pairs(metaFields)) ?? { key, createdAt: time, updatedAt: time, generation: 0 };
+        return { meta, history: parseEntries(key, history, options.onSkippedEntry) };
+      });
+    },
+
+    append(key, entries, fence) {
+      return serialized(key, async () => {
+        validEntries(entries);
+        // Without a fence there is nothing to check and nothing to write; with one, the caller
+        // still learns that its lease is gone.
+        if (entries.length === 0 && fence === undefined) return;
+        await fencedWrite(key, fence, (token) =>
+          runScript(redis, scripts.append, writeKeys(key), [key, now(), token, ...entries.map(canonicalJson)]),
+        );
+      });
+    },
+
+    compact(key, keep, fence) {
+      return serialized(key, async () => {
+        validEntries(keep);
+        await fencedWrite(key, fence, (token) => runScript(redis, scripts.compact, writeKeys(key), [key, now(), token, ...keep.map(canonicalJson)]));
+      });
+    },
+
+    reset(key) {
+      return serialized(key, async () => {
+        const session = keys.session(key);
+        await runScript(redis, scripts.reset, [session.meta, session.history, keys.sessions], [key, now()]);
+      });
+    },
+
+    async list() {
+      if (closed) throw new Error("the redis store is closed");
+      const members = await redis.zrange(keys.sessions, 0, -1);
+      const metas: SessionMeta[] = [];
+      for (let start = 0; start < members.length; start += LIST_BATCH) {
+        const batch = members.slice(start, start + LIST_BATCH);
+        // Sent together without awaiting each: ioredis pipelines them on the one connection.
+        const replies = await Promise.all(batch.map((key) => redis.hmget(keys.session(key).meta, "createdAt", "updatedAt", "generation")));
+        replies.forEach(([createdAt, updatedAt, generation], index) => {
+          const meta = parseMeta(batch[index]!, { createdAt, updatedAt, generation });
+          if (meta) metas.push(meta);
+        });
+      }
+      return metas.sort((left, right) => (left.key < right.key ? -1 : left.key > right.key ? 1 : 0));
+    },
+  };
+
+  return {
+    sessions,
+    async close() {
+      closed = true;
+      await queue.drain();
+      if (options.ownsConnection) await redis.quit().catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * Everything archived for a key (by `compact` and `reset`), oldest first. For operators and tests:
+ * the Store contract promises dropped entries stay readable but has no read method for them.
+ */
+export async function readRedisArchivedHistory(options: Pick<RedisStoreOptions, "redis" | "prefix">, key: string): Promise<HistoryEntry[]> {
+  const session = redisStoreKeys(options.prefix).session(key);
+  const generation = Number((await options.redis.hget(session.meta, "generation")) ?? 0);
+  const archives = await Promise.all(Array.from({ length: generation + 1 }, (_unused, index) => options.redis.lrange(session.archive(index), 0, -1)));
+  return archives.flatMap((texts) => parseEntries(key, texts, undefined));
+}

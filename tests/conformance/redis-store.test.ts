@@ -1,0 +1,245 @@
+import { randomUUID } from "node:crypto";
+import { Redis } from "ioredis";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { busKeys } from "../../src/bus/redis-keys.js";
+import { BusError, ConfigError } from "../../src/errors.js";
+import { createRedisStore, readRedisArchivedHistory, redisStoreKeys } from "../../src/store/redis-store.js";
+import type { HistoryEntry, Store } from "../../src/store/types.js";
+import { deleteKeys, redisUrl } from "../support/redis.js";
+import { runSessionStoreSuite } from "./store.suite.js";
+
+let redis: Redis;
+
+beforeAll(() => {
+  redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+});
+afterAll(async () => {
+  await redis.quit();
+});
+
+const testPrefix = () => `countbot-test-${randomUUID()}`;
+
+runSessionStoreSuite("redis store", async ({ now }) => {
+  const prefix = testPrefix();
+  const connections: Redis[] = [];
+  return {
+    store: createRedisStore({ redis, prefix, now }),
+    cleanup: async () => {
+      await Promise.all(connections.map((connection) => connection.quit()));
+      await deleteKeys(redis, prefix);
+    },
+    archived: (key) => readRedisArchivedHistory({ redis, prefix }, key),
+    // A new connection, as a restarted process would open.
+    reopen: async () => {
+      const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+      connections.push(connection);
+      return createRedisStore({ redis: connection, prefix, now });
+    },
+  };
+});
+
+const START = 1_700_000_000_000;
+const LEASE_MS = 30_000;
+
+function entry(content: string, role: HistoryEntry["role"] = "user"): HistoryEntry {
+  return { role, content, at: START };
+}
+
+/** Every key under `{prefix}`, sorted. */
+async function keysUnder(prefix: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, keys] = await redis.scan(cursor, "MATCH", `{${prefix}}*`, "COUNT", 1000);
+    cursor = next;
+    found.push(...keys);
+  } while (cursor !== "0");
+  return found.sort();
+}
+
+/** Redis Cluster's hash tag: the text between the first `{` and the first `}` after it, if any. */
+function hashTagOf(key: string): string | undefined {
+  const open = key.indexOf("{");
+  if (open === -1) return undefined;
+  const close = key.indexOf("}", open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : undefined;
+}
+
+describe("redis store", () => {
+  let prefix: string;
+  let clock: number;
+  let store: Store;
+
+  beforeEach(() => {
+    prefix = testPrefix();
+    clock = START;
+    store = createRedisStore({ redis, prefix, now: () => clock });
+  });
+
+  afterEach(async () => {
+    await store.close();
+    await deleteKeys(redis, prefix);
+  });
+
+  /** What the bus does on a claim: the token becomes the session's current one, with an expiry. */
+  async function grantLease(key: string, token: number, expiresAt = clock + LEASE_MS): Promise<void> {
+    const keys = busKeys(prefix);
+    await redis.hset(keys.own, key, String(token));
+    await redis.zadd(keys.lease, expiresAt, key);
+  }
+
+  /** Everything the store shows for a key, to prove a refused write changed nothing. */
+  async function observe(key: string) {
+    return {
+      snapshot: await store.sessions.load(key),
+      list: await store.sessions.list(),
+      archived: await readRedisArchivedHistory({ redis, prefix }, key),
+      keys: await keysUnder(prefix),
+    };
+  }
+
+  async function expectLeaseLost(write: Promise<void>): Promise<void> {
+    const error = await write.then(
+      () => undefined,
+      (reason: unknown) => reason,
+    );
+    expect(error).toBeInstanceOf(BusError);
+    expect((error as BusError).code).toBe("lease-lost");
+  }
+
+  it("writes with a fence while its token holds a live lease", async () => {
+    await grantLease("telegram:1", 7);
+    await store.sessions.append("telegram:1", [entry("one"), entry("two", "assistant")], { token: 7 });
+    clock += LEASE_MS - 1; // the last millisecond of the lease
+    await store.sessions.compact("telegram:1", [entry("two", "assistant")], { token: 7 });
+    expect((await store.sessions.load("telegram:1")).history).toEqual([entry("two", "assistant")]);
+    expect(await readRedisArchivedHistory({ redis, prefix }, "telegram:1")).toEqual([entry("one")]);
+  });
+
+  it("refuses a fenced append from a stale token and writes nothing", async () => {
+    await store.sessions.append("telegram:1", [entry("before")]);
+    await grantLease("telegram:1", 8); // taken over: the zombie still holds token 7
+    const before = await observe("telegram:1");
+    clock += 1000;
+    await expectLeaseLost(store.sessions.append("telegram:1", [entry("zombie")], { token: 7 }));
+    await expectLeaseLost(store.sessions.append("telegram:1", [], { token: 7 }));
+    expect(await observe("telegram:1")).toEqual(before);
+  });
+
+  it("refuses a fenced append once the lease expired, from its expiry on", async () => {
+    await grantLease("telegram:2", 7, clock);
+    await expectLeaseLost(store.sessions.append("telegram:2", [entry("at expiry")], { token: 7 }));
+    await grantLease("telegram:2", 7, clock - 1);
+    await expectLeaseLost(store.sessions.append("telegram:2", [entry("after expiry")], { token: 7 }));
+    // A new session refused is not created either.
+    expect(await keysUnder(prefix)).toEqual([busKeys(prefix).lease, busKeys(prefix).own].sort());
+    expect(await store.sessions.list()).toEqual([]);
+  });
+
+  it("refuses a fenced write to a session that has no lease", async () => {
+    await expectLeaseLost(store.sessions.append("telegram:3", [entry("unleased")], { token: 1 }));
+    await expectLeaseLost(store.sessions.compact("telegram:3", [], { token: 1 }));
+    expect(await keysUnder(prefix)).toEqual([]);
+  });
+
+  it("refuses a fenced compact from a stale token, keeping history and archive", async () => {
+    await store.sessions.append("web:x", [entry("one"), entry("two"), entry("three")]);
+    await store.sessions.compact("web:x", [entry("two"), entry("three")]);
+    await grantLease("web:x", 3, clock - 1);
+    const before = await observe("web:x");
+    await expectLeaseLost(store.sessions.compact("web:x", [entry("three")], { token: 3 }));
+    expect(await observe("web:x")).toEqual(before);
+  });
+
+  it("keeps every key in the prefix's hash slot, whatever braces the session key holds", async () => {
+    const sessionKeys = ["a{b}c", "{x}", "}{", "{}", "{", "}", "telegram:{-100}", "plain"];
+    for (const key of sessionKeys) {
+      await store.sessions.append(key, [entry("one"), entry("two")]);
+      await store.sessions.compact(key, [entry("two")]);
+      await store.sessions.reset(key);
+      await store.sessions.append(key, [entry("three")]);
+    }
+    await grantLease("a{b}c", 1);
+
+    const keys = await keysUnder(prefix);
+    const layout = redisStoreKeys(prefix);
+    const expected = [
+      layout.sessions,
+      busKeys(prefix).own,
+      busKeys(prefix).lease,
+      ...sessionKeys.flatMap((key) => {
+        const session = layout.session(key);
+        return [session.meta, session.history, session.archive(0)];
+      }),
+    ];
+    expect(keys).toEqual(expected.sort());
+    for (const key of keys) expect(hashTagOf(key), key).toBe(prefix);
+    for (const key of sessionKeys) {
+      expect((await store.sessions.load(key)).history).toEqual([entry("three")]);
+      expect(await readRedisArchivedHistory({ redis, prefix }, key)).toEqual([entry("one"), entry("two")]);
+    }
+  });
+
+  it("rejects a prefix that would break the hash tag", () => {
+    for (const bad of ["", "a{b", "a}b", "{a}"]) {
+      expect(() => createRedisStore({ redis, prefix: bad })).toThrow(ConfigError);
+    }
+  });
+
+  it("recognizes a kept entry whatever the key order of the object passed", async () => {
+    const stored: HistoryEntry[] = [
+      { role: "user", content: "question", at: 1, messageIds: ["m1"] },
+      { role: "assistant", content: "answer", at: 2, usage: { inputTokens: 10, outputTokens: 3 }, model: "openai/gpt-4o-mini" },
+    ];
+    await store.sessions.append("cli:order", stored);
+    const reordered = [
+      { usage: { outputTokens: 3, inputTokens: 10 }, model: "openai/gpt-4o-mini", at: 2, content: "answer", role: "assistant" },
+    ] as HistoryEntry[];
+    await store.sessions.compact("cli:order", reordered);
+    expect((await store.sessions.load("cli:order")).history).toEqual([stored[1]]);
+    expect(await readRedisArchivedHistory({ redis, prefix }, "cli:order")).toEqual([stored[0]]);
+  });
+
+  it("moves histories longer than one Lua unpack through compact and reset", async () => {
+    const many = Array.from({ length: 2500 }, (_unused, index) => entry(`message ${index}`));
+    await store.sessions.append("cli:many", many);
+    await store.sessions.compact("cli:many", many.slice(-1200));
+    expect((await store.sessions.load("cli:many")).history).toEqual(many.slice(-1200));
+    await store.sessions.reset("cli:many");
+    expect(await readRedisArchivedHistory({ redis, prefix }, "cli:many")).toEqual(many);
+    expect((await store.sessions.load("cli:many")).meta.generation).toBe(1);
+  });
+
+  it("skips a stored entry it cannot read and still loads the rest", async () => {
+    const skipped: { index: number; reason: string }[] = [];
+    const watched = createRedisStore({ redis, prefix, now: () => clock, onSkippedEntry: (details) => skipped.push(details) });
+    await watched.sessions.append("telegram:9", [entry("one")]);
+    await redis.rpush(redisStoreKeys(prefix).session("telegram:9").history, "not json", '{"role":"system"}');
+    await watched.sessions.append("telegram:9", [entry("two")]);
+    expect((await watched.sessions.load("telegram:9")).history).toEqual([entry("one"), entry("two")]);
+    expect(skipped).toEqual([expect.objectContaining({ index: 1, reason: "not JSON" }), expect.objectContaining({ index: 2 })]);
+    await watched.close();
+  });
+
+  it("rejects an entry it could not load back, writing nothing", async () => {
+    await store.sessions.append("cli:bad", [entry("good")]);
+    const invalid = { role: "system", content: "nope", at: 1 } as unknown as HistoryEntry;
+    await expect(store.sessions.append("cli:bad", [invalid])).rejects.toThrow(/invalid history entries/);
+    await expect(store.sessions.compact("cli:bad", [invalid])).rejects.toThrow(/invalid history entries/);
+    expect((await store.sessions.load("cli:bad")).history).toEqual([entry("good")]);
+  });
+
+  it("refuses work after close and leaves a shared connection open", async () => {
+    await store.close();
+    await expect(store.sessions.append("cli:x", [entry("late")])).rejects.toThrow(/closed/);
+    expect(await redis.ping()).toBe("PONG");
+  });
+
+  it("closes its connection when it owns it", async () => {
+    const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+    const owner = createRedisStore({ redis: connection, prefix, ownsConnection: true });
+    await owner.sessions.append("cli:owned", [entry("one")]);
+    await owner.close();
+    await expect(connection.ping()).rejects.toThrow(/closed/i);
+  });
+});

@@ -1,0 +1,212 @@
+/**
+ * The HTTP API (Fastify): health and readiness probes, the web channel's routes, and session
+ * control. Closed by default: bound beyond loopback it will not start without a bearer token, and
+ * with a token every `/api` and `/ws` request must carry it.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import { BlockList } from "node:net";
+import websocket from "@fastify/websocket";
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from "fastify";
+import type { Logger } from "pino";
+import { z } from "zod";
+import { WebChannel } from "../../channels/web/web-channel.js";
+import type { MessageBus } from "../bus/types.js";
+import { ConfigError, errorMessage } from "../errors.js";
+import { parseRequest } from "./validation.js";
+
+/** The `api` section of the config. */
+export interface ApiServerConfig {
+  host: string;
+  port: number;
+  /** Bearer token; required when `host` is not a loopback address. */
+  token?: string;
+}
+
+export interface ReadinessCheck {
+  ok: boolean;
+  detail?: string;
+}
+
+/** What `/ready` reports; 200 when ready and every check is ok, 503 otherwise. */
+export interface Readiness {
+  ready: boolean;
+  checks: Record<string, ReadinessCheck>;
+}
+
+export interface ApiServerOptions {
+  bus: MessageBus;
+  config: ApiServerConfig;
+  logger: Logger;
+  /** Whether this process can do its work (Redis reachable, leases renewing, ...). */
+  readiness: () => Promise<Readiness>;
+  newId?: () => string;
+  now?: () => number;
+  /** The web channel to serve. Default: one built from bus, logger, newId and now. */
+  web?: WebChannel;
+  /** `/ready` answers 503 when the readiness checks take longer. Default 5 s. */
+  readinessTimeoutMs?: number;
+}
+
+export interface ApiServer {
+  app: FastifyInstance;
+  /** Starts the web channel's outbound consumer and listens. Throws ConfigError when it would be open to the network without a token. */
+  listen(): Promise<{ url: string; port: number }>;
+  /** Stops consuming, closes sockets and the server. */
+  close(): Promise<void>;
+}
+
+/** Routes anyone may call: probes for orchestrators and load balancers. */
+const publicRoutes = new Set(["/health", "/ready"]);
+
+const SessionParamsSchema = z.object({
+  sessionKey: z
+    .string()
+    .min(1)
+    .max(256)
+    .regex(/^[\w:.-]+$/, "letters, digits, _ : . and - only"),
+});
+
+// A message may be 32k characters, each up to 6 bytes once JSON-escaped.
+const BODY_LIMIT_BYTES = 256 * 1024;
+// Longer than any valid chat id or session key, so those get a 400 that names the field.
+const MAX_PARAM_LENGTH = 512;
+
+export function createApiServer(options: ApiServerOptions): ApiServer {
+  const { bus, config } = options;
+  const logger = options.logger.child({ component: "api" });
+  const token = config.token?.trim() ? config.token : undefined;
+  const web = options.web ?? new WebChannel({ bus, logger: options.logger, newId: options.newId, now: options.now });
+
+  // Typed with Fastify's own logger interface, which pino's Logger satisfies (its generics do not).
+  const fastifyLogger: FastifyBaseLogger = logger;
+  const app: FastifyInstance = Fastify({
+    loggerInstance: fastifyLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: BODY_LIMIT_BYTES,
+    routerOptions: {
+      maxParamLength: MAX_PARAM_LENGTH,
+      onMaxParamLength: (_path, _request, response) => {
+        response.writeHead(414, { "content-type": "application/json; charset=utf-8" });
+        response.end(JSON.stringify({ error: `a path parameter is longer than ${MAX_PARAM_LENGTH} characters` }));
+      },
+    },
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
+    if (status >= 500) request.log.error({ err: error, method: request.method, route: request.routeOptions.url }, "request failed");
+    void reply.code(status).send({ error: status >= 500 ? "internal error" : error.message });
+  });
+
+  void app.register(websocket, { options: { maxPayload: 64 * 1024 } });
+  // Everything else in one scope registered after the websocket plugin: its onRequest hook must run
+  // before ours, or a refused upgrade leaves the socket open.
+  void app.register(async (scope) => {
+    if (token !== undefined) {
+      const expected = digest(token);
+      // On the matched route, not the raw URL: no spelling of a path can skip the check.
+      scope.addHook("onRequest", async (request, reply) => {
+        const route = request.routeOptions.url;
+        if (route !== undefined && publicRoutes.has(route)) return;
+        if (bearerMatches(request.headers.authorization, expected)) return;
+        return reply.code(401).header("www-authenticate", 'Bearer realm="countbot"').send({ error: "missing or wrong bearer token" });
+      });
+    }
+    scope.setNotFoundHandler((request, reply) => void reply.code(404).send({ error: `not found: ${request.method} ${request.url.split("?")[0]}` }));
+
+    scope.get("/health", async () => ({ status: "ok" }));
+
+    scope.get("/ready", async (_request, reply) => {
+      const result = await checkReadiness(options.readiness, options.readinessTimeoutMs ?? 5_000);
+      const ready = result.ready && Object.values(result.checks).every((check) => check.ok);
+      return reply.code(ready ? 200 : 503).send({ ...result, ready });
+    });
+
+    scope.post("/api/sessions/:sessionKey/cancel", async (request, reply) => {
+      const { sessionKey } = parseRequest(SessionParamsSchema, request.params, "params");
+      await bus.requestCancel(sessionKey);
+      logger.info({ sessionKey }, "cancel requested");
+      return reply.code(202).send({ sessionKey });
+    });
+
+    web.registerRoutes(scope);
+  });
+
+  let started = false;
+  let closed: Promise<void> | undefined;
+  return {
+    app,
+    async listen() {
+      if (started) throw new Error("the API server is already listening");
+      assertSafeBinding(config.host, token);
+      started = true;
+      await web.start();
+      try {
+        await app.listen({ host: config.host, port: config.port });
+      } catch (error) {
+        await web.close();
+        throw error;
+      }
+      const address = app.server.address();
+      const port = typeof address === "object" && address !== null ? address.port : config.port;
+      const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+      logger.info({ url, auth: token !== undefined }, "API listening");
+      return { url, port };
+    },
+    close() {
+      closed ??= (async () => {
+        await web.close();
+        await app.close();
+      })();
+      return closed;
+    },
+  };
+}
+
+const loopback = new BlockList();
+loopback.addSubnet("127.0.0.0", 8, "ipv4");
+loopback.addAddress("::1", "ipv6");
+
+/** 127.0.0.0/8, ::1 (also IPv4-mapped) and `localhost`. */
+export function isLoopbackHost(host: string): boolean {
+  const name = host.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1");
+  if (name === "localhost") return true;
+  try {
+    return loopback.check(name, name.includes(":") ? "ipv6" : "ipv4");
+  } catch {
+    return false; // not an IP address: a host name that may resolve anywhere
+  }
+}
+
+function assertSafeBinding(host: string, token: string | undefined): void {
+  if (token !== undefined || isLoopbackHost(host)) return;
+  throw new ConfigError(
+    `refusing to serve the API on ${host} without a token: set api.token (or COUNTBOT_API_TOKEN), or bind api.host to 127.0.0.1`,
+    "api.token",
+  );
+}
+
+function digest(value: string): Buffer {
+  return createHash("sha256").update(value, "utf8").digest();
+}
+
+/** Compares digests, so the time taken says nothing about the token, not even its length. */
+function bearerMatches(header: string | undefined, expected: Buffer): boolean {
+  const match = /^Bearer[ ]+(\S+)[ ]*$/i.exec(header ?? "");
+  const equal = timingSafeEqual(digest(match?.[1] ?? ""), expected);
+  return match !== null && equal;
+}
+
+async function checkReadiness(readiness: () => Promise<Readiness>, timeoutMs: number): Promise<Readiness> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<Readiness>((resolve) => {
+    timer = setTimeout(() => resolve({ ready: false, checks: { readiness: { ok: false, detail: `no answer within ${timeoutMs} ms` } } }), timeoutMs);
+  });
+  try {
+    return await Promise.race([readiness(), timeout]);
+  } catch (error) {
+    return { ready: false, checks: { readiness: { ok: false, detail: errorMessage(error) } } };
+  } finally {
+    clearTimeout(timer);
+  }
+}

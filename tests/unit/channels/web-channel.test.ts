@@ -1,0 +1,243 @@
+import pino from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
+import { type WebEvent, WebChannel } from "../../../channels/web/web-channel.js";
+import { createApiServer } from "../../../src/api/server.js";
+import { createMemoryBus } from "../../../src/bus/memory-bus.js";
+import type { OutboundMessage } from "../../../src/bus/message.js";
+import type { MessageBus } from "../../../src/bus/types.js";
+
+const TOKEN = "web-test-token";
+const auth = { authorization: `Bearer ${TOKEN}` };
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function start(channelOptions: { maxPendingPerChat?: number } = {}) {
+  const bus = createMemoryBus();
+  cleanups.push(() => bus.close());
+  const logger = pino({ level: "silent" });
+  let counter = 0;
+  const newId = () => `message-${++counter}`;
+  const web = new WebChannel({ bus, logger, newId, now: () => 5_000, ...channelOptions });
+  const server = createApiServer({
+    bus,
+    config: { host: "127.0.0.1", port: 0, token: TOKEN },
+    logger,
+    readiness: async () => ({ ready: true, checks: {} }),
+    web,
+  });
+  cleanups.push(() => server.close());
+  const { url } = await server.listen();
+  return { bus, web, server, url };
+}
+
+function send(url: string, chatId: string, body: unknown): Promise<Response> {
+  return fetch(`${url}/api/chat/${chatId}/messages`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...auth },
+    body: JSON.stringify(body),
+  });
+}
+
+interface Client {
+  events: WebEvent[];
+  socket: WebSocket;
+  closed: Promise<number>;
+}
+
+async function connect(url: string, chatId: string): Promise<Client> {
+  const socket = new WebSocket(`${url.replace("http", "ws")}/ws?chatId=${chatId}`, { headers: auth });
+  const events: WebEvent[] = [];
+  socket.on("message", (data: Buffer) => events.push(JSON.parse(data.toString("utf8")) as WebEvent));
+  const closed = new Promise<number>((resolve) => socket.on("close", (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    socket.once("open", () => resolve());
+    socket.once("error", reject);
+  });
+  cleanups.push(async () => {
+    socket.terminate();
+    await closed;
+  });
+  return { events, socket, closed };
+}
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+function outbound(chatId: string, id: string, fields: Partial<OutboundMessage> = {}): OutboundMessage {
+  return { id, channel: "web", chatId, content: `reply ${id}`, kind: "final", media: [], metadata: {}, ...fields };
+}
+
+async function publishFinal(bus: MessageBus, chatId: string, id: string, answers: string[] = []): Promise<void> {
+  await bus.publishOutbound(outbound(chatId, id, { metadata: { answers } }));
+}
+
+describe("sending", () => {
+  it("puts the message on the bus and answers 202 with its id", async () => {
+    const { bus, url } = await start();
+    const response = await send(url, "room-1", { content: "hello there", senderId: "alice" });
+    expect(response.status).toBe(202);
+    expect(await response.json()).toEqual({ id: "message-1" });
+
+    const claim = await bus.claimSession({ timeoutMs: 1_000 });
+    expect(claim?.sessionKey).toBe("web:room-1");
+    expect(claim?.messages).toEqual([
+      {
+        id: "message-1",
+        channel: "web",
+        chatId: "room-1",
+        senderId: "alice",
+        content: "hello there",
+        media: [],
+        mentions: [],
+        receivedAt: 5_000,
+        metadata: {},
+      },
+    ]);
+  });
+
+  it("queues a retried clientMessageId once and answers the retry with the first id", async () => {
+    const { bus, url } = await start();
+    const body = { content: "only once", clientMessageId: "c-1" };
+    const first = await send(url, "room", body);
+    expect(first.status).toBe(202);
+    expect(await first.json()).toEqual({ id: "message-1" });
+    const retry = await send(url, "room", body);
+    expect(retry.status).toBe(200);
+    expect(await retry.json()).toEqual({ id: "message-1", duplicate: true });
+    // Client ids are the page's own: the same one in another chat is another message.
+    expect((await send(url, "other-room", body)).status).toBe(202);
+
+    const claims = [await bus.claimSession({ timeoutMs: 1_000 }), await bus.claimSession({ timeoutMs: 1_000 })];
+    const room = claims.find((claim) => claim?.sessionKey === "web:room");
+    expect(room?.messages.map((message) => message.id)).toEqual(["message-1"]);
+    expect(room?.messages[0]?.senderId).toBe("web-user");
+    expect(room?.messages[0]?.metadata).toEqual({ clientMessageId: "c-1" });
+    expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+  });
+});
+
+describe("streaming", () => {
+  it("sends drafts, notices and the final of its own chat, in order", async () => {
+    const { bus, url } = await start();
+    const mine = await connect(url, "chat-a");
+    const other = await connect(url, "chat-b");
+
+    await bus.publishDraft({ replyId: "in-1:0", channel: "web", chatId: "chat-a", text: "Hel" });
+    await until(() => mine.events.length === 1, "the first draft");
+    await bus.publishOutbound(outbound("chat-a", "in-1:1", { kind: "notice", content: "read_file(notes.md)" }));
+    await bus.publishDraft({ replyId: "in-1:0", channel: "web", chatId: "chat-a", text: "Hello" });
+    // The bus drops a draft still queued when its final comes: let this one through first.
+    await until(() => mine.events.length === 3, "the notice and the second draft");
+    await publishFinal(bus, "chat-a", "in-1:0", ["in-1"]);
+    await bus.publishDraft({ replyId: "in-2:0", channel: "web", chatId: "chat-b", text: "for b" });
+    await until(() => other.events.length === 1, "the draft of chat b");
+    await publishFinal(bus, "chat-b", "in-2:0", ["in-2"]);
+
+    await until(() => mine.events.length === 4 && other.events.length === 2, "every event");
+    expect(mine.events).toEqual([
+      { type: "draft", replyId: "in-1:0", text: "Hel" },
+      { type: "notice", id: "in-1:1", content: "read_file(notes.md)" },
+      { type: "draft", replyId: "in-1:0", text: "Hello" },
+      { type: "message", id: "in-1:0", content: "reply in-1:0", answers: ["in-1"] },
+    ]);
+    expect(other.events).toEqual([
+      { type: "draft", replyId: "in-2:0", text: "for b" },
+      { type: "message", id: "in-2:0", content: "reply in-2:0", answers: ["in-2"] },
+    ]);
+  });
+
+  it("sends every socket of the chat the same events", async () => {
+    const { bus, url } = await start();
+    const tabs = [await connect(url, "shared"), await connect(url, "shared")];
+    await publishFinal(bus, "shared", "in-1:0");
+    await until(() => tabs.every((tab) => tab.events.length === 1), "both tabs");
+    expect(tabs[0]!.events).toEqual(tabs[1]!.events);
+  });
+
+  it("keeps finals for a chat with no socket and sends them, in order, when one connects", async () => {
+    const { bus, web, url } = await start();
+    await bus.publishDraft({ replyId: "in-1:0", channel: "web", chatId: "later", text: "lost on purpose" });
+    await bus.publishOutbound(outbound("later", "in-1:1", { kind: "notice" }));
+    await publishFinal(bus, "later", "in-1:0", ["in-1"]);
+    await publishFinal(bus, "later", "in-2:0", ["in-2"]);
+    await until(() => web.waiting("later") === 2, "the finals to be kept");
+
+    const client = await connect(url, "later");
+    await publishFinal(bus, "later", "in-3:0", ["in-3"]);
+    await until(() => client.events.length === 3, "the kept finals and the new one");
+    expect(client.events).toEqual([
+      { type: "message", id: "in-1:0", content: "reply in-1:0", answers: ["in-1"] },
+      { type: "message", id: "in-2:0", content: "reply in-2:0", answers: ["in-2"] },
+      { type: "message", id: "in-3:0", content: "reply in-3:0", answers: ["in-3"] },
+    ]);
+    expect(web.waiting("later")).toBe(0);
+
+    // Sent once: a second socket does not get them again.
+    const second = await connect(url, "later");
+    await publishFinal(bus, "later", "in-4:0");
+    await until(() => second.events.length === 1, "the next final");
+    expect(second.events.map((event) => (event.type === "message" ? event.id : event.type))).toEqual(["in-4:0"]);
+  });
+
+  it("keeps only the newest finals of a chat when too many wait", async () => {
+    const { bus, web, url } = await start({ maxPendingPerChat: 2 });
+    for (const id of ["in-1:0", "in-2:0", "in-3:0"]) await publishFinal(bus, "busy", id);
+    await until(() => web.waiting("busy") === 2, "the buffer to fill");
+    const client = await connect(url, "busy");
+    await until(() => client.events.length === 2, "the kept finals");
+    expect(client.events.map((event) => (event.type === "message" ? event.id : event.type))).toEqual(["in-2:0", "in-3:0"]);
+  });
+
+  it("sends a redelivered final once", async () => {
+    const { bus, web, url } = await start();
+    const client = await connect(url, "again");
+    await publishFinal(bus, "again", "in-1:0");
+    await publishFinal(bus, "again", "in-1:0");
+    await publishFinal(bus, "again", "in-2:0");
+    await until(() => client.events.length >= 2, "the finals");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(client.events.map((event) => (event.type === "message" ? event.id : event.type))).toEqual(["in-1:0", "in-2:0"]);
+
+    // Also while kept for a chat with no socket.
+    await publishFinal(bus, "away", "in-3:0");
+    await publishFinal(bus, "away", "in-3:0");
+    await publishFinal(bus, "away", "in-4:0");
+    await until(() => web.waiting("away") === 2, "the kept finals");
+    const late = await connect(url, "away");
+    await until(() => late.events.length === 2, "the kept finals");
+    expect(late.events.map((event) => (event.type === "message" ? event.id : event.type))).toEqual(["in-3:0", "in-4:0"]);
+  });
+
+  it("refuses a socket with a bad chat id before the upgrade", async () => {
+    const { url } = await start();
+    const status = await new Promise<number>((resolve, reject) => {
+      const socket = new WebSocket(`${url.replace("http", "ws")}/ws?chatId=${encodeURIComponent("no spaces")}`, { headers: auth });
+      socket.on("unexpected-response", (_request, response) => {
+        resolve(response.statusCode ?? 0);
+        socket.terminate();
+      });
+      socket.on("open", () => reject(new Error("the socket opened")));
+      socket.on("error", reject);
+    });
+    expect(status).toBe(400);
+  });
+
+  it("closes its sockets with 1001 when the server closes", async () => {
+    const { bus, server, url } = await start();
+    const client = await connect(url, "bye");
+    await server.close();
+    expect(await client.closed).toBe(1001);
+    // The outbound consumer stopped: the bus keeps what comes next for the next process.
+    await publishFinal(bus, "bye", "in-1:0");
+    expect(await bus.markDelivered("in-1:0")).toBe(true);
+  });
+});

@@ -286,6 +286,8 @@ class MemoryBus implements MessageBus {
  */
 class OutboundQueue {
   private events: OutboundEvent[] = [];
+  /** Drafts waiting in `events`, by reply id: a newer draft replaces the text in place. */
+  private pendingDrafts = new Map<string, OutboundEvent & { type: "draft" }>();
   private handler: OutboundHandler | undefined;
   private pumping: Promise<void> | undefined;
   private finished = new Set<string>();
@@ -294,7 +296,11 @@ class OutboundQueue {
   constructor(private readonly redeliveryDelayMs: number) {}
 
   pushMessage(message: OutboundMessage): void {
-    this.events = this.events.filter((event) => event.type !== "draft" || event.draft.replyId !== message.id);
+    const draft = this.pendingDrafts.get(message.id);
+    if (draft) {
+      this.events.splice(this.events.indexOf(draft), 1);
+      this.pendingDrafts.delete(message.id);
+    }
     this.events.push({ type: "message", message });
     this.rememberFinished(message.id);
     this.pump();
@@ -302,9 +308,14 @@ class OutboundQueue {
 
   pushDraft(draft: Draft): void {
     if (this.finished.has(draft.replyId)) return;
-    const pending = this.events.find((event) => event.type === "draft" && event.draft.replyId === draft.replyId);
-    if (pending && pending.type === "draft") pending.draft = draft;
-    else this.events.push({ type: "draft", draft });
+    const pending = this.pendingDrafts.get(draft.replyId);
+    if (pending) {
+      pending.draft = draft;
+    } else {
+      const event = { type: "draft" as const, draft };
+      this.pendingDrafts.set(draft.replyId, event);
+      this.events.push(event);
+    }
     this.pump();
   }
 
@@ -346,6 +357,8 @@ class OutboundQueue {
     let failures = 0;
     while (this.handler && this.events.length > 0 && !this.closed) {
       const event = this.events[0]!;
+      // A draft leaves the pending map when it is handed over: a newer one queues behind.
+      if (event.type === "draft") this.pendingDrafts.delete(event.draft.replyId);
       try {
         await this.handler(event);
         failures = 0;

@@ -42,41 +42,61 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
   }
   const consumer = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   let closed = false;
+  /** Finals handled recently, so drafts behind them in the same batch are skipped without a lookup. */
+  const finished = new Set<string>();
 
-  const deliver = async (entry: Entry): Promise<void> => {
-    const [id, fields] = entry;
+  /** Hands one entry to the handler; false when closing interrupted a final's delivery. */
+  const deliver = async (entry: Entry): Promise<boolean> => {
+    const [, fields] = entry;
     const raw = fields[fields.indexOf("event") + 1];
     const event = raw ? (JSON.parse(raw) as StreamEvent) : undefined;
     let failures = 0;
     while (event && !closed) {
       try {
-        const resolved = await resolve(redis, keys, event);
+        const resolved = await resolve(redis, keys, event, finished);
         if (resolved) await options.handler(resolved);
         if (event.type === "message" && event.message.kind === "final") {
-          await redis.set(keys.finished(event.message.id), "1", "PX", 10 * 60_000);
+          finished.add(event.message.id);
+          if (finished.size > 10_000) finished.delete(finished.values().next().value!);
         }
-        break;
+        return true;
       } catch (error) {
         options.onError?.(error);
-        if (event.type === "draft") break;
+        if (event.type === "draft") return true;
         failures += 1;
         await new Promise((done) => setTimeout(done, Math.min(options.redeliveryDelayMs * 2 ** (failures - 1), 30_000)));
       }
     }
-    // Closing mid-retry leaves the entry pending: another consumer takes it over.
-    if (closed && event?.type === "message") return;
-    await redis.multi().xack(stream, DELIVERY_GROUP, id).xdel(stream, id).exec();
+    // Closing mid-retry leaves the final pending: another consumer takes it over.
+    return !(closed && event?.type === "message");
+  };
+
+  /** Delivers a batch in order, then acknowledges (and trims) what was delivered in one round trip. */
+  const deliverBatch = async (entries: Entry[]): Promise<void> => {
+    const done: string[] = [];
+    const finals: string[] = [];
+    for (const entry of entries) {
+      if (closed || !entry) break;
+      if (!(await deliver(entry))) break;
+      done.push(entry[0]);
+      const raw = entry[1][entry[1].indexOf("event") + 1];
+      if (raw?.includes('"kind":"final"')) finals.push((JSON.parse(raw) as { message: { id: string } }).message.id);
+    }
+    if (done.length === 0) return;
+    const pipeline = redis.pipeline().xack(stream, DELIVERY_GROUP, ...done).xdel(stream, ...done);
+    for (const id of finals) pipeline.set(keys.finished(id), "1", "PX", 10 * 60_000);
+    await pipeline.exec();
   };
 
   const run = async () => {
     while (!closed) {
       try {
         const reclaimed = (await redis.xautoclaim(stream, DELIVERY_GROUP, consumer, options.reclaimIdleMs, "0-0", "COUNT", 100)) as [string, Entry[]];
-        for (const entry of reclaimed[1]) if (!closed && entry) await deliver(entry);
+        await deliverBatch(reclaimed[1]);
         const result = (await options.blocking.xreadgroup("GROUP", DELIVERY_GROUP, consumer, "COUNT", 100, "BLOCK", 1000, "STREAMS", stream, ">")) as
           | Array<[string, Entry[]]>
           | null;
-        for (const [, entries] of result ?? []) for (const entry of entries) if (!closed) await deliver(entry);
+        for (const [, entries] of result ?? []) await deliverBatch(entries);
       } catch (error) {
         if (closed) break;
         options.onError?.(error);
@@ -95,9 +115,10 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
   };
 }
 
-async function resolve(redis: Redis, keys: BusKeys, event: StreamEvent): Promise<OutboundEvent | undefined> {
+async function resolve(redis: Redis, keys: BusKeys, event: StreamEvent, finished: Set<string>): Promise<OutboundEvent | undefined> {
   if (event.type === "message") return event;
-  const [text, finished] = await Promise.all([redis.get(keys.draft(event.draft.replyId)), redis.exists(keys.finished(event.draft.replyId))]);
-  if (text === null || finished === 1) return undefined;
+  if (finished.has(event.draft.replyId)) return undefined;
+  const [text, delivered] = await Promise.all([redis.get(keys.draft(event.draft.replyId)), redis.exists(keys.finished(event.draft.replyId))]);
+  if (text === null || delivered === 1) return undefined;
   return { type: "draft", draft: { ...event.draft, text } };
 }

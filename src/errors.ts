@@ -64,15 +64,29 @@ export class ToolError extends Error {
   }
 }
 
+/** What went wrong talking to a platform. */
+export type ChannelErrorKind =
+  | "rate-limit" // retry after `retryAfterMs`
+  | "formatting" // the platform rejected the markup: resend as plain text
+  | "too-long" // the text is over the platform's limit
+  | "forbidden" // blocked by the user, kicked from the group, no rights
+  | "not-found" // the chat or message is gone
+  | "network"
+  | "other";
+
 /** A channel adapter or platform API failed. */
 export class ChannelError extends Error {
   override name = "ChannelError";
+  readonly kind: ChannelErrorKind;
+  readonly retryAfterMs?: number;
   constructor(
     message: string,
     readonly channel: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; kind?: ChannelErrorKind; retryAfterMs?: number },
   ) {
     super(message, options);
+    this.kind = options?.kind ?? "other";
+    this.retryAfterMs = options?.retryAfterMs;
   }
 }
 

@@ -8,6 +8,7 @@ import { type InboundMessage, type OutboundMessage, SYSTEM_CHANNEL, replyTarget 
 import type { Claim, MessageBus, Subscription } from "../bus/types.js";
 import { BusError, CancelledError, errorMessage } from "../errors.js";
 import type { Agent } from "./agent.js";
+import { isShutdown, shutdownReason } from "./cancellation.js";
 import { type ChatCommand, helpText, parseCommand } from "./commands.js";
 import type { TurnEvent } from "./turn.js";
 
@@ -27,9 +28,6 @@ export interface AgentLoopOptions {
    */
   maxAttempts?: number;
 }
-
-/** The abort reason of turns cut short by shutdown: their leases are released, not acked. */
-const SHUTDOWN = new CancelledError("shutting down");
 
 interface RunningTurn {
   controller: AbortController;
@@ -59,7 +57,7 @@ export class AgentLoop {
     const pending = [...this.running.values()].map((turn) => turn.done);
     const grace = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
     await Promise.race([Promise.all(pending), grace]);
-    for (const turn of this.running.values()) turn.controller.abort(SHUTDOWN);
+    for (const turn of this.running.values()) turn.controller.abort(shutdownReason);
     await Promise.all([...this.running.values()].map((turn) => turn.done));
     await this.cancelSubscription?.close();
   }
@@ -143,7 +141,7 @@ export class AgentLoop {
         reply = await this.runTurn(claim, batch.messages, controller.signal);
       }
       if (leaseLost) return;
-      if (controller.signal.reason === SHUTDOWN) {
+      if (isShutdown(controller.signal)) {
         // Interrupted by a deploy, not by the user: another worker runs the turn again.
         await bus.release(claim);
         return;

@@ -16,6 +16,7 @@ import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../tools/tool-history.js";
 import type { ContextBuilder } from "./context-builder.js";
 import type { MemoryStore } from "./memory.js";
+import { isShutdown } from "./cancellation.js";
 import { compactHistory } from "./summarizer.js";
 import { type TurnListener, type TurnResult, runTurn } from "./turn.js";
 
@@ -127,6 +128,8 @@ export class Agent {
       sleep: this.dependencies.sleep,
     });
 
+    // Cut short by a shutdown: leave no trace, another worker runs the turn again.
+    if (isShutdown(input.signal)) return result;
     await input.assertOwnership?.();
     const at = this.now();
     const entries: HistoryEntry[] = [

@@ -249,5 +249,7 @@ describe("AgentLoop after crashes and during shutdown", () => {
     expect(harness.finals).toHaveLength(0);
     const claim = await harness.runtime.bus.claimSession({ timeoutMs: 1_000 });
     expect(claim).toMatchObject({ attempt: 2, messages: [expect.objectContaining({ id: message.id })] });
+    // No trace in the history either, or the next worker would replay "[stopped]".
+    expect((await harness.runtime.store.sessions.load("test:a")).history).toEqual([]);
   });
 });

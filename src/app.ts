@@ -30,6 +30,8 @@ import { createMessageTool } from "./tools/message.js";
 import { createReadFileTool } from "./tools/read-file.js";
 import { ToolRegistry } from "./tools/registry.js";
 import { createToolHistory } from "./tools/tool-history.js";
+import { createWebFetchTool } from "./tools/web-fetch.js";
+import { createWebSearchTool } from "./tools/web-search.js";
 
 /** The bus and the store: in memory and on disk for one process, or shared through Redis. */
 export interface Infrastructure {
@@ -115,6 +117,11 @@ export function createTools(config: ResolvedConfig, dependencies: { memory: Retu
     .register(createReadFileTool({ maxBytes: tools.maxReadBytes }))
     .register(createListDirTool())
     .register(createMemoryTool(dependencies.memory));
+  if (tools.web.enabled) {
+    registry.register(createWebFetchTool({ maxBytes: tools.web.fetchMaxBytes, timeoutMs: tools.web.fetchTimeoutMs, maxRedirects: tools.web.maxRedirects }));
+    const search = createWebSearchTool({ apiKey: tools.braveApiKey, baseURL: tools.web.searchBaseURL, maxResults: tools.web.searchMaxResults });
+    if (search) registry.register(search);
+  }
   const bus = dependencies.bus;
   registry.register(
     createMessageTool({

@@ -24,12 +24,16 @@ import { createFileStore } from "./store/file-store.js";
 import { createRedisStore } from "./store/redis-store.js";
 import type { Store } from "./store/types.js";
 import { createAuditLog } from "./tools/audit-log.js";
+import { createEditFileTool } from "./tools/edit-file.js";
+import { createExecTool } from "./tools/exec.js";
+import { chooseSandbox } from "./tools/exec-sandbox.js";
 import { createListDirTool } from "./tools/list-dir.js";
 import { createMemoryTool } from "./tools/memory.js";
 import { createMessageTool } from "./tools/message.js";
 import { createReadFileTool } from "./tools/read-file.js";
 import { ToolRegistry } from "./tools/registry.js";
 import { createToolHistory } from "./tools/tool-history.js";
+import { createWriteFileTool } from "./tools/write-file.js";
 import { createWebFetchTool } from "./tools/web-fetch.js";
 import { createWebSearchTool } from "./tools/web-search.js";
 
@@ -116,7 +120,20 @@ export function createTools(config: ResolvedConfig, dependencies: { memory: Retu
   const registry = new ToolRegistry({ maxResultChars: tools.maxResultChars })
     .register(createReadFileTool({ maxBytes: tools.maxReadBytes }))
     .register(createListDirTool())
+    .register(createWriteFileTool({ maxBytes: tools.maxWriteBytes }))
+    .register(createEditFileTool({ maxBytes: tools.maxWriteBytes }))
     .register(createMemoryTool(dependencies.memory));
+  if (tools.exec.enabled) {
+    registry.register(
+      createExecTool({
+        timeoutSeconds: tools.exec.timeoutSeconds,
+        maxOutputChars: tools.exec.maxOutputChars,
+        denyPatterns: tools.exec.denyPatterns,
+        allowPatterns: tools.exec.allowPatterns,
+        sandbox: tools.exec.sandbox,
+      }),
+    );
+  }
   if (tools.web.enabled) {
     registry.register(createWebFetchTool({ maxBytes: tools.web.fetchMaxBytes, timeoutMs: tools.web.fetchTimeoutMs, maxRedirects: tools.web.maxRedirects }));
     const search = createWebSearchTool({ apiKey: tools.braveApiKey, baseURL: tools.web.searchBaseURL, maxResults: tools.web.searchMaxResults });
@@ -145,6 +162,12 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   const store = overrides.store ?? createFileStore({ dataDir: config.dataDir, now: overrides.now });
   const memory = createMemoryStore({ workspace, scope: config.memory.scope });
   const tools = createTools(config, { memory, bus: overrides.bus });
+  if (config.tools.exec.enabled) {
+    const sandbox = chooseSandbox(config.tools.exec.sandbox);
+    if (sandbox.kind === "bwrap") logger.info({ bwrap: sandbox.bwrapPath }, "exec runs inside bubblewrap");
+    else if (sandbox.kind === "none") logger.warn("exec runs WITHOUT a sandbox: only the command pattern filter stands between the model and this machine (install bubblewrap)");
+    else logger.error(sandbox.message);
+  }
   const secrets = collectSecrets(config);
   const audit = config.tools.audit.enabled
     ? createAuditLog({

@@ -7,6 +7,7 @@ import { runAgentCommand } from "./agent-command.js";
 import { runChatCommand } from "./chat-command.js";
 import { runConfigCommand } from "./config-command.js";
 import { runGatewayCommand } from "./gateway-command.js";
+import { runPairingCommand } from "./pairing-command.js";
 import { runStartCommand } from "./start-command.js";
 import { runWorkerCommand } from "./worker-command.js";
 
@@ -19,6 +20,7 @@ Usage:
   countbot gateway                        channels + HTTP API over Redis
   countbot worker                         agent turns from Redis (scale out: run several)
   countbot config                         print the effective config (secrets masked)
+  countbot pairing list|approve|revoke    DM pairing: pending codes, approve CODE, revoke CHANNEL SENDER
   countbot help                           this text
 
 Configuration: config/countbot.json or COUNTBOT_CONFIG, plus environment variables
@@ -40,6 +42,8 @@ export async function main(argv: string[]): Promise<number> {
         return await runWorkerCommand(rest);
       case "config":
         return await runConfigCommand(rest);
+      case "pairing":
+        return await runPairingCommand(rest);
       case undefined:
       case "help":
       case "--help":

@@ -11,12 +11,14 @@
  * what they drop to `<dataDir>/sessions/archive/`.
  *
  * One process owns a data dir: operations on one key are serialized in memory, not with file locks.
+ * DM pairing lives in `<dataDir>/pairing.json` (./file-pairing.ts), which the CLI writes too.
  */
 import { createHash, randomBytes } from "node:crypto";
 import type { FileHandle } from "node:fs/promises";
 import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
+import { createFilePairingStore } from "./file-pairing.js";
 import type { HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./types.js";
 
 export interface FileStoreOptions {
@@ -170,6 +172,7 @@ export function createFileStore(options: FileStoreOptions): Store {
   const sessionsDir = path.join(options.dataDir, "sessions");
   const archiveDir = path.join(sessionsDir, "archive");
   const queue = createKeyedQueue();
+  const pairing = createFilePairingStore({ file: path.join(options.dataDir, "pairing.json") });
   let closed = false;
 
   const freshMeta = (key: string, time = now()): SessionMeta => ({ key, createdAt: time, updatedAt: time, generation: 0 });
@@ -304,9 +307,10 @@ export function createFileStore(options: FileStoreOptions): Store {
 
   return {
     sessions,
+    pairing,
     async close() {
       closed = true;
-      await queue.drain();
+      await Promise.all([queue.drain(), pairing.close()]);
     },
   };
 }

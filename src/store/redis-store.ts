@@ -7,6 +7,7 @@
  * - `{p}:session:<key>:archive:<generation>` LIST of what `compact` and `reset` dropped from that
  *   generation, oldest first
  * - `{p}:sessions` ZSET session key → updatedAt, for `list`
+ * - `{p}:pairing:*` DM pairing (./redis-pairing.ts)
  *
  * The tag is the key's FIRST `{...}` and every key starts with it, so braces in a session key
  * cannot move a key to another slot. The session key is the last free-form part before a fixed
@@ -28,6 +29,7 @@ import { BusError, ConfigError } from "../errors.js";
 import { hashTag } from "../redis/client.js";
 import { runScript, loadScript } from "../redis/scripts.js";
 import { createKeyedQueue } from "./file-store.js";
+import { createRedisPairingStore } from "./redis-pairing.js";
 import type { Fence, HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./types.js";
 
 export interface RedisStoreOptions {
@@ -166,6 +168,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   // Lua makes each write atomic across processes; this queue keeps one process's writes to a key
   // in call order even when a script must be re-sent after NOSCRIPT (a fresh or flushed Redis).
   const queue = createKeyedQueue();
+  const pairing = createRedisPairingStore({ redis, prefix: options.prefix });
   let closed = false;
 
   function serialized<T>(key: string, operation: () => Promise<T>): Promise<T> {
@@ -254,8 +257,10 @@ export function createRedisStore(options: RedisStoreOptions): Store {
 
   return {
     sessions,
+    pairing,
     async close() {
       closed = true;
+      await pairing.close();
       await queue.drain();
       if (options.ownsConnection) await redis.quit().catch(() => undefined);
     },

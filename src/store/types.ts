@@ -1,7 +1,7 @@
 /**
  * The Store contract: durable state behind small interfaces, one file store and (later) one Redis
- * store passing the same conformance suite. Sessions are the first part; teams, tasks and pairing
- * join it with their issues.
+ * store passing the same conformance suite. Sessions and DM pairing so far; teams and tasks join it
+ * with their issues.
  */
 
 /** One entry of a session's history, as the model will see it again. */
@@ -55,7 +55,61 @@ export interface SessionStore {
   list(): Promise<SessionMeta[]>;
 }
 
+/** Who asked to pair: an unknown sender in a private chat. */
+export interface PairingSender {
+  /** Channel name on the bus, e.g. `telegram`. */
+  channel: string;
+  senderId: string;
+  senderName?: string;
+  /** The private chat the request came from (where the code was sent). */
+  chatId: string;
+}
+
+/** A pending pairing request: valid until `expiresAt`, approved at most once. */
+export interface PairingRequest extends PairingSender {
+  /** 8 characters from an alphabet without look-alikes (no 0/O, 1/I). */
+  code: string;
+  /** ms since epoch */
+  requestedAt: number;
+  /** ms since epoch; the code is valid while `now < expiresAt`. */
+  expiresAt: number;
+}
+
+/** A sender the operator approved: admitted like an `allowFrom` entry until revoked. */
+export interface ApprovedPairing extends PairingSender {
+  /** The code that was approved. */
+  code: string;
+  requestedAt: number;
+  approvedAt: number;
+}
+
+/**
+ * DM pairing: an unknown sender gets a short code that expires; the operator approves it
+ * (`countbot pairing approve CODE`) and the sender is admitted from then on. Times are passed in,
+ * not read from a clock, so expiry is the caller's (and the tests') to decide.
+ */
+export interface PairingStore {
+  /**
+   * The sender's pending request if its code is still valid, else a new one with a fresh code.
+   * `created` tells which, so the code is sent to the sender once, not on every message.
+   */
+  request(sender: PairingSender, options: { ttlMs: number; now: number }): Promise<{ request: PairingRequest; created: boolean }>;
+  /**
+   * Approves the request holding `code` (case and separators ignored) and persists the approval.
+   * Undefined when the code is unknown, expired, or was approved already.
+   */
+  approve(code: string, now: number): Promise<ApprovedPairing | undefined>;
+  isApproved(channel: string, senderId: string): Promise<boolean>;
+  /** Requests whose code is still valid at `now`, soonest to expire first (ties by code). */
+  listPending(now: number): Promise<PairingRequest[]>;
+  /** Approved senders (of one channel when given), oldest approval first. */
+  listApproved(channel?: string): Promise<ApprovedPairing[]>;
+  /** Withdraws an approval; false when the sender was not approved. */
+  revoke(channel: string, senderId: string): Promise<boolean>;
+}
+
 export interface Store {
   sessions: SessionStore;
+  pairing: PairingStore;
   close(): Promise<void>;
 }

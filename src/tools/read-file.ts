@@ -20,6 +20,10 @@ export function createReadFileTool(options: { maxBytes: number }): Tool<typeof p
       const info = await stat(file).catch(() => undefined);
       if (!info) throw new ToolError(`file "${args.path}" does not exist`, "Check the name with list_dir.");
       if (info.isDirectory()) throw new ToolError(`"${args.path}" is a directory`, "Use list_dir to see its contents.");
+      // A hard link inside the workspace can name a file outside it (`ln /etc/shadow x`).
+      if (context.restrictToWorkspace && info.nlink > 1) {
+        throw new ToolError(`"${args.path}" has ${info.nlink} hard links, so it may be a file from outside the workspace`, "Copy the content into a new file instead of linking it.");
+      }
       const handle = await open(file, "r");
       try {
         const length = Math.min(info.size, options.maxBytes);

@@ -3,12 +3,13 @@
  * tolerates the usual model quirks, validation that names the field, errors as values the model
  * can act on, and a cap on how much of a result goes back into the context.
  */
-import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { ToolError, errorMessage } from "../errors.js";
 import type { ToolCallRequest, ToolDefinition } from "../providers/types.js";
+import { writeFileAtomic } from "./atomic-write.js";
 import type { Tool, ToolContext } from "./types.js";
+import { resolveWorkspacePath } from "./workspace-path.js";
 
 export interface ToolOutcome {
   /** What goes back to the model. */
@@ -99,9 +100,9 @@ export class ToolRegistry {
   private async cap(result: string, call: ToolCallRequest, context: ToolContext): Promise<string> {
     if (result.length <= this.maxResultChars) return result;
     const relative = path.join(".countbot", "tool-results", `${safeName(call.id)}.txt`);
-    const absolute = path.join(context.workspace, relative);
-    await mkdir(path.dirname(absolute), { recursive: true });
-    await writeFile(absolute, result, "utf8");
+    // Through the workspace guard: the model could have made `.countbot` a symlink out of it.
+    const absolute = await resolveWorkspacePath(relative, context);
+    await writeFileAtomic(absolute, result, context);
     const notice = `\n\n[result truncated: ${result.length} characters in all; the whole text is in ${relative} — read it with read_file using offset/limit]`;
     return result.slice(0, Math.max(0, this.maxResultChars - notice.length)) + notice;
   }

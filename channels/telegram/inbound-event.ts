@@ -1,0 +1,119 @@
+/**
+ * A Telegram message, normalized into a PlatformEvent: who sent it, whether it is addressed to the
+ * bot (mention by @username or entity, a command `/x@ThisBot`, a reply to the bot), and its photo
+ * or document downloaded as media.
+ */
+import type { Media } from "../../src/bus/message.js";
+import type { PlatformEvent } from "../../src/gateway/types.js";
+import type { Attachment, DownloadResult } from "./file-download.js";
+import type { MessageEntity, PhotoSize, TelegramMessage, TelegramUser } from "./update-schema.js";
+
+/** Who the bot is, from getMe. */
+export interface BotIdentity {
+  id: number;
+  username: string;
+}
+
+export interface InboundContext {
+  bot: BotIdentity;
+  download(attachment: Attachment, signal: AbortSignal): Promise<DownloadResult>;
+  now(): number;
+}
+
+interface Addressing {
+  text: string;
+  mentionsBot: boolean;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/**
+ * Whether the text addresses the bot, and the text with `@ThisBot` removed from a leading command
+ * (so `/new@ThisBot` reads as `/new` to the command parser). A leading command addressed to another
+ * bot (`/new@OtherBot`) is not for us, whatever else the text says; its text is kept as is.
+ */
+export function addressing(text: string, entities: readonly MessageEntity[], bot: BotIdentity): Addressing {
+  const username = bot.username.toLowerCase();
+  const command = /^(\/\w+)@(\w+)/.exec(text);
+  if (command) {
+    if (command[2]!.toLowerCase() !== username) return { text, mentionsBot: false };
+    return { text: command[1]! + text.slice(command[0].length), mentionsBot: true };
+  }
+  const byEntity = entities.some((entity) => {
+    if (entity.type === "text_mention") return entity.user?.id === bot.id;
+    if (entity.type !== "mention") return false;
+    return text.slice(entity.offset, entity.offset + entity.length).toLowerCase() === `@${username}`;
+  });
+  // Clients send mention entities, but a webhook body or a forwarded text may not carry them.
+  const byText = new RegExp(`(^|[^\\w@])@${escapeRegExp(bot.username)}(?!\\w)`, "i").test(text);
+  return { text, mentionsBot: byEntity || byText };
+}
+
+function displayName(user: TelegramUser): string {
+  const name = [user.first_name, user.last_name].filter(Boolean).join(" ").trim();
+  return name || user.username || String(user.id);
+}
+
+/** The largest size of a photo: Telegram lists sizes from small to large, but say so by the numbers. */
+function largest(sizes: readonly PhotoSize[]): PhotoSize {
+  return sizes.reduce((best, size) => (size.width * size.height >= best.width * best.height ? size : best));
+}
+
+function attachmentsOf(message: TelegramMessage): Attachment[] {
+  const attachments: Attachment[] = [];
+  if (message.photo) {
+    const photo = largest(message.photo);
+    attachments.push({ fileId: photo.file_id, uniqueId: photo.file_unique_id, declaredSize: photo.file_size, kind: "image", mimeType: "image/jpeg", label: "photo" });
+  }
+  if (message.document) {
+    const document = message.document;
+    // An image sent "as a file" is still an image to the model.
+    const kind = document.mime_type?.startsWith("image/") ? "image" : "document";
+    attachments.push({
+      fileId: document.file_id,
+      uniqueId: document.file_unique_id,
+      declaredSize: document.file_size,
+      kind,
+      mimeType: document.mime_type,
+      name: document.file_name,
+      label: document.file_name ? `document "${document.file_name}"` : "document",
+    });
+  }
+  return attachments;
+}
+
+/** Builds the event of one message; downloads its files first. Rejects only when `signal` aborts. */
+export async function toPlatformEvent(updateId: number, message: TelegramMessage, context: InboundContext, signal: AbortSignal): Promise<PlatformEvent> {
+  const raw = message.text ?? message.caption ?? "";
+  const entities = message.entities ?? message.caption_entities ?? [];
+  const { text, mentionsBot } = addressing(raw, entities, context.bot);
+  const media: Media[] = [];
+  const notes: string[] = [];
+  for (const attachment of attachmentsOf(message)) {
+    const result = await context.download(attachment, signal);
+    if ("media" in result) media.push(result.media);
+    else notes.push(result.note);
+  }
+  // Anonymous group admins and linked channels write as a chat: that chat is the sender, and not a bot.
+  const sender = message.sender_chat
+    ? { senderId: String(message.sender_chat.id), senderName: message.sender_chat.title, senderIsBot: false }
+    : message.from
+      ? { senderId: String(message.from.id), senderName: displayName(message.from), senderIsBot: message.from.is_bot }
+      : { senderId: String(message.chat.id), senderName: message.chat.title, senderIsBot: false };
+  const event: PlatformEvent = {
+    eventId: String(updateId),
+    chatId: String(message.chat.id),
+    chatType: message.chat.type === "private" ? "private" : "group",
+    ...sender,
+    text: [text, ...notes].filter((part) => part.length > 0).join("\n\n"),
+    mentionsBot,
+    repliesToBot: message.reply_to_message?.from?.id === context.bot.id,
+    platformMessageId: String(message.message_id),
+    media,
+    receivedAt: context.now(),
+  };
+  if (event.senderName === undefined) delete event.senderName;
+  return event;
+}

@@ -1,0 +1,286 @@
+/**
+ * Inbound admission: what every channel does with a PlatformEvent before the agent sees it.
+ *
+ * In order, first match wins:
+ * 1. other bots are ignored (no bot loops);
+ * 2. group policy: `off` ignores groups, `mention` (default) only takes messages that mention the
+ *    bot or reply to it, `all` takes everything. Being addressed never bypasses step 3;
+ * 3. access: `allowFrom` holds the sender's id or the chat's id, or the operator approved the sender
+ *    through pairing. EMPTY `allowFrom` DENIES everyone not approved. A stranger in a private chat
+ *    gets a pairing code (once per code: later messages while it is valid get no answer; after it
+ *    expires the next message gets a new one); nothing is published, no model is called. A
+ *    stranger in a group is ignored silently;
+ * 4. a per-sender rate limit (token bucket in memory): over it, one short notice per window, then
+ *    silence;
+ * 5. `/stop` cancels the session's running turn at once (whichever worker holds it) and `/help` is
+ *    answered here; `/new`, `/status` and everything else go onto the bus, deduped on the
+ *    platform event id, and the chat sees "typing…".
+ *
+ * Gateway-side replies (pairing code, rate-limit notice, `/stop` and `/help` answers) go straight
+ * through the adapter as plain text, threaded to the message they answer.
+ */
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import { helpText, parseCommand } from "../agent/commands.js";
+import { ExpiringSet } from "../bus/expiring-set.js";
+import { type InboundMessage, sessionKeyOf } from "../bus/message.js";
+import type { MessageBus } from "../bus/types.js";
+import { ConfigError, errorMessage } from "../errors.js";
+import type { Store } from "../store/types.js";
+import type { ChannelAdapter, PlatformEvent } from "./types.js";
+
+/** Why an event was dropped without an answer. */
+export type IgnoredReason =
+  | "bot" // sent by a bot
+  | "group-off" // groupPolicy is off
+  | "not-addressed" // a group message that neither mentions the bot nor replies to it
+  | "not-allowed" // not in allowFrom, not approved (and no pairing: a group, or pairing is off)
+  | "pairing-pending" // a stranger whose code was sent already and is still valid
+  | "rate-limited" // over the limit, notice already sent this window
+  | "empty"; // no text and no media
+
+/** What admission did with an event, for tests and metrics. */
+export type AdmissionOutcome =
+  | "published" // queued on the bus for a worker
+  | "duplicate" // the same platform event came before (a redelivery)
+  | "pairing" // a stranger got a pairing code
+  | "rate-limited" // over the limit; the notice was sent
+  | "command:stop"
+  | "command:help"
+  | `ignored:${IgnoredReason}`;
+
+export interface RateLimit {
+  /** Messages a sender may send in a burst, refilled evenly over `perMs`. */
+  messages: number;
+  perMs: number;
+}
+
+export interface AdmissionPolicy {
+  /** Sender ids and chat ids let in. EMPTY DENIES everyone except senders approved through pairing. */
+  allowFrom: string[];
+  /** In groups: answer only when mentioned or replied to (`mention`), always (`all`), never (`off`). */
+  groupPolicy: "mention" | "all" | "off";
+  /**
+   * Strangers in private chats get a pairing code for the operator to approve. Default true. Off,
+   * they are ignored; senders approved earlier stay admitted until revoked.
+   */
+  pairing?: boolean;
+  /** How long a pairing code is valid. Default 1 h. */
+  pairingTtlMs?: number;
+  /** Per-sender limit. Default 10 messages per minute. */
+  rateLimit?: RateLimit;
+}
+
+export interface AdmissionOptions {
+  /** Channel name on the bus, e.g. `telegram`. */
+  channel: string;
+  bus: Pick<MessageBus, "publishInbound" | "requestCancel">;
+  store: Pick<Store, "pairing">;
+  /** For "typing…" and for the replies admission sends itself. */
+  adapter: Pick<ChannelAdapter, "send" | "typing">;
+  policy: AdmissionPolicy;
+  logger: Logger;
+  /**
+   * The bot's username without `@`, once the adapter knows it (Telegram: after getMe). A leading
+   * `@username` is stripped from the text the agent sees; unknown, the text is passed as is.
+   */
+  botUsername?: () => string | undefined;
+  /** Clock in ms since epoch; injected for tests. */
+  now?: () => number;
+  /** Id generator for inbound messages; injected for tests. */
+  newId?: () => string;
+}
+
+export interface Admission {
+  handle(event: PlatformEvent): Promise<AdmissionOutcome>;
+}
+
+const HOUR_MS = 60 * 60 * 1000;
+const DEFAULT_RATE_LIMIT: RateLimit = { messages: 10, perMs: 60_000 };
+export const RATE_LIMIT_NOTICE = "You are sending messages too fast. Please wait a minute before sending more.";
+export const STOP_ACKNOWLEDGEMENT = "Stopping.";
+
+/** The message a stranger gets with their code. */
+export function pairingReply(details: { channel: string; senderId: string; code: string; ttlMs: number }): string {
+  const minutes = Math.max(1, Math.round(details.ttlMs / 60_000));
+  return [
+    "I don't know you yet, so I can't answer. Ask the operator of this bot to approve your pairing code:",
+    "",
+    details.code,
+    "",
+    `They run: countbot pairing approve ${details.code}`,
+    `The code expires in ${minutes} minute${minutes === 1 ? "" : "s"}. Your ${details.channel} id is ${details.senderId}.`,
+  ].join("\n");
+}
+
+export function createAdmission(options: AdmissionOptions): Admission {
+  const { channel, bus, store, adapter } = options;
+  const now = options.now ?? Date.now;
+  const newId = options.newId ?? randomUUID;
+  const policy = {
+    allowFrom: new Set(options.policy.allowFrom),
+    groupPolicy: options.policy.groupPolicy,
+    pairing: options.policy.pairing ?? true,
+    pairingTtlMs: options.policy.pairingTtlMs ?? HOUR_MS,
+  };
+  const limiter = new SenderRateLimiter(options.policy.rateLimit ?? DEFAULT_RATE_LIMIT, now);
+  // Commands answered here never reach the bus's dedupe: a redelivered `/help` must not answer twice.
+  const handledHere = new ExpiringSet(HOUR_MS, now);
+  const logger = options.logger.child({ component: "admission", channel });
+
+  async function reply(event: PlatformEvent, text: string, log: Logger): Promise<void> {
+    try {
+      await adapter.send(event.chatId, text, { format: "plain", replyTo: event.platformMessageId });
+    } catch (error) {
+      log.warn({ err: error }, "could not send the gateway's reply");
+    }
+  }
+
+  function showTyping(chatId: string, log: Logger): void {
+    const failed = (error: unknown) => log.debug({ error: errorMessage(error) }, "typing indicator failed");
+    try {
+      void adapter.typing(chatId).catch(failed);
+    } catch (error) {
+      failed(error);
+    }
+  }
+
+  async function admitted(event: PlatformEvent): Promise<boolean> {
+    if (policy.allowFrom.has(event.senderId) || policy.allowFrom.has(event.chatId)) return true;
+    return store.pairing.isApproved(channel, event.senderId);
+  }
+
+  async function offerPairing(event: PlatformEvent, log: Logger): Promise<AdmissionOutcome> {
+    const sender = { channel, senderId: event.senderId, chatId: event.chatId, ...(event.senderName ? { senderName: event.senderName } : {}) };
+    const { request, created } = await store.pairing.request(sender, { ttlMs: policy.pairingTtlMs, now: now() });
+    if (!created) return "ignored:pairing-pending";
+    log.info({ senderId: event.senderId, senderName: event.senderName, code: request.code, expiresAt: request.expiresAt }, "pairing code sent to an unknown sender");
+    await reply(event, pairingReply({ channel, senderId: event.senderId, code: request.code, ttlMs: policy.pairingTtlMs }), log);
+    return "pairing";
+  }
+
+  function stripMention(text: string): string {
+    const username = options.botUsername?.();
+    if (!username) return text;
+    const escaped = username.replace(/^@/, "").replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    return text.replace(new RegExp(`^\\s*@${escaped}(?![\\w])[\\s,:]*`, "i"), "");
+  }
+
+  function inboundMessage(event: PlatformEvent, content: string): InboundMessage {
+    const username = options.botUsername?.();
+    return {
+      id: newId(),
+      channel,
+      chatId: event.chatId,
+      senderId: event.senderId,
+      content,
+      media: event.media,
+      // A PlatformEvent reports only whether the bot was mentioned: the bot's name, or "bot" until known.
+      mentions: event.mentionsBot ? [username ?? "bot"] : [],
+      receivedAt: event.receivedAt,
+      platformEventId: event.eventId,
+      metadata: {
+        platformMessageId: event.platformMessageId,
+        ...(event.senderName ? { senderName: event.senderName } : {}),
+        chatType: event.chatType,
+      },
+    };
+  }
+
+  return {
+    async handle(event) {
+      const sessionKey = sessionKeyOf({ channel, chatId: event.chatId });
+      const log = logger.child({ sessionKey, eventId: event.eventId });
+
+      if (event.senderIsBot) return "ignored:bot";
+      if (event.chatType === "group") {
+        if (policy.groupPolicy === "off") return "ignored:group-off";
+        if (policy.groupPolicy === "mention" && !event.mentionsBot && !event.repliesToBot) return "ignored:not-addressed";
+      }
+      if (!(await admitted(event))) {
+        if (event.chatType === "private" && policy.pairing) return offerPairing(event, log);
+        log.debug({ senderId: event.senderId }, "sender not allowed");
+        return "ignored:not-allowed";
+      }
+
+      const content = stripMention(event.text);
+      if (content.trim() === "" && event.media.length === 0) return "ignored:empty";
+
+      const allowance = limiter.take(event.senderId);
+      if (allowance === "silent") return "ignored:rate-limited";
+      if (allowance === "notice") {
+        log.info({ senderId: event.senderId }, "sender rate-limited");
+        await reply(event, RATE_LIMIT_NOTICE, log);
+        return "rate-limited";
+      }
+
+      const command = parseCommand(content);
+      if (command === "stop" || command === "help") {
+        if (!handledHere.add(event.eventId)) return "duplicate";
+        if (command === "stop") {
+          await bus.requestCancel(sessionKey);
+          log.info("cancel requested");
+          await reply(event, STOP_ACKNOWLEDGEMENT, log);
+          return "command:stop";
+        }
+        await reply(event, helpText, log);
+        return "command:help";
+      }
+
+      const message = inboundMessage(event, content);
+      const { accepted } = await bus.publishInbound(message);
+      if (!accepted) {
+        log.debug("redelivered event dropped");
+        return "duplicate";
+      }
+      log.debug({ messageId: message.id }, "message queued");
+      showTyping(event.chatId, log);
+      return "published";
+    },
+  };
+}
+
+/**
+ * A token bucket per sender: `messages` at once, refilled evenly over `perMs`. Over the limit, the
+ * first refusal of a window says "notice" and the rest "silent". Idle senders are forgotten.
+ */
+class SenderRateLimiter {
+  private readonly buckets = new Map<string, { tokens: number; updatedAt: number; noticedAt?: number }>();
+  private sweptAt: number;
+
+  constructor(
+    private readonly limit: RateLimit,
+    private readonly now: () => number,
+  ) {
+    if (!(limit.messages >= 1) || !(limit.perMs > 0)) {
+      throw new ConfigError(`rate limit ${limit.messages} per ${limit.perMs} ms: allow at least 1 message per positive time`, "rateLimit");
+    }
+    this.sweptAt = now();
+  }
+
+  take(sender: string): "allowed" | "notice" | "silent" {
+    const time = this.now();
+    this.sweep(time);
+    const bucket = this.buckets.get(sender) ?? { tokens: this.limit.messages, updatedAt: time };
+    const refill = (Math.max(0, time - bucket.updatedAt) * this.limit.messages) / this.limit.perMs;
+    bucket.tokens = Math.min(this.limit.messages, bucket.tokens + refill);
+    bucket.updatedAt = time;
+    this.buckets.set(sender, bucket);
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
+      return "allowed";
+    }
+    if (bucket.noticedAt !== undefined && time - bucket.noticedAt < this.limit.perMs) return "silent";
+    bucket.noticedAt = time;
+    return "notice";
+  }
+
+  /** Once a window: a bucket untouched for a whole window is full again and can go. */
+  private sweep(time: number): void {
+    if (time - this.sweptAt < this.limit.perMs) return;
+    this.sweptAt = time;
+    for (const [sender, bucket] of this.buckets) {
+      if (time - bucket.updatedAt >= this.limit.perMs) this.buckets.delete(sender);
+    }
+  }
+}

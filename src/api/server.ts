@@ -5,6 +5,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { BlockList } from "node:net";
+import type { IncomingHttpHeaders } from "node:http";
 import websocket from "@fastify/websocket";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from "fastify";
 import type { Logger } from "pino";
@@ -45,6 +46,13 @@ export interface ApiServerOptions {
   web?: WebChannel;
   /** `/ready` answers 503 when the readiness checks take longer. Default 5 s. */
   readinessTimeoutMs?: number;
+  /** More routes behind the bearer token (pairing approval, say). */
+  routes?: (scope: FastifyInstance) => void;
+  /**
+   * Platform webhooks (Telegram posts updates here). They carry their own proof, a secret header
+   * checked by the handler, so the bearer token does not apply to them.
+   */
+  webhooks?: Array<{ path: string; handle: (headers: IncomingHttpHeaders, body: unknown) => Promise<{ status: number; error?: string }> }>;
 }
 
 export interface ApiServer {
@@ -55,8 +63,8 @@ export interface ApiServer {
   close(): Promise<void>;
 }
 
-/** Routes anyone may call: probes for orchestrators and load balancers. */
-const publicRoutes = new Set(["/health", "/ready"]);
+/** Routes anyone may call: probes for orchestrators and load balancers (plus platform webhooks). */
+const probeRoutes = ["/health", "/ready"];
 
 const SessionParamsSchema = z.object({
   sessionKey: z
@@ -76,6 +84,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   const logger = options.logger.child({ component: "api" });
   const token = config.token?.trim() ? config.token : undefined;
   const web = options.web ?? new WebChannel({ bus, logger: options.logger, newId: options.newId, now: options.now });
+  const publicRoutes = new Set([...probeRoutes, ...(options.webhooks ?? []).map((webhook) => webhook.path)]);
 
   // Typed with Fastify's own logger interface, which pino's Logger satisfies (its generics do not).
   const fastifyLogger: FastifyBaseLogger = logger;
@@ -130,6 +139,13 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     });
 
     web.registerRoutes(scope);
+    options.routes?.(scope);
+    for (const webhook of options.webhooks ?? []) {
+      scope.post(webhook.path, async (request, reply) => {
+        const outcome = await webhook.handle(request.headers, request.body);
+        return reply.code(outcome.status).send(outcome.error ? { error: outcome.error } : { ok: true });
+      });
+    }
   });
 
   let started = false;

@@ -15,6 +15,7 @@ export async function runStartCommand(_args: string[]): Promise<number> {
     config,
     logger,
     bus: infrastructure.bus,
+    store: infrastructure.store,
     redis: infrastructure.redis,
     checks: async () => ({ worker: { ok: true, detail: `${worker.loop.active} turns running` } }),
   });

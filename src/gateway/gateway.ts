@@ -6,10 +6,18 @@ import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import type { MessageBus } from "../bus/types.js";
 import type { ResolvedConfig } from "../config/schema.js";
+import { createHash } from "node:crypto";
+import path from "node:path";
+import { type ChannelRuntime, createChannelRuntime } from "./channel-runtime.js";
+import { createTelegramAdapter } from "../../channels/telegram/telegram-adapter.js";
+import { registerPairingRoutes } from "../api/pairing-routes.js";
 import { type ApiServer, type Readiness, createApiServer } from "../api/server.js";
+import { ConfigError } from "../errors.js";
+import type { Store } from "../store/types.js";
 
 export interface Gateway {
   api: ApiServer;
+  channels: ChannelRuntime[];
   start(): Promise<{ url: string; port: number }>;
   close(): Promise<void>;
 }
@@ -22,6 +30,7 @@ export interface GatewayOptions {
   redis?: Redis;
   /** Extra readiness checks (the embedded worker's lease renewals, say). */
   checks?: () => Promise<Readiness["checks"]>;
+  store: Store;
 }
 
 export function createGateway(options: GatewayOptions): Gateway {
@@ -38,10 +47,57 @@ export function createGateway(options: GatewayOptions): Gateway {
     Object.assign(checks, (await options.checks?.()) ?? {});
     return { ready: Object.values(checks).every((check) => check.ok), checks };
   };
-  const api = createApiServer({ bus, config: config.api, logger, readiness });
+  const channels: ChannelRuntime[] = [];
+  const webhooks: NonNullable<Parameters<typeof createApiServer>[0]["webhooks"]> = [];
+  const telegram = config.channels.telegram;
+  if (telegram?.enabled) {
+    if (!telegram.token) throw new ConfigError("channels.telegram is enabled but has no token: set TELEGRAM_BOT_TOKEN or channels.telegram.token", "channels.telegram.token");
+    const adapter = createTelegramAdapter({
+      token: telegram.token,
+      apiRoot: telegram.apiRoot,
+      mode: telegram.mode,
+      webhook: telegram.webhook?.url && telegram.webhook.secret ? { url: telegram.webhook.url, secret: telegram.webhook.secret, path: telegram.webhook.path } : undefined,
+      maxFileBytes: telegram.maxFileBytes,
+      downloadDir: path.join(config.dataDir, "media", "telegram"),
+      logger,
+    });
+    if (telegram.mode === "webhook") webhooks.push({ path: telegram.webhook?.path ?? "/telegram/webhook", handle: (headers, body) => adapter.handleWebhook(headers, body) });
+    channels.push(
+      createChannelRuntime({
+        adapter,
+        // The account is named by a hash of the token: the token itself must not become a key.
+        account: createHash("sha256").update(telegram.token).digest("hex").slice(0, 16),
+        policy: { allowFrom: telegram.allowFrom, groupPolicy: telegram.groupPolicy },
+        bus,
+        store: options.store,
+        logger,
+        redis,
+        prefix: config.redis.prefix,
+        botUsername: () => adapter.identity?.username,
+        // Telegram's private chats have positive ids; groups and channels negative ones.
+        isPrivateChat: (chatId) => Number(chatId) > 0,
+      }),
+    );
+  }
+  const api = createApiServer({
+    bus,
+    config: config.api,
+    logger,
+    readiness,
+    webhooks,
+    routes: (scope) => registerPairingRoutes(scope, options.store),
+  });
   return {
     api,
-    start: () => api.listen(),
-    close: () => api.close(),
+    channels,
+    async start() {
+      const address = await api.listen();
+      for (const channel of channels) await channel.start();
+      return address;
+    },
+    async close() {
+      for (const channel of channels) await channel.stop();
+      await api.close();
+    },
   };
 }

@@ -1,0 +1,88 @@
+/**
+ * One platform account run by the gateway: the adapter (platform API), admission (who may talk,
+ * when the bot answers), the dispatcher (how replies go out), and a leader lease so that among
+ * several gateways exactly one polls the platform and delivers its replies.
+ */
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import { electLeader } from "../bus/leader.js";
+import type { MessageBus } from "../bus/types.js";
+import type { Store } from "../store/types.js";
+import { type AdmissionPolicy, createAdmission } from "./admission.js";
+import { createDispatcher } from "./dispatcher.js";
+import type { ChannelAdapter } from "./types.js";
+
+export interface ChannelRuntime {
+  readonly name: string;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface ChannelRuntimeOptions {
+  adapter: ChannelAdapter;
+  /** Names the platform account for the leader lease (never the token itself). */
+  account: string;
+  policy: AdmissionPolicy;
+  bus: MessageBus;
+  store: Store;
+  logger: Logger;
+  redis?: Redis;
+  prefix?: string;
+  botUsername?: () => string | undefined;
+  isPrivateChat?: (chatId: string) => boolean;
+}
+
+export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRuntime {
+  const { adapter, bus, store } = options;
+  const logger = options.logger.child({ channel: adapter.name });
+  const admission = createAdmission({ channel: adapter.name, bus, store, adapter, policy: options.policy, logger, botUsername: options.botUsername });
+  const dispatcher = createDispatcher({ bus, adapter, logger, isPrivateChat: options.isPrivateChat });
+  let leadership: ReturnType<typeof electLeader> | undefined;
+  let running = false;
+  let stopped = false;
+
+  const begin = async () => {
+    if (running || stopped) return;
+    running = true;
+    await adapter.start(async (event) => {
+      const outcome = await admission.handle(event);
+      logger.debug({ chatId: event.chatId, outcome }, "inbound event");
+    });
+    await dispatcher.start();
+    logger.info("channel connected");
+  };
+
+  const end = async () => {
+    if (!running) return;
+    running = false;
+    await adapter.stop();
+    await dispatcher.stop();
+  };
+
+  const elect = () => {
+    if (stopped) return;
+    const current = electLeader({ name: `${adapter.name}:${options.account}`, redis: options.redis, prefix: options.prefix });
+    leadership = current;
+    current.onLost(() => {
+      logger.error("lost the leader lease of this account: stopping the connector and standing for election again");
+      void end()
+        .then(() => current.resign())
+        .then(elect);
+    });
+    // Another gateway may lead: wait in the background, never block this gateway's start-up.
+    void current.acquired.then((leading) => (leading ? begin() : undefined)).catch((error: unknown) => logger.error({ err: error }, "channel failed to start"));
+  };
+
+  return {
+    name: adapter.name,
+    async start() {
+      if (options.redis) logger.info("standing for the leader lease of this account");
+      elect();
+    },
+    async stop() {
+      stopped = true;
+      await end();
+      await leadership?.resign();
+    },
+  };
+}

@@ -1,0 +1,442 @@
+/**
+ * The outbound dispatcher: takes a channel's replies off the bus and puts them on the platform.
+ *
+ * Finals: delivered once (bus.markDelivered on the outbound id: a re-run turn repeats its ids);
+ * rendered for the platform and split into chunks that fit; sent in order, the first threaded to
+ * the message it answers (or editing the streamed draft message into the final). A chunk the
+ * platform rejects for its markup is sent again as plain text; a rate limit is waited out and the
+ * same chunk retried; a network failure is retried with backoff, then handed back to the bus.
+ * Which chunks went out is remembered per outbound id (in memory), so a redelivery sends only the
+ * rest. A chat that is gone (forbidden, not found) drops the message.
+ *
+ * Ordering: per chat. Each chat has a lane; its deliveries (and draft updates) run one after the
+ * other, at most one platform call per `minSendIntervalMs`. The bus hands a channel's events over
+ * one at a time, so the bus handler resolves when the message is fully delivered, EXCEPT when it
+ * would have to wait for its chat (pacing, a rate limit, or an earlier message of the same chat
+ * still being delivered): then it resolves early and the lane finishes the delivery, so that one
+ * slow chat does not hold up the others. The price: a message acknowledged that way is lost if the
+ * process dies before it lands, and so is the rest of a message whose delivery was under way (its
+ * id is already marked delivered). Within one process nothing is lost or doubled.
+ *
+ * Drafts (streamed text, lossy): `draft` streaming in private chats → adapter.draft() with a draft
+ * id derived from the reply id; otherwise (`edit`, or `draft` outside private chats) the first
+ * draft is sent as a message that later drafts edit, at most once per `draftIntervalMs`, always
+ * with the newest text; the final then edits that message into its first chunk. A draft longer
+ * than one message shows its first part and "…". Notices are not sent unless `showNotices`.
+ */
+import type { Logger } from "pino";
+import type { OutboundMessage } from "../bus/message.js";
+import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/types.js";
+import { ChannelError, errorMessage } from "../errors.js";
+import { renderMarkdown, renderedLength } from "./render-markdown.js";
+import { splitMessage } from "./split-message.js";
+import type { ChannelAdapter, SendOptions } from "./types.js";
+
+export interface DispatcherOptions {
+  bus: MessageBus;
+  adapter: ChannelAdapter;
+  logger: Logger;
+  /** Clock, for pacing and draft throttling. Default Date.now. */
+  now?: () => number;
+  /** Waits (pacing, retry_after, backoff). Default a timer. */
+  sleep?: (ms: number) => Promise<void>;
+  /** Network failures of one chunk retried before the message goes back to the bus. Default 3. */
+  maxRetries?: number;
+  /** First network backoff, doubled each time (capped at 30 s). Default 500 ms. */
+  retryDelayMs?: number;
+  /** Send notices (tool-call lines) to the chat too. Default false. */
+  showNotices?: boolean;
+  /**
+   * Whether a chat is a private (one-to-one) chat: `draft` streaming works only there (Telegram:
+   * private chat ids are positive). Default: no chat is, so drafts are edited messages.
+   */
+  isPrivateChat?: (chatId: string) => boolean;
+}
+
+export interface Dispatcher {
+  /** Starts consuming the adapter's channel on the bus. */
+  start(): Promise<void>;
+  /** Stops consuming, then lets the chats' lanes finish (waits are cut short, logged). */
+  stop(): Promise<void>;
+}
+
+export function createDispatcher(options: DispatcherOptions): Dispatcher {
+  return new OutboundDispatcher(options);
+}
+
+/** A final whose delivery started: chunks sent so far, kept for a redelivery to resume. */
+interface Delivery {
+  sent: number;
+  active: boolean;
+}
+
+/** A reply being streamed into one chat. */
+interface DraftState {
+  replyId: string;
+  chatId: string;
+  replyTo?: string;
+  mode: "draft" | "edit";
+  /** Edit mode: the platform message the drafts edit (and the final's first chunk replaces). */
+  platformMessageId?: string;
+  /** What that message shows now, as sent. */
+  shown?: string;
+  /** The newest text not shown yet. */
+  pending?: string;
+  lastShownAt: number;
+  scheduled: boolean;
+  finished: boolean;
+}
+
+/** Set once a delivery has to wait for its chat: the bus handler then stops waiting for it. */
+class Ticket {
+  parked = false;
+  readonly whenParked: Promise<void>;
+  private release!: () => void;
+  constructor() {
+    this.whenParked = new Promise((resolve) => (this.release = resolve));
+  }
+  park(): void {
+    if (this.parked) return;
+    this.parked = true;
+    this.release();
+  }
+}
+
+/** One chat's deliveries, one after the other. */
+class ChatLane {
+  lastSendAt = Number.NEGATIVE_INFINITY;
+  private pending = 0;
+  private tail: Promise<void> = Promise.resolve();
+
+  get busy(): boolean {
+    return this.pending > 0;
+  }
+
+  run<T>(task: () => Promise<T>): Promise<T> {
+    this.pending += 1;
+    const result = this.tail.then(task);
+    this.tail = result.then(
+      () => void (this.pending -= 1),
+      () => void (this.pending -= 1),
+    );
+    return result;
+  }
+
+  idle(): Promise<void> {
+    return this.tail;
+  }
+}
+
+class StoppedError extends Error {
+  override name = "StoppedError";
+}
+
+const MAX_BACKOFF_MS = 30_000;
+const DEFAULT_RATE_LIMIT_WAIT_MS = 1_000;
+const MEMORY_LIMIT = 10_000;
+
+class OutboundDispatcher implements Dispatcher {
+  private readonly adapter: ChannelAdapter;
+  private readonly bus: MessageBus;
+  private readonly logger: Logger;
+  private readonly now: () => number;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly maxRetries: number;
+  private readonly retryDelayMs: number;
+  private readonly lanes = new Map<string, ChatLane>();
+  private readonly deliveries = new Map<string, Delivery>();
+  private readonly drafts = new Map<string, DraftState>();
+  private readonly finishedReplies = new Set<string>();
+  private subscription: Subscription | undefined;
+  private stopping = false;
+
+  constructor(private readonly options: DispatcherOptions) {
+    this.adapter = options.adapter;
+    this.bus = options.bus;
+    this.logger = options.logger.child({ channel: options.adapter.name });
+    this.now = options.now ?? Date.now;
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.maxRetries = options.maxRetries ?? 3;
+    this.retryDelayMs = options.retryDelayMs ?? 500;
+  }
+
+  async start(): Promise<void> {
+    if (this.subscription) return;
+    this.stopping = false;
+    this.subscription = await this.bus.consumeOutbound(this.adapter.name, (event) => this.handle(event));
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.subscription?.close();
+    this.subscription = undefined;
+    await Promise.all([...this.lanes.values()].map((lane) => lane.idle()));
+  }
+
+  private async handle(event: OutboundEvent): Promise<void> {
+    if (this.stopping) throw new StoppedError("the dispatcher is stopping");
+    if (event.type === "draft") return this.onDraft(event.draft);
+    const { message } = event;
+    if (message.kind === "draft") {
+      return this.onDraft({ replyId: message.id, channel: message.channel, chatId: message.chatId, text: message.content, replyTo: message.replyTo });
+    }
+    if (message.kind === "notice" && !this.options.showNotices) return;
+    await this.onMessage(message);
+  }
+
+  private async onMessage(message: OutboundMessage): Promise<void> {
+    const fields = { chatId: message.chatId, sessionKey: `${message.channel}:${message.chatId}`, messageId: message.id };
+    let delivery = this.deliveries.get(message.id);
+    if (delivery?.active) return this.logger.debug(fields, "outbound message already being delivered");
+    if (!delivery) {
+      if (!(await this.bus.markDelivered(message.id))) return this.logger.debug(fields, "outbound message already delivered");
+      delivery = { sent: 0, active: true };
+      remember(this.deliveries, message.id, delivery);
+    }
+    delivery.active = true;
+    const lane = this.laneFor(message.chatId);
+    const ticket = new Ticket();
+    if (lane.busy) ticket.park();
+    const done = lane.run(() => this.deliver(message, delivery, ticket));
+    done.catch((error: unknown) => {
+      if (ticket.parked) this.logger.error({ ...fields, error: errorMessage(error) }, "outbound message not delivered");
+    });
+    await Promise.race([done, ticket.whenParked]);
+  }
+
+  private async deliver(message: OutboundMessage, delivery: Delivery, ticket: Ticket): Promise<void> {
+    const fields = { chatId: message.chatId, sessionKey: `${message.channel}:${message.chatId}`, messageId: message.id };
+    const draft = this.drafts.get(message.id);
+    if (draft) draft.finished = true;
+    this.finishReply(message.id);
+    try {
+      const chunks = this.chunksOf(message.content, this.adapter.capabilities.maxMessageLength);
+      for (let index = delivery.sent; index < chunks.length; index++) {
+        const chunk = chunks[index]!;
+        const editTarget = index === 0 && draft?.mode === "edit" ? draft : undefined;
+        if (editTarget?.platformMessageId && editTarget.shown === chunk.rendered) {
+          delivery.sent = index + 1; // the draft already shows exactly this
+          continue;
+        }
+        const outcome = await this.sendChunk(message.chatId, chunk, { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId }, ticket);
+        if (outcome === "gone") {
+          this.logger.warn({ ...fields, chunk: index }, "chat is gone: outbound message dropped");
+          break;
+        }
+        delivery.sent = index + 1;
+      }
+      this.deliveries.delete(message.id);
+      this.drafts.delete(message.id);
+    } finally {
+      delivery.active = false;
+    }
+  }
+
+  /** The chunks of a text, each rendered, measured as the platform counts. */
+  private chunksOf(text: string, maxLength: number): Array<{ source: string; rendered: string; format: SendOptions["format"] }> {
+    const dialect = this.adapter.capabilities.markdown;
+    const format = dialect === "telegram-html" || dialect === "discord" ? "formatted" : "plain";
+    // The plain fallback sends the source as is, so a chunk must fit both ways.
+    const measure = (chunk: string) => Math.max(chunk.length, renderedLength(chunk, dialect));
+    return splitMessage(text, maxLength, { measure }).map((source) => ({ source, rendered: renderMarkdown(source, dialect), format }));
+  }
+
+  /**
+   * Sends (or edits into place) one chunk, retrying as the error says. "gone": the chat cannot be
+   * written to. Throws when the network keeps failing and the bus may still redeliver.
+   */
+  private async sendChunk(
+    chatId: string,
+    chunk: { source: string; rendered: string; format: SendOptions["format"] },
+    target: { replyTo?: string; edit?: string },
+    ticket: Ticket,
+  ): Promise<"sent" | "gone" | "skipped"> {
+    const lane = this.laneFor(chatId);
+    let text = chunk.rendered;
+    let format = chunk.format;
+    let edit = target.edit;
+    let networkFailures = 0;
+    for (;;) {
+      await this.pace(lane, ticket);
+      try {
+        if (edit) await this.adapter.edit(chatId, edit, text, { format });
+        else await this.adapter.send(chatId, text, { replyTo: target.replyTo, format });
+        lane.lastSendAt = this.now();
+        return "sent";
+      } catch (error) {
+        lane.lastSendAt = this.now();
+        const kind = error instanceof ChannelError ? error.kind : "other";
+        const fields = { chatId, kind, error: errorMessage(error) };
+        if (kind === "rate-limit") {
+          ticket.park();
+          await this.wait((error as ChannelError).retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS);
+        } else if (kind === "network") {
+          networkFailures += 1;
+          if (networkFailures > this.maxRetries && !ticket.parked) throw error;
+          if (networkFailures > this.maxRetries) this.logger.warn(fields, "platform unreachable; still retrying");
+          await this.wait(Math.min(this.retryDelayMs * 2 ** Math.min(networkFailures - 1, 16), MAX_BACKOFF_MS));
+        } else if (kind === "not-found" && edit) {
+          edit = undefined; // the draft message was deleted: send the chunk as a new message
+        } else if (kind === "forbidden" || kind === "not-found") {
+          return "gone";
+        } else if (format === "formatted") {
+          // The markup was refused (or something else went wrong with it): the source, as is.
+          if (kind !== "formatting") this.logger.warn(fields, "formatted chunk refused; sending it plain");
+          text = chunk.source;
+          format = "plain";
+        } else {
+          this.logger.error(fields, "platform refused a chunk; skipped");
+          return "skipped";
+        }
+      }
+    }
+  }
+
+  /** Waits before a platform call so one chat gets at most one per `minSendIntervalMs`. */
+  private async pace(lane: ChatLane, ticket: Ticket): Promise<void> {
+    const wait = lane.lastSendAt + this.adapter.capabilities.minSendIntervalMs - this.now();
+    if (wait <= 0) return;
+    ticket.park();
+    await this.sleep(wait);
+  }
+
+  /** A wait that stopping cuts short: what is left is the bus's (or lost, when acknowledged). */
+  private async wait(ms: number): Promise<void> {
+    if (this.stopping) throw new StoppedError("the dispatcher stopped before the message was delivered");
+    await this.sleep(ms);
+  }
+
+  private onDraft(draft: Draft): void {
+    const { streaming } = this.adapter.capabilities;
+    if (streaming === "none" || this.finishedReplies.has(draft.replyId)) return;
+    let state = this.drafts.get(draft.replyId);
+    if (!state) {
+      const asDraft = streaming === "draft" && this.adapter.draft !== undefined && (this.options.isPrivateChat?.(draft.chatId) ?? false);
+      state = {
+        replyId: draft.replyId,
+        chatId: draft.chatId,
+        replyTo: draft.replyTo,
+        mode: asDraft ? "draft" : "edit",
+        lastShownAt: Number.NEGATIVE_INFINITY,
+        scheduled: false,
+        finished: false,
+      };
+      remember(this.drafts, draft.replyId, state);
+    }
+    state.pending = draft.text;
+    this.scheduleDraft(state);
+  }
+
+  /** Shows the newest draft text once the draft interval has passed, in the chat's lane. */
+  private scheduleDraft(state: DraftState): void {
+    if (state.scheduled || state.finished || this.stopping) return;
+    state.scheduled = true;
+    const wait = state.lastShownAt + this.adapter.capabilities.draftIntervalMs - this.now();
+    void (async () => {
+      if (wait > 0) await this.sleep(wait);
+      await this.laneFor(state.chatId).run(() => this.showDraft(state));
+    })()
+      .catch((error: unknown) => this.logger.debug({ chatId: state.chatId, messageId: state.replyId, error: errorMessage(error) }, "draft not shown"))
+      .finally(() => {
+        state.scheduled = false;
+        if (state.pending !== undefined) this.scheduleDraft(state);
+      });
+  }
+
+  private async showDraft(state: DraftState): Promise<void> {
+    const text = state.pending;
+    state.pending = undefined;
+    if (state.finished || text === undefined || this.stopping) return;
+    state.lastShownAt = this.now();
+    try {
+      if (state.mode === "draft") await this.showAsDraft(state, text);
+      else await this.showAsMessage(state, text);
+    } catch (error) {
+      const kind = error instanceof ChannelError ? error.kind : "other";
+      if (kind === "rate-limit") {
+        state.lastShownAt = this.now() + ((error as ChannelError).retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS);
+        state.pending ??= text; // still the newest: show it once the platform lets us
+      }
+      if (kind === "not-found") state.platformMessageId = undefined;
+      if (kind === "forbidden") state.finished = true;
+      throw error;
+    }
+  }
+
+  /** sendMessageDraft takes plain text: no markup to be refused mid-stream. */
+  private async showAsDraft(state: DraftState, text: string): Promise<void> {
+    const [head, ...rest] = splitMessage(text, this.adapter.capabilities.maxMessageLength - 2);
+    if (head) await this.adapter.draft!(state.chatId, draftIdOf(state.replyId), rest.length > 0 ? `${head}\n…` : head);
+  }
+
+  /** Sends the draft message, or edits it: the first part of the text, and "…" when there is more. */
+  private async showAsMessage(state: DraftState, text: string): Promise<void> {
+    const [head, ...rest] = this.chunksOf(text, this.adapter.capabilities.maxMessageLength - 2);
+    if (!head) return;
+    const suffix = rest.length > 0 ? "\n…" : "";
+    const lane = this.laneFor(state.chatId);
+    let body = head.rendered + suffix;
+    let format = head.format;
+    for (;;) {
+      if (body === state.shown) return;
+      await this.pace(lane, new Ticket());
+      try {
+        if (state.platformMessageId) {
+          await this.adapter.edit(state.chatId, state.platformMessageId, body, { format });
+        } else {
+          state.platformMessageId = (await this.adapter.send(state.chatId, body, { replyTo: state.replyTo, format })).platformMessageId;
+        }
+        state.shown = body;
+        return;
+      } catch (error) {
+        if (!(error instanceof ChannelError && error.kind === "formatting" && format === "formatted")) throw error;
+        body = head.source + suffix;
+        format = "plain";
+      } finally {
+        lane.lastSendAt = this.now();
+      }
+    }
+  }
+
+  private finishReply(replyId: string): void {
+    this.finishedReplies.add(replyId);
+    if (this.finishedReplies.size > MEMORY_LIMIT) this.finishedReplies.delete(this.finishedReplies.values().next().value!);
+  }
+
+  private laneFor(chatId: string): ChatLane {
+    let lane = this.lanes.get(chatId);
+    if (!lane) {
+      if (this.lanes.size >= 1_000) this.pruneLanes();
+      lane = new ChatLane();
+      this.lanes.set(chatId, lane);
+    }
+    return lane;
+  }
+
+  /** Forgets idle chats whose pacing interval has passed. */
+  private pruneLanes(): void {
+    const quietSince = this.now() - this.adapter.capabilities.minSendIntervalMs;
+    for (const [chatId, lane] of this.lanes) {
+      if (!lane.busy && lane.lastSendAt <= quietSince) this.lanes.delete(chatId);
+    }
+  }
+}
+
+/** Adds to a bounded map: the oldest entry goes when it is full. */
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.set(key, value);
+  if (map.size > MEMORY_LIMIT) map.delete(map.keys().next().value!);
+}
+
+/**
+ * A stable, non-zero 31-bit draft id for a reply id (FNV-1a): the same reply keeps updating the
+ * same draft, and the id fits the platform's integer.
+ */
+export function draftIdOf(replyId: string): number {
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < replyId.length; index++) {
+    hash ^= replyId.charCodeAt(index);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 1) || 1;
+}

@@ -55,8 +55,9 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
   const end = async () => {
     if (!running) return;
     running = false;
-    await adapter.stop();
+    // The dispatcher first: replies still queued for a chat go out through the adapter.
     await dispatcher.stop();
+    await adapter.stop();
   };
 
   const elect = () => {

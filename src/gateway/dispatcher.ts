@@ -153,7 +153,7 @@ class OutboundDispatcher implements Dispatcher {
   constructor(private readonly options: DispatcherOptions) {
     this.adapter = options.adapter;
     this.bus = options.bus;
-    this.logger = options.logger.child({ channel: options.adapter.name });
+    this.logger = options.logger;
     this.now = options.now ?? Date.now;
     this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.maxRetries = options.maxRetries ?? 3;
@@ -218,7 +218,7 @@ class OutboundDispatcher implements Dispatcher {
           delivery.sent = index + 1; // the draft already shows exactly this
           continue;
         }
-        const outcome = await this.sendChunk(message.chatId, chunk, { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId }, ticket);
+        const outcome = await this.sendChunk(message, chunk, { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId }, ticket);
         if (outcome === "gone") {
           this.logger.warn({ ...fields, chunk: index }, "chat is gone: outbound message dropped");
           break;
@@ -246,11 +246,12 @@ class OutboundDispatcher implements Dispatcher {
    * written to. Throws when the network keeps failing and the bus may still redeliver.
    */
   private async sendChunk(
-    chatId: string,
+    message: OutboundMessage,
     chunk: { source: string; rendered: string; format: SendOptions["format"] },
     target: { replyTo?: string; edit?: string },
     ticket: Ticket,
   ): Promise<"sent" | "gone" | "skipped"> {
+    const { chatId } = message;
     const lane = this.laneFor(chatId);
     let text = chunk.rendered;
     let format = chunk.format;
@@ -266,7 +267,7 @@ class OutboundDispatcher implements Dispatcher {
       } catch (error) {
         lane.lastSendAt = this.now();
         const kind = error instanceof ChannelError ? error.kind : "other";
-        const fields = { chatId, kind, error: errorMessage(error) };
+        const fields = { sessionKey: `${message.channel}:${chatId}`, chatId, messageId: message.id, kind, error: errorMessage(error) };
         if (kind === "rate-limit") {
           ticket.park();
           await this.wait((error as ChannelError).retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS);
@@ -284,6 +285,10 @@ class OutboundDispatcher implements Dispatcher {
           if (kind !== "formatting") this.logger.warn(fields, "formatted chunk refused; sending it plain");
           text = chunk.source;
           format = "plain";
+        } else if (edit) {
+          // Editing the draft message failed for good: the final still lands, as a new message.
+          this.logger.warn(fields, "could not edit the draft message; sending the chunk anew");
+          [edit, text, format] = [undefined, chunk.rendered, chunk.format];
         } else {
           this.logger.error(fields, "platform refused a chunk; skipped");
           return "skipped";
@@ -336,7 +341,10 @@ class OutboundDispatcher implements Dispatcher {
       if (wait > 0) await this.sleep(wait);
       await this.laneFor(state.chatId).run(() => this.showDraft(state));
     })()
-      .catch((error: unknown) => this.logger.debug({ chatId: state.chatId, messageId: state.replyId, error: errorMessage(error) }, "draft not shown"))
+      .catch((error: unknown) => {
+        const fields = { sessionKey: `${this.adapter.name}:${state.chatId}`, chatId: state.chatId, messageId: state.replyId };
+        this.logger.debug({ ...fields, error: errorMessage(error) }, "draft not shown");
+      })
       .finally(() => {
         state.scheduled = false;
         if (state.pending !== undefined) this.scheduleDraft(state);

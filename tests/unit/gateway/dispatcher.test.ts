@@ -201,7 +201,7 @@ describe("outbound dispatcher", () => {
   });
 
   it("hands a message back to the bus after network failures and sends only the chunks still missing", async () => {
-    const { bus, platform } = await setup({ minSendIntervalMs: 0 }, { maxRetries: 2 });
+    const { bus, platform, time } = await setup({ minSendIntervalMs: 0 }, { maxRetries: 2 });
     const { content } = longReply();
     let sends = 0;
     // The second chunk fails 3 times in a row: more than maxRetries, so the bus redelivers.
@@ -212,6 +212,7 @@ describe("outbound dispatcher", () => {
     expect(texts).toHaveLength(5);
     expect(new Set(texts.slice(1)).size).toBe(1); // only the second chunk was tried again
     expect(platform.shown("42")).toEqual([texts[0], texts[4]]);
+    expect(time.slept).toEqual([500, 1_000]); // two backoffs, then the bus took it back
   });
 
   it("drops a message for a chat that is gone and goes on with the others", async () => {
@@ -278,6 +279,17 @@ describe("outbound dispatcher", () => {
     const shown = platform.shown("42");
     expect(shown.join(" ")).toBe(final);
     expect(platform.sends()).toHaveLength(2); // the draft message, then the final's second chunk
+  });
+
+  it("edit streaming: when the draft message is gone, the final lands as a new message", async () => {
+    const { bus, platform } = await setup({ streaming: "edit" });
+    const replyId = "in-deleted:0";
+    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "42", text: "partial" });
+    await vi.waitFor(() => expect(platform.messages.size).toBe(1));
+    platform.messages.clear(); // the user deleted it
+    await bus.publishOutbound(reply("42", "complete answer", { id: replyId }));
+    await vi.waitFor(() => expect(platform.shown("42")).toEqual(["complete answer"]));
+    expect(platform.calls.map((call) => call.method)).toEqual(["send", "edit", "send"]);
   });
 
   it("draft streaming in a private chat uses adapter.draft, then sends the final as a real message", async () => {

@@ -1,3 +1,5 @@
+import type { SubagentTask, TaskStats, TaskStatus } from "../jobs/subagents/task.js";
+
 /**
  * The Store contract: durable state behind small interfaces, one file store and (later) one Redis
  * store passing the same conformance suite. Sessions and DM pairing so far; teams and tasks join it
@@ -108,8 +110,26 @@ export interface PairingStore {
   revoke(channel: string, senderId: string): Promise<boolean>;
 }
 
+/**
+ * Subagent tasks. `update` is a compare-and-set on the status: it applies the patch only when the
+ * task's status is one of `from` (so a cancelled task is never marked completed by a slow worker).
+ */
+export interface TaskStore {
+  create(task: SubagentTask): Promise<void>;
+  get(id: string): Promise<SubagentTask | undefined>;
+  /** The updated task, or undefined when it does not exist or its status is not in `from`. */
+  update(id: string, patch: Partial<Omit<SubagentTask, "id">>, from?: TaskStatus[]): Promise<SubagentTask | undefined>;
+  /** Newest first. */
+  list(filter?: { status?: TaskStatus; sessionKey?: string; limit?: number }): Promise<SubagentTask[]>;
+  delete(id: string): Promise<boolean>;
+  stats(): Promise<TaskStats>;
+  /** Deletes finished tasks that completed before `before` (ms); returns how many. */
+  cleanup(before: number): Promise<number>;
+}
+
 export interface Store {
   sessions: SessionStore;
+  tasks: TaskStore;
   pairing: PairingStore;
   close(): Promise<void>;
 }

@@ -1,21 +1,24 @@
 /**
- * `npm run bench [-- name ...]`: the benchmarks, figures as ratios measured in one run.
- * Names: loop, bus, scale, memory. No name: all of them.
+ * `npm run bench`: every benchmark, figures as ratios measured in one run.
+ * `npm run bench -- scale memory`: only the named ones, in that order.
  */
 import { benchAgentLoop } from "./agent-loop.js";
-import { benchBus } from "./bus.js";
+import { benchMemory } from "./memory.js";
+import { benchScale } from "./scale.js";
 
+/** Name → benchmark; the default runs them all in this order. */
 const benches: Record<string, () => Promise<void>> = {
   loop: benchAgentLoop,
-  bus: benchBus,
+  scale: benchScale,
+  memory: benchMemory,
 };
 
-const chosen = process.argv.slice(2);
-for (const name of chosen.length > 0 ? chosen : Object.keys(benches)) {
-  const bench = benches[name];
-  if (!bench) {
-    console.error(`unknown bench "${name}"; choose from: ${Object.keys(benches).join(", ")}`);
-    process.exit(2);
-  }
-  await bench();
+const requested = process.argv.slice(2);
+const unknown = requested.filter((name) => !(name in benches));
+if (unknown.length > 0) {
+  console.error(`unknown bench: ${unknown.join(", ")} (known: ${Object.keys(benches).join(", ")})`);
+  process.exit(2);
+}
+for (const name of requested.length > 0 ? requested : Object.keys(benches)) {
+  await benches[name]!();
 }

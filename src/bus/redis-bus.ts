@@ -264,7 +264,17 @@ class RedisBus implements MessageBus {
       await wait;
       return;
     }
-    await Promise.race([wait, new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }))]);
+    // The listener goes once the wait is over: the signal lives as long as the worker does.
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<void>((resolve) => {
+      onAbort = () => resolve();
+      signal.addEventListener("abort", onAbort, { once: true });
+    });
+    try {
+      await Promise.race([wait, aborted]);
+    } finally {
+      signal.removeEventListener("abort", onAbort!);
+    }
   }
 
   private assertOpen(): void {

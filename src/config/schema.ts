@@ -34,7 +34,7 @@ export const AgentSchema = z
     temperature: z.number().min(0).max(2).default(0.7).describe("Sampling temperature."),
     maxTokens: positiveInt.default(4096).describe("Maximum output tokens per model call."),
     maxHistory: positiveInt.default(50).describe("Messages kept in context; older ones are summarized into memory."),
-    maxConcurrentTurns: positiveInt.max(10_000).default(64).describe("Turns one worker runs at once (different chats)."),
+    maxConcurrentTurns: positiveInt.max(10_000).default(256).describe("Turns one worker runs at once (different chats)."),
     debounceMs: z.number().int().min(0).max(60_000).default(0).describe("Wait this long after a message for more before starting a turn."),
     providerRetries: z.number().int().min(0).max(10).default(3).describe("Retries of a model call on 429/5xx/timeouts (never after output began)."),
     requestTimeoutMs: positiveInt.default(120_000).describe("Timeout of one model request."),

@@ -12,7 +12,7 @@ import type {
   Tool,
 } from "@anthropic-ai/sdk/resources/messages";
 import { ProviderError } from "../errors.js";
-import { combineSignals, startIdleTimer } from "./idle-timer.js";
+import { startIdleTimer } from "./idle-timer.js";
 import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
 import type { ChatMessage, ChatRequest, FinishReason, LlmProvider, StreamPart, ToolDefinition, Usage } from "./types.js";
 
@@ -51,7 +51,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
 
   async function* stream(request: ChatRequest): AsyncGenerator<StreamPart> {
     const model = `${name}/${request.model}`;
-    const timer = startIdleTimer(timeoutMs);
+    const timer = startIdleTimer(timeoutMs, request.signal);
     const context: ErrorContext = { model, phase: "request", signal: request.signal, timer, now };
     try {
       const { system, messages } = toAnthropicMessages(request.messages);
@@ -66,7 +66,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
       };
       let events: AsyncIterable<RawMessageStreamEvent>;
       try {
-        events = await client.messages.create(body, { signal: combineSignals(timer, request.signal) });
+        events = await client.messages.create(body, { signal: timer.signal });
       } catch (error) {
         throw toProviderError(error, anthropicErrors, context);
       }
@@ -87,7 +87,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
       if (request.signal?.aborted || timer.expired) throw toProviderError(new Error("aborted"), anthropicErrors, context);
       yield reader.end();
     } finally {
-      timer.stop();
+      timer.dispose();
     }
   }
 

@@ -13,7 +13,7 @@ import type {
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
 import { ProviderError } from "../errors.js";
-import { combineSignals, startIdleTimer } from "./idle-timer.js";
+import { startIdleTimer } from "./idle-timer.js";
 import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
 import type {
   ChatMessage,
@@ -79,7 +79,7 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
 
   async function* stream(request: ChatRequest): AsyncGenerator<StreamPart> {
     const model = `${options.name}/${request.model}`;
-    const timer = startIdleTimer(timeoutMs);
+    const timer = startIdleTimer(timeoutMs, request.signal);
     const context: ErrorContext = { model, phase: "request", signal: request.signal, timer, now };
     try {
       const body: ChatCompletionCreateParamsStreaming = {
@@ -93,7 +93,7 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
       };
       let chunks: AsyncIterable<ChatCompletionChunk>;
       try {
-        chunks = await client.chat.completions.create(body, { signal: combineSignals(timer, request.signal) });
+        chunks = await client.chat.completions.create(body, { signal: timer.signal });
       } catch (error) {
         throw toProviderError(error, openAIErrors, context);
       }
@@ -114,7 +114,7 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
       if (request.signal?.aborted || timer.expired) throw toProviderError(new Error("aborted"), openAIErrors, context);
       yield* reader.end();
     } finally {
-      timer.stop();
+      timer.dispose();
     }
   }
 

@@ -1,0 +1,535 @@
+/**
+ * Scale-out figures with real processes (`countbot gateway` + `countbot worker`) on real Redis and
+ * a fake OpenAI server, driven through the web channel (POST + WebSocket), from one run:
+ *
+ *   end to end   a fake LLM answering instantly; CHATS × MESSAGES sent as fast as possible (each
+ *                chat sends its messages back to back, chats in parallel); messages/s and the
+ *                latency POST sent → final received on the WebSocket, one worker vs two.
+ *   concurrency  one worker, a fake LLM taking 1 s per call, 500 chats sending one message each at
+ *                once: achieved messages/s over the ideal 500/s, with the default
+ *                `agent.maxConcurrentTurns` and with 500.
+ *
+ * Messages to one chat may coalesce into one turn: a message counts as answered when its id is in
+ * a final's `answers`. Every process started here is stopped by pid, even on failure, and the
+ * run's Redis keys (a random prefix) are deleted.
+ *
+ * Also exports the process and fake-LLM helpers bench/memory.ts uses.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { availableParallelism, tmpdir } from "node:os";
+import path from "node:path";
+import { Redis } from "ioredis";
+import WebSocket from "ws";
+import { AgentSchema } from "../src/config/schema.js";
+import { type FakeOpenAIServer, startFakeOpenAI } from "../tests/support/fake-openai-server.js";
+import { deleteKeys, redisUrl } from "../tests/support/redis.js";
+import { cleanEnvironment, countbotBin } from "../tests/support/run-cli.js";
+
+const CHATS = Number(process.env.BENCH_SCALE_CHATS ?? 200);
+const MESSAGES_PER_CHAT = Number(process.env.BENCH_SCALE_MESSAGES ?? 10);
+const REPEATS = Number(process.env.BENCH_SCALE_REPEATS ?? 3);
+const CONCURRENT_CHATS = Number(process.env.BENCH_SCALE_CONCURRENT_CHATS ?? 500);
+const SLOW_LLM_MS = 1_000;
+const TOKEN = "bench-scale-token-0123456789";
+const DEFAULT_MAX_CONCURRENT_TURNS = AgentSchema.parse({}).maxConcurrentTurns;
+/** nanobot runs at most this many turns at once by default. */
+const NANOBOT_DEFAULT_TURNS = 3;
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+export interface BenchProcess {
+  name: string;
+  pid: number;
+  /** The first log record whose `msg` matches; rejects on timeout or exit. */
+  ready: Promise<Record<string, unknown>>;
+  /** Log records at level error or above so far. */
+  errors(): number;
+  /** The last few KB of output, for error reports. */
+  tail(): string;
+  stop(): Promise<void>;
+}
+
+const started = new Set<BenchProcess>();
+let exitHookInstalled = false;
+
+/**
+ * Starts `countbot <command>` and waits for nothing: `ready` resolves with the first log line
+ * matching `readyPattern`. Output is scanned for error-level lines and otherwise dropped (a run of
+ * 100,000 turns logs 100,000 "turn finished" lines), keeping only a tail.
+ */
+export function spawnCountbot(command: string, env: Record<string, string>, readyPattern: RegExp, timeoutMs = 30_000): BenchProcess {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    // Last resort (an uncaught error, process.exit): never leave a child running.
+    process.once("exit", () => {
+      for (const service of started) killQuietly(service.pid, "SIGKILL");
+    });
+  }
+  const child: ChildProcess = spawn(process.execPath, [countbotBin, command], { env: cleanEnvironment(env), stdio: ["ignore", "pipe", "pipe"] });
+  if (child.pid === undefined) throw new Error(`could not start countbot ${command}`);
+  const pid = child.pid;
+  let tail = "";
+  let partial = "";
+  let errors = 0;
+  let readyFound: ((record: Record<string, unknown>) => void) | undefined;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  let hasExited = false;
+  void exited.then(() => (hasExited = true));
+
+  const onData = (chunk: Buffer) => {
+    const text = chunk.toString("utf8");
+    tail = (tail + text).slice(-8_000);
+    partial += text;
+    const lines = partial.split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines) {
+      if (/"level":(5|6)\d/.test(line)) errors += 1;
+      if (readyFound && line.includes('"msg"')) {
+        try {
+          const record = JSON.parse(line) as Record<string, unknown>;
+          if (readyPattern.test(String(record.msg))) {
+            readyFound(record);
+            readyFound = undefined;
+          }
+        } catch {
+          // not a log record
+        }
+      }
+    }
+  };
+  child.stdout!.on("data", onData);
+  child.stderr!.on("data", onData);
+
+  const ready = new Promise<Record<string, unknown>>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`countbot ${command} (pid ${pid}) did not log ${readyPattern} within ${timeoutMs} ms:\n${tail}`)), timeoutMs);
+    readyFound = (record) => {
+      clearTimeout(timer);
+      resolve(record);
+    };
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`countbot ${command} (pid ${pid}) exited before logging ${readyPattern}:\n${tail}`));
+    });
+  });
+  ready.catch(() => undefined);
+
+  const service: BenchProcess = {
+    name: command,
+    pid,
+    ready,
+    errors: () => errors,
+    tail: () => tail,
+    async stop() {
+      started.delete(service);
+      if (hasExited) return;
+      killQuietly(pid, "SIGTERM");
+      const killTimer = setTimeout(() => killQuietly(pid, "SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(killTimer);
+    },
+  };
+  started.add(service);
+  return service;
+}
+
+function killQuietly(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/** CPU time (user + system, ms) a process has used so far, from /proc; undefined when unreadable. */
+export function processCpuMs(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Linux's USER_HZ, the unit of /proc/<pid>/stat times; 100 on every mainstream kernel. */
+const CLOCK_TICKS = 100;
+
+/** The Redis server's pid when it runs on this machine (same /proc), else undefined. */
+export async function localRedisPid(redis: Redis): Promise<number | undefined> {
+  const info = await redis.info("server");
+  const pid = Number(/process_id:(\d+)/.exec(info)?.[1]);
+  if (!Number.isInteger(pid)) return undefined;
+  try {
+    return readFileSync(`/proc/${pid}/comm`, "utf8").trim().startsWith("redis") ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU ms used so far by each labelled process; "bench" is this process. */
+export type CpuMeter = () => Record<string, number>;
+
+export function cpuMeter(processes: Array<{ label: string; pid: number }>): CpuMeter {
+  return () => {
+    const usage = process.cpuUsage();
+    const sample: Record<string, number> = { bench: (usage.user + usage.system) / 1000 };
+    for (const { label, pid } of processes) {
+      const used = processCpuMs(pid);
+      if (used !== undefined) sample[label] = (sample[label] ?? 0) + used;
+    }
+    return sample;
+  };
+}
+
+/** Stops every process started by this module that is still running. */
+export async function stopAllBenchProcesses(): Promise<void> {
+  await Promise.all([...started].map((service) => service.stop()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared set-up: a temp dir, a random Redis prefix, a fake LLM whose delay can be changed.
+
+export interface BenchSetup {
+  root: string;
+  prefix: string;
+  redis: Redis;
+  llm: FakeOpenAIServer;
+  /** Delay of every fake LLM call from now on. */
+  setLlmDelay(ms: number): void;
+  /** Start times (performance.now()) of the fake LLM calls since the last reset. */
+  llmCallStarts: number[];
+  resetLlmRecords(): void;
+  /** Writes a config file with this run's prefix plus `extra`, returns the env for a process. */
+  envFor(name: string, extra?: { agent?: Record<string, unknown>; redis?: Record<string, unknown> }): Promise<Record<string, string>>;
+  close(): Promise<void>;
+}
+
+export async function createBenchSetup(label: string): Promise<BenchSetup> {
+  const root = await mkdtemp(path.join(tmpdir(), `countbot-bench-${label}-`));
+  const prefix = `countbot-bench-${label}-${randomUUID()}`;
+  const redis = new Redis(redisUrl);
+  let delayMs = 0;
+  const llmCallStarts: number[] = [];
+  const llm = await startFakeOpenAI({
+    script: () => {
+      llmCallStarts.push(performance.now());
+      return { text: "ok, noted.", delayMs };
+    },
+  });
+  return {
+    root,
+    prefix,
+    redis,
+    llm,
+    llmCallStarts,
+    setLlmDelay: (ms) => (delayMs = ms),
+    resetLlmRecords() {
+      // The fake server keeps every request body (system prompt included): drop them between phases.
+      llm.requests.length = 0;
+      llmCallStarts.length = 0;
+    },
+    async envFor(name, extra = {}) {
+      const configFile = path.join(root, `${name}.json`);
+      await writeFile(configFile, JSON.stringify({ redis: { prefix, ...extra.redis }, agent: { ...extra.agent } }));
+      return {
+        HOME: root,
+        REDIS_URL: redisUrl,
+        COUNTBOT_CONFIG: configFile,
+        COUNTBOT_DATA_DIR: path.join(root, "data"),
+        COUNTBOT_API_PORT: "0",
+        COUNTBOT_API_TOKEN: TOKEN,
+        OPENAI_API_KEY: "sk-bench-0123456789",
+        OPENAI_BASE_URL: llm.url,
+        COUNTBOT_MODEL: "openai/fake-instant",
+        LOG_LEVEL: "info",
+      };
+    },
+    async close() {
+      await stopAllBenchProcesses();
+      await llm.close().catch(() => undefined);
+      await deleteKeys(redis, prefix).catch(() => undefined);
+      await redis.quit().catch(() => undefined);
+      await rm(root, { recursive: true, force: true });
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driving the web channel
+
+interface RunResult {
+  messages: number;
+  seconds: number;
+  perSecond: number;
+  latencies: number[];
+  /** Finals received. */
+  finals: number;
+  /** Message ids answered by more than one final (must be 0). */
+  duplicates: number;
+  /** Time to get every POST answered with 202. */
+  sendSeconds: number;
+  /** performance.now() when the first POST was sent. */
+  startedAt: number;
+  /** CPU ms used by each measured process between the first POST and the last answer. */
+  cpu: Record<string, number>;
+}
+
+/**
+ * Opens a socket per chat, then sends `perChat` messages to each chat (back to back within a chat,
+ * chats in parallel), and waits until every message id has been answered by a final.
+ */
+async function driveChats(base: string, chatIds: string[], perChat: number, timeoutMs: number, meter: CpuMeter = () => ({})): Promise<RunResult> {
+  const total = chatIds.length * perChat;
+  const answeredAt = new Map<string, number>();
+  const sentAt = new Map<string, number>();
+  let duplicates = 0;
+  let finals = 0;
+  let finished!: () => void;
+  const allAnswered = new Promise<void>((resolve) => (finished = resolve));
+
+  const sockets = await Promise.all(
+    chatIds.map(async (chatId) => {
+      const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=${chatId}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      socket.on("message", (data) => {
+        const now = performance.now();
+        const event = JSON.parse(String(data)) as { type: string; answers?: string[] };
+        if (event.type !== "message") return;
+        finals += 1;
+        for (const id of event.answers ?? []) {
+          if (answeredAt.has(id)) duplicates += 1;
+          else answeredAt.set(id, now);
+        }
+        if (answeredAt.size >= total) finished();
+      });
+      await new Promise<void>((resolve, reject) => {
+        socket.once("open", () => resolve());
+        socket.once("error", reject);
+      });
+      return socket;
+    }),
+  );
+
+  try {
+    const cpuBefore = meter();
+    const startedAt = performance.now();
+    await Promise.all(
+      chatIds.map(async (chatId, chatIndex) => {
+        for (let message = 0; message < perChat; message += 1) {
+          const sendStart = performance.now();
+          const response = await fetch(`${base}/api/chat/${chatId}/messages`, {
+            method: "POST",
+            headers: { "content-type": "application/json", authorization: `Bearer ${TOKEN}` },
+            body: JSON.stringify({ content: `chat ${chatIndex} message ${message}` }),
+          });
+          if (response.status !== 202) throw new Error(`POST to ${chatId} answered ${response.status}: ${await response.text()}`);
+          const { id } = (await response.json()) as { id: string };
+          sentAt.set(id, sendStart);
+        }
+      }),
+    );
+    const sendSeconds = (performance.now() - startedAt) / 1000;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), timeoutMs)));
+    const outcome = await Promise.race([allAnswered, timedOut]);
+    clearTimeout(timer);
+    if (outcome === "timeout") throw new Error(`only ${answeredAt.size} of ${total} messages answered within ${timeoutMs} ms`);
+    const cpuAfter = meter();
+    const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([label, used]) => [label, used - (cpuBefore[label] ?? 0)]));
+
+    const latencies: number[] = [];
+    let lastAnswer = startedAt;
+    for (const [id, sent] of sentAt) {
+      const answered = answeredAt.get(id);
+      if (answered === undefined) throw new Error(`message ${id} was never answered`);
+      latencies.push(answered - sent);
+      lastAnswer = Math.max(lastAnswer, answered);
+    }
+    const seconds = (lastAnswer - startedAt) / 1000;
+    return { messages: total, seconds, perSecond: total / seconds, latencies, finals, duplicates, sendSeconds, startedAt, cpu };
+  } finally {
+    for (const socket of sockets) socket.terminate();
+  }
+}
+
+export function percentile(values: number[], fraction: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(fraction * sorted.length) - 1))] ?? Number.NaN;
+}
+
+/** Most calls started within any window of `windowMs` (for 1 s calls: the peak in flight). */
+function peakInWindow(starts: number[], windowMs: number): number {
+  const sorted = [...starts].sort((a, b) => a - b);
+  let peak = 0;
+  let low = 0;
+  for (let high = 0; high < sorted.length; high += 1) {
+    while (sorted[high]! - sorted[low]! >= windowMs) low += 1;
+    peak = Math.max(peak, high - low + 1);
+  }
+  return peak;
+}
+
+const ms = (value: number) => `${value.toFixed(0).padStart(5)} ms`;
+
+function describeRun(result: RunResult): string {
+  return `${result.perSecond.toFixed(0).padStart(5)} msg/s   p50 ${ms(percentile(result.latencies, 0.5))}   p99 ${ms(percentile(result.latencies, 0.99))}   (${result.messages} messages answered in ${result.seconds.toFixed(2)} s by ${result.finals} finals; POSTs done at ${result.sendSeconds.toFixed(2)} s)`;
+}
+
+/** Where the CPU went: ms per message for each process, and how busy the machine was. */
+function describeCpu(result: RunResult): string {
+  const perMessage = Object.entries(result.cpu)
+    .map(([label, used]) => `${label} ${(used / result.messages).toFixed(2)}`)
+    .join(", ");
+  const busy = Object.values(result.cpu).reduce((sum, used) => sum + used, 0) / (result.seconds * 1000);
+  return `CPU ms per message: ${perMessage}; these processes kept ${(busy * 100).toFixed(0)}% of ${cpuCount() * 100}% busy`;
+}
+
+function assertClean(result: RunResult, processes: BenchProcess[]): void {
+  if (result.duplicates > 0) throw new Error(`${result.duplicates} messages were answered twice`);
+  const failing = processes.filter((service) => service.errors() > 0);
+  if (failing.length > 0) {
+    throw new Error(`error lines logged by ${failing.map((service) => `${service.name} ${service.pid} (${service.errors()})`).join(", ")}:\n${failing[0]!.tail()}`);
+  }
+}
+
+function meterFor(redisPid: number | undefined, gateway: BenchProcess, workers: BenchProcess[]): CpuMeter {
+  return cpuMeter([
+    { label: "gateway", pid: gateway.pid },
+    ...workers.map((worker) => ({ label: workers.length > 1 ? "workers" : "worker", pid: worker.pid })),
+    ...(redisPid === undefined ? [] : [{ label: "redis", pid: redisPid }]),
+  ]);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** Several runs as one: messages over the summed time, latencies pooled. */
+function pooled(runs: RunResult[]): RunResult {
+  const sum = (pick: (run: RunResult) => number) => runs.reduce((total, run) => total + pick(run), 0);
+  const cpu: Record<string, number> = {};
+  for (const run of runs) for (const [label, used] of Object.entries(run.cpu)) cpu[label] = (cpu[label] ?? 0) + used;
+  const seconds = sum((run) => run.seconds);
+  return {
+    messages: sum((run) => run.messages),
+    seconds,
+    perSecond: sum((run) => run.messages) / seconds,
+    latencies: runs.flatMap((run) => run.latencies),
+    finals: sum((run) => run.finals),
+    duplicates: sum((run) => run.duplicates),
+    sendSeconds: sum((run) => run.sendSeconds),
+    startedAt: runs[0]!.startedAt,
+    cpu,
+  };
+}
+
+async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promise<void> {
+  setup.setLlmDelay(0);
+  const env = await setup.envFor("e2e");
+  const gateway = spawnCountbot("gateway", env, /gateway listening/);
+  const base = String((await gateway.ready).url);
+  const first = spawnCountbot("worker", env, /worker started/);
+  await first.ready;
+
+  const chats = (label: string, count: number) => Array.from({ length: count }, (_, index) => `${label}-${index}`);
+  const warmUp = async (label: string) => {
+    // JIT, connection pools; not counted.
+    await driveChats(base, chats(label, 50), 4, 60_000);
+    setup.resetLlmRecords();
+  };
+  const measure = async (label: string, workers: BenchProcess[]) => {
+    const result = await driveChats(base, chats(label, CHATS), MESSAGES_PER_CHAT, 120_000, meterFor(redisPid, gateway, workers));
+    assertClean(result, [gateway, ...workers]);
+    setup.resetLlmRecords();
+    return result;
+  };
+
+  // Interleaved (one, two, one, two, ...) so that a burst of load from elsewhere on the machine
+  // does not land on one row only.
+  await warmUp("warm-1");
+  const ones: RunResult[] = [];
+  const twos: RunResult[] = [];
+  for (let repeat = 0; repeat < REPEATS; repeat += 1) {
+    ones.push(await measure(`one-${repeat}`, [first]));
+    const second = spawnCountbot("worker", env, /worker started/);
+    await second.ready;
+    await warmUp(`warm-2-${repeat}`);
+    twos.push(await measure(`two-${repeat}`, [first, second]));
+    await second.stop();
+  }
+  await first.stop();
+  await gateway.stop();
+  const one = pooled(ones);
+  const two = pooled(twos);
+
+  const ratio = (a: number, b: number) => (a / b).toFixed(2);
+  console.log(`end to end: countbot gateway + worker processes on Redis, web channel, fake LLM answering at once (delayMs 0)`);
+  console.log(`  ${CHATS} chats × ${MESSAGES_PER_CHAT} messages per run, sent as fast as possible (back to back per chat, chats in parallel),`);
+  console.log(`  ${REPEATS} runs per row, interleaved one/two; latency = POST sent → the final answering it received on the chat's WebSocket`);
+  for (let repeat = 0; repeat < REPEATS; repeat += 1) {
+    console.log(`  run ${repeat + 1}  one worker   ${describeRun(ones[repeat]!)}`);
+    console.log(`  run ${repeat + 1}  two workers  ${describeRun(twos[repeat]!)}`);
+  }
+  console.log(`  one worker   ${describeRun(one)}`);
+  console.log(`               ${describeCpu(one)}`);
+  console.log(`  two workers  ${describeRun(two)}`);
+  console.log(`               ${describeCpu(two)}`);
+  console.log(
+    `  ratio two/one: messages/s ${ratio(two.perSecond, one.perSecond)}, p50 ${ratio(percentile(two.latencies, 0.5), percentile(one.latencies, 0.5))}, p99 ${ratio(percentile(two.latencies, 0.99), percentile(one.latencies, 0.99))}`,
+  );
+  console.log(`  (the bench process = HTTP + WebSocket client and the fake LLM; all share ${cpuCount()} cores)`);
+}
+
+async function concurrency(setup: BenchSetup, redisPid: number | undefined): Promise<void> {
+  setup.setLlmDelay(SLOW_LLM_MS);
+  const gatewayEnv = await setup.envFor("gateway");
+  const gateway = spawnCountbot("gateway", gatewayEnv, /gateway listening/);
+  const base = String((await gateway.ready).url);
+
+  const rows: Array<{ turns: number; result: RunResult; peak: number; firstCall: number; lastCall: number }> = [];
+  for (const turns of [DEFAULT_MAX_CONCURRENT_TURNS, CONCURRENT_CHATS]) {
+    const env = await setup.envFor(`concurrency-${turns}`, { agent: { maxConcurrentTurns: turns } });
+    const worker = spawnCountbot("worker", env, /worker started/);
+    await worker.ready;
+    // Warm-up: a few slow turns.
+    await driveChats(base, Array.from({ length: 20 }, (_, index) => `warm-c${turns}-${index}`), 1, 30_000);
+    setup.resetLlmRecords();
+    const chatIds = Array.from({ length: CONCURRENT_CHATS }, (_, index) => `c${turns}-${index}`);
+    const result = await driveChats(base, chatIds, 1, 120_000, meterFor(redisPid, gateway, [worker]));
+    assertClean(result, [gateway, worker]);
+    const starts = setup.llmCallStarts.map((start) => start - result.startedAt);
+    rows.push({ turns, result, peak: peakInWindow(setup.llmCallStarts, SLOW_LLM_MS), firstCall: Math.min(...starts), lastCall: Math.max(...starts) });
+    setup.resetLlmRecords();
+    await worker.stop();
+  }
+  await gateway.stop();
+
+  const ideal = CONCURRENT_CHATS / (SLOW_LLM_MS / 1000);
+  console.log(`concurrency: one worker, fake LLM taking ${SLOW_LLM_MS} ms per call, ${CONCURRENT_CHATS} chats sending one message each at once (ideal ${ideal.toFixed(0)} msg/s)`);
+  for (const { turns, result, peak, firstCall, lastCall } of rows) {
+    const label = turns === DEFAULT_MAX_CONCURRENT_TURNS ? `maxConcurrentTurns ${turns} (default)` : `maxConcurrentTurns ${turns}`;
+    console.log(`  ${label.padEnd(32)} ${result.perSecond.toFixed(1).padStart(5)} msg/s   ratio to ideal ${(result.perSecond / ideal).toFixed(3)}`);
+    console.log(
+      `    all answered at ${result.seconds.toFixed(2)} s; POSTs done at ${result.sendSeconds.toFixed(2)} s; LLM calls started from ${(firstCall / 1000).toFixed(2)} s to ${(lastCall / 1000).toFixed(2)} s, at most ${peak} within 1 s; latency p50 ${ms(percentile(result.latencies, 0.5))} p99 ${ms(percentile(result.latencies, 0.99))}`,
+    );
+    console.log(`    ${describeCpu(result)}`);
+  }
+  const nanobot = NANOBOT_DEFAULT_TURNS / (SLOW_LLM_MS / 1000);
+  console.log(`  nanobot's default (${NANOBOT_DEFAULT_TURNS} turns at once) would allow at most ${nanobot.toFixed(0)} msg/s here: ratio to ideal ${(nanobot / ideal).toFixed(3)}`);
+}
+
+function cpuCount(): number {
+  return availableParallelism();
+}
+
+export async function benchScale(): Promise<void> {
+  const setup = await createBenchSetup("scale");
+  try {
+    const redisPid = await localRedisPid(setup.redis);
+    await endToEnd(setup, redisPid);
+    await concurrency(setup, redisPid);
+  } finally {
+    await setup.close();
+  }
+}

@@ -3,12 +3,14 @@
  * `npm run bench -- scale memory`: only the named ones, in that order.
  */
 import { benchAgentLoop } from "./agent-loop.js";
+import { benchBus } from "./bus.js";
 import { benchMemory } from "./memory.js";
 import { benchScale } from "./scale.js";
 
 /** Name → benchmark; the default runs them all in this order. */
 const benches: Record<string, () => Promise<void>> = {
   loop: benchAgentLoop,
+  bus: benchBus,
   scale: benchScale,
   memory: benchMemory,
 };

@@ -9,6 +9,7 @@ import { runConfigCommand } from "./config-command.js";
 import { runGatewayCommand } from "./gateway-command.js";
 import { runPairingCommand } from "./pairing-command.js";
 import { runStartCommand } from "./start-command.js";
+import { runTasksCommand } from "./tasks-command.js";
 import { runWorkerCommand } from "./worker-command.js";
 
 const usage = `countbot: a chat-platform bot gateway with an LLM agent
@@ -21,6 +22,7 @@ Usage:
   countbot worker                         agent turns from Redis (scale out: run several)
   countbot config                         print the effective config (secrets masked)
   countbot pairing list|approve|revoke    DM pairing: pending codes, approve CODE, revoke CHANNEL SENDER
+  countbot tasks list|show|cancel         subagent tasks: list [--session KEY] [--status S], show ID, cancel ID
   countbot help                           this text
 
 Configuration: config/countbot.json or COUNTBOT_CONFIG, plus environment variables
@@ -44,6 +46,8 @@ export async function main(argv: string[]): Promise<number> {
         return await runConfigCommand(rest);
       case "pairing":
         return await runPairingCommand(rest);
+      case "tasks":
+        return await runTasksCommand(rest);
       case undefined:
       case "help":
       case "--help":

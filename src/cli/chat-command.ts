@@ -1,5 +1,9 @@
-/** `countbot chat [-s SESSION]`: the whole agent in this process, talking through the terminal. */
-import { CliChannel } from "../../channels/cli/cli-channel.js";
+/**
+ * `countbot chat [-s SESSION]`: the whole agent in this process, talking through the terminal. The
+ * terminal is a channel like any other: the CLI adapter on the shared channel runtime (admission,
+ * dispatcher) over the in-memory bus, with the agent loop consuming the same bus.
+ */
+import { CliChannel, createCliRuntime } from "../../channels/cli/cli-channel.js";
 import { createEmbeddedRuntime } from "../app.js";
 import { parseArgs } from "node:util";
 import { loadCliConfig } from "./setup.js";
@@ -8,7 +12,8 @@ export async function runChatCommand(args: string[]): Promise<number> {
   const { values } = parseArgs({ args, options: { session: { type: "string", short: "s", default: "direct" } } });
   const { config, logger } = loadCliConfig();
   const runtime = await createEmbeddedRuntime(config, logger);
-  const channel = new CliChannel({ bus: runtime.bus, input: process.stdin, output: process.stdout, chatId: values.session });
+  const channel = new CliChannel({ input: process.stdin, output: process.stdout, chatId: values.session });
+  const gateway = createCliRuntime(channel, { bus: runtime.bus, store: runtime.store, logger });
   const loop = runtime.loop.run();
   if (process.stdout.isTTY) {
     process.stdout.write(
@@ -18,9 +23,11 @@ export async function runChatCommand(args: string[]): Promise<number> {
   }
   const onTerminate = () => void channel.exit();
   process.once("SIGTERM", onTerminate);
-  await channel.start();
+  await gateway.start();
   await channel.done;
   process.off("SIGTERM", onTerminate);
+  // The dispatcher first (replies already queued still reach the screen), then the agent.
+  await gateway.stop();
   await runtime.close();
   await loop;
   return 0;

@@ -87,8 +87,11 @@ export interface AdmissionOptions {
   botUsername?: () => string | undefined;
   /** Clock in ms since epoch; injected for tests. */
   now?: () => number;
-  /** Id generator for inbound messages; injected for tests. */
-  newId?: () => string;
+  /**
+   * The id of the inbound message made of an event; injected for tests, and by adapters that match
+   * replies (their `metadata.answers`) to what they sent. Default: a random UUID.
+   */
+  newId?: (event: PlatformEvent) => string;
 }
 
 export interface Admission {
@@ -116,7 +119,7 @@ export function pairingReply(details: { channel: string; senderId: string; code:
 export function createAdmission(options: AdmissionOptions): Admission {
   const { channel, bus, store, adapter } = options;
   const now = options.now ?? Date.now;
-  const newId = options.newId ?? randomUUID;
+  const newId = options.newId ?? (() => randomUUID());
   const policy = {
     allowFrom: new Set(options.policy.allowFrom),
     groupPolicy: options.policy.groupPolicy,
@@ -169,7 +172,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
   function inboundMessage(event: PlatformEvent, content: string): InboundMessage {
     const username = options.botUsername?.();
     return {
-      id: newId(),
+      id: newId(event),
       channel,
       chatId: event.chatId,
       senderId: event.senderId,

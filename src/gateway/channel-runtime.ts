@@ -10,7 +10,7 @@ import type { MessageBus } from "../bus/types.js";
 import type { Store } from "../store/types.js";
 import { type AdmissionPolicy, createAdmission } from "./admission.js";
 import { createDispatcher } from "./dispatcher.js";
-import type { ChannelAdapter } from "./types.js";
+import type { ChannelAdapter, PlatformEvent } from "./types.js";
 
 export interface ChannelRuntime {
   readonly name: string;
@@ -30,13 +30,35 @@ export interface ChannelRuntimeOptions {
   prefix?: string;
   botUsername?: () => string | undefined;
   isPrivateChat?: (chatId: string) => boolean;
+  /** Passed to admission: the id of the inbound message made of an event. Default a random UUID. */
+  inboundIdOf?: (event: PlatformEvent) => string;
+  /** Passed to the dispatcher: send tool-call notices to the chat. Default false. */
+  showNotices?: boolean;
+  /** Passed to the dispatcher: tell the adapter what each send is (SendOptions.outbound). Default false. */
+  annotateSends?: boolean;
 }
 
 export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRuntime {
   const { adapter, bus, store } = options;
   const logger = options.logger.child({ channel: adapter.name });
-  const admission = createAdmission({ channel: adapter.name, bus, store, adapter, policy: options.policy, logger, botUsername: options.botUsername });
-  const dispatcher = createDispatcher({ bus, adapter, logger, isPrivateChat: options.isPrivateChat });
+  const admission = createAdmission({
+    channel: adapter.name,
+    bus,
+    store,
+    adapter,
+    policy: options.policy,
+    logger,
+    botUsername: options.botUsername,
+    newId: options.inboundIdOf,
+  });
+  const dispatcher = createDispatcher({
+    bus,
+    adapter,
+    logger,
+    isPrivateChat: options.isPrivateChat,
+    showNotices: options.showNotices,
+    annotateSends: options.annotateSends,
+  });
   let leadership: ReturnType<typeof electLeader> | undefined;
   let running = false;
   let stopped = false;
@@ -47,6 +69,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     await adapter.start(async (event) => {
       const outcome = await admission.handle(event);
       logger.debug({ chatId: event.chatId, outcome }, "inbound event");
+      return outcome;
     });
     await dispatcher.start();
     logger.info("channel connected");

@@ -30,7 +30,7 @@ import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/type
 import { ChannelError, errorMessage } from "../errors.js";
 import { renderMarkdown, renderedLength } from "./render-markdown.js";
 import { splitMessage } from "./split-message.js";
-import type { ChannelAdapter, SendOptions } from "./types.js";
+import type { ChannelAdapter, OutboundPart, SendOptions } from "./types.js";
 
 export interface DispatcherOptions {
   bus: MessageBus;
@@ -46,6 +46,14 @@ export interface DispatcherOptions {
   retryDelayMs?: number;
   /** Send notices (tool-call lines) to the chat too. Default false. */
   showNotices?: boolean;
+  /**
+   * Tell the adapter what each chunk of a final or notice is (SendOptions.outbound: kind, chunk
+   * position, the inbound ids a reply answers), for adapters that render notices differently or
+   * must know when a reply is complete (the terminal). Default false. With edit-style streaming, a
+   * chunk the draft message already shows is not sent again, so its annotation never arrives:
+   * adapters that count on it stream with `draft` (in private chats) or not at all.
+   */
+  annotateSends?: boolean;
   /**
    * Whether a chat is a private (one-to-one) chat: `draft` streaming works only there (Telegram:
    * private chat ids are positive). Default: no chat is, so drafts are edited messages.
@@ -218,7 +226,9 @@ class OutboundDispatcher implements Dispatcher {
           delivery.sent = index + 1; // the draft already shows exactly this
           continue;
         }
-        const outcome = await this.sendChunk(message, chunk, { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId }, ticket);
+        const outbound = this.options.annotateSends ? outboundPart(message, index, chunks.length) : undefined;
+        const target = { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId, outbound };
+        const outcome = await this.sendChunk(message, chunk, target, ticket);
         if (outcome === "gone") {
           this.logger.warn({ ...fields, chunk: index }, "chat is gone: outbound message dropped");
           break;
@@ -248,10 +258,11 @@ class OutboundDispatcher implements Dispatcher {
   private async sendChunk(
     message: OutboundMessage,
     chunk: { source: string; rendered: string; format: SendOptions["format"] },
-    target: { replyTo?: string; edit?: string },
+    target: { replyTo?: string; edit?: string; outbound?: OutboundPart },
     ticket: Ticket,
   ): Promise<"sent" | "gone" | "skipped"> {
     const { chatId } = message;
+    const annotation = target.outbound ? { outbound: target.outbound } : {};
     const lane = this.laneFor(chatId);
     let text = chunk.rendered;
     let format = chunk.format;
@@ -260,8 +271,8 @@ class OutboundDispatcher implements Dispatcher {
     for (;;) {
       await this.pace(lane, ticket);
       try {
-        if (edit) await this.adapter.edit(chatId, edit, text, { format });
-        else await this.adapter.send(chatId, text, { replyTo: target.replyTo, format });
+        if (edit) await this.adapter.edit(chatId, edit, text, { format, ...annotation });
+        else await this.adapter.send(chatId, text, { replyTo: target.replyTo, format, ...annotation });
         lane.lastSendAt = this.now();
         return "sent";
       } catch (error) {
@@ -428,6 +439,12 @@ class OutboundDispatcher implements Dispatcher {
       if (!lane.busy && lane.lastSendAt <= quietSince) this.lanes.delete(chatId);
     }
   }
+}
+
+/** What one chunk of a final or notice is, for an adapter that asked (`annotateSends`). */
+function outboundPart(message: OutboundMessage, chunk: number, chunks: number): OutboundPart {
+  const answers = Array.isArray(message.metadata.answers) ? message.metadata.answers.filter((id): id is string => typeof id === "string") : [];
+  return { messageId: message.id, kind: message.kind === "notice" ? "notice" : "final", chunk, chunks, answers };
 }
 
 /** Adds to a bounded map: the oldest entry goes when it is full. */

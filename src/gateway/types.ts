@@ -5,6 +5,7 @@
  * machinery in src/gateway. Core code never imports a platform SDK.
  */
 import type { Media } from "../bus/message.js";
+import type { AdmissionOutcome } from "./admission.js";
 
 export interface ChannelCapabilities {
   /** Longest text one platform message may carry (Telegram: 4096). */
@@ -42,13 +43,39 @@ export interface PlatformEvent {
   receivedAt: number;
 }
 
-export type EventSink = (event: PlatformEvent) => Promise<void>;
+/**
+ * Takes one event; resolves once admission is done with it, with what admission did (the shared
+ * runtime's sink says; adapters that do not care ignore it).
+ */
+export type EventSink = (event: PlatformEvent) => Promise<AdmissionOutcome | void>;
 
 export interface SendOptions {
   /** Platform message id to reply to (threading). */
   replyTo?: string;
   /** `formatted`: text is already rendered in the channel's markup; `plain`: send as is, no parsing. */
   format: "formatted" | "plain";
+  /**
+   * What this send carries, when the dispatcher was asked to say (`annotateSends`): for adapters
+   * that show more than the text (the terminal). Absent on the gateway's own replies (pairing
+   * code, rate-limit notice, `/stop`, `/help`) and on draft messages.
+   */
+  outbound?: OutboundPart;
+}
+
+/** One chunk of a bus message, as the dispatcher puts it on the platform. */
+export interface OutboundPart {
+  /** The bus message's id. A turn's reply carries the id its drafts streamed under (draftIdOf). */
+  messageId: string;
+  /** `final`: a reply (or a message the agent sent mid-turn); `notice`: a tool-call line. */
+  kind: "final" | "notice";
+  /** This chunk's index, and how many chunks the message was split into. */
+  chunk: number;
+  chunks: number;
+  /**
+   * The inbound message ids this message answers (its `metadata.answers`): set on the reply that
+   * ends a turn, empty on notices and mid-turn messages.
+   */
+  answers: string[];
 }
 
 /**

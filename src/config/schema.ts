@@ -157,6 +157,39 @@ export const ChannelsSchema = z
   })
   .prefault({});
 
+const clockTime = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, "expected HH:MM, 24-hour, e.g. 22:00");
+const timeZone = z.string().refine(isTimeZone, "expected an IANA time zone, e.g. UTC or Europe/Berlin");
+
+function isTimeZone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export const HeartbeatSchema = z
+  .strictObject({
+    enabled: z.boolean().default(false).describe("Every `intervalMinutes` the agent reads HEARTBEAT.md in the workspace and decides whether to write to the owner (`target`)."),
+    intervalMinutes: positiveInt.max(1_440).default(30).describe("Minutes between heartbeats."),
+    quietHours: z
+      .strictObject({
+        start: clockTime.describe("Start of the quiet hours (HH:MM), e.g. 22:00."),
+        end: clockTime.describe("End of the quiet hours (HH:MM), e.g. 08:00; earlier than `start` means across midnight."),
+        timezone: timeZone.default("UTC").describe("IANA time zone of `start` and `end`; also where the daily cap's day begins."),
+      })
+      .optional()
+      .describe("No heartbeat in this daily window."),
+    dailyCap: z.number().int().min(0).default(10).describe("Heartbeat messages the owner receives per day at most (replies of HEARTBEAT_OK do not count)."),
+    target: z
+      .string()
+      .regex(/^[\w-]+:.+$/, "expected a session key `channel:chat_id`, e.g. telegram:123456")
+      .optional()
+      .describe("Session key (`channel:chat_id`) of the owner's chat that heartbeats go to."),
+  })
+  .prefault({});
+
 export const RedisSchema = z
   .strictObject({
     url: z.string().optional().describe("redis:// URL. Unset: single process, in-memory bus, file store."),
@@ -190,6 +223,7 @@ export const ConfigSchema = z.strictObject({
   memory: MemorySchema.describe("Long-term memory."),
   tools: ToolsSchema.describe("Built-in tools."),
   channels: ChannelsSchema.describe("Chat platforms."),
+  heartbeat: HeartbeatSchema.describe("Periodic check-ins driven by HEARTBEAT.md (off by default)."),
   redis: RedisSchema.describe("Redis, for running several processes."),
   api: ApiSchema.describe("The HTTP API."),
   log: LogSchema.describe("Logging."),

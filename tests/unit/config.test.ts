@@ -62,6 +62,7 @@ describe("loadConfig", () => {
     expect(config.redis).toEqual({ prefix: "countbot", leaseTtlMs: 30_000, evictionPolicy: "warn" });
     expect(config.api).toEqual({ host: "127.0.0.1", port: 8787 });
     expect(config.log.level).toBe("info");
+    expect(config.heartbeat).toEqual({ enabled: false, intervalMinutes: 30, dailyCap: 10 });
     expect(config.dataDir).toBe(join(home, ".countbot"));
     expect(config.workspace).toBe(join(home, ".countbot", "workspace"));
   });
@@ -162,6 +163,16 @@ describe("loadConfig", () => {
     expect(error.message).toContain('agent.maxIterations: expected a number, got "x"');
     expect(error.message).toContain("agent.temperature: expected a number <= 2, got 5");
     expect(error.message).toMatch(/log\.level: expected one of .*"info".*, got "loud"/);
+  });
+
+  it("checks the heartbeat's quiet hours and target", () => {
+    writeConfig({ heartbeat: { enabled: true, quietHours: { start: "25:00", end: "08:00", timezone: "Mars/Olympus" }, target: "nochannel" } });
+    const error = loadError();
+    expect(error.message).toContain("heartbeat.quietHours.start: expected HH:MM");
+    expect(error.message).toContain("heartbeat.quietHours.timezone: expected an IANA time zone");
+    expect(error.message).toContain("heartbeat.target: expected a session key");
+    writeConfig({ heartbeat: { enabled: true, quietHours: { start: "22:00", end: "07:30" }, target: "telegram:42" } });
+    expect(load().heartbeat).toEqual({ enabled: true, intervalMinutes: 30, dailyCap: 10, quietHours: { start: "22:00", end: "07:30", timezone: "UTC" }, target: "telegram:42" });
   });
 
   it("names unknown fields and suggests the likely one", () => {

@@ -12,6 +12,7 @@
  *
  * One process owns a data dir: operations on one key are serialized in memory, not with file locks.
  * DM pairing lives in `<dataDir>/pairing.json` (./file-pairing.ts), which the CLI writes too.
+ * Subagent tasks live in `<dataDir>/tasks/`, one JSON file each (./file-tasks.ts).
  */
 import { createHash, randomBytes } from "node:crypto";
 import type { FileHandle } from "node:fs/promises";
@@ -19,6 +20,7 @@ import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from "nod
 import path from "node:path";
 import { z } from "zod";
 import { createFilePairingStore } from "./file-pairing.js";
+import { createFileTaskStore } from "./file-tasks.js";
 import type { HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./types.js";
 
 export interface FileStoreOptions {
@@ -173,6 +175,7 @@ export function createFileStore(options: FileStoreOptions): Store {
   const archiveDir = path.join(sessionsDir, "archive");
   const queue = createKeyedQueue();
   const pairing = createFilePairingStore({ file: path.join(options.dataDir, "pairing.json") });
+  const tasks = createFileTaskStore({ directory: path.join(options.dataDir, "tasks") });
   let closed = false;
 
   const freshMeta = (key: string, time = now()): SessionMeta => ({ key, createdAt: time, updatedAt: time, generation: 0 });
@@ -307,10 +310,11 @@ export function createFileStore(options: FileStoreOptions): Store {
 
   return {
     sessions,
+    tasks,
     pairing,
     async close() {
       closed = true;
-      await Promise.all([queue.drain(), pairing.close()]);
+      await Promise.all([queue.drain(), pairing.close(), tasks.close()]);
     },
   };
 }

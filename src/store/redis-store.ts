@@ -8,6 +8,7 @@
  *   generation, oldest first
  * - `{p}:sessions` ZSET session key → updatedAt, for `list`
  * - `{p}:pairing:*` DM pairing (./redis-pairing.ts)
+ * - `{p}:task:<id>`, `{p}:tasks*` subagent tasks (./redis-tasks.ts)
  *
  * The tag is the key's FIRST `{...}` and every key starts with it, so braces in a session key
  * cannot move a key to another slot. The session key is the last free-form part before a fixed
@@ -30,6 +31,7 @@ import { hashTag } from "../redis/client.js";
 import { runScript, loadScript } from "../redis/scripts.js";
 import { createKeyedQueue } from "./file-store.js";
 import { createRedisPairingStore } from "./redis-pairing.js";
+import { createRedisTaskStore } from "./redis-tasks.js";
 import type { Fence, HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./types.js";
 
 export interface RedisStoreOptions {
@@ -169,6 +171,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   // in call order even when a script must be re-sent after NOSCRIPT (a fresh or flushed Redis).
   const queue = createKeyedQueue();
   const pairing = createRedisPairingStore({ redis, prefix: options.prefix });
+  const tasks = createRedisTaskStore({ redis, prefix: options.prefix });
   let closed = false;
 
   function serialized<T>(key: string, operation: () => Promise<T>): Promise<T> {
@@ -257,10 +260,12 @@ export function createRedisStore(options: RedisStoreOptions): Store {
 
   return {
     sessions,
+    tasks,
     pairing,
     async close() {
       closed = true;
       await pairing.close();
+      await tasks.close();
       await queue.drain();
       if (options.ownsConnection) await redis.quit().catch(() => undefined);
     },

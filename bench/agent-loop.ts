@@ -67,7 +67,7 @@ async function throughBus(turns: number): Promise<{ messages: number; turns: num
         if (answered === turns) finished();
       }
     });
-    const loop = runtime.loop.run();
+    const loop = runtime.run();
     const started = performance.now();
     for (let index = 0; index < turns; index += 1) {
       await runtime.bus.publishInbound({

@@ -33,6 +33,11 @@ import { createMessageTool } from "./tools/message.js";
 import { createReadFileTool } from "./tools/read-file.js";
 import { ToolRegistry } from "./tools/registry.js";
 import { createToolHistory } from "./tools/tool-history.js";
+import { createCronTool } from "./tools/cron.js";
+import { createSpawnTool } from "./tools/spawn.js";
+import { type Jobs, createJobs } from "./jobs/jobs.js";
+import { createSubagentRunner } from "./jobs/subagents/runner.js";
+import { createSubagentTools } from "./jobs/subagents/tools.js";
 import { createWriteFileTool } from "./tools/write-file.js";
 import { createWebFetchTool } from "./tools/web-fetch.js";
 import { createWebSearchTool } from "./tools/web-search.js";
@@ -111,11 +116,13 @@ export interface RuntimeOverrides {
   store?: Store;
   /** Lets the message tool reach chats other than the current one. */
   bus?: MessageBus;
+  /** Subagents and scheduled messages: adds the spawn and cron tools. */
+  jobs?: Jobs;
   now?: () => number;
 }
 
 /** The tools the main agent gets, as the config allows them. */
-export function createTools(config: ResolvedConfig, dependencies: { memory: ReturnType<typeof createMemoryStore>; bus?: MessageBus }): ToolRegistry {
+export function createTools(config: ResolvedConfig, dependencies: { memory: ReturnType<typeof createMemoryStore>; bus?: MessageBus; jobs?: Jobs }): ToolRegistry {
   const { tools } = config;
   const registry = new ToolRegistry({ maxResultChars: tools.maxResultChars })
     .register(createReadFileTool({ maxBytes: tools.maxReadBytes }))
@@ -139,6 +146,10 @@ export function createTools(config: ResolvedConfig, dependencies: { memory: Retu
     const search = createWebSearchTool({ apiKey: tools.braveApiKey, baseURL: tools.web.searchBaseURL, maxResults: tools.web.searchMaxResults });
     if (search) registry.register(search);
   }
+  if (dependencies.jobs) {
+    registry.register(createSpawnTool(dependencies.jobs.subagents));
+    registry.register(createCronTool(dependencies.jobs.scheduler));
+  }
   const bus = dependencies.bus;
   registry.register(
     createMessageTool({
@@ -161,7 +172,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   const workspace = await realpath(config.workspace);
   const store = overrides.store ?? createFileStore({ dataDir: config.dataDir, now: overrides.now });
   const memory = createMemoryStore({ workspace, scope: config.memory.scope });
-  const tools = createTools(config, { memory, bus: overrides.bus });
+  const tools = createTools(config, { memory, bus: overrides.bus, jobs: overrides.jobs });
   if (config.tools.exec.enabled) {
     const sandbox = chooseSandbox(config.tools.exec.sandbox);
     if (sandbox.kind === "bwrap") logger.info({ bwrap: sandbox.bwrapPath }, "exec runs inside bubblewrap");
@@ -219,24 +230,52 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
 export interface Worker extends AgentRuntime {
   bus: MessageBus;
   loop: AgentLoop;
+  jobs: Jobs;
+  /** Consume the bus and run jobs; resolves when the loop has stopped. */
+  run(): Promise<void>;
 }
 
-/** Agent turns consumed from a bus: the worker process, and the agent half of `start` and `chat`. */
+/** Agent turns and background jobs from a bus: the worker process, and the agent half of `start` and `chat`. */
 export async function createWorker(config: ResolvedConfig, logger: Logger, infrastructure: Infrastructure, overrides: RuntimeOverrides = {}): Promise<Worker> {
-  const runtime = await createAgentRuntime(config, logger, { ...overrides, store: infrastructure.store, bus: infrastructure.bus });
+  const model = overrides.model ?? resolveChatModel(config, { logger });
+  await mkdir(config.workspace, { recursive: true });
+  const workspace = await realpath(config.workspace);
+  const runTask = createSubagentRunner({
+    model,
+    tools: createSubagentTools(config),
+    workspace,
+    restrictToWorkspace: config.tools.restrictToWorkspace,
+    maxRetries: config.agent.maxRetries,
+    retryDelayMs: config.agent.retryDelay * 1000,
+    temperature: config.agent.temperature,
+    maxTokens: config.agent.maxTokens,
+  });
+  const jobs = createJobs({ config, logger, bus: infrastructure.bus, store: infrastructure.store, redis: infrastructure.redis, workspace, runTask, now: overrides.now });
+  const runtime = await createAgentRuntime(config, logger, { ...overrides, model, store: infrastructure.store, bus: infrastructure.bus, jobs });
   const loop = new AgentLoop({
     bus: infrastructure.bus,
     agent: runtime.agent,
     logger,
     concurrency: config.agent.maxConcurrentTurns,
     leaseTtlMs: infrastructure.leaseTtlMs,
+    replyFilter: (messages, reply) => jobs.replyFilter(messages, reply),
   });
+  let jobsStarted: Promise<void> | undefined;
+  let running: Promise<void> | undefined;
   return {
     ...runtime,
     bus: infrastructure.bus,
     loop,
+    jobs,
+    run() {
+      jobsStarted ??= jobs.start().catch((error: unknown) => logger.error({ err: error }, "background jobs failed to start"));
+      running ??= loop.run();
+      return running;
+    },
     close: async () => {
       await loop.stop(5_000);
+      await jobsStarted;
+      await jobs.close();
       await runtime.close();
     },
   };

@@ -27,6 +27,8 @@ export interface AgentLoopOptions {
    * messages go to the dead-letter list and the user gets one short error reply.
    */
   maxAttempts?: number;
+  /** Return false to drop a turn's reply instead of sending it (a silent heartbeat, say). */
+  replyFilter?: (messages: InboundMessage[], reply: string) => boolean;
 }
 
 interface RunningTurn {
@@ -146,7 +148,9 @@ export class AgentLoop {
         await bus.release(claim);
         return;
       }
-      await bus.publishOutbound(answering(finalMessage(first, reply), batch.messages), claim);
+      if (this.options.replyFilter?.(batch.messages, reply) ?? true) {
+        await bus.publishOutbound(answering(finalMessage(first, reply), batch.messages), claim);
+      }
       await bus.ack(claim, batch.messages.length);
     } catch (error) {
       if (leaseLost || (error instanceof BusError && error.code === "lease-lost")) {

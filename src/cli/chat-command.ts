@@ -14,7 +14,7 @@ export async function runChatCommand(args: string[]): Promise<number> {
   const runtime = await createEmbeddedRuntime(config, logger);
   const channel = new CliChannel({ input: process.stdin, output: process.stdout, chatId: values.session });
   const gateway = createCliRuntime(channel, { bus: runtime.bus, store: runtime.store, logger });
-  const loop = runtime.loop.run();
+  const loop = runtime.run();
   if (process.stdout.isTTY) {
     process.stdout.write(
       `CountBot: model ${runtime.model.id}, session ${channel.sessionKey}, workspace ${runtime.workspace}\n` +

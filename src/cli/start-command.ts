@@ -17,9 +17,10 @@ export async function runStartCommand(_args: string[]): Promise<number> {
     bus: infrastructure.bus,
     store: infrastructure.store,
     redis: infrastructure.redis,
+    subagents: worker.jobs.subagents,
     checks: async () => ({ worker: { ok: true, detail: `${worker.loop.active} turns running` } }),
   });
-  const running = worker.loop.run();
+  const running = worker.run();
   const { url, port } = await gateway.start();
   logger.info({ url, port, model: worker.model.id, bus: infrastructure.redis ? "redis" : "memory" }, "countbot started");
   return untilSignalled(logger, async () => {

@@ -7,7 +7,7 @@ export async function runWorkerCommand(_args: string[]): Promise<number> {
   const { config, logger } = loadCliConfig({ service: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "worker" });
   const worker = await createWorker(config, logger, infrastructure);
-  const running = worker.loop.run();
+  const running = worker.run();
   logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns }, "worker started");
   return untilSignalled(logger, async () => {
     await worker.loop.stop(config.shutdownGraceMs);

@@ -223,6 +223,14 @@ export const ConfigSchema = z.strictObject({
   memory: MemorySchema.describe("Long-term memory."),
   tools: ToolsSchema.describe("Built-in tools."),
   channels: ChannelsSchema.describe("Chat platforms."),
+  jobs: z
+    .strictObject({
+      lockDurationMs: z.number().int().min(1_000).max(600_000).default(30_000).describe("A running background job's lock; a worker that dies loses its jobs after at most this long."),
+      stalledIntervalMs: z.number().int().min(500).max(600_000).default(30_000).describe("How often workers look for jobs whose worker died (each is re-run once, then failed with a reason)."),
+      subagentsPerSession: z.number().int().min(1).max(100).default(3).describe("Unfinished subagents one chat may have at once."),
+    })
+    .prefault({})
+    .describe("Background jobs (subagents, scheduled messages)."),
   heartbeat: HeartbeatSchema.describe("Periodic check-ins driven by HEARTBEAT.md (off by default)."),
   redis: RedisSchema.describe("Redis, for running several processes."),
   api: ApiSchema.describe("The HTTP API."),

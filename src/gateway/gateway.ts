@@ -11,6 +11,8 @@ import path from "node:path";
 import { type ChannelRuntime, createChannelRuntime } from "./channel-runtime.js";
 import { createTelegramAdapter } from "../../channels/telegram/telegram-adapter.js";
 import { registerPairingRoutes } from "../api/pairing-routes.js";
+import { registerTaskRoutes } from "../api/task-routes.js";
+import type { SubagentManager } from "../jobs/subagents/manager.js";
 import { type ApiServer, type Readiness, createApiServer } from "../api/server.js";
 import { ConfigError } from "../errors.js";
 import type { Store } from "../store/types.js";
@@ -31,6 +33,8 @@ export interface GatewayOptions {
   /** Extra readiness checks (the embedded worker's lease renewals, say). */
   checks?: () => Promise<Readiness["checks"]>;
   store: Store;
+  /** Cancels subagent tasks wherever they run (the tasks API). */
+  subagents: Pick<SubagentManager, "cancel">;
 }
 
 export function createGateway(options: GatewayOptions): Gateway {
@@ -85,7 +89,10 @@ export function createGateway(options: GatewayOptions): Gateway {
     logger,
     readiness,
     webhooks,
-    routes: (scope) => registerPairingRoutes(scope, options.store),
+    routes: (scope) => {
+      registerPairingRoutes(scope, options.store);
+      registerTaskRoutes(scope, { tasks: options.store.tasks, cancel: (id) => options.subagents.cancel(id) });
+    },
   });
   return {
     api,

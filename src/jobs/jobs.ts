@@ -65,7 +65,15 @@ export function createJobs(options: JobsOptions): Jobs {
   let manager!: SubagentManager;
   const events = { onFailed: (job: { id: string; name: string; data: SubagentJobData }, failure: Parameters<SubagentManager["handleFailed"]>[1]) => manager.handleFailed(job, failure) };
   const queue: JobQueue<SubagentJobData> = redis
-    ? createBullmqQueue<SubagentJobData>({ name: SUBAGENT_QUEUE, connection: redis, prefix: config.redis.prefix, events, logger })
+    ? createBullmqQueue<SubagentJobData>({
+        name: SUBAGENT_QUEUE,
+        connection: redis,
+        prefix: config.redis.prefix,
+        lockDurationMs: config.jobs.lockDurationMs,
+        stalledIntervalMs: config.jobs.stalledIntervalMs,
+        events,
+        logger,
+      })
     : createInProcessQueue<SubagentJobData>({ name: SUBAGENT_QUEUE, events, logger });
   manager = createSubagentManager({
     store: store.tasks,
@@ -94,7 +102,7 @@ export function createJobs(options: JobsOptions): Jobs {
         })
         .catch((error: unknown) => logger.warn({ err: error, task: notice.task.id }, "task notice failed"));
     },
-    limits: { perSession: 3 },
+    limits: { perSession: config.jobs.subagentsPerSession },
     logger,
     now,
   });

@@ -47,7 +47,7 @@ export async function startHarness(model: ChatModel, options: HarnessOptions = {
     else if (event.message.kind === "notice") notices.push(event.message);
     else finals.push(event.message);
   });
-  const loop = runtime.loop.run();
+  const loop = runtime.run();
   return {
     runtime,
     root,

@@ -144,7 +144,7 @@ export function createJobs(options: JobsOptions): Jobs {
       const recovered = await manager.recover();
       if (recovered > 0) logger.warn({ recovered }, "re-queued subagent tasks left unfinished by a crash");
       await scheduler.start(async (job, firedAt) => {
-        await publishSystem(job.sessionKey, `Scheduled (${job.id}): ${job.message}`, `${job.id}-${firedAt}`);
+        await publishSystem(job.sessionKey, `Scheduled (${job.id}) for ${new Date(firedAt).toISOString()}: ${job.message}`, `${job.id}-${firedAt}`);
       });
       if (heartbeat) {
         // One heartbeat per deployment, however many workers run.

@@ -205,10 +205,12 @@ describe("background jobs embedded (countbot start, no Redis)", () => {
     expect(started.bus).toBe("memory");
     const base = String(started.url);
     const finals: string[] = [];
+    const notices: string[] = [];
     const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=embedded`);
     socket.on("message", (data) => {
       const event = JSON.parse(String(data)) as { type: string; content: string };
       if (event.type === "message") finals.push(event.content);
+      if (event.type === "notice") notices.push(event.content);
     });
     await new Promise((resolve) => socket.once("open", resolve));
     const post = (content: string) =>
@@ -218,6 +220,9 @@ describe("background jobs embedded (countbot start, no Redis)", () => {
     await until(() => finals.find((text) => text.includes("[lister] started")), "the started reply");
     const result = await until(() => finals.find((text) => text.startsWith("Background:") && text.includes("[lister]")), "the subagent result");
     expect(result).toContain("Listing finished");
+    // The web page hears of the task's life as notices.
+    expect(notices).toContain("Subagent [lister] started");
+    expect(notices).toContain("Subagent [lister] completed");
 
     await post("remind me every two seconds");
     await until(() => finals.find((text) => text.startsWith("ok: Scheduled")), "the scheduled reply");

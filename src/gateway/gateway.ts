@@ -12,6 +12,8 @@ import { type ChannelRuntime, createChannelRuntime } from "./channel-runtime.js"
 import { createTelegramAdapter } from "../../channels/telegram/telegram-adapter.js";
 import { registerPairingRoutes } from "../api/pairing-routes.js";
 import { registerTaskRoutes } from "../api/task-routes.js";
+import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
+import { createToolHistory } from "../tools/tool-history.js";
 import type { SubagentManager } from "../jobs/subagents/manager.js";
 import { type ApiServer, type Readiness, createApiServer } from "../api/server.js";
 import { ConfigError } from "../errors.js";
@@ -51,6 +53,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     Object.assign(checks, (await options.checks?.()) ?? {});
     return { ready: Object.values(checks).every((check) => check.ok), checks };
   };
+  // Read-only here: workers write it under the shared data directory.
+  const toolHistory = createToolHistory({ directory: path.join(config.dataDir, "tool-history") });
   const channels: ChannelRuntime[] = [];
   const webhooks: NonNullable<Parameters<typeof createApiServer>[0]["webhooks"]> = [];
   const telegram = config.channels.telegram;
@@ -92,6 +96,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     routes: (scope) => {
       registerPairingRoutes(scope, options.store);
       registerTaskRoutes(scope, { tasks: options.store.tasks, cancel: (id) => options.subagents.cancel(id) });
+      registerToolHistoryRoutes(scope, toolHistory);
     },
   });
   return {
@@ -105,6 +110,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     async close() {
       for (const channel of channels) await channel.stop();
       await api.close();
+      await toolHistory.close();
     },
   };
 }

@@ -62,7 +62,7 @@ export function createJobs(options: JobsOptions): Jobs {
     });
   };
 
-  let manager!: SubagentManager;
+  // The queue reports failures to the manager, which needs the queue: the callback reads `manager` only when called.
   const events = { onFailed: (job: { id: string; name: string; data: SubagentJobData }, failure: Parameters<SubagentManager["handleFailed"]>[1]) => manager.handleFailed(job, failure) };
   const queue: JobQueue<SubagentJobData> = redis
     ? createBullmqQueue<SubagentJobData>({
@@ -75,7 +75,7 @@ export function createJobs(options: JobsOptions): Jobs {
         logger,
       })
     : createInProcessQueue<SubagentJobData>({ name: SUBAGENT_QUEUE, events, logger });
-  manager = createSubagentManager({
+  const manager: SubagentManager = createSubagentManager({
     store: store.tasks,
     queue,
     runTask:

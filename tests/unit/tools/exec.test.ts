@@ -251,10 +251,19 @@ async function gone(pid: number): Promise<boolean> {
     } catch {
       return true;
     }
+    if (processState(pid) === "Z") return true;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  const state = /\) (\w)/.exec(readFileSync(`/proc/${pid}/stat`, "utf8"))?.[1];
-  return state === "Z";
+  return processState(pid) === "Z";
+}
+
+/** The state letter in /proc/<pid>/stat; a process reaped in the meantime counts as a zombie (gone). */
+function processState(pid: number): string {
+  try {
+    return /\) (\w)/.exec(readFileSync(`/proc/${pid}/stat`, "utf8"))?.[1] ?? "?";
+  } catch {
+    return "Z";
+  }
 }
 
 describe("exec: allowed uses", () => {

@@ -324,7 +324,7 @@ describe("exec under bubblewrap", () => {
   // Installed is not enough: containers often forbid the user namespaces bwrap needs.
   const works = bwrap !== undefined && spawnSync(bwrap, buildBwrapArgs({ workspace: tmpdir(), command: "true", layout: probeRootLayout() })).status === 0;
 
-  it.skipIf(!works)("sees its workspace read-write, the system read-only, and nothing else of the host (skipped: bwrap missing or unable to create namespaces)", async () => {
+  it.skipIf(!works)("sees its workspace read-write, the system read-only, and nothing else of the host (skips itself where bwrap cannot create namespaces)", async () => {
     const outcome = await run(
       `echo inside > made.txt; cat made.txt; touch /usr/countbot-test 2>&1 | grep -o 'Read-only file system'; ls ${victim} 2>&1 | grep -o 'No such file'; ls /root 2>&1 | grep -o 'No such file'`,
       { sandbox: "bwrap" },

@@ -23,7 +23,7 @@ import { connectRedis } from "./redis/client.js";
 import { createFileStore } from "./store/file-store.js";
 import { createRedisStore } from "./store/redis-store.js";
 import type { Store } from "./store/types.js";
-import { createAuditLog } from "./tools/audit-log.js";
+import { type AuditLog, auditEntryOf, createAuditLog } from "./tools/audit-log.js";
 import { createEditFileTool } from "./tools/edit-file.js";
 import { createExecTool } from "./tools/exec.js";
 import { chooseSandbox } from "./tools/exec-sandbox.js";
@@ -102,6 +102,8 @@ export async function createInfrastructure(config: ResolvedConfig, logger: Logge
 
 export interface AgentRuntime {
   config: ResolvedConfig;
+  /** Every tool call, when `tools.audit.enabled`. */
+  audit?: AuditLog;
   agent: Agent;
   model: ChatModel;
   tools: ToolRegistry;
@@ -214,6 +216,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   });
   return {
     config,
+    audit,
     agent,
     model,
     tools,
@@ -240,6 +243,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
   const model = overrides.model ?? resolveChatModel(config, { logger });
   await mkdir(config.workspace, { recursive: true });
   const workspace = await realpath(config.workspace);
+  const auditRef: { log?: AuditLog } = {};
   const runTask = createSubagentRunner({
     model,
     tools: createSubagentTools(config),
@@ -249,9 +253,14 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     retryDelayMs: config.agent.retryDelay * 1000,
     temperature: config.agent.temperature,
     maxTokens: config.agent.maxTokens,
+    // Subagents' tool calls go to the same audit log as the main agent's (known once it exists below).
+    listener: (task) => async (event) => {
+      if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: task.sessionKey, channel: "subagent", chatId: task.id }));
+    },
   });
   const jobs = createJobs({ config, logger, bus: infrastructure.bus, store: infrastructure.store, redis: infrastructure.redis, workspace, runTask, now: overrides.now });
   const runtime = await createAgentRuntime(config, logger, { ...overrides, model, store: infrastructure.store, bus: infrastructure.bus, jobs });
+  auditRef.log = runtime.audit;
   const loop = new AgentLoop({
     bus: infrastructure.bus,
     agent: runtime.agent,

@@ -122,6 +122,7 @@ export const TelegramSchema = z.strictObject({
     })
     .optional()
     .describe("Webhook settings; `url` and `secret` are required when `mode` is `webhook`."),
+  rateLimitPerMinute: positiveInt.max(10_000).default(10).describe("Messages one sender may send per minute; beyond it they get one short notice, then silence."),
   maxFileBytes: positiveInt
     .default(20 * 1024 * 1024)
     .describe("Photos and documents larger than this are not downloaded; the model gets a note instead (the public Bot API serves at most 20 MB)."),

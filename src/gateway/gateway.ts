@@ -75,7 +75,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         adapter,
         // The account is named by a hash of the token: the token itself must not become a key.
         account: createHash("sha256").update(telegram.token).digest("hex").slice(0, 16),
-        policy: { allowFrom: telegram.allowFrom, groupPolicy: telegram.groupPolicy },
+        policy: { allowFrom: telegram.allowFrom, groupPolicy: telegram.groupPolicy, rateLimit: { messages: telegram.rateLimitPerMinute, perMs: 60_000 } },
         bus,
         store: options.store,
         logger,

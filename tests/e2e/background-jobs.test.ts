@@ -4,7 +4,7 @@
  * same spawn and cron scenarios in the embedded mode (`countbot start`, no Redis, web channel).
  */
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
@@ -223,6 +223,10 @@ describe("background jobs embedded (countbot start, no Redis)", () => {
     // The web page hears of the task's life as notices.
     expect(notices).toContain("Subagent [lister] started");
     expect(notices).toContain("Subagent [lister] completed");
+    // The subagent's tool calls are audited like the main agent's.
+    const audit = await readFile(path.join(root, "embedded-data", "audit", "tool-calls.jsonl"), "utf8");
+    const subagentCalls = audit.split("\n").filter(Boolean).map((line) => JSON.parse(line) as { channel: string; tool: string });
+    expect(subagentCalls).toContainEqual(expect.objectContaining({ channel: "subagent", tool: "list_dir" }));
 
     await post("remind me every two seconds");
     await until(() => finals.find((text) => text.startsWith("ok: Scheduled")), "the scheduled reply");

@@ -281,19 +281,92 @@ class MemoryBus implements MessageBus {
 }
 
 /**
- * One channel's outbound events, delivered one at a time in publish order. A pending draft is
- * replaced by a newer one for the same reply, and dropped once that reply's final is queued.
+ * One channel's outbound events. Each chat has its own lane: a chat's events are handed over one
+ * at a time in publish order, while different chats are handled concurrently (so a handler may
+ * wait until a message is fully delivered without holding up other chats).
  */
 class OutboundQueue {
-  private events: OutboundEvent[] = [];
-  /** Drafts waiting in `events`, by reply id: a newer draft replaces the text in place. */
-  private pendingDrafts = new Map<string, OutboundEvent & { type: "draft" }>();
+  private readonly lanes = new Map<string, ChatLane>();
   private handler: OutboundHandler | undefined;
-  private pumping: Promise<void> | undefined;
-  private finished = new Set<string>();
+  private readonly finished = new Set<string>();
   private closed = false;
 
   constructor(private readonly redeliveryDelayMs: number) {}
+
+  pushMessage(message: OutboundMessage): void {
+    this.rememberFinished(message.id);
+    this.laneFor(message.chatId).pushMessage(message);
+  }
+
+  pushDraft(draft: Draft): void {
+    if (this.finished.has(draft.replyId)) return;
+    this.laneFor(draft.chatId).pushDraft(draft);
+  }
+
+  attach(handler: OutboundHandler): Subscription {
+    this.handler = handler;
+    this.closed = false;
+    for (const lane of this.lanes.values()) lane.pump();
+    return {
+      close: async () => {
+        if (this.handler === handler) this.handler = undefined;
+        await this.idle();
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.handler = undefined;
+    await this.idle();
+  }
+
+  private async idle(): Promise<void> {
+    await Promise.all([...this.lanes.values()].map((lane) => lane.pumping));
+  }
+
+  private laneFor(chatId: string): ChatLane {
+    let lane = this.lanes.get(chatId);
+    if (!lane) {
+      lane = new ChatLane(this.redeliveryDelayMs, {
+        handler: () => (this.closed ? undefined : this.handler),
+        // An empty lane goes away: the map does not grow with every chat ever served.
+        onIdle: () => {
+          if (this.lanes.get(chatId) === lane && lane!.empty) this.lanes.delete(chatId);
+        },
+      });
+      this.lanes.set(chatId, lane);
+    }
+    return lane;
+  }
+
+  private rememberFinished(replyId: string): void {
+    this.finished.add(replyId);
+    if (this.finished.size > 10_000) {
+      const oldest = this.finished.values().next().value;
+      if (oldest !== undefined) this.finished.delete(oldest);
+    }
+  }
+}
+
+/**
+ * One chat's outbound events, handed over one at a time in publish order. A pending draft is
+ * replaced by a newer one for the same reply, and dropped once that reply's final is queued.
+ */
+class ChatLane {
+  private events: OutboundEvent[] = [];
+  /** Drafts waiting in `events`, by reply id: a newer draft replaces the text in place. */
+  private pendingDrafts = new Map<string, OutboundEvent & { type: "draft" }>();
+  pumping: Promise<void> | undefined;
+
+  constructor(
+    private readonly redeliveryDelayMs: number,
+    private readonly owner: { handler: () => OutboundHandler | undefined; onIdle: () => void },
+  ) {}
+
+  get empty(): boolean {
+    return this.events.length === 0 && !this.pumping;
+  }
 
   pushMessage(message: OutboundMessage): void {
     const draft = this.pendingDrafts.get(message.id);
@@ -302,12 +375,10 @@ class OutboundQueue {
       this.pendingDrafts.delete(message.id);
     }
     this.events.push({ type: "message", message });
-    this.rememberFinished(message.id);
     this.pump();
   }
 
   pushDraft(draft: Draft): void {
-    if (this.finished.has(draft.replyId)) return;
     const pending = this.pendingDrafts.get(draft.replyId);
     if (pending) {
       pending.draft = draft;
@@ -319,48 +390,23 @@ class OutboundQueue {
     this.pump();
   }
 
-  attach(handler: OutboundHandler): Subscription {
-    this.handler = handler;
-    this.closed = false;
-    this.pump();
-    return {
-      close: async () => {
-        if (this.handler === handler) this.handler = undefined;
-        await this.pumping;
-      },
-    };
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    this.handler = undefined;
-    await this.pumping;
-  }
-
-  private rememberFinished(replyId: string): void {
-    this.finished.add(replyId);
-    if (this.finished.size > 10_000) {
-      const oldest = this.finished.values().next().value;
-      if (oldest !== undefined) this.finished.delete(oldest);
-    }
-  }
-
-  private pump(): void {
-    if (this.pumping || !this.handler) return;
+  pump(): void {
+    if (this.pumping || !this.owner.handler()) return;
     this.pumping = this.run().finally(() => {
       this.pumping = undefined;
-      if (this.events.length > 0 && this.handler && !this.closed) this.pump();
+      if (this.events.length > 0 && this.owner.handler()) this.pump();
+      else this.owner.onIdle();
     });
   }
 
   private async run(): Promise<void> {
     let failures = 0;
-    while (this.handler && this.events.length > 0 && !this.closed) {
+    for (let handler = this.owner.handler(); handler && this.events.length > 0; handler = this.owner.handler()) {
       const event = this.events[0]!;
       // A draft leaves the pending map when it is handed over: a newer one queues behind.
       if (event.type === "draft") this.pendingDrafts.delete(event.draft.replyId);
       try {
-        await this.handler(event);
+        await handler(event);
         failures = 0;
         if (this.events[0] === event) this.events.shift();
         else this.events.splice(this.events.indexOf(event), 1);

@@ -13,6 +13,7 @@ import type { BusKeys } from "./redis-keys.js";
 import type { Draft, OutboundEvent, OutboundHandler, Subscription } from "./types.js";
 
 export const DELIVERY_GROUP = "delivery";
+const MAX_IN_FLIGHT = 1_000;
 
 /** What travels in the stream: a whole final/notice, or a pointer to a draft's newest text. */
 export type StreamEvent = { type: "message"; message: OutboundMessage } | { type: "draft"; draft: Omit<Draft, "text"> };
@@ -71,32 +72,58 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
     return !(closed && event?.type === "message");
   };
 
-  /** Delivers a batch in order, then acknowledges (and trims) what was delivered in one round trip. */
-  const deliverBatch = async (entries: Entry[]): Promise<void> => {
-    const done: string[] = [];
-    const finals: string[] = [];
-    for (const entry of entries) {
-      if (closed || !entry) break;
-      if (!(await deliver(entry))) break;
-      done.push(entry[0]);
-      const raw = entry[1][entry[1].indexOf("event") + 1];
-      if (raw?.includes('"kind":"final"')) finals.push((JSON.parse(raw) as { message: { id: string } }).message.id);
-    }
-    if (done.length === 0) return;
-    const pipeline = redis.pipeline().xack(stream, DELIVERY_GROUP, ...done).xdel(stream, ...done);
-    for (const id of finals) pipeline.set(keys.finished(id), "1", "PX", 10 * 60_000);
+  // One lane per chat: a chat's entries are delivered in stream order, chats concurrently. Each entry
+  // is acknowledged once delivered, so a slow chat holds up neither other chats nor the reads.
+  const lanes = new Map<string, Promise<void>>();
+  const inFlight = new Set<string>();
+  let acks: Array<{ id: string; final?: string }> = [];
+  let laneFinished: (() => void) | undefined;
+
+  const flushAcks = async () => {
+    if (acks.length === 0) return;
+    const batch = acks;
+    acks = [];
+    const ids = batch.map((ack) => ack.id);
+    const pipeline = redis.pipeline().xack(stream, DELIVERY_GROUP, ...ids).xdel(stream, ...ids);
+    for (const ack of batch) if (ack.final) pipeline.set(keys.finished(ack.final), "1", "PX", 10 * 60_000);
     await pipeline.exec();
+  };
+
+  const enqueue = (entry: Entry) => {
+    if (!entry || inFlight.has(entry[0])) return;
+    const raw = entry[1][entry[1].indexOf("event") + 1];
+    const event = raw ? (JSON.parse(raw) as StreamEvent) : undefined;
+    const chat = event?.type === "message" ? event.message.chatId : event?.type === "draft" ? event.draft.chatId : "";
+    inFlight.add(entry[0]);
+    const previous = lanes.get(chat) ?? Promise.resolve();
+    const next: Promise<void> = previous
+      .then(async () => {
+        if (closed || !(await deliver(entry))) return;
+        acks.push({ id: entry[0], final: event?.type === "message" && event.message.kind === "final" ? event.message.id : undefined });
+      })
+      .catch((error: unknown) => options.onError?.(error))
+      .finally(() => {
+        inFlight.delete(entry[0]);
+        if (lanes.get(chat) === next) lanes.delete(chat);
+        laneFinished?.();
+      });
+    lanes.set(chat, next);
   };
 
   const run = async () => {
     while (!closed) {
       try {
+        // Bounded memory: at most MAX_IN_FLIGHT entries between read and acknowledgement.
+        while (inFlight.size >= MAX_IN_FLIGHT && !closed) await new Promise<void>((resolve) => (laneFinished = resolve));
         const reclaimed = (await redis.xautoclaim(stream, DELIVERY_GROUP, consumer, options.reclaimIdleMs, "0-0", "COUNT", 100)) as [string, Entry[]];
-        await deliverBatch(reclaimed[1]);
+        for (const entry of reclaimed[1]) enqueue(entry);
         const result = (await options.blocking.xreadgroup("GROUP", DELIVERY_GROUP, consumer, "COUNT", 100, "BLOCK", 1000, "STREAMS", stream, ">")) as
           | Array<[string, Entry[]]>
           | null;
-        for (const [, entries] of result ?? []) await deliverBatch(entries);
+        for (const [, entries] of result ?? []) for (const entry of entries) enqueue(entry);
+        // Give lanes that can finish at once (most of them) a turn, then acknowledge in one round trip.
+        await new Promise((resolve) => setImmediate(resolve));
+        await flushAcks();
       } catch (error) {
         if (closed) break;
         options.onError?.(error);
@@ -109,8 +136,11 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
   return {
     async close() {
       closed = true;
+      laneFinished?.();
       options.blocking.disconnect();
       await running;
+      await Promise.all(lanes.values());
+      await flushAcks().catch((error: unknown) => options.onError?.(error));
     },
   };
 }

@@ -83,7 +83,11 @@ export interface MessageBus {
   publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void>;
   /** Publish the newest text of a streaming reply. May be dropped; never blocks a turn. */
   publishDraft(draft: Draft): Promise<void>;
-  /** Deliver a channel's outbound events to `handler`, in order per chat. */
+  /**
+   * Deliver a channel's outbound events to `handler`: one at a time and in publish order per chat,
+   * different chats concurrently, so a handler may take as long as the platform needs (pacing, a
+   * rate limit) before it resolves, and an event is acknowledged only once it was delivered.
+   */
   consumeOutbound(channel: string, handler: OutboundHandler): Promise<Subscription>;
   /**
    * Mark an outbound id delivered. true the first time, false when it was already delivered

@@ -1,7 +1,7 @@
 /**
  * The outbound dispatcher: takes a channel's replies off the bus and puts them on the platform.
  *
- * Finals: delivered once (bus.markDelivered on the outbound id: a re-run turn repeats its ids);
+ * Finals: delivered once (bus.markDelivered per chunk of the outbound id: a re-run turn repeats its ids);
  * rendered for the platform and split into chunks that fit; sent in order, the first threaded to
  * the message it answers (or editing the streamed draft message into the final). A chunk the
  * platform rejects for its markup is sent again as plain text; a rate limit is waited out and the
@@ -10,13 +10,11 @@
  * rest. A chat that is gone (forbidden, not found) drops the message.
  *
  * Ordering: per chat. Each chat has a lane; its deliveries (and draft updates) run one after the
- * other, at most one platform call per `minSendIntervalMs`. The bus hands a channel's events over
- * one at a time, so the bus handler resolves when the message is fully delivered, EXCEPT when it
- * would have to wait for its chat (pacing, a rate limit, or an earlier message of the same chat
- * still being delivered): then it resolves early and the lane finishes the delivery, so that one
- * slow chat does not hold up the others. The price: a message acknowledged that way is lost if the
- * process dies before it lands, and so is the rest of a message whose delivery was under way (its
- * id is already marked delivered). Within one process nothing is lost or doubled.
+ * other, at most one platform call per `minSendIntervalMs`. The bus hands events over per chat and
+ * handles chats concurrently, so the handler resolves only once the message is fully delivered
+ * (pacing and rate limits included) without holding up other chats: a message is acknowledged to
+ * the bus only after it landed, and a failure hands it back to the bus for redelivery (the chunks
+ * already sent are remembered, so only the rest goes out).
  *
  * Drafts (streamed text, lossy): `draft` streaming in private chats → adapter.draft() with a draft
  * id derived from the reply id; otherwise (`edit`, or `draft` outside private chats) the first
@@ -74,7 +72,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
 
 /** A final whose delivery started: chunks sent so far, kept for a redelivery to resume. */
 interface Delivery {
+  /** Chunks that went out (or were found already delivered). */
   sent: number;
+  /** Chunks this process marked delivered on the bus. */
+  marked: number;
   active: boolean;
 }
 
@@ -93,21 +94,6 @@ interface DraftState {
   lastShownAt: number;
   scheduled: boolean;
   finished: boolean;
-}
-
-/** Set once a delivery has to wait for its chat: the bus handler then stops waiting for it. */
-class Ticket {
-  parked = false;
-  readonly whenParked: Promise<void>;
-  private release!: () => void;
-  constructor() {
-    this.whenParked = new Promise((resolve) => (this.release = resolve));
-  }
-  park(): void {
-    if (this.parked) return;
-    this.parked = true;
-    this.release();
-  }
 }
 
 /** One chat's deliveries, one after the other. */
@@ -197,22 +183,16 @@ class OutboundDispatcher implements Dispatcher {
     let delivery = this.deliveries.get(message.id);
     if (delivery?.active) return this.logger.debug(fields, "outbound message already being delivered");
     if (!delivery) {
-      if (!(await this.bus.markDelivered(message.id))) return this.logger.debug(fields, "outbound message already delivered");
-      delivery = { sent: 0, active: true };
+      delivery = { sent: 0, marked: 0, active: true };
       remember(this.deliveries, message.id, delivery);
     }
     delivery.active = true;
     const lane = this.laneFor(message.chatId);
-    const ticket = new Ticket();
-    if (lane.busy) ticket.park();
-    const done = lane.run(() => this.deliver(message, delivery, ticket));
-    done.catch((error: unknown) => {
-      if (ticket.parked) this.logger.error({ ...fields, error: errorMessage(error) }, "outbound message not delivered");
-    });
-    await Promise.race([done, ticket.whenParked]);
+    const done = lane.run(() => this.deliver(message, delivery));
+    await done;
   }
 
-  private async deliver(message: OutboundMessage, delivery: Delivery, ticket: Ticket): Promise<void> {
+  private async deliver(message: OutboundMessage, delivery: Delivery): Promise<void> {
     const fields = { chatId: message.chatId, sessionKey: `${message.channel}:${message.chatId}`, messageId: message.id };
     const draft = this.drafts.get(message.id);
     if (draft) draft.finished = true;
@@ -226,9 +206,20 @@ class OutboundDispatcher implements Dispatcher {
           delivery.sent = index + 1; // the draft already shows exactly this
           continue;
         }
+        // Each chunk is marked delivered (bus-wide) just before it goes out: a redelivery, another
+        // gateway or a re-run turn (same id) skips what went out, and a crash loses at most the
+        // chunk in flight. A chunk this process marked but failed to send is retried, not skipped.
+        if (index >= delivery.marked) {
+          if (!(await this.bus.markDelivered(`${message.id}#${index}`))) {
+            this.logger.debug({ ...fields, chunk: index }, "chunk already delivered");
+            delivery.sent = index + 1;
+            continue;
+          }
+          delivery.marked = index + 1;
+        }
         const outbound = this.options.annotateSends ? outboundPart(message, index, chunks.length) : undefined;
         const target = { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId, outbound };
-        const outcome = await this.sendChunk(message, chunk, target, ticket);
+        const outcome = await this.sendChunk(message, chunk, target);
         if (outcome === "gone") {
           this.logger.warn({ ...fields, chunk: index }, "chat is gone: outbound message dropped");
           break;
@@ -259,7 +250,6 @@ class OutboundDispatcher implements Dispatcher {
     message: OutboundMessage,
     chunk: { source: string; rendered: string; format: SendOptions["format"] },
     target: { replyTo?: string; edit?: string; outbound?: OutboundPart },
-    ticket: Ticket,
   ): Promise<"sent" | "gone" | "skipped"> {
     const { chatId } = message;
     const annotation = target.outbound ? { outbound: target.outbound } : {};
@@ -269,7 +259,7 @@ class OutboundDispatcher implements Dispatcher {
     let edit = target.edit;
     let networkFailures = 0;
     for (;;) {
-      await this.pace(lane, ticket);
+      await this.pace(lane);
       try {
         if (edit) await this.adapter.edit(chatId, edit, text, { format, ...annotation });
         else await this.adapter.send(chatId, text, { replyTo: target.replyTo, format, ...annotation });
@@ -280,12 +270,11 @@ class OutboundDispatcher implements Dispatcher {
         const kind = error instanceof ChannelError ? error.kind : "other";
         const fields = { sessionKey: `${message.channel}:${chatId}`, chatId, messageId: message.id, kind, error: errorMessage(error) };
         if (kind === "rate-limit") {
-          ticket.park();
           await this.wait((error as ChannelError).retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS);
         } else if (kind === "network") {
           networkFailures += 1;
-          if (networkFailures > this.maxRetries && !ticket.parked) throw error;
-          if (networkFailures > this.maxRetries) this.logger.warn(fields, "platform unreachable; still retrying");
+          // Handed back to the bus, which redelivers it; the chunks already sent are remembered.
+          if (networkFailures > this.maxRetries) throw error;
           await this.wait(Math.min(this.retryDelayMs * 2 ** Math.min(networkFailures - 1, 16), MAX_BACKOFF_MS));
         } else if (kind === "not-found" && edit) {
           edit = undefined; // the draft message was deleted: send the chunk as a new message
@@ -309,10 +298,9 @@ class OutboundDispatcher implements Dispatcher {
   }
 
   /** Waits before a platform call so one chat gets at most one per `minSendIntervalMs`. */
-  private async pace(lane: ChatLane, ticket: Ticket): Promise<void> {
+  private async pace(lane: ChatLane): Promise<void> {
     const wait = lane.lastSendAt + this.adapter.capabilities.minSendIntervalMs - this.now();
     if (wait <= 0) return;
-    ticket.park();
     await this.sleep(wait);
   }
 
@@ -398,7 +386,7 @@ class OutboundDispatcher implements Dispatcher {
     let format = head.format;
     for (;;) {
       if (body === state.shown) return;
-      await this.pace(lane, new Ticket());
+      await this.pace(lane);
       try {
         if (state.platformMessageId) {
           await this.adapter.edit(state.chatId, state.platformMessageId, body, { format });

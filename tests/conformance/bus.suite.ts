@@ -248,6 +248,28 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       expect(seen.indexOf("final:1")).toBeGreaterThan(seen.indexOf(drafts[0]!));
     });
 
+    it("hands different chats over concurrently, one event at a time per chat", async () => {
+      await open();
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const seen: string[] = [];
+      const subscription = await bus.consumeOutbound("test", async (event) => {
+        if (event.type !== "message") return;
+        seen.push(event.message.content);
+        // Chat a's first reply is slow (pacing, a rate limit): it must not hold up chat b.
+        if (event.message.content === "a1") await held;
+      });
+      await bus.publishOutbound(outbound("a", "a1"));
+      await bus.publishOutbound(outbound("a", "a2"));
+      await bus.publishOutbound(outbound("b", "b1"));
+      await waitFor(() => (seen.includes("b1") ? true : undefined), "chat b's reply while chat a's is held");
+      expect(seen).not.toContain("a2");
+      release();
+      await waitFor(() => (seen.includes("a2") ? true : undefined), "chat a's second reply");
+      await subscription.close();
+      expect(seen.filter((content) => content.startsWith("a"))).toEqual(["a1", "a2"]);
+    });
+
     it("redelivers an outbound message whose handler failed", async () => {
       await open();
       let attempts = 0;

@@ -6,7 +6,8 @@
 import { z } from "zod";
 import { ToolError, errorMessage } from "../errors.js";
 import { defineTool, type Tool } from "./types.js";
-import { decodeEntities, wrapUntrusted } from "./web-fetch.js";
+import { decodeEntities } from "./html-text.js";
+import { wrapUntrusted } from "./untrusted.js";
 
 export interface WebSearchOptions {
   /** Brave Search API key (`tools.braveApiKey`). Unset or blank: the factory returns undefined. */

@@ -19,6 +19,7 @@ import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { CancelledError, errorMessage } from "../errors.js";
 import type { JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./types.js";
+import { finishesWithin } from "./finishes-within.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** How long close() still waits for handlers after it aborted them. */
@@ -277,18 +278,5 @@ class BullmqQueue<Data> implements JobQueue<Data> {
 
   private assertOpen(): void {
     if (this.closed) throw new Error(`job queue ${this.options.name} is closed`);
-  }
-}
-
-/** Whether `work` settles within `ms`. */
-async function finishesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([work.then(() => true), timeout]);
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -6,6 +6,7 @@
 import type { Logger } from "pino";
 import { CancelledError, errorMessage } from "../errors.js";
 import type { Job, JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./types.js";
+import { finishesWithin } from "./finishes-within.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** How long close() still waits for handlers after it aborted them. */
@@ -155,18 +156,5 @@ class InProcessQueue<Data> implements JobQueue<Data> {
       if (finishedAt >= cutoff) break; // insertion order is finish order
       this.finished.delete(id);
     }
-  }
-}
-
-/** Whether `work` settles within `ms`. */
-async function finishesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([work.then(() => true), timeout]);
-  } finally {
-    clearTimeout(timer);
   }
 }

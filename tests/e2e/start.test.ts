@@ -3,13 +3,16 @@
  * posted to the web channel is answered on its WebSocket, SIGTERM shuts it down cleanly.
  * `gateway` and `worker` refuse to run without Redis and say what to set.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
 import { startService, stopAllServices } from "../support/processes.js";
+import { deleteKeys, redisUrl } from "../support/redis.js";
 import { runCli } from "../support/run-cli.js";
 
 let root: string;
@@ -26,40 +29,59 @@ afterAll(async () => {
 });
 
 describe("countbot start", () => {
-  it("serves the API and answers a web message, then shuts down on SIGTERM", async () => {
-    const service = startService(["start"], {
-      HOME: root,
-      COUNTBOT_DATA_DIR: path.join(root, "data"),
-      COUNTBOT_API_PORT: "0",
-      OPENAI_API_KEY: "sk-start-0123456789",
-      OPENAI_BASE_URL: llm.url,
-      LOG_LEVEL: "info",
-    });
-    const started = await service.waitForLog(/countbot started/);
-    expect(started.bus).toBe("memory");
-    const base = String(started.url);
-    expect((await fetch(`${base}/health`)).status).toBe(200);
-    expect((await fetch(`${base}/ready`)).status).toBe(200);
+  const modes = [
+    { name: "in-memory bus and file store", bus: "memory", env: {} as Record<string, string> },
+    { name: "Redis when REDIS_URL is set", bus: "redis", env: { REDIS_URL: redisUrl } as Record<string, string> },
+  ];
+  for (const mode of modes) {
+    it(`serves the API and answers a web message, then shuts down on SIGTERM (${mode.name})`, async () => {
+      const prefix = `countbot-start-${randomUUID()}`;
+      const configFile = path.join(root, `${prefix}.json`);
+      await writeFile(configFile, JSON.stringify({ redis: { prefix } }));
+      const service = startService(["start"], {
+        HOME: root,
+        COUNTBOT_CONFIG: configFile,
+        COUNTBOT_DATA_DIR: path.join(root, `data-${mode.bus}`),
+        COUNTBOT_API_PORT: "0",
+        OPENAI_API_KEY: "sk-start-0123456789",
+        OPENAI_BASE_URL: llm.url,
+        LOG_LEVEL: "info",
+        ...mode.env,
+      });
+      try {
+        const started = await service.waitForLog(/countbot started/);
+        expect(started.bus).toBe(mode.bus);
+        const base = String(started.url);
+        expect((await fetch(`${base}/health`)).status).toBe(200);
+        expect((await fetch(`${base}/ready`)).status).toBe(200);
 
-    const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=visitor-1`);
-    const final = new Promise<{ content: string; answers: string[] }>((resolve) =>
-      socket.on("message", (data) => {
-        const event = JSON.parse(String(data)) as { type: string; content: string; answers: string[] };
-        if (event.type === "message") resolve(event);
-      }),
-    );
-    await new Promise((resolve) => socket.once("open", resolve));
-    const response = await fetch(`${base}/api/chat/visitor-1/messages`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ content: "hi there" }),
+        const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=visitor-1`);
+        const final = new Promise<{ content: string; answers: string[] }>((resolve) =>
+          socket.on("message", (data) => {
+            const event = JSON.parse(String(data)) as { type: string; content: string; answers: string[] };
+            if (event.type === "message") resolve(event);
+          }),
+        );
+        await new Promise((resolve) => socket.once("open", resolve));
+        const response = await fetch(`${base}/api/chat/visitor-1/messages`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ content: "hi there" }),
+        });
+        expect(response.status).toBe(202);
+        const { id } = (await response.json()) as { id: string };
+        expect(await final).toMatchObject({ content: "Hello from the fake model.", answers: [id] });
+        socket.close();
+        expect(await service.stop("SIGTERM")).toBe(0);
+      } finally {
+        if (mode.bus === "redis") {
+          const redis = new Redis(redisUrl);
+          await deleteKeys(redis, prefix);
+          await redis.quit();
+        }
+      }
     });
-    expect(response.status).toBe(202);
-    const { id } = (await response.json()) as { id: string };
-    expect(await final).toMatchObject({ content: "Hello from the fake model.", answers: [id] });
-    socket.close();
-    expect(await service.stop("SIGTERM")).toBe(0);
-  });
+  }
 });
 
 describe("gateway and worker without Redis", () => {

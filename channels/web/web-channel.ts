@@ -15,7 +15,7 @@ import type { WebSocket } from "ws";
 import { z } from "zod";
 import { parseRequest } from "../../src/api/validation.js";
 import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
-import type { Draft, MessageBus, OutboundEvent, Subscription } from "../../src/bus/types.js";
+import type { MessageBus, OutboundEvent, Subscription } from "../../src/bus/types.js";
 
 export const WEB_CHANNEL = "web";
 
@@ -79,8 +79,11 @@ export class WebChannel {
   /** `chatId:clientMessageId` → the inbound id it was queued under, to answer a retry with it. */
   private readonly accepted = new BoundedMap<string, string>(10_000);
   private subscription: Subscription | undefined;
+  private fanIn: Subscription | undefined;
   private pingTimer: NodeJS.Timeout | undefined;
   private sequence = 0;
+  /** Names this gateway in fan-out messages, so it ignores its own. */
+  private readonly instance = randomUUID();
 
   constructor(private readonly options: WebChannelOptions) {
     this.logger = options.logger.child({ channel: WEB_CHANNEL });
@@ -94,6 +97,10 @@ export class WebChannel {
   /** Start consuming the bus's `web` outbound channel. Call once per process. */
   async start(): Promise<void> {
     if (this.subscription) return;
+    // With several gateways each consumes a share of the replies; every reply is also fanned out so
+    // the gateway that holds the chat's socket sends it. Clients may see a final twice (once live
+    // from another gateway, once from a buffer here): its id is stable, dedupe on it.
+    this.fanIn = await this.options.bus.onBroadcast(WEB_CHANNEL, (payload) => this.fromOtherGateway(payload));
     this.subscription = await this.options.bus.consumeOutbound(WEB_CHANNEL, (event) => this.deliver(event));
     const interval = this.options.pingIntervalMs ?? 30_000;
     if (interval > 0) {
@@ -108,6 +115,8 @@ export class WebChannel {
     this.pingTimer = undefined;
     await this.subscription?.close();
     this.subscription = undefined;
+    await this.fanIn?.close();
+    this.fanIn = undefined;
     for (const sockets of this.sockets.values()) for (const socket of sockets) socket.close(1001, "server shutting down");
     this.sockets.clear();
     const kept = this.pending.size;
@@ -201,14 +210,18 @@ export class WebChannel {
 
   /** The bus's handler: resolving acknowledges the event, throwing (e.g. Redis down) leaves it for redelivery. */
   private async deliver(event: OutboundEvent): Promise<void> {
-    if (event.type === "draft") return this.sendDraft(event.draft);
+    if (event.type === "draft") {
+      this.sendDraft(event.draft.chatId, { type: "draft", replyId: event.draft.replyId, text: event.draft.text });
+      return this.fanOut(event.draft.chatId, { type: "draft", replyId: event.draft.replyId, text: event.draft.text });
+    }
     const message = event.message;
     if (message.kind === "draft") {
-      return this.sendDraft({ replyId: message.id, channel: message.channel, chatId: message.chatId, text: message.content });
+      this.sendDraft(message.chatId, { type: "draft", replyId: message.id, text: message.content });
+      return this.fanOut(message.chatId, { type: "draft", replyId: message.id, text: message.content });
     }
     if (message.kind === "notice") {
       this.broadcast(message.chatId, { type: "notice", id: message.id, content: message.content });
-      return;
+      return this.fanOut(message.chatId, { type: "notice", id: message.id, content: message.content });
     }
     if (!(await this.options.bus.markDelivered(message.id))) {
       this.logger.debug({ chatId: message.chatId, outboundId: message.id }, "web reply already delivered");
@@ -216,13 +229,36 @@ export class WebChannel {
     }
     const final: PendingFinal = { sequence: ++this.sequence, event: finalEvent(message) };
     this.sendFinal(message.chatId, final, this.openSockets(message.chatId));
+    await this.fanOut(message.chatId, final.event);
   }
 
-  private sendDraft(draft: Draft): void {
+  /** Tells the other gateways, whose sockets for this chat this one cannot reach. */
+  private async fanOut(chatId: string, event: WebEvent): Promise<void> {
+    try {
+      await this.options.bus.broadcast(WEB_CHANNEL, JSON.stringify({ from: this.instance, chatId, event }));
+    } catch (error) {
+      this.logger.warn({ err: error, chatId }, "could not fan a web event out to the other gateways");
+    }
+  }
+
+  /** An event another gateway consumed: only sockets open here get it; nothing is buffered. */
+  private fromOtherGateway(payload: string): void {
+    let parsed: { from: string; chatId: string; event: WebEvent };
+    try {
+      parsed = JSON.parse(payload) as typeof parsed;
+    } catch {
+      return;
+    }
+    if (parsed.from === this.instance) return;
+    if (parsed.event.type === "draft") this.sendDraft(parsed.chatId, parsed.event);
+    else this.broadcast(parsed.chatId, parsed.event);
+  }
+
+  private sendDraft(chatId: string, event: WebEvent & { type: "draft" }): void {
     const limit = this.options.maxDraftBacklogBytes ?? 1024 * 1024;
-    const data = JSON.stringify({ type: "draft", replyId: draft.replyId, text: draft.text } satisfies WebEvent);
+    const data = JSON.stringify(event);
     // Drafts are snapshots: a client that cannot keep up simply gets a later one.
-    for (const socket of this.openSockets(draft.chatId)) if (socket.bufferedAmount <= limit) socket.send(data);
+    for (const socket of this.openSockets(chatId)) if (socket.bufferedAmount <= limit) socket.send(data);
   }
 
   private broadcast(chatId: string, event: WebEvent): void {

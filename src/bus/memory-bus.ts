@@ -184,6 +184,15 @@ class MemoryBus implements MessageBus {
     return { close: async () => void this.cancels.off("cancel", handler) };
   }
 
+  async broadcast(topic: string, payload: string): Promise<void> {
+    this.cancels.emit(`broadcast:${topic}`, payload);
+  }
+
+  async onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription> {
+    this.cancels.on(`broadcast:${topic}`, handler);
+    return { close: async () => void this.cancels.off(`broadcast:${topic}`, handler) };
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     if (this.wakeTimer) clearTimeout(this.wakeTimer);

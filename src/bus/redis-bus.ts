@@ -68,7 +68,7 @@ class RedisBus implements MessageBus {
   private readonly streamMaxLength: number;
   private blocking: Redis | undefined;
   private subscriber: Redis | undefined;
-  private readonly cancelHandlers = new Set<(sessionKey: string) => void>();
+  private readonly listeners = new Map<string, Set<(message: string) => void>>();
   private readonly subscriptions = new Set<Subscription>();
   private closed = false;
 
@@ -224,15 +224,33 @@ class RedisBus implements MessageBus {
   }
 
   async onCancel(handler: (sessionKey: string) => void): Promise<Subscription> {
+    return this.listen(this.keys.cancel, handler);
+  }
+
+  async broadcast(topic: string, payload: string): Promise<void> {
+    await this.redis.publish(this.keys.broadcast(topic), payload);
+  }
+
+  async onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription> {
+    return this.listen(this.keys.broadcast(topic), handler);
+  }
+
+  /** One subscriber connection for every pub/sub channel this bus listens to. */
+  private async listen(channel: string, handler: (message: string) => void): Promise<Subscription> {
     if (!this.subscriber) {
       this.subscriber = this.redis.duplicate();
-      this.subscriber.on("message", (_channel: string, sessionKey: string) => {
-        for (const listener of this.cancelHandlers) listener(sessionKey);
+      this.subscriber.on("message", (from: string, message: string) => {
+        for (const listener of this.listeners.get(from) ?? []) listener(message);
       });
-      await this.subscriber.subscribe(this.keys.cancel);
     }
-    this.cancelHandlers.add(handler);
-    return { close: async () => void this.cancelHandlers.delete(handler) };
+    let handlers = this.listeners.get(channel);
+    if (!handlers) {
+      handlers = new Set();
+      this.listeners.set(channel, handlers);
+      await this.subscriber.subscribe(channel);
+    }
+    handlers.add(handler);
+    return { close: async () => void handlers.delete(handler) };
   }
 
   async close(): Promise<void> {

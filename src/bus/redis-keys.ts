@@ -20,6 +20,7 @@ export interface BusKeys {
   /** Set by the consumer once a final is handled: drafts of that reply queued after it are skipped. */
   finished(replyId: string): string;
   cancel: string;
+  broadcast(topic: string): string;
 }
 
 export function busKeys(prefix: string): BusKeys {
@@ -40,5 +41,6 @@ export function busKeys(prefix: string): BusKeys {
     sent: (outboundId) => `${tag}:sent:${outboundId}`,
     finished: (replyId) => `${tag}:finished:${replyId}`,
     cancel: `${tag}:cancel`,
+    broadcast: (topic) => `${tag}:broadcast:${topic}`,
   };
 }

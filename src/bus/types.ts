@@ -98,6 +98,12 @@ export interface MessageBus {
   requestCancel(sessionKey: string): Promise<void>;
   /** Called on every worker when a cancel is requested for any session. */
   onCancel(handler: (sessionKey: string) => void): Promise<Subscription>;
+  /**
+   * Fire-and-forget fan-out to every process (all gateways): how a reply reaches a browser socket
+   * held by another gateway than the one that consumed it. Lossy; not for anything that must arrive.
+   */
+  broadcast(topic: string, payload: string): Promise<void>;
+  onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription>;
   close(): Promise<void>;
 }
 

@@ -318,6 +318,17 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       expect(next).toMatchObject({ attempt: 1, messages: [expect.objectContaining({ content: "healthy" })] });
     });
 
+    it("fans a broadcast out to its listeners", async () => {
+      await open();
+      const heard: string[] = [];
+      const subscription = await bus.onBroadcast("web", (payload) => heard.push(payload));
+      await bus.broadcast("web", "hello everyone");
+      await bus.broadcast("other-topic", "not for this listener");
+      await waitFor(() => (heard.length > 0 ? true : undefined), "the broadcast");
+      await subscription.close();
+      expect(heard).toEqual(["hello everyone"]);
+    });
+
     it("rejects an ack of a claim that was already acked", async () => {
       await open();
       await bus.publishInbound(inbound("a", "one"));

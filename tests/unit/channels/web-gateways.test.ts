@@ -1,0 +1,64 @@
+/**
+ * Two gateways over one Redis: each consumes a share of the web channel's replies, yet a browser
+ * socket held by either gateway receives every reply of its chat.
+ */
+import { randomUUID } from "node:crypto";
+import { Redis } from "ioredis";
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { type ApiServer, createApiServer } from "../../../src/api/server.js";
+import { createRedisBus } from "../../../src/bus/redis-bus.js";
+import type { MessageBus } from "../../../src/bus/types.js";
+import { deleteKeys, redisUrl } from "../../support/redis.js";
+
+let redis: Redis;
+let prefix: string;
+const buses: MessageBus[] = [];
+const servers: ApiServer[] = [];
+
+beforeEach(() => {
+  redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  prefix = `countbot-web-${randomUUID()}`;
+});
+afterEach(async () => {
+  for (const server of servers.splice(0)) await server.close();
+  for (const bus of buses.splice(0)) await bus.close();
+  await deleteKeys(redis, prefix);
+  await redis.quit();
+});
+
+async function gateway(): Promise<string> {
+  const bus = createRedisBus({ redis, prefix });
+  buses.push(bus);
+  const server = createApiServer({
+    bus,
+    config: { host: "127.0.0.1", port: 0 },
+    logger: pino({ level: "silent" }),
+    readiness: async () => ({ ready: true, checks: {} }),
+  });
+  servers.push(server);
+  return (await server.listen()).url;
+}
+
+describe("web channel across gateways", () => {
+  it("delivers every reply of a chat to a socket on either gateway", async () => {
+    await gateway();
+    const second = await gateway();
+    const received: string[] = [];
+    const socket = new WebSocket(`${second.replace("http", "ws")}/ws?chatId=visitor`);
+    socket.on("message", (data) => {
+      const event = JSON.parse(String(data)) as { type: string; content: string };
+      if (event.type === "message") received.push(event.content);
+    });
+    await new Promise((resolve) => socket.once("open", resolve));
+    const publisher = buses[0]!;
+    for (let index = 0; index < 20; index += 1) {
+      await publisher.publishOutbound({ id: `reply-${index}`, channel: "web", chatId: "visitor", content: `reply ${index}`, kind: "final", media: [], metadata: {} });
+    }
+    const deadline = Date.now() + 10_000;
+    while (new Set(received).size < 20 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    socket.close();
+    expect(new Set(received)).toEqual(new Set(Array.from({ length: 20 }, (_, index) => `reply ${index}`)));
+  });
+});

@@ -138,7 +138,7 @@ export class AgentLoop {
         batch = { messages: batch.messages.slice(0, answered.count) };
         reply = answered.reply;
       } else if (batch.command) {
-        reply = await this.runCommand(batch.command, claim.sessionKey);
+        reply = await this.runCommand(batch.command, claim);
       } else {
         reply = await this.runTurn(claim, batch.messages, controller.signal);
       }
@@ -177,11 +177,12 @@ export class AgentLoop {
     await bus.deadLetter(claim, reason, messages.length);
   }
 
-  private async runCommand(command: ChatCommand, sessionKey: string): Promise<string> {
+  private async runCommand(command: ChatCommand, claim: Claim): Promise<string> {
     const { agent } = this.options;
+    const sessionKey = claim.sessionKey;
     switch (command) {
       case "new":
-        await agent.resetSession(sessionKey);
+        await agent.resetSession(sessionKey, { token: claim.token });
         return "Started a new conversation.";
       case "status":
         return agent.status(sessionKey);

@@ -192,8 +192,8 @@ export class Agent {
   }
 
   /** `/new`: archive the history and start over. */
-  async resetSession(sessionKey: string): Promise<void> {
-    await this.dependencies.store.sessions.reset(sessionKey);
+  async resetSession(sessionKey: string, fence?: Fence): Promise<void> {
+    await this.dependencies.store.sessions.reset(sessionKey, fence);
   }
 
   async status(sessionKey: string): Promise<string> {

@@ -68,7 +68,7 @@ const scripts = {
   load: loadScript(scriptsDirectory, "load-session-2.lua"),
   append: loadScript(scriptsDirectory, "append-history-5.lua"),
   compact: loadScript(scriptsDirectory, "compact-history-5.lua"),
-  reset: loadScript(scriptsDirectory, "reset-session-3.lua"),
+  reset: loadScript(scriptsDirectory, "reset-session-5.lua"),
 };
 
 /** Sessions whose meta `list` asks for in one batch of pipelined commands. */
@@ -234,10 +234,9 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       });
     },
 
-    reset(key) {
+    reset(key, fence) {
       return serialized(key, async () => {
-        const session = keys.session(key);
-        await runScript(redis, scripts.reset, [session.meta, session.history, keys.sessions], [key, now()]);
+        await fencedWrite(key, fence, (token) => runScript(redis, scripts.reset, writeKeys(key), [key, now(), token]));
       });
     },
 

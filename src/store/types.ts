@@ -51,8 +51,8 @@ export interface SessionStore {
    * The dropped entries stay readable in the archive.
    */
   compact(key: string, keep: HistoryEntry[], fence?: Fence): Promise<void>;
-  /** Start a fresh session (`/new`): the current history is archived and the new one is empty. */
-  reset(key: string): Promise<void>;
+  /** Start a fresh session (`/new`): the current history is archived and the new one is empty. Fenced like `append`. */
+  reset(key: string, fence?: Fence): Promise<void>;
   /** Known session keys. */
   list(): Promise<SessionMeta[]>;
 }

@@ -151,6 +151,16 @@ describe("redis store", () => {
     expect(await observe("web:x")).toEqual(before);
   });
 
+  it("fences /new like a write: a stale token cannot reset the session", async () => {
+    await store.sessions.append("web:y", [entry("keep me")]);
+    await grantLease("web:y", 9);
+    const before = await observe("web:y");
+    await expectLeaseLost(store.sessions.reset("web:y", { token: 8 }));
+    expect(await observe("web:y")).toEqual(before);
+    await store.sessions.reset("web:y", { token: 9 });
+    expect((await store.sessions.load("web:y")).history).toEqual([]);
+  });
+
   it("keeps every key in the prefix's hash slot, whatever braces the session key holds", async () => {
     const sessionKeys = ["a{b}c", "{x}", "}{", "{}", "{", "}", "telegram:{-100}", "plain"];
     for (const key of sessionKeys) {

@@ -6,14 +6,27 @@
   KEYS[1] session:<key>:meta      HASH key, createdAt, updatedAt, generation
   KEYS[2] session:<key>:history   LIST of JSON entries, oldest first
   KEYS[3] sessions                ZSET session key -> updatedAt
+  KEYS[4] own                     HASH session key -> token of the current lease (the bus's)
+  KEYS[5] lease                   ZSET session key -> lease expiry in ms (the bus's)
   ARGV[1] session key
   ARGV[2] now (ms)
-  Output: the new generation
+  ARGV[3] fencing token, or "" for an unfenced reset
+  Output: the new generation, or the error LEASE_LOST (then nothing changed)
 
   The archive key, session:<key>:archive:<generation>, is KEYS[2] with "history" replaced: the
   generation is only known here. It carries the same hash tag, so it lives in the same slot.
 ]]
-local sessionKey, now = ARGV[1], ARGV[2]
+local sessionKey, now, token = ARGV[1], ARGV[2], ARGV[3]
+
+if token ~= "" then
+  if redis.call("HGET", KEYS[4], sessionKey) ~= token then
+    return redis.error_reply("LEASE_LOST the session's lease is held by another token")
+  end
+  local expiry = redis.call("ZSCORE", KEYS[5], sessionKey)
+  if (not expiry) or tonumber(expiry) <= tonumber(now) then
+    return redis.error_reply("LEASE_LOST the session's lease expired")
+  end
+end
 
 local suffix = ":history"
 if string.sub(KEYS[2], -#suffix) ~= suffix then

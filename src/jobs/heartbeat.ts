@@ -66,6 +66,17 @@ export interface HeartbeatOptions {
   /** Default: an unref'd setTimeout. */
   setTimer?: SetTimer;
   logger?: { warn(fields: Record<string, unknown>, message: string): void };
+  /** Shared count of delivered messages; default: this process's memory. */
+  counter?: DeliveryCounter;
+}
+
+/**
+ * Where delivered heartbeat messages are counted, per day. Shared (Redis) when several workers run:
+ * the worker that answers a heartbeat need not be the one that beats.
+ */
+export interface DeliveryCounter {
+  increment(day: string): Promise<void>;
+  get(day: string): Promise<number>;
 }
 
 export type BeatOutcome = "posted" | "quiet-hours" | "daily-cap" | "no-file" | "failed";
@@ -105,7 +116,8 @@ export function createHeartbeat(options: HeartbeatOptions): Heartbeat {
   const beat = async (): Promise<BeatOutcome> => {
     const at = now();
     if (quiet && isQuiet(at, quiet)) return "quiet-hours";
-    if (deliveredToday() >= options.dailyCap) return "daily-cap";
+    const sent = options.counter ? await options.counter.get(dayKey(at, dayZone)).catch(() => deliveredToday()) : deliveredToday();
+    if (sent >= options.dailyCap) return "daily-cap";
     const file = path.join(options.workspace, HEARTBEAT_FILE);
     const text = await readFile(file, "utf8").catch(() => "");
     if (text.trim() === "") return "no-file";
@@ -140,6 +152,7 @@ export function createHeartbeat(options: HeartbeatOptions): Heartbeat {
     recordDelivered() {
       const today = dayKey(now(), dayZone);
       delivered = { day: today, count: delivered.day === today ? delivered.count + 1 : 1 };
+      void options.counter?.increment(today).catch((error: unknown) => options.logger?.warn({ error: errorMessage(error) }, "counting a heartbeat failed"));
     },
     deliveredToday,
   };

@@ -16,7 +16,7 @@ import { createBullmqQueue } from "./bullmq-queue.js";
 import { createBullmqScheduler } from "./cron/bullmq-scheduler.js";
 import { createInProcessScheduler } from "./cron/in-process-scheduler.js";
 import type { Scheduler } from "./cron/types.js";
-import { type Heartbeat, createHeartbeat, isHeartbeatPrompt, isSilentHeartbeatReply } from "./heartbeat.js";
+import { type DeliveryCounter, type Heartbeat, createHeartbeat, isHeartbeatPrompt, isSilentHeartbeatReply } from "./heartbeat.js";
 import { createInProcessQueue } from "./in-process-queue.js";
 import { type RunSubagentTask, SUBAGENT_QUEUE, type SubagentJobData, type SubagentManager, createSubagentManager } from "./subagents/manager.js";
 import type { JobQueue } from "./types.js";
@@ -42,6 +42,19 @@ export interface JobsOptions {
   /** Runs a subagent's loop; absent in processes that never run jobs (the gateway). */
   runTask?: RunSubagentTask;
   now?: () => number;
+}
+
+/** The heartbeat's daily count in Redis, so every worker's deliveries count toward one cap. */
+function redisDeliveryCounter(redis: Redis, prefix: string): DeliveryCounter {
+  const key = (day: string) => `{${prefix}}:heartbeat:delivered:${day}`;
+  return {
+    async increment(day) {
+      await redis.multi().incr(key(day)).pexpire(key(day), 3 * 24 * 60 * 60 * 1000).exec();
+    },
+    async get(day) {
+      return Number((await redis.get(key(day))) ?? 0);
+    },
+  };
 }
 
 export function createJobs(options: JobsOptions): Jobs {
@@ -123,6 +136,7 @@ export function createJobs(options: JobsOptions): Jobs {
           publishSystem: (sessionKey, content) => publishSystem(sessionKey, content),
           now,
           logger,
+          counter: redis ? redisDeliveryCounter(redis, config.redis.prefix) : undefined,
         })
       : undefined;
   if (heartbeatConfig.enabled && !heartbeatConfig.target) logger.warn("heartbeat.enabled is set but heartbeat.target is not: no heartbeat");

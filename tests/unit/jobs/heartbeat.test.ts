@@ -120,6 +120,20 @@ describe("heartbeat", () => {
     await expect(beats.beat()).resolves.toBe("posted");
   });
 
+  it("counts deliveries in a shared counter, so a worker that answered counts toward the beating one's cap", async () => {
+    const counts = new Map<string, number>();
+    const counter = {
+      increment: async (day: string) => void counts.set(day, (counts.get(day) ?? 0) + 1),
+      get: async (day: string) => counts.get(day) ?? 0,
+    };
+    const beating = heartbeat({ dailyCap: 1, counter });
+    const answering = heartbeat({ dailyCap: 1, counter });
+    await expect(beating.beat()).resolves.toBe("posted");
+    answering.recordDelivered();
+    await new Promise((resolve) => setImmediate(resolve));
+    await expect(beating.beat()).resolves.toBe("daily-cap");
+  });
+
   it("skips a beat when HEARTBEAT.md is missing or blank", async () => {
     const beats = heartbeat();
     rmSync(join(workspace, "HEARTBEAT.md"));

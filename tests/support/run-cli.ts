@@ -36,7 +36,7 @@ export function runCli(args: string[], options: { env: Record<string, string>; i
     const timer = setTimeout(() => {
       if (child.pid) process.kill(child.pid, "SIGKILL");
       reject(new Error(`countbot ${args.join(" ")} did not exit in time.\nstdout: ${stdout}\nstderr: ${stderr}`));
-    }, options.timeoutMs ?? 20_000);
+    }, options.timeoutMs ?? 60_000);
     child.on("error", reject);
     child.on("close", (code) => {
       clearTimeout(timer);

@@ -2,8 +2,8 @@
  * Turns per second of the whole agent loop against a zero-latency in-process provider, beside
  * the same provider called bare. Three figures from one run:
  *   bare      the scripted model streamed in a loop (the ceiling)
- *   agent     Agent.runTurn: history load, context build, ReAct loop, history append (file store)
- *   bus       the same through the memory bus and AgentLoop: publish → claim → turn → final → ack
+ *   agent     Agent.respond: history load, context build, ReAct loop, history append (file store)
+ *   bus       the same through the memory bus and TurnConsumer: publish → claim → turn → final → ack
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -12,7 +12,7 @@ import pino from "pino";
 import { createEmbeddedRuntime } from "../src/app.js";
 import type { OutboundMessage } from "../src/bus/message.js";
 import { loadConfig } from "../src/config/load.js";
-import type { ChatModel } from "../src/providers/types.js";
+import type { ChatModel } from "../src/providers/chat-model.js";
 import { scriptedModel } from "../tests/support/scripted-model.js";
 
 const TURNS = Number(process.env.BENCH_TURNS ?? 2_000);
@@ -47,7 +47,7 @@ async function agentDirect(turns: number): Promise<number> {
   return withRuntime(async (runtime) => {
     const started = performance.now();
     for (let index = 0; index < turns; index += 1) {
-      await runtime.agent.runTurn({ sessionKey: `bench:${index % SESSIONS}`, channel: "bench", chatId: String(index % SESSIONS), content: `question ${index}`, messageIds: [`m${index}`] });
+      await runtime.agent.respond({ sessionKey: `bench:${index % SESSIONS}`, channel: "bench", chatId: String(index % SESSIONS), content: `question ${index}`, messageIds: [`m${index}`] });
     }
     return turns / ((performance.now() - started) / 1000);
   });
@@ -96,7 +96,7 @@ export async function benchAgentLoop(): Promise<void> {
   const busRate = await throughBus(TURNS);
   console.log(`agent loop (${TURNS} turns over ${SESSIONS} sessions, zero-latency scripted model)`);
   console.log(`  bare provider calls/s      ${bareRate.toFixed(0)}`);
-  console.log(`  Agent.runTurn turns/s      ${agentRate.toFixed(0)}   ratio to bare ${(agentRate / bareRate).toFixed(4)}`);
-  console.log(`  bus + AgentLoop turns/s    ${busRate.turns.toFixed(0)}   ratio to bare ${(busRate.turns / bareRate).toFixed(4)}`);
-  console.log(`  bus + AgentLoop messages/s ${busRate.messages.toFixed(0)}   (bursts to one chat coalesce into one turn)`);
+  console.log(`  Agent.respond turns/s      ${agentRate.toFixed(0)}   ratio to bare ${(agentRate / bareRate).toFixed(4)}`);
+  console.log(`  bus + TurnConsumer turns/s    ${busRate.turns.toFixed(0)}   ratio to bare ${(busRate.turns / bareRate).toFixed(4)}`);
+  console.log(`  bus + TurnConsumer messages/s ${busRate.messages.toFixed(0)}   (bursts to one chat coalesce into one turn)`);
 }

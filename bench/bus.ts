@@ -9,7 +9,7 @@ import { Redis } from "ioredis";
 import { createMemoryBus } from "../src/bus/memory-bus.js";
 import type { InboundMessage } from "../src/bus/message.js";
 import { createRedisBus } from "../src/bus/redis-bus.js";
-import type { MessageBus } from "../src/bus/types.js";
+import type { MessageBus } from "../src/bus/message-bus.js";
 import { deleteKeys, redisUrl } from "../tests/support/redis.js";
 
 const MESSAGES = Number(process.env.BENCH_BUS_MESSAGES ?? 20_000);

@@ -7,22 +7,22 @@ import path from "node:path";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { Agent } from "./agent/agent.js";
-import { AgentLoop } from "./agent/agent-loop.js";
+import { TurnConsumer } from "./agent/turn-consumer.js";
 import { ContextBuilder } from "./agent/context-builder.js";
 import { createMemoryStore } from "./agent/memory.js";
 import { createMemoryBus } from "./bus/memory-bus.js";
 import { createRedisBus } from "./bus/redis-bus.js";
-import type { MessageBus } from "./bus/types.js";
+import type { MessageBus } from "./bus/message-bus.js";
 import { collectSecrets } from "./config/mask.js";
 import type { ResolvedConfig } from "./config/schema.js";
 import { ConfigError } from "./errors.js";
 import { resolveChatModel } from "./providers/factory.js";
-import type { ChatModel } from "./providers/types.js";
+import type { ChatModel } from "./providers/chat-model.js";
 import { checkRedis } from "./redis/checks.js";
 import { connectRedis } from "./redis/client.js";
 import { createFileStore } from "./store/file-store.js";
 import { createRedisStore } from "./store/redis-store.js";
-import type { Store } from "./store/types.js";
+import type { Store } from "./store/store.js";
 import { type AuditLog, auditEntryOf, createAuditLog } from "./tools/audit-log.js";
 import { createEditFileTool } from "./tools/edit-file.js";
 import { createExecTool } from "./tools/exec.js";
@@ -232,7 +232,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
 
 export interface Worker extends AgentRuntime {
   bus: MessageBus;
-  loop: AgentLoop;
+  loop: TurnConsumer;
   jobs: Jobs;
   /** Consume the bus and run jobs; resolves when the loop has stopped. */
   run(): Promise<void>;
@@ -261,7 +261,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
   const jobs = createJobs({ config, logger, bus: infrastructure.bus, store: infrastructure.store, redis: infrastructure.redis, workspace, runTask, now: overrides.now });
   const runtime = await createAgentRuntime(config, logger, { ...overrides, model, store: infrastructure.store, bus: infrastructure.bus, jobs });
   auditRef.log = runtime.audit;
-  const loop = new AgentLoop({
+  const loop = new TurnConsumer({
     bus: infrastructure.bus,
     agent: runtime.agent,
     logger,

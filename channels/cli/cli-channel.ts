@@ -28,12 +28,12 @@ import { randomUUID } from "node:crypto";
 import readline from "node:readline";
 import type { Logger } from "pino";
 import { parseCommand } from "../../src/agent/commands.js";
-import type { MessageBus } from "../../src/bus/types.js";
+import type { MessageBus } from "../../src/bus/message-bus.js";
 import type { AdmissionPolicy } from "../../src/gateway/admission.js";
 import { type ChannelRuntime, createChannelRuntime } from "../../src/gateway/channel-runtime.js";
 import { draftIdOf } from "../../src/gateway/dispatcher.js";
-import type { ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/types.js";
-import type { Store } from "../../src/store/types.js";
+import type { ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
+import type { Store } from "../../src/store/store.js";
 
 export const CLI_SENDER = "local-user";
 

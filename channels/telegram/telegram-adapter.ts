@@ -18,7 +18,7 @@
  */
 import { Telegraf } from "telegraf";
 import type { Logger } from "pino";
-import type { ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/types.js";
+import type { ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
 import { ChannelError } from "../../src/errors.js";
 import { createFileDownloader } from "./file-download.js";
 import { type BotIdentity, toPlatformEvent } from "./inbound-event.js";

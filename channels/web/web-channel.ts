@@ -15,7 +15,7 @@ import type { WebSocket } from "ws";
 import { z } from "zod";
 import { parseRequest } from "../../src/api/validation.js";
 import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
-import type { MessageBus, OutboundEvent, Subscription } from "../../src/bus/types.js";
+import type { MessageBus, OutboundEvent, Subscription } from "../../src/bus/message-bus.js";
 
 export const WEB_CHANNEL = "web";
 

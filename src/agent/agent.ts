@@ -1,6 +1,6 @@
 /**
  * The agent of one process: runs a turn for a session (history, overflow summary, context,
- * ReAct loop, history write) and the session commands. Transport-free: the AgentLoop feeds it
+ * ReAct loop, history write) and the session commands. Transport-free: the TurnConsumer feeds it
  * from the bus, `countbot agent -m` calls it directly.
  */
 import { rename } from "node:fs/promises";
@@ -9,8 +9,8 @@ import type { Logger } from "pino";
 import type { Media } from "../bus/message.js";
 import type { AgentConfig } from "../config/schema.js";
 import { ToolError } from "../errors.js";
-import type { ChatModel } from "../providers/types.js";
-import type { Fence, HistoryEntry, Store } from "../store/types.js";
+import type { ChatModel } from "../providers/chat-model.js";
+import type { Fence, HistoryEntry, Store } from "../store/store.js";
 import { type AuditLog, auditEntryOf } from "../tools/audit-log.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../tools/tool-history.js";
@@ -18,7 +18,7 @@ import type { ContextBuilder } from "./context-builder.js";
 import type { MemoryStore } from "./memory.js";
 import { isShutdown } from "./cancellation.js";
 import { compactHistory } from "./summarizer.js";
-import { type TurnListener, type TurnResult, runTurn } from "./turn.js";
+import { type TurnListener, type TurnResult, runReactLoop } from "./react-loop.js";
 
 export interface AgentDependencies {
   settings: Pick<AgentConfig, "maxIterations" | "maxRetries" | "retryDelay" | "temperature" | "maxTokens" | "maxHistory">;
@@ -82,7 +82,7 @@ export class Agent {
     return undefined;
   }
 
-  async runTurn(input: TurnInput): Promise<TurnResult> {
+  async respond(input: TurnInput): Promise<TurnResult> {
     const { settings, store, logger } = this.dependencies;
     const log = logger.child({ session: input.sessionKey });
     const snapshot = await store.sessions.load(input.sessionKey);
@@ -105,7 +105,7 @@ export class Agent {
       media: input.media,
     });
 
-    const result = await runTurn({
+    const result = await runReactLoop({
       model: this.dependencies.model,
       tools: this.dependencies.tools,
       messages,

@@ -4,8 +4,8 @@
  * chat: a failing or overflowing summary falls back to smaller pieces, then to a plain extract.
  */
 import { errorMessage } from "../errors.js";
-import type { ChatModel } from "../providers/types.js";
-import type { HistoryEntry, SessionStore } from "../store/types.js";
+import type { ChatModel } from "../providers/chat-model.js";
+import type { HistoryEntry, SessionStore } from "../store/store.js";
 
 const CHUNK_CHARS = 24_000;
 const MAX_SPLIT_DEPTH = 3;

@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { Store } from "../store/types.js";
+import type { Store } from "../store/store.js";
 import { RequestError, parseRequest } from "./validation.js";
 
 const PairingParamsSchema = z.object({

@@ -11,7 +11,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstanc
 import type { Logger } from "pino";
 import { z } from "zod";
 import { WebChannel } from "../../channels/web/web-channel.js";
-import type { MessageBus } from "../bus/types.js";
+import type { MessageBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import { parseRequest } from "./validation.js";
 

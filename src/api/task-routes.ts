@@ -12,7 +12,7 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { FINISHED_STATUSES, type SubagentTask, type TaskStats, TaskStatusSchema } from "../jobs/subagents/task.js";
-import type { TaskStore } from "../store/types.js";
+import type { TaskStore } from "../store/store.js";
 import { RequestError, parseRequest } from "./validation.js";
 
 export interface TaskRoutesOptions {

@@ -19,7 +19,7 @@ import type {
   OutboundHandler,
   PublishResult,
   Subscription,
-} from "./types.js";
+} from "./message-bus.js";
 
 interface Lease {
   token: number;

@@ -12,6 +12,10 @@ export const MediaSchema = z.strictObject({
 });
 export type Media = z.infer<typeof MediaSchema>;
 
+/** Said by the platform: a one-to-one chat, a group (channel, guild channel), or a thread in one. */
+export const ChatTypeSchema = z.enum(["private", "group", "thread"]);
+export type ChatType = z.infer<typeof ChatTypeSchema>;
+
 export const InboundMessageSchema = z.strictObject({
   id: z.string().min(1),
   channel: z.string().min(1).regex(/^[\w-]+$/, "letters, digits, _ and - only"),
@@ -23,6 +27,7 @@ export const InboundMessageSchema = z.strictObject({
   replyTo: z.string().optional(),
   receivedAt: z.number().int().nonnegative(),
   platformEventId: z.string().optional(),
+  chatType: ChatTypeSchema.optional(),
   metadata: z.record(z.string(), z.unknown()).default({}),
 });
 export type InboundMessage = z.infer<typeof InboundMessageSchema>;
@@ -39,6 +44,8 @@ export const OutboundMessageSchema = z.strictObject({
   content: z.string(),
   replyTo: z.string().optional(),
   kind: OutboundKindSchema,
+  /** The chat's type, copied from the messages the turn answers (drafts stream differently in private chats). */
+  chatType: ChatTypeSchema.optional(),
   media: z.array(MediaSchema).default([]),
   metadata: z.record(z.string(), z.unknown()).default({}),
 });

@@ -20,7 +20,7 @@ import type {
   OutboundHandler,
   PublishResult,
   Subscription,
-} from "./types.js";
+} from "./message-bus.js";
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {

@@ -10,7 +10,7 @@ import { hostname } from "node:os";
 import type { Redis } from "ioredis";
 import type { OutboundMessage } from "./message.js";
 import type { BusKeys } from "./redis-keys.js";
-import type { Draft, OutboundEvent, OutboundHandler, Subscription } from "./types.js";
+import type { Draft, OutboundEvent, OutboundHandler, Subscription } from "./message-bus.js";
 
 export const DELIVERY_GROUP = "delivery";
 const MAX_IN_FLIGHT = 1_000;

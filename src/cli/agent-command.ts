@@ -42,7 +42,7 @@ export async function runAgentCommand(args: string[]): Promise<number> {
     process.once("SIGINT", onSignal);
     process.once("SIGTERM", onSignal);
     try {
-      const result = await runtime.agent.runTurn({
+      const result = await runtime.agent.respond({
         sessionKey,
         channel: "cli",
         chatId,

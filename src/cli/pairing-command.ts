@@ -8,7 +8,7 @@
  */
 import { createInfrastructure } from "../app.js";
 import { ConfigError } from "../errors.js";
-import type { ApprovedPairing, PairingRequest, PairingStore } from "../store/types.js";
+import type { ApprovedPairing, PairingRequest, PairingStore } from "../store/store.js";
 import { loadCliConfig } from "./setup.js";
 
 const usage = "usage: countbot pairing list | approve CODE | revoke CHANNEL SENDER";

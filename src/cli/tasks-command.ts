@@ -15,7 +15,7 @@ import { createInfrastructure } from "../app.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import { type SubagentTask, TaskStatusSchema } from "../jobs/subagents/task.js";
-import type { TaskStore } from "../store/types.js";
+import type { TaskStore } from "../store/store.js";
 import { loadCliConfig } from "./setup.js";
 
 const usage = "usage: countbot tasks list [--session KEY] [--status STATUS] [--limit N] | show ID | cancel ID";

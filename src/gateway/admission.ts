@@ -24,52 +24,12 @@ import type { Logger } from "pino";
 import { helpText, parseCommand } from "../agent/commands.js";
 import { ExpiringSet } from "../bus/expiring-set.js";
 import { type InboundMessage, sessionKeyOf } from "../bus/message.js";
-import type { MessageBus } from "../bus/types.js";
+import type { MessageBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
-import type { Store } from "../store/types.js";
-import type { ChannelAdapter, PlatformEvent } from "./types.js";
+import type { Store } from "../store/store.js";
+import type { AdmissionOutcome, AdmissionPolicy, ChannelAdapter, PlatformEvent, RateLimit } from "./channel.js";
 
-/** Why an event was dropped without an answer. */
-export type IgnoredReason =
-  | "bot" // sent by a bot
-  | "group-off" // groupPolicy is off
-  | "not-addressed" // a group message that neither mentions the bot nor replies to it
-  | "not-allowed" // not in allowFrom, not approved (and no pairing: a group, or pairing is off)
-  | "pairing-pending" // a stranger whose code was sent already and is still valid
-  | "rate-limited" // over the limit, notice already sent this window
-  | "empty"; // no text and no media
-
-/** What admission did with an event, for tests and metrics. */
-export type AdmissionOutcome =
-  | "published" // queued on the bus for a worker
-  | "duplicate" // the same platform event came before (a redelivery)
-  | "pairing" // a stranger got a pairing code
-  | "rate-limited" // over the limit; the notice was sent
-  | "command:stop"
-  | "command:help"
-  | `ignored:${IgnoredReason}`;
-
-export interface RateLimit {
-  /** Messages a sender may send in a burst, refilled evenly over `perMs`. */
-  messages: number;
-  perMs: number;
-}
-
-export interface AdmissionPolicy {
-  /** Sender ids and chat ids let in. EMPTY DENIES everyone except senders approved through pairing. */
-  allowFrom: string[];
-  /** In groups: answer only when mentioned or replied to (`mention`), always (`all`), never (`off`). */
-  groupPolicy: "mention" | "all" | "off";
-  /**
-   * Strangers in private chats get a pairing code for the operator to approve. Default true. Off,
-   * they are ignored; senders approved earlier stay admitted until revoked.
-   */
-  pairing?: boolean;
-  /** How long a pairing code is valid. Default 1 h. */
-  pairingTtlMs?: number;
-  /** Per-sender limit. Default 10 messages per minute. */
-  rateLimit?: RateLimit;
-}
+export type { AdmissionOutcome, AdmissionPolicy, IgnoredReason, RateLimit } from "./channel.js";
 
 export interface AdmissionOptions {
   /** Channel name on the bus, e.g. `telegram`. */

@@ -6,11 +6,11 @@
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { electLeader } from "../bus/leader.js";
-import type { MessageBus } from "../bus/types.js";
-import type { Store } from "../store/types.js";
+import type { MessageBus } from "../bus/message-bus.js";
+import type { Store } from "../store/store.js";
 import { type AdmissionPolicy, createAdmission } from "./admission.js";
 import { createDispatcher } from "./dispatcher.js";
-import type { ChannelAdapter, PlatformEvent } from "./types.js";
+import type { ChannelAdapter, PlatformEvent } from "./channel.js";
 
 export interface ChannelRuntime {
   readonly name: string;

@@ -24,11 +24,11 @@
  */
 import type { Logger } from "pino";
 import type { OutboundMessage } from "../bus/message.js";
-import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/types.js";
+import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/message-bus.js";
 import { ChannelError, errorMessage } from "../errors.js";
 import { renderMarkdown, renderedLength } from "./render-markdown.js";
 import { splitMessage } from "./split-message.js";
-import type { ChannelAdapter, OutboundPart, SendOptions } from "./types.js";
+import type { ChannelAdapter, OutboundPart, SendOptions } from "./channel.js";
 
 export interface DispatcherOptions {
   bus: MessageBus;
@@ -432,7 +432,7 @@ class OutboundDispatcher implements Dispatcher {
 /** What one chunk of a final or notice is, for an adapter that asked (`annotateSends`). */
 function outboundPart(message: OutboundMessage, chunk: number, chunks: number): OutboundPart {
   const answers = Array.isArray(message.metadata.answers) ? message.metadata.answers.filter((id): id is string => typeof id === "string") : [];
-  return { messageId: message.id, kind: message.kind === "notice" ? "notice" : "final", chunk, chunks, answers };
+  return { messageId: message.id, kind: message.kind === "notice" ? "notice" : "final", chunk, chunks, answers, metadata: message.metadata };
 }
 
 /** Adds to a bounded map: the oldest entry goes when it is full. */

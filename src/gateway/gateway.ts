@@ -4,7 +4,7 @@
  */
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import type { MessageBus } from "../bus/types.js";
+import type { MessageBus } from "../bus/message-bus.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { createHash } from "node:crypto";
 import path from "node:path";
@@ -17,7 +17,7 @@ import { createToolHistory } from "../tools/tool-history.js";
 import type { SubagentManager } from "../jobs/subagents/manager.js";
 import { type ApiServer, type Readiness, createApiServer } from "../api/server.js";
 import { ConfigError } from "../errors.js";
-import type { Store } from "../store/types.js";
+import type { Store } from "../store/store.js";
 
 export interface Gateway {
   api: ApiServer;

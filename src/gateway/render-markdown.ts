@@ -14,7 +14,7 @@
  * blockquote in a blockquote), so those are written without the inner tag.
  */
 import { Lexer, type MarkedToken, type Token, type Tokens } from "marked";
-import type { ChannelCapabilities } from "./types.js";
+import type { ChannelCapabilities } from "./channel.js";
 
 export type MarkdownDialect = ChannelCapabilities["markdown"];
 

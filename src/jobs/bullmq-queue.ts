@@ -18,7 +18,7 @@ import { Queue, WaitingError, Worker, type Job as BullJob } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { CancelledError, errorMessage } from "../errors.js";
-import type { JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./types.js";
+import type { JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./job-queue.js";
 import { finishesWithin } from "./finishes-within.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;

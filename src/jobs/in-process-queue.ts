@@ -5,7 +5,7 @@
  */
 import type { Logger } from "pino";
 import { CancelledError, errorMessage } from "../errors.js";
-import type { Job, JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./types.js";
+import type { Job, JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./job-queue.js";
 import { finishesWithin } from "./finishes-within.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;

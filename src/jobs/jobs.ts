@@ -9,17 +9,17 @@ import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { electLeader } from "../bus/leader.js";
 import { SYSTEM_CHANNEL, type InboundMessage } from "../bus/message.js";
-import type { MessageBus } from "../bus/types.js";
+import type { MessageBus } from "../bus/message-bus.js";
 import type { ResolvedConfig } from "../config/schema.js";
-import type { Store } from "../store/types.js";
+import type { Store } from "../store/store.js";
 import { createBullmqQueue } from "./bullmq-queue.js";
 import { createBullmqScheduler } from "./cron/bullmq-scheduler.js";
 import { createInProcessScheduler } from "./cron/in-process-scheduler.js";
-import type { Scheduler } from "./cron/types.js";
+import type { Scheduler } from "./cron/scheduler.js";
 import { type DeliveryCounter, type Heartbeat, createHeartbeat, isHeartbeatPrompt, isSilentHeartbeatReply } from "./heartbeat.js";
 import { createInProcessQueue } from "./in-process-queue.js";
 import { type RunSubagentTask, SUBAGENT_QUEUE, type SubagentJobData, type SubagentManager, createSubagentManager } from "./subagents/manager.js";
-import type { JobQueue } from "./types.js";
+import type { JobQueue } from "./job-queue.js";
 
 export interface Jobs {
   subagents: SubagentManager;

@@ -14,7 +14,7 @@ import type {
 import { ProviderError } from "../errors.js";
 import { startIdleTimer } from "./idle-timer.js";
 import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
-import type { ChatMessage, ChatRequest, FinishReason, LlmProvider, StreamPart, ToolDefinition, Usage } from "./types.js";
+import type { ChatMessage, ChatRequest, FinishReason, LlmProvider, StreamPart, ToolDefinition, Usage } from "./chat-model.js";
 
 export interface AnthropicProviderOptions {
   /** The provider's name in config; default `anthropic`. */

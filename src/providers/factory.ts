@@ -7,7 +7,7 @@ import type { Config, ProviderConfig } from "../config/schema.js";
 import { createAnthropicProvider } from "./anthropic.js";
 import { createOpenAICompatibleProvider } from "./openai-compatible.js";
 import { createChatModel, parseModelRef, type ChatModelOptions, type ChatModelTarget, type ProviderLogger } from "./resilient-model.js";
-import type { ChatModel, LlmProvider } from "./types.js";
+import type { ChatModel, LlmProvider } from "./chat-model.js";
 
 interface KnownProvider {
   type: "openai" | "anthropic";

@@ -25,7 +25,7 @@ import type {
   TextContentPart,
   ToolDefinition,
   Usage,
-} from "./types.js";
+} from "./chat-model.js";
 
 export interface OpenAICompatibleProviderOptions {
   /** The provider's name in config, e.g. `openai`, `deepseek`. */

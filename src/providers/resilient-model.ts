@@ -4,7 +4,7 @@
  * (the caller has already shown it; a second answer would be spliced onto the first).
  */
 import { ConfigError, ProviderError, errorMessage } from "../errors.js";
-import type { ChatModel, ChatRequest, LlmProvider, StreamPart } from "./types.js";
+import type { ChatModel, ChatRequest, LlmProvider, StreamPart } from "./chat-model.js";
 
 export interface ChatModelTarget {
   provider: LlmProvider;

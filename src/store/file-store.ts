@@ -21,7 +21,7 @@ import path from "node:path";
 import { z } from "zod";
 import { createFilePairingStore } from "./file-pairing.js";
 import { createFileTaskStore } from "./file-tasks.js";
-import type { HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./types.js";
+import type { HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./store.js";
 
 export interface FileStoreOptions {
   /** Root of durable state; sessions live under `<dataDir>/sessions`. */

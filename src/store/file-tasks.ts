@@ -15,7 +15,7 @@ import path from "node:path";
 import { z } from "zod";
 import { FINISHED_STATUSES, SubagentTaskSchema, type SubagentTask, type TaskStats, type TaskStatus } from "../jobs/subagents/task.js";
 import { createKeyedQueue, safeFileName, writeFileAtomic } from "./file-store.js";
-import type { TaskStore } from "./types.js";
+import type { TaskStore } from "./store.js";
 
 export interface FileTaskStoreOptions {
   /** Where the task files live: `<dataDir>/tasks`. */

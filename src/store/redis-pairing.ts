@@ -24,7 +24,7 @@ import {
   normalizePairingCode,
   pairingSender,
 } from "./file-pairing.js";
-import type { PairingRequest, PairingSender, PairingStore } from "./types.js";
+import type { PairingRequest, PairingSender, PairingStore } from "./store.js";
 
 export interface RedisPairingStoreOptions {
   redis: Redis;

@@ -32,7 +32,7 @@ import { runScript, loadScript } from "../redis/scripts.js";
 import { createKeyedQueue } from "./file-store.js";
 import { createRedisPairingStore } from "./redis-pairing.js";
 import { createRedisTaskStore } from "./redis-tasks.js";
-import type { Fence, HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./types.js";
+import type { Fence, HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./store.js";
 
 export interface RedisStoreOptions {
   /** Commands; may be shared with the bus (the store sends no blocking commands). */

@@ -18,7 +18,7 @@ import { FINISHED_STATUSES, SubagentTaskSchema, type SubagentTask, type TaskStat
 import { hashTag } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
 import { type TaskFilter, type TaskPatch, validPatch, validTask } from "./file-tasks.js";
-import type { TaskStore } from "./types.js";
+import type { TaskStore } from "./store.js";
 
 export interface RedisTaskStoreOptions {
   redis: Redis;

@@ -12,7 +12,7 @@ import path from "node:path";
 import { createRedactor, isSecretField, maskSecret } from "../config/mask.js";
 import { errorMessage } from "../errors.js";
 import { createKeyedQueue } from "../store/file-store.js";
-import type { ToolCallRecord, ToolContext } from "./types.js";
+import type { ToolCallRecord, ToolContext } from "./tool.js";
 
 /** One tool call, as the agent loop knows it when the call has finished. */
 export interface AuditEntry {

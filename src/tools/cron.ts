@@ -9,8 +9,8 @@ import { CronExpressionParser } from "cron-parser";
 import { z } from "zod";
 import { ToolError } from "../errors.js";
 import { nextDueTime } from "../jobs/cron/in-process-scheduler.js";
-import type { CronJob, CronSchedule, Scheduler } from "../jobs/cron/types.js";
-import { defineTool, type Tool } from "./types.js";
+import type { CronJob, CronSchedule, Scheduler } from "../jobs/cron/scheduler.js";
+import { defineTool, type Tool } from "./tool.js";
 
 /** Shortest `every_seconds` the tool accepts. */
 export const MIN_EVERY_SECONDS = 10;

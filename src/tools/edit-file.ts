@@ -6,7 +6,7 @@ import { readFile, stat } from "node:fs/promises";
 import { z } from "zod";
 import { ToolError } from "../errors.js";
 import { writeFileAtomic } from "./atomic-write.js";
-import { defineTool, type Tool } from "./types.js";
+import { defineTool, type Tool } from "./tool.js";
 import { resolveWorkspacePath, workspaceRelative } from "./workspace-path.js";
 
 const parameters = z.object({

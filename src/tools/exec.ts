@@ -15,7 +15,7 @@ import { z } from "zod";
 import { ToolError } from "../errors.js";
 import { checkCommand, compileExecPolicy } from "./exec-policy.js";
 import { buildBwrapArgs, chooseSandbox, findExecutable, probeBwrap, probeRootLayout, type SandboxMode } from "./exec-sandbox.js";
-import { defineTool, type Tool } from "./types.js";
+import { defineTool, type Tool } from "./tool.js";
 
 const parameters = z.object({
   command: z.string().min(1).max(100_000).describe("Shell command, run with /bin/sh -c in the workspace directory."),

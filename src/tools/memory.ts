@@ -6,7 +6,7 @@ import path from "node:path";
 import { z } from "zod";
 import type { MemoryStore } from "../agent/memory.js";
 import { ToolError } from "../errors.js";
-import { defineTool, type Tool } from "./types.js";
+import { defineTool, type Tool } from "./tool.js";
 
 const parameters = z.object({
   action: z

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { ToolError } from "../errors.js";
-import { defineTool, type Tool } from "./types.js";
+import { defineTool, type Tool } from "./tool.js";
 
 const parameters = z.object({
   content: z.string().describe("The message text."),

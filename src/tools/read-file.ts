@@ -1,7 +1,7 @@
 import { open, stat } from "node:fs/promises";
 import { z } from "zod";
 import { ToolError } from "../errors.js";
-import { defineTool, type Tool } from "./types.js";
+import { defineTool, type Tool } from "./tool.js";
 import { resolveWorkspacePath } from "./workspace-path.js";
 
 const parameters = z.object({

@@ -6,9 +6,9 @@
 import path from "node:path";
 import { z } from "zod";
 import { ToolError, errorMessage } from "../errors.js";
-import type { ToolCallRequest, ToolDefinition } from "../providers/types.js";
+import type { ToolCallRequest, ToolDefinition } from "../providers/chat-model.js";
 import { writeFileAtomic } from "./atomic-write.js";
-import type { Tool, ToolContext } from "./types.js";
+import type { Tool, ToolContext } from "./tool.js";
 import { resolveWorkspacePath } from "./workspace-path.js";
 
 export interface ToolOutcome {

@@ -16,7 +16,7 @@ import zlib from "node:zlib";
 import { z } from "zod";
 import { ToolError, errorMessage } from "../errors.js";
 import { addressRefusal, hostnameRefusal, isPublicAddress, parseTarget, type Target } from "./net-guard.js";
-import { defineTool, type Tool } from "./types.js";
+import { defineTool, type Tool } from "./tool.js";
 import { htmlToText } from "./html-text.js";
 import { wrapUntrusted } from "./untrusted.js";
 

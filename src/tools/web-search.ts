@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { ToolError, errorMessage } from "../errors.js";
-import { defineTool, type Tool } from "./types.js";
+import { defineTool, type Tool } from "./tool.js";
 import { decodeEntities } from "./html-text.js";
 import { wrapUntrusted } from "./untrusted.js";
 

@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
-import type { BusOptions, MessageBus, OutboundEvent } from "../../src/bus/types.js";
+import type { BusOptions, MessageBus, OutboundEvent } from "../../src/bus/message-bus.js";
 import { BusError } from "../../src/errors.js";
 
 export interface BusFactory {

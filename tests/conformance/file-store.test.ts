@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createFileStore, readArchivedHistory, safeFileName } from "../../src/store/file-store.js";
-import type { HistoryEntry, Store } from "../../src/store/types.js";
+import type { HistoryEntry, Store } from "../../src/store/store.js";
 import { runSessionStoreSuite } from "./store.suite.js";
 
 runSessionStoreSuite("file store", async ({ now }) => {

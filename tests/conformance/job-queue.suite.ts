@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { CancelledError } from "../../src/errors.js";
-import type { Job, JobFailure, JobQueue, JobQueueEvents } from "../../src/jobs/types.js";
+import type { Job, JobFailure, JobQueue, JobQueueEvents } from "../../src/jobs/job-queue.js";
 
 export interface TestData {
   label: string;

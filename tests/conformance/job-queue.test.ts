@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { CancelledError } from "../../src/errors.js";
 import { createBullmqQueue } from "../../src/jobs/bullmq-queue.js";
 import { createInProcessQueue } from "../../src/jobs/in-process-queue.js";
-import type { Job, JobQueue, JobQueueEvents } from "../../src/jobs/types.js";
+import type { Job, JobQueue, JobQueueEvents } from "../../src/jobs/job-queue.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 import { type TestData, failureRecorder, runJobQueueSuite, sleep, untilAborted, waitFor } from "./job-queue.suite.js";
 

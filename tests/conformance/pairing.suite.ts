@@ -3,7 +3,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PAIRING_CODE_ALPHABET, PAIRING_CODE_LENGTH } from "../../src/store/file-pairing.js";
-import type { PairingSender, PairingStore } from "../../src/store/types.js";
+import type { PairingSender, PairingStore } from "../../src/store/store.js";
 
 export interface PairingStoreHarness {
   pairing: PairingStore;

@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { busKeys } from "../../src/bus/redis-keys.js";
 import { BusError, ConfigError } from "../../src/errors.js";
 import { createRedisStore, readRedisArchivedHistory, redisStoreKeys } from "../../src/store/redis-store.js";
-import type { HistoryEntry, Store } from "../../src/store/types.js";
+import type { HistoryEntry, Store } from "../../src/store/store.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 import { runSessionStoreSuite } from "./store.suite.js";
 

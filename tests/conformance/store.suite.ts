@@ -4,7 +4,7 @@
  * same backing storage); those checks run only when it does.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { HistoryEntry, Store } from "../../src/store/types.js";
+import type { HistoryEntry, Store } from "../../src/store/store.js";
 
 export interface SessionStoreHarness {
   store: Store;

@@ -3,7 +3,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { SubagentTask } from "../../src/jobs/subagents/task.js";
-import type { TaskStore } from "../../src/store/types.js";
+import type { TaskStore } from "../../src/store/store.js";
 
 export interface TaskStoreHarness {
   tasks: TaskStore;

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createFileStore } from "../../src/store/file-store.js";
-import type { PairingSender } from "../../src/store/types.js";
+import type { PairingSender } from "../../src/store/store.js";
 import { runCli } from "../support/run-cli.js";
 
 const HOUR_MS = 60 * 60 * 1000;

@@ -8,9 +8,9 @@ import path from "node:path";
 import pino from "pino";
 import { type EmbeddedRuntime, createEmbeddedRuntime } from "../../src/app.js";
 import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
-import type { Draft, Subscription } from "../../src/bus/types.js";
+import type { Draft, Subscription } from "../../src/bus/message-bus.js";
 import { loadConfig } from "../../src/config/load.js";
-import type { ChatModel } from "../../src/providers/types.js";
+import type { ChatModel } from "../../src/providers/chat-model.js";
 
 export interface Harness {
   runtime: EmbeddedRuntime;

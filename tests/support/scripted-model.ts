@@ -2,7 +2,7 @@
  * A zero-latency in-process ChatModel that plays a script, one step per model call. For loop
  * tests and the loop benchmark; the wire-level fakes live in fake-*-server.ts.
  */
-import type { ChatMessage, ChatModel, ChatRequest, StreamPart } from "../../src/providers/types.js";
+import type { ChatMessage, ChatModel, ChatRequest, StreamPart } from "../../src/providers/chat-model.js";
 
 export interface ScriptStep {
   text?: string | string[];

@@ -6,7 +6,7 @@ import { createMemoryStore } from "../../src/agent/memory.js";
 import { ToolError } from "../../src/errors.js";
 import { createMemoryTool } from "../../src/tools/memory.js";
 import { ToolRegistry } from "../../src/tools/registry.js";
-import type { ToolContext } from "../../src/tools/types.js";
+import type { ToolContext } from "../../src/tools/tool.js";
 
 const NOON = Date.UTC(2025, 5, 1, 12, 30);
 

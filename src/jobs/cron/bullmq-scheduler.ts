@@ -21,7 +21,7 @@ import { Queue, Worker, type Job, type JobsOptions } from "bullmq";
 import type { Redis } from "ioredis";
 import { errorMessage } from "../../errors.js";
 import { StoredCronJobSchema, type SchedulerLogger } from "./in-process-scheduler.js";
-import type { CronJob, CronSchedule, Scheduler } from "./types.js";
+import type { CronJob, CronSchedule, Scheduler } from "./scheduler.js";
 
 export const CRON_QUEUE = "cron";
 const JOB_NAME = "cron";

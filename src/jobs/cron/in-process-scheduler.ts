@@ -19,7 +19,7 @@ import path from "node:path";
 import { CronExpressionParser } from "cron-parser";
 import { z } from "zod";
 import { errorMessage } from "../../errors.js";
-import { CronJobSchema, CronScheduleSchema, type CronJob, type Scheduler } from "./types.js";
+import { CronJobSchema, CronScheduleSchema, type CronJob, type Scheduler } from "./scheduler.js";
 
 /** Cancels a timer set with {@link SetTimer}. */
 export type CancelTimer = () => void;

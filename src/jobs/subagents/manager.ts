@@ -13,8 +13,8 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { ToolError, errorMessage } from "../../errors.js";
-import type { TaskStore } from "../../store/types.js";
-import type { Job, JobFailure, JobQueue, ProcessOptions } from "../types.js";
+import type { TaskStore } from "../../store/store.js";
+import type { Job, JobFailure, JobQueue, ProcessOptions } from "../job-queue.js";
 import { FINISHED_STATUSES, type SubagentTask, type TaskStats, type TaskStatus, type TaskToolCall } from "./task.js";
 
 /** The BullMQ queue name of subagent jobs. */

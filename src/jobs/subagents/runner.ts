@@ -1,16 +1,16 @@
 /**
- * Runs one subagent task: its own ReAct loop (the main agent's `runTurn`) with its own system
+ * Runs one subagent task: its own ReAct loop (the main agent's `runReactLoop`) with its own system
  * prompt, its own tool subset (./tools.ts) and its own iteration cap, the task as the only user
  * message, no history. Progress goes up by 5 with each tool call, at most to 90; the manager sets
  * 100 when the task has finished.
  */
 import { safetySection } from "../../agent/prompts.js";
-import { type TurnListener, runTurn } from "../../agent/turn.js";
+import { type TurnListener, runReactLoop } from "../../agent/react-loop.js";
 import { SYSTEM_CHANNEL, replyTarget } from "../../bus/message.js";
 import { CancelledError, ProviderError } from "../../errors.js";
-import type { ChatModel } from "../../providers/types.js";
+import type { ChatModel } from "../../providers/chat-model.js";
 import type { ToolRegistry } from "../../tools/registry.js";
-import type { ToolCallRecord } from "../../tools/types.js";
+import type { ToolCallRecord } from "../../tools/tool.js";
 import type { RunSubagentTask } from "./manager.js";
 import type { SubagentTask, TaskToolCall } from "./task.js";
 
@@ -102,7 +102,7 @@ export function createSubagentRunner(options: SubagentRunnerOptions): RunSubagen
     // Tools see the origin chat, as the main agent's tools would (for logs and audit records).
     const origin = replyTarget({ channel: SYSTEM_CHANNEL, chatId: task.sessionKey });
 
-    const result = await runTurn({
+    const result = await runReactLoop({
       model: options.model,
       tools: options.tools,
       messages: [

@@ -6,7 +6,7 @@ import { type MemoryStore, createMemoryStore } from "../../../src/agent/memory.j
 import { compactHistory } from "../../../src/agent/summarizer.js";
 import { ProviderError } from "../../../src/errors.js";
 import { createFileStore } from "../../../src/store/file-store.js";
-import type { HistoryEntry, Store } from "../../../src/store/types.js";
+import type { HistoryEntry, Store } from "../../../src/store/store.js";
 import { scriptedModel } from "../../support/scripted-model.js";
 
 let root: string;

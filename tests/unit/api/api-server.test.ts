@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { type ApiServer, type Readiness, createApiServer, isLoopbackHost } from "../../../src/api/server.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
-import type { MessageBus } from "../../../src/bus/types.js";
+import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { ConfigError } from "../../../src/errors.js";
 
 const TOKEN = "test-token-0123456789";

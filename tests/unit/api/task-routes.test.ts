@@ -8,7 +8,7 @@ import { type ApiServer, createApiServer } from "../../../src/api/server.js";
 import { registerTaskRoutes } from "../../../src/api/task-routes.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
 import { FINISHED_STATUSES, type SubagentTask, type TaskStats, type TaskStatus } from "../../../src/jobs/subagents/task.js";
-import type { TaskStore } from "../../../src/store/types.js";
+import type { TaskStore } from "../../../src/store/store.js";
 
 const TOKEN = "test-token-0123456789";
 const auth = { authorization: `Bearer ${TOKEN}` };

@@ -8,7 +8,7 @@ import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { type TelegramAdapterOptions, type WebhookHandler, createTelegramAdapter } from "../../../channels/telegram/telegram-adapter.js";
 import { ChannelError } from "../../../src/errors.js";
-import type { PlatformEvent } from "../../../src/gateway/types.js";
+import type { PlatformEvent } from "../../../src/gateway/channel.js";
 import { type FakeTelegramServer, startFakeTelegram } from "../../support/fake-telegram-server.js";
 
 const TOKEN = "123456:AAH-test_token-do-not-leak";
@@ -67,7 +67,7 @@ async function setup(telegram: FakeTelegramServer, overrides: Partial<TelegramAd
     // Whatever happened in the test, the token never reached a log line.
     expect(logLines.join("\n")).not.toContain(TOKEN);
   });
-  return { adapter, events, downloadDir, logLines, sink: async (event: PlatformEvent) => void events.push(event) };
+  return { adapter, events, downloadDir, logLines, sink: async (event: PlatformEvent) => (events.push(event), "published" as const) };
 }
 
 async function started(telegram: FakeTelegramServer, overrides: Partial<TelegramAdapterOptions> = {}) {
@@ -232,6 +232,7 @@ describe("Telegram adapter: inbound over long polling", () => {
         throw new Error("bus unavailable");
       }
       context.events.push(event);
+      return "published";
     });
     telegram.sendText({ chatId: 42, from: telegram.user({ id: 42 }), text: "persist me" });
     const event = await nthEvent(telegram, context.events, 1);
@@ -387,6 +388,6 @@ describe("Telegram adapter: outbound", () => {
     const error = await channelError(adapter.send("42", "hi", { format: "plain" }));
     expect(error.kind).toBe("network");
     expect(String((error.cause as Error).stack)).not.toContain(TOKEN);
-    expect((await channelError(adapter.start(async () => undefined))).kind).toBe("network");
+    expect((await channelError(adapter.start(async () => "published"))).kind).toBe("network");
   });
 });

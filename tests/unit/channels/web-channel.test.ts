@@ -5,7 +5,7 @@ import { type WebEvent, WebChannel } from "../../../channels/web/web-channel.js"
 import { createApiServer } from "../../../src/api/server.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
 import type { OutboundMessage } from "../../../src/bus/message.js";
-import type { MessageBus } from "../../../src/bus/types.js";
+import type { MessageBus } from "../../../src/bus/message-bus.js";
 
 const TOKEN = "web-test-token";
 const auth = { authorization: `Bearer ${TOKEN}` };

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { type ApiServer, createApiServer } from "../../../src/api/server.js";
 import { createRedisBus } from "../../../src/bus/redis-bus.js";
-import type { MessageBus } from "../../../src/bus/types.js";
+import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { deleteKeys, redisUrl } from "../../support/redis.js";
 
 let redis: Redis;

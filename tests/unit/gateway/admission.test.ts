@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { helpText } from "../../../src/agent/commands.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
 import type { InboundMessage } from "../../../src/bus/message.js";
-import type { MessageBus } from "../../../src/bus/types.js";
+import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { ChannelError } from "../../../src/errors.js";
 import {
   type AdmissionPolicy,
@@ -20,9 +20,9 @@ import {
   STOP_ACKNOWLEDGEMENT,
   createAdmission,
 } from "../../../src/gateway/admission.js";
-import type { ChannelAdapter, PlatformEvent, SendOptions } from "../../../src/gateway/types.js";
+import type { ChannelAdapter, PlatformEvent, SendOptions } from "../../../src/gateway/channel.js";
 import { createFileStore } from "../../../src/store/file-store.js";
-import type { Store } from "../../../src/store/types.js";
+import type { Store } from "../../../src/store/store.js";
 
 const START = 1_700_000_000_000;
 const OWNER = "100";

@@ -2,10 +2,10 @@ import pino from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
 import type { OutboundMessage } from "../../../src/bus/message.js";
-import type { MessageBus } from "../../../src/bus/types.js";
+import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { ChannelError, type ChannelErrorKind } from "../../../src/errors.js";
 import { type DispatcherOptions, createDispatcher, draftIdOf } from "../../../src/gateway/dispatcher.js";
-import type { ChannelAdapter, ChannelCapabilities, EventSink, SendOptions } from "../../../src/gateway/types.js";
+import type { ChannelAdapter, ChannelCapabilities, EventSink, SendOptions } from "../../../src/gateway/channel.js";
 
 const CHANNEL = "fake";
 

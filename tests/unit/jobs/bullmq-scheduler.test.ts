@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createBullmqScheduler } from "../../../src/jobs/cron/bullmq-scheduler.js";
-import type { CronJob, Scheduler } from "../../../src/jobs/cron/types.js";
+import type { CronJob, Scheduler } from "../../../src/jobs/cron/scheduler.js";
 import { connectRedis } from "../../../src/redis/client.js";
 import { deleteKeys, redisUrl } from "../../support/redis.js";
 

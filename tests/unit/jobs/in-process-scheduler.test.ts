@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createInProcessScheduler, type SetTimer } from "../../../src/jobs/cron/in-process-scheduler.js";
-import type { CronJob, Scheduler } from "../../../src/jobs/cron/types.js";
+import type { CronJob, Scheduler } from "../../../src/jobs/cron/scheduler.js";
 
 /** A clock and timers that move only when the test says so. */
 function fakeClock(start: number) {

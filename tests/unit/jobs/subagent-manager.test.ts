@@ -4,7 +4,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { safetySection } from "../../../src/agent/prompts.js";
-import { limitNote } from "../../../src/agent/turn.js";
+import { limitNote } from "../../../src/agent/react-loop.js";
 import { ConfigSchema } from "../../../src/config/schema.js";
 import { ProviderError, ToolError } from "../../../src/errors.js";
 import { createInProcessQueue } from "../../../src/jobs/in-process-queue.js";
@@ -19,11 +19,11 @@ import {
 import { createSubagentRunner } from "../../../src/jobs/subagents/runner.js";
 import type { SubagentTask } from "../../../src/jobs/subagents/task.js";
 import { SUBAGENT_EXEC_TIMEOUT_SECONDS, createSubagentTools } from "../../../src/jobs/subagents/tools.js";
-import type { Job, JobFailure, JobQueue } from "../../../src/jobs/types.js";
+import type { Job, JobFailure, JobQueue } from "../../../src/jobs/job-queue.js";
 import { type FileTaskStore, createFileTaskStore } from "../../../src/store/file-tasks.js";
 import { ToolRegistry } from "../../../src/tools/registry.js";
 import { createSpawnTool } from "../../../src/tools/spawn.js";
-import { type Tool, type ToolContext, defineTool } from "../../../src/tools/types.js";
+import { type Tool, type ToolContext, defineTool } from "../../../src/tools/tool.js";
 import { type Script, type ScriptedModel, scriptedModel } from "../../support/scripted-model.js";
 
 const START = 1_700_000_000_000;

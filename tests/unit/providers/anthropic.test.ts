@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createAnthropicProvider, toAnthropicMessages, type AnthropicProviderOptions } from "../../../src/providers/anthropic.js";
-import type { ChatMessage, StreamPart } from "../../../src/providers/types.js";
+import type { ChatMessage, StreamPart } from "../../../src/providers/chat-model.js";
 import { startFakeAnthropic, type FakeAnthropicServer, type FakeAnthropicStep } from "../../support/fake-anthropic-server.js";
 import { collect, collectFailure, textOf } from "./stream-helpers.js";
 

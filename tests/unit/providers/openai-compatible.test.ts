@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createOpenAICompatibleProvider, type OpenAICompatibleProviderOptions } from "../../../src/providers/openai-compatible.js";
-import type { ChatMessage } from "../../../src/providers/types.js";
+import type { ChatMessage } from "../../../src/providers/chat-model.js";
 import { startFakeOpenAI, type FakeOpenAIServer, type FakeOpenAIStep } from "../../support/fake-openai-server.js";
 import { collect, collectFailure, textOf } from "./stream-helpers.js";
 

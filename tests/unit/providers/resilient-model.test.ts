@@ -3,7 +3,7 @@ import { ConfigError } from "../../../src/errors.js";
 import { createAnthropicProvider } from "../../../src/providers/anthropic.js";
 import { createOpenAICompatibleProvider } from "../../../src/providers/openai-compatible.js";
 import { createChatModel, parseModelRef, type ChatModelOptions, type ChatModelTarget } from "../../../src/providers/resilient-model.js";
-import type { ChatMessage } from "../../../src/providers/types.js";
+import type { ChatMessage } from "../../../src/providers/chat-model.js";
 import { startFakeAnthropic, type FakeAnthropicStep } from "../../support/fake-anthropic-server.js";
 import { startFakeOpenAI, type FakeOpenAIStep } from "../../support/fake-openai-server.js";
 import { collect, collectFailure, recordingSleep, textOf } from "./stream-helpers.js";

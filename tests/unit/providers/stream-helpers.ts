@@ -1,6 +1,6 @@
 /** Helpers for reading a provider's part stream in tests. */
 import { ProviderError } from "../../../src/errors.js";
-import type { StreamPart } from "../../../src/providers/types.js";
+import type { StreamPart } from "../../../src/providers/chat-model.js";
 
 /** Every part of a stream that must succeed. */
 export async function collect(stream: AsyncIterable<StreamPart>): Promise<StreamPart[]> {

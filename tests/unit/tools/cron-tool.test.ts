@@ -4,10 +4,10 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ToolError } from "../../../src/errors.js";
 import { createInProcessScheduler } from "../../../src/jobs/cron/in-process-scheduler.js";
-import type { Scheduler } from "../../../src/jobs/cron/types.js";
+import type { Scheduler } from "../../../src/jobs/cron/scheduler.js";
 import { createCronTool, parseIsoTime } from "../../../src/tools/cron.js";
 import { ToolRegistry } from "../../../src/tools/registry.js";
-import type { ToolContext } from "../../../src/tools/types.js";
+import type { ToolContext } from "../../../src/tools/tool.js";
 
 const now = Date.parse("2025-06-01T00:00:00.000Z");
 

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createExecTool, type ExecToolOptions } from "../../../src/tools/exec.js";
 import { buildBwrapArgs, findExecutable, probeRootLayout } from "../../../src/tools/exec-sandbox.js";
 import { ToolRegistry } from "../../../src/tools/registry.js";
-import type { ToolContext } from "../../../src/tools/types.js";
+import type { ToolContext } from "../../../src/tools/tool.js";
 import { allowed, attack } from "./attacks.js";
 
 // Every test gets a temp root with a workspace and a victim directory standing in for `/tmp/x`:

@@ -6,7 +6,7 @@ import { createEditFileTool } from "../../../src/tools/edit-file.js";
 import { createListDirTool } from "../../../src/tools/list-dir.js";
 import { createReadFileTool } from "../../../src/tools/read-file.js";
 import { ToolRegistry } from "../../../src/tools/registry.js";
-import type { ToolContext } from "../../../src/tools/types.js";
+import type { ToolContext } from "../../../src/tools/tool.js";
 import { isInside, resolveWorkspacePath } from "../../../src/tools/workspace-path.js";
 import { createWriteFileTool } from "../../../src/tools/write-file.js";
 import { allowed, attack } from "./attacks.js";

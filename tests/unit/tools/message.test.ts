@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ToolError } from "../../../src/errors.js";
 import { type MessageTarget, createMessageTool } from "../../../src/tools/message.js";
 import { ToolRegistry } from "../../../src/tools/registry.js";
-import type { ToolContext } from "../../../src/tools/types.js";
+import type { ToolContext } from "../../../src/tools/tool.js";
 
 interface Sent {
   target: string;

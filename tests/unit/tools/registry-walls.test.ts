@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createReadFileTool } from "../../../src/tools/read-file.js";
 import { ToolRegistry } from "../../../src/tools/registry.js";
-import { defineTool } from "../../../src/tools/types.js";
+import { defineTool } from "../../../src/tools/tool.js";
 
 let root: string;
 let workspace: string;

@@ -17,7 +17,7 @@ import { gzipSync } from "node:zlib";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { isPublicAddress } from "../../../src/tools/net-guard.js";
 import { ToolRegistry } from "../../../src/tools/registry.js";
-import type { ToolContext } from "../../../src/tools/types.js";
+import type { ToolContext } from "../../../src/tools/tool.js";
 import { createWebFetchTool, htmlToText, type ResolvedAddress, type WebFetchOptions } from "../../../src/tools/web-fetch.js";
 
 // ---- the tripwire: only loopback may be dialled, and never through the system resolver --------

@@ -1,7 +1,7 @@
 import { tmpdir } from "node:os";
 import { afterEach, describe, expect, it } from "vitest";
 import { ToolRegistry } from "../../../src/tools/registry.js";
-import type { ToolContext } from "../../../src/tools/types.js";
+import type { ToolContext } from "../../../src/tools/tool.js";
 import { createWebSearchTool, type WebSearchOptions } from "../../../src/tools/web-search.js";
 import { startFakeBrave, type FakeBraveOptions, type FakeBraveServer } from "../../support/fake-brave-server.js";
 

@@ -5,14 +5,14 @@
  */
 import type { Logger } from "pino";
 import { type InboundMessage, type OutboundMessage, SYSTEM_CHANNEL, replyTarget } from "../bus/message.js";
-import type { Claim, MessageBus, Subscription } from "../bus/types.js";
+import type { Claim, MessageBus, Subscription } from "../bus/message-bus.js";
 import { BusError, CancelledError, errorMessage } from "../errors.js";
 import type { Agent } from "./agent.js";
 import { isShutdown, shutdownReason } from "./cancellation.js";
 import { type ChatCommand, helpText, parseCommand } from "./commands.js";
-import type { TurnEvent } from "./turn.js";
+import type { TurnEvent } from "./react-loop.js";
 
-export interface AgentLoopOptions {
+export interface TurnConsumerOptions {
   bus: MessageBus;
   agent: Agent;
   logger: Logger;
@@ -36,14 +36,14 @@ interface RunningTurn {
   done: Promise<void>;
 }
 
-export class AgentLoop {
+export class TurnConsumer {
   private readonly running = new Map<string, RunningTurn>();
   private readonly stopController = new AbortController();
   private cancelSubscription: Subscription | undefined;
   private slotFreed: (() => void) | undefined;
   private loop: Promise<void> | undefined;
 
-  constructor(private readonly options: AgentLoopOptions) {}
+  constructor(private readonly options: TurnConsumerOptions) {}
 
   /** Starts consuming; resolves when `stop` has been called and the claim loop has ended. */
   run(): Promise<void> {
@@ -140,7 +140,7 @@ export class AgentLoop {
       } else if (batch.command) {
         reply = await this.runCommand(batch.command, claim);
       } else {
-        reply = await this.runTurn(claim, batch.messages, controller.signal);
+        reply = await this.answerClaim(claim, batch.messages, controller.signal);
       }
       if (leaseLost) return;
       if (isShutdown(controller.signal)) {
@@ -193,7 +193,7 @@ export class AgentLoop {
     }
   }
 
-  private async runTurn(claim: Claim, messages: InboundMessage[], signal: AbortSignal): Promise<string> {
+  private async answerClaim(claim: Claim, messages: InboundMessage[], signal: AbortSignal): Promise<string> {
     const { bus, agent } = this.options;
     const first = messages[0]!;
     const target = replyTarget(first);
@@ -222,7 +222,7 @@ export class AgentLoop {
       }
     };
     try {
-      const result = await agent.runTurn({
+      const result = await agent.respond({
         sessionKey: claim.sessionKey,
         channel: target.channel,
         chatId: target.chatId,

@@ -7,7 +7,7 @@
  * the session ready again if more arrived. A lease that is not renewed expires and the session is
  * claimed by another worker with a higher token; the old holder's fenced writes are then refused.
  */
-import type { InboundMessage, OutboundMessage } from "./message.js";
+import type { ChatType, InboundMessage, OutboundMessage } from "./message.js";
 
 /** A claimed session: its pending messages (oldest first) and the lease on it. */
 export interface Claim {
@@ -41,6 +41,7 @@ export interface Draft {
   chatId: string;
   text: string;
   replyTo?: string;
+  chatType?: ChatType;
 }
 
 export type OutboundEvent = { type: "message"; message: OutboundMessage } | { type: "draft"; draft: Draft };

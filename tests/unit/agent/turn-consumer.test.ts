@@ -2,9 +2,9 @@ import { readdir } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import pino from "pino";
-import { AgentLoop } from "../../../src/agent/agent-loop.js";
+import { TurnConsumer } from "../../../src/agent/turn-consumer.js";
 import { createMemoryStore } from "../../../src/agent/memory.js";
-import type { ChatMessage } from "../../../src/providers/types.js";
+import type { ChatMessage } from "../../../src/providers/chat-model.js";
 import { type Harness, gate, startHarness } from "../../support/agent-harness.js";
 import { scriptedModel } from "../../support/scripted-model.js";
 
@@ -19,7 +19,7 @@ function lastUserText(messages: ChatMessage[]): string {
   return last?.role === "user" && typeof last.content === "string" ? last.content : "";
 }
 
-describe("AgentLoop on the memory bus", () => {
+describe("TurnConsumer on the memory bus", () => {
   it("answers a message with a final whose id derives from the inbound id", async () => {
     harness = await startHarness(scriptedModel([{ text: ["Hi ", "there"] }]));
     const message = await harness.send("a", "hello");
@@ -196,7 +196,7 @@ describe("Agent context overflow", () => {
   });
 });
 
-describe("AgentLoop poison turns", () => {
+describe("TurnConsumer poison turns", () => {
   it("dead-letters a batch whose turns keep dying and tells the user once", async () => {
     const model = scriptedModel(() => ({ text: "fine" }));
     harness = await startHarness(model);
@@ -208,7 +208,7 @@ describe("AgentLoop poison turns", () => {
       const claim = await bus.claimSession({ timeoutMs: 1_000 });
       await bus.release(claim!);
     }
-    const loop = new AgentLoop({ bus, agent: harness.runtime.agent, logger: pino({ level: "silent" }), concurrency: 2 });
+    const loop = new TurnConsumer({ bus, agent: harness.runtime.agent, logger: pino({ level: "silent" }), concurrency: 2 });
     void loop.run();
     const [final] = await harness.waitForFinals(1);
     await loop.stop(0);
@@ -220,7 +220,7 @@ describe("AgentLoop poison turns", () => {
   });
 });
 
-describe("AgentLoop after crashes and during shutdown", () => {
+describe("TurnConsumer after crashes and during shutdown", () => {
   it("repeats the saved reply for the answered part of a batch and runs a turn for the rest", async () => {
     const model = scriptedModel((request) => ({ text: `answer to ${lastUserText(request.messages)}` }));
     harness = await startHarness(model);
@@ -231,7 +231,7 @@ describe("AgentLoop after crashes and during shutdown", () => {
     await harness.runtime.loop.stop(0);
     await bus.publishInbound({ ...first });
     const second = await harness.send("a", "two");
-    const loop = new AgentLoop({ bus, agent: harness.runtime.agent, logger: pino({ level: "silent" }), concurrency: 1 });
+    const loop = new TurnConsumer({ bus, agent: harness.runtime.agent, logger: pino({ level: "silent" }), concurrency: 1 });
     void loop.run();
     const finals = await harness.waitForFinals(3);
     await loop.stop(0);

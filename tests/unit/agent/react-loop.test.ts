@@ -3,13 +3,13 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { type TurnEvent, limitNote, runTurn } from "../../../src/agent/turn.js";
+import { type TurnEvent, limitNote, runReactLoop } from "../../../src/agent/react-loop.js";
 import { ProviderError, ToolError } from "../../../src/errors.js";
-import type { ChatMessage } from "../../../src/providers/types.js";
+import type { ChatMessage } from "../../../src/providers/chat-model.js";
 import { createListDirTool } from "../../../src/tools/list-dir.js";
 import { createReadFileTool } from "../../../src/tools/read-file.js";
 import { ToolRegistry } from "../../../src/tools/registry.js";
-import { defineTool } from "../../../src/tools/types.js";
+import { defineTool } from "../../../src/tools/tool.js";
 import { type Script, scriptedModel } from "../../support/scripted-model.js";
 
 let workspace: string;
@@ -28,7 +28,7 @@ function registry(...extra: Parameters<ToolRegistry["register"]>[0][]): ToolRegi
   return tools;
 }
 
-function turn(script: Script, options: Partial<Parameters<typeof runTurn>[0]> = {}) {
+function turn(script: Script, options: Partial<Parameters<typeof runReactLoop>[0]> = {}) {
   const model = scriptedModel(script);
   const events: TurnEvent[] = [];
   const sleeps: number[] = [];
@@ -36,7 +36,7 @@ function turn(script: Script, options: Partial<Parameters<typeof runTurn>[0]> = 
     { role: "system", content: "system prompt" },
     { role: "user", content: "hello" },
   ];
-  const run = runTurn({
+  const run = runReactLoop({
     model,
     tools: registry(),
     messages: input,
@@ -58,7 +58,7 @@ function expectPaired(messages: ChatMessage[]): void {
   expect(answered.sort()).toEqual(asked.sort());
 }
 
-describe("runTurn", () => {
+describe("runReactLoop", () => {
   it("ends when the model answers without tool calls, streaming exactly the reply", async () => {
     const { run, events } = turn([{ text: ["Hel", "lo ", "there"] }]);
     const result = await run;

@@ -4,9 +4,9 @@
  * is cancelled or fails. Every tool call stays paired with a result, whatever happens.
  */
 import { ProviderError, errorMessage } from "../errors.js";
-import type { ChatMessage, ChatModel, ReasoningBlock, ToolCallRequest, Usage } from "../providers/types.js";
+import type { ChatMessage, ChatModel, ReasoningBlock, ToolCallRequest, Usage } from "../providers/chat-model.js";
 import type { ToolRegistry } from "../tools/registry.js";
-import type { ToolCallRecord, ToolContext } from "../tools/types.js";
+import type { ToolCallRecord, ToolContext } from "../tools/tool.js";
 import { abortableSleep } from "./sleep.js";
 
 export type TurnEvent =
@@ -35,7 +35,7 @@ export interface TurnResult {
   error?: Error;
 }
 
-export interface TurnOptions {
+export interface ReactLoopOptions {
   model: ChatModel;
   tools: ToolRegistry;
   /** System prompt, history and the new user message. */
@@ -57,7 +57,7 @@ export function limitNote(limit: number): string {
   return `[max tool calls reached: ${limit}]`;
 }
 
-export async function runTurn(options: TurnOptions): Promise<TurnResult> {
+export async function runReactLoop(options: ReactLoopOptions): Promise<TurnResult> {
   const now = options.now ?? Date.now;
   const sleep = options.sleep ?? abortableSleep;
   const signal = options.signal ?? new AbortController().signal;
@@ -184,7 +184,7 @@ export async function runTurn(options: TurnOptions): Promise<TurnResult> {
 
 async function runToolCall(
   call: ToolCallRequest,
-  options: TurnOptions,
+  options: ReactLoopOptions,
   signal: AbortSignal,
   now: () => number,
   sleep: (ms: number, signal?: AbortSignal) => Promise<void>,

@@ -11,7 +11,7 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { createInfrastructure } from "../app.js";
+import { createInfrastructure } from "../app/infrastructure.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import { type SubagentTask, TaskStatusSchema } from "../jobs/subagents/task.js";

@@ -97,7 +97,8 @@ async function start(seed: SubagentTask[], options: { cancel?: (id: string, task
     config: { host: "127.0.0.1", port: 0, token: TOKEN },
     logger: pino({ level: "silent" }),
     readiness: async () => ({ ready: true, checks: {} }),
-    routes: (scope) =>
+    routes: [
+      (scope) =>
       registerTaskRoutes(scope, {
         tasks,
         cancel: async (id) => {
@@ -105,6 +106,7 @@ async function start(seed: SubagentTask[], options: { cancel?: (id: string, task
           return cancel(id, tasks);
         },
       }),
+    ],
   });
   cleanups.push(() => server.close());
   const { url } = await server.listen();

@@ -67,7 +67,12 @@ export async function createInfrastructure(config: ResolvedConfig, logger: Logge
     }
     await mkdir(config.dataDir, { recursive: true });
     const bus = createMemoryBus({ debounceMs: config.agent.debounceMs, leaseTtlMs, now: options.now });
-    const store = createFileStore({ dataDir: config.dataDir, now: options.now });
+    const store = createFileStore({
+      dataDir: config.dataDir,
+      now: options.now,
+      // The bus's lease check reads only a claim's session key and token.
+      holdsLease: (sessionKey, fence) => bus.holds({ sessionKey, token: fence.token, messages: [], attempt: 0 }),
+    });
     return { bus, store, leaseTtlMs, close: async () => void (await Promise.all([bus.close(), store.close()])) };
   }
   const redis = connectRedis(config.redis.url, { name: "countbot" });

@@ -19,9 +19,10 @@ import type { FileHandle } from "node:fs/promises";
 import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
+import { BusError } from "../errors.js";
 import { createFilePairingStore } from "./file-pairing.js";
 import { createFileTaskStore } from "./file-tasks.js";
-import type { HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./store.js";
+import type { Fence, HistoryEntry, LeaseCheck, SessionMeta, SessionSnapshot, SessionStore, Store } from "./store.js";
 
 export interface FileStoreOptions {
   /** Root of durable state; sessions live under `<dataDir>/sessions`. */
@@ -30,6 +31,12 @@ export interface FileStoreOptions {
   now?: () => number;
   /** Told about each line skipped on load: a line torn by a crash mid-append, or a corrupt one. */
   onSkippedLine?: (details: { key: string; file: string; line: number; reason: string }) => void;
+  /**
+   * The bus's answer to "does this fence still hold the session's lease?", asked before every
+   * fenced write. The file store cannot see the bus's leases itself, so without it a fenced write
+   * throws rather than pass unchecked.
+   */
+  holdsLease?: LeaseCheck;
 }
 
 const FORMAT_VERSION = 1;
@@ -252,6 +259,17 @@ export function createFileStore(options: FileStoreOptions): Store {
     return queue.run(safeFileName(key), operation);
   }
 
+  /**
+   * Throws BusError("lease-lost") when `fence` no longer holds the session's lease. Called inside
+   * the key's queue right before the write, so no other write to the session comes in between.
+   */
+  async function checkFence(key: string, fence: Fence | undefined): Promise<void> {
+    if (fence === undefined) return;
+    if (!Number.isSafeInteger(fence.token)) throw new BusError(`fencing token ${fence.token} is not an integer`, "invalid");
+    if (!options.holdsLease) throw new Error("a fenced write needs the bus's lease check: create the file store with `holdsLease`");
+    if (!(await options.holdsLease(key, fence))) throw new BusError(`lease on ${key} (token ${fence.token}) is no longer held`, "lease-lost");
+  }
+
   const sessions: SessionStore = {
     load(key) {
       return serialized(key, async () => {
@@ -276,9 +294,10 @@ export function createFileStore(options: FileStoreOptions): Store {
       });
     },
 
-    compact(key, keep) {
+    compact(key, keep, fence) {
       return serialized(key, async () => {
         validEntries(keep);
+        await checkFence(key, fence);
         const time = now();
         const current = await readSession(key);
         const meta = current?.meta ?? freshMeta(key, time);

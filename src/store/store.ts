@@ -35,11 +35,16 @@ export interface SessionSnapshot {
 
 /**
  * Proof that the writer still holds the session's bus lease. A store that shares Redis with the
- * bus checks it atomically with the write; others rely on the caller's check.
+ * bus checks it atomically with the write; the file store asks the bus (a LeaseCheck) just before
+ * the write, in the same per-session queue. Either way a fenced write whose lease is gone throws
+ * BusError("lease-lost") and writes nothing.
  */
 export interface Fence {
   token: number;
 }
+
+/** Whether `fence` still holds the bus lease on `sessionKey`: the token is the current one and the lease has not expired. */
+export type LeaseCheck = (sessionKey: string, fence: Fence) => Promise<boolean>;
 
 export interface SessionStore {
   /** The session's current history; an unknown key yields an empty session (not persisted yet). */
@@ -48,7 +53,7 @@ export interface SessionStore {
   append(key: string, entries: HistoryEntry[], fence?: Fence): Promise<void>;
   /**
    * Replace the history with `keep` (what remains after older entries were summarized away).
-   * The dropped entries stay readable in the archive.
+   * The dropped entries stay readable in the archive. Fenced like `append`.
    */
   compact(key: string, keep: HistoryEntry[], fence?: Fence): Promise<void>;
   /** Start a fresh session (`/new`): the current history is archived and the new one is empty. Fenced like `append`. */

@@ -3,17 +3,21 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createFileStore, readArchivedHistory, safeFileName } from "../../src/store/file-store.js";
-import type { HistoryEntry, Store } from "../../src/store/store.js";
+import type { Fence, HistoryEntry, Store } from "../../src/store/store.js";
 import { runSessionStoreSuite } from "./store.suite.js";
 
 runSessionStoreSuite("file store", async ({ now }) => {
   const root = await mkdtemp(path.join(os.tmpdir(), "countbot-file-store-"));
   const dataDir = path.join(root, "data");
+  // The bus's lease table as the store sees it: session key → the token holding the lease.
+  const leases = new Map<string, number>();
+  const holdsLease = async (key: string, fence: Fence) => leases.get(key) === fence.token;
   return {
-    store: createFileStore({ dataDir, now }),
+    store: createFileStore({ dataDir, now, holdsLease }),
     cleanup: () => rm(root, { recursive: true, force: true }),
     archived: (key) => readArchivedHistory(dataDir, key),
-    reopen: async () => createFileStore({ dataDir, now }),
+    reopen: async () => createFileStore({ dataDir, now, holdsLease }),
+    grantLease: async (key, token) => void leases.set(key, token),
   };
 });
 

@@ -35,6 +35,11 @@ runSessionStoreSuite("redis store", async ({ now }) => {
       connections.push(connection);
       return createRedisStore({ redis: connection, prefix, now });
     },
+    grantLease: async (key, token) => {
+      const keys = busKeys(prefix);
+      await redis.hset(keys.own, key, String(token));
+      await redis.zadd(keys.lease, Number.MAX_SAFE_INTEGER, key);
+    },
   };
 });
 

@@ -4,6 +4,7 @@
  * same backing storage); those checks run only when it does.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { BusError } from "../../src/errors.js";
 import type { HistoryEntry, Store } from "../../src/store/store.js";
 
 export interface SessionStoreHarness {
@@ -13,6 +14,8 @@ export interface SessionStoreHarness {
   archived?: (key: string) => Promise<HistoryEntry[]>;
   /** A new Store over the same backing storage, as after a restart. */
   reopen?: () => Promise<Store>;
+  /** What the bus does on a claim: `token` becomes the current holder of the session's lease, live for the whole test. */
+  grantLease: (key: string, token: number) => Promise<void>;
 }
 
 export interface SessionStoreHarnessOptions {
@@ -48,6 +51,20 @@ export function runSessionStoreSuite(
     });
 
     const sessions = () => harness.store.sessions;
+
+    async function expectLeaseLost(write: Promise<void>): Promise<void> {
+      const error = await write.then(
+        () => undefined,
+        (reason: unknown) => reason,
+      );
+      expect(error).toBeInstanceOf(BusError);
+      expect((error as BusError).code).toBe("lease-lost");
+    }
+
+    /** What a refused write must leave exactly as it was. */
+    async function observe(key: string) {
+      return { snapshot: await sessions().load(key), list: await sessions().list(), archived: await harness.archived?.(key) };
+    }
 
     it("returns an empty generation-0 session for an unknown key and does not persist it", async () => {
       const snapshot = await sessions().load("telegram:-100123");
@@ -95,6 +112,25 @@ export function runSessionStoreSuite(
       await sessions().compact("web:summary", keep);
       expect((await sessions().load("web:summary")).history).toEqual(keep);
       if (harness.archived) expect(await harness.archived("web:summary")).toEqual(history.slice(0, 2));
+    });
+
+    it("refuses a compaction from a stale token once a newer token has written, leaving history and archive alone", async () => {
+      const history = ["one", "two", "three", "four"].map((content, index) => entry(content, "user", START + index));
+      await harness.grantLease("web:fenced", 7);
+      await sessions().append("web:fenced", history.slice(0, 3), { token: 7 });
+      // The lease expired and another worker claimed the session and wrote its turn.
+      await harness.grantLease("web:fenced", 8);
+      await sessions().append("web:fenced", history.slice(3), { token: 8 });
+      const before = await observe("web:fenced");
+      expect(before.snapshot.history).toEqual(history);
+
+      // The first worker, not knowing, compacts what it summarized.
+      await expectLeaseLost(sessions().compact("web:fenced", history.slice(2, 3), { token: 7 }));
+      expect(await observe("web:fenced")).toEqual(before);
+
+      await sessions().compact("web:fenced", history.slice(2), { token: 8 });
+      expect((await sessions().load("web:fenced")).history).toEqual(history.slice(2));
+      if (harness.archived) expect(await harness.archived("web:fenced")).toEqual(history.slice(0, 2));
     });
 
     it("resets to an empty history, bumps the generation and archives the old history", async () => {

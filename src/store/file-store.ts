@@ -11,6 +11,7 @@
  * what they drop to `<dataDir>/sessions/archive/`.
  *
  * One process owns a data dir: operations on one key are serialized in memory, not with file locks.
+ * Fenced writes ask the bus (`holdsLease`) inside that per-key queue, just before writing.
  * DM pairing lives in `<dataDir>/pairing.json` (./file-pairing.ts), which the CLI writes too.
  * Subagent tasks live in `<dataDir>/tasks/`, one JSON file each (./file-tasks.ts).
  */
@@ -277,9 +278,12 @@ export function createFileStore(options: FileStoreOptions): Store {
       });
     },
 
-    append(key, entries) {
+    append(key, entries, fence) {
       return serialized(key, async () => {
-        if (validEntries(entries).length === 0) return;
+        validEntries(entries);
+        // Checked even with nothing to write, so the caller still learns that its lease is gone.
+        await checkFence(key, fence);
+        if (entries.length === 0) return;
         const file = fileOf(key);
         const time = now();
         try {
@@ -307,8 +311,9 @@ export function createFileStore(options: FileStoreOptions): Store {
       });
     },
 
-    reset(key) {
+    reset(key, fence) {
       return serialized(key, async () => {
+        await checkFence(key, fence);
         const time = now();
         const current = await readSession(key);
         const meta = current?.meta ?? freshMeta(key, time);

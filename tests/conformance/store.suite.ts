@@ -133,6 +133,44 @@ export function runSessionStoreSuite(
       if (harness.archived) expect(await harness.archived("web:fenced")).toEqual(history.slice(0, 2));
     });
 
+    it("writes with a fence while its token holds the lease", async () => {
+      await harness.grantLease("telegram:held", 3);
+      await sessions().append("telegram:held", [entry("one"), entry("two", "assistant")], { token: 3 });
+      await sessions().append("telegram:held", [], { token: 3 });
+      await sessions().compact("telegram:held", [entry("two", "assistant")], { token: 3 });
+      expect((await sessions().load("telegram:held")).history).toEqual([entry("two", "assistant")]);
+      await sessions().reset("telegram:held", { token: 3 });
+      expect(await sessions().load("telegram:held")).toMatchObject({ history: [], meta: { generation: 1 } });
+    });
+
+    it("refuses a fenced append from a stale token and writes nothing, even an empty one", async () => {
+      await harness.grantLease("telegram:stale", 7);
+      await sessions().append("telegram:stale", [entry("before")], { token: 7 });
+      await harness.grantLease("telegram:stale", 8);
+      const before = await observe("telegram:stale");
+      await expectLeaseLost(sessions().append("telegram:stale", [entry("zombie")], { token: 7 }));
+      await expectLeaseLost(sessions().append("telegram:stale", [], { token: 7 }));
+      expect(await observe("telegram:stale")).toEqual(before);
+    });
+
+    it("refuses fenced writes to a session nobody holds a lease on, creating nothing", async () => {
+      await expectLeaseLost(sessions().append("telegram:unleased", [entry("unleased")], { token: 1 }));
+      await expectLeaseLost(sessions().compact("telegram:unleased", [entry("unleased")], { token: 1 }));
+      await expectLeaseLost(sessions().reset("telegram:unleased", { token: 1 }));
+      expect(await sessions().list()).toEqual([]);
+      if (harness.archived) expect(await harness.archived("telegram:unleased")).toEqual([]);
+    });
+
+    it("fences /new like a write: a stale token cannot reset the session", async () => {
+      await sessions().append("web:renewed", [entry("keep me")]);
+      await harness.grantLease("web:renewed", 9);
+      const before = await observe("web:renewed");
+      await expectLeaseLost(sessions().reset("web:renewed", { token: 8 }));
+      expect(await observe("web:renewed")).toEqual(before);
+      await sessions().reset("web:renewed", { token: 9 });
+      expect((await sessions().load("web:renewed")).history).toEqual([]);
+    });
+
     it("resets to an empty history, bumps the generation and archives the old history", async () => {
       const history = [entry("before"), entry("reply", "assistant")];
       await sessions().append("discord:42", history);

@@ -23,7 +23,7 @@ import { z } from "zod";
 import { BusError } from "../errors.js";
 import { createFilePairingStore } from "./file-pairing.js";
 import { createFileTaskStore } from "./file-tasks.js";
-import type { Fence, HistoryEntry, LeaseCheck, SessionMeta, SessionSnapshot, SessionStore, Store } from "./store.js";
+import { type Fence, type HistoryEntry, HistoryEntrySchema, type LeaseCheck, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface FileStoreOptions {
   /** Root of durable state; sessions live under `<dataDir>/sessions`. */
@@ -45,12 +45,6 @@ const SESSION_SUFFIX = ".jsonl";
 /** Encoded names longer than this are shortened and made unique with a hash (255-byte name limit). */
 const MAX_READABLE_NAME = 120;
 
-const HistoryEntrySchema = z.looseObject({
-  role: z.enum(["user", "assistant"]),
-  content: z.string(),
-  at: z.number(),
-  messageIds: z.array(z.string()).optional(),
-});
 const MetaRecordSchema = z.object({
   kind: z.literal("meta"),
   ...{ version: z.number(), key: z.string(), createdAt: z.number(), updatedAt: z.number() },
@@ -148,11 +142,14 @@ function parseRecord(line: string): SessionRecord | undefined {
   }
 }
 
-/** Checked on the way in: an entry the loader would reject must fail now, not vanish on the next load. */
+/**
+ * Checked on the way in: an entry the loader would reject must fail now, not vanish on the next
+ * load. What is stored is the parsed copy, so it has the very shape (and key order) a load returns.
+ */
 function validEntries(entries: HistoryEntry[]): HistoryEntry[] {
   const parsed = z.array(HistoryEntrySchema).safeParse(entries);
   if (!parsed.success) throw new Error(`invalid history entries: ${z.prettifyError(parsed.error)}`);
-  return entries;
+  return parsed.data;
 }
 
 function metaLine(meta: SessionMeta): string {
@@ -200,7 +197,7 @@ export function createFileStore(options: FileStoreOptions): Store {
       if (record?.kind === "meta" && index === 0) {
         meta = { key, createdAt: record.createdAt, updatedAt: record.updatedAt, generation: record.generation };
       } else if (record?.kind === "entry") {
-        history.push(record.entry as HistoryEntry);
+        history.push(record.entry);
         lastSavedAt = record.savedAt;
       } else {
         const torn = index === lines.length - 1;
@@ -278,9 +275,9 @@ export function createFileStore(options: FileStoreOptions): Store {
       });
     },
 
-    append(key, entries, fence) {
+    append(key, input, fence) {
       return serialized(key, async () => {
-        validEntries(entries);
+        const entries = validEntries(input);
         // Checked even with nothing to write, so the caller still learns that its lease is gone.
         await checkFence(key, fence);
         if (entries.length === 0) return;
@@ -298,9 +295,9 @@ export function createFileStore(options: FileStoreOptions): Store {
       });
     },
 
-    compact(key, keep, fence) {
+    compact(key, input, fence) {
       return serialized(key, async () => {
-        validEntries(keep);
+        const keep = validEntries(input);
         await checkFence(key, fence);
         const time = now();
         const current = await readSession(key);
@@ -412,7 +409,7 @@ export async function readArchivedHistory(dataDir: string, key: string): Promise
     const header = parseRecord(first);
     if (header?.kind !== "archive") continue;
     const records = lines.map(parseRecord);
-    const entries = records.flatMap((record) => (record?.kind === "entry" ? [record.entry as HistoryEntry] : []));
+    const entries = records.flatMap((record) => (record?.kind === "entry" ? [record.entry] : []));
     const sequence = Number(/-(\d+)\.jsonl$/.exec(name)?.[1] ?? 0);
     archives.push({ archivedAt: header.archivedAt, generation: header.generation, sequence, entries });
   }

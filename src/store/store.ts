@@ -1,3 +1,4 @@
+import { z } from "zod";
 import type { SubagentTask, TaskStats, TaskStatus } from "../jobs/subagents/task.js";
 
 /**
@@ -6,19 +7,25 @@ import type { SubagentTask, TaskStats, TaskStatus } from "../jobs/subagents/task
  * with their issues.
  */
 
-/** One entry of a session's history, as the model will see it again. */
-export interface HistoryEntry {
-  role: "user" | "assistant";
-  content: string;
+/**
+ * One entry of a session's history, as the model will see it again. Both stores check entries
+ * with it on the way in and parse what they read back with it, so what one accepts the other does.
+ */
+export const HistoryEntrySchema = z.object({
+  role: z.enum(["user", "assistant"]),
+  content: z.string(),
   /** ms since epoch */
-  at: number;
+  at: z.number(),
   /** Inbound message ids this entry came from (user entries), for tracing. */
-  messageIds?: string[];
-  /** Token usage of the turn that produced this entry (assistant entries). */
-  usage?: { inputTokens: number; outputTokens: number };
+  messageIds: z.array(z.string()).optional(),
+  /** Token usage of the turn that produced this entry (assistant entries), as the provider reported it. */
+  usage: z
+    .object({ inputTokens: z.number(), outputTokens: z.number(), cachedInputTokens: z.number().optional(), reasoningTokens: z.number().optional() })
+    .optional(),
   /** `provider/model` that answered (assistant entries). */
-  model?: string;
-}
+  model: z.string().optional(),
+});
+export type HistoryEntry = z.infer<typeof HistoryEntrySchema>;
 
 export interface SessionMeta {
   key: string;

@@ -171,6 +171,27 @@ export function runSessionStoreSuite(
       expect((await sessions().load("web:renewed")).history).toEqual([]);
     });
 
+    it("recognizes a kept entry whatever the key order of the object passed", async () => {
+      const stored: HistoryEntry[] = [
+        { role: "user", content: "question", at: 1, messageIds: ["m1"] },
+        { role: "assistant", content: "answer", at: 2, usage: { inputTokens: 10, outputTokens: 3 }, model: "openai/gpt-4o-mini" },
+      ];
+      await sessions().append("cli:order", stored);
+      const reordered = [
+        { usage: { outputTokens: 3, inputTokens: 10 }, model: "openai/gpt-4o-mini", at: 2, content: "answer", role: "assistant" },
+      ] as HistoryEntry[];
+      await sessions().compact("cli:order", reordered);
+      expect((await sessions().load("cli:order")).history).toEqual([stored[1]]);
+      if (harness.archived) expect(await harness.archived("cli:order")).toEqual([stored[0]]);
+    });
+
+    it("keeps what the history-entry schema knows and drops what it does not", async () => {
+      const usage = { inputTokens: 10, outputTokens: 3, cachedInputTokens: 8, reasoningTokens: 1 };
+      const written = { role: "assistant", content: "answer", at: 2, usage: { ...usage, costUsd: 0.1 }, model: "m", debug: "x" } as HistoryEntry;
+      await sessions().append("cli:schema", [written]);
+      expect((await sessions().load("cli:schema")).history).toStrictEqual([{ role: "assistant", content: "answer", at: 2, usage, model: "m" }]);
+    });
+
     it("resets to an empty history, bumps the generation and archives the old history", async () => {
       const history = [entry("before"), entry("reply", "assistant")];
       await sessions().append("discord:42", history);

@@ -15,12 +15,12 @@
  * DM pairing lives in `<dataDir>/pairing.json` (./file-pairing.ts), which the CLI writes too.
  * Subagent tasks live in `<dataDir>/tasks/`, one JSON file each (./file-tasks.ts).
  */
-import { createHash, randomBytes } from "node:crypto";
 import type { FileHandle } from "node:fs/promises";
-import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, open, readFile, readdir, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { BusError } from "../errors.js";
+import { createKeyedQueue, decodeFileName, safeFileName, writeFileAtomic } from "./file-io.js";
 import { createFilePairingStore } from "./file-pairing.js";
 import { createFileTaskStore } from "./file-tasks.js";
 import { type Fence, type HistoryEntry, HistoryEntrySchema, type LeaseCheck, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
@@ -42,8 +42,6 @@ export interface FileStoreOptions {
 
 const FORMAT_VERSION = 1;
 const SESSION_SUFFIX = ".jsonl";
-/** Encoded names longer than this are shortened and made unique with a hash (255-byte name limit). */
-const MAX_READABLE_NAME = 120;
 
 const MetaRecordSchema = z.object({
   kind: z.literal("meta"),
@@ -58,80 +56,6 @@ const ArchiveHeaderSchema = z.object({
 });
 const RecordSchema = z.discriminatedUnion("kind", [MetaRecordSchema, EntryRecordSchema, ArchiveHeaderSchema]);
 type SessionRecord = z.infer<typeof RecordSchema>;
-
-/**
- * A file name for any key: reversible percent-encoding that keeps only `a-z 0-9 - _` as they are,
- * so `a:b` and `a_b` never collide, `.`, `/` and `\` can never form a path, and names differ by more
- * than letter case (safe on case-insensitive file systems). Very long keys get a readable prefix
- * plus a hash; `~` marks those, since the encoding never emits it.
- */
-export function safeFileName(key: string): string {
-  if (key.length === 0) throw new Error("a session key must not be empty");
-  let encoded = "";
-  for (const byte of Buffer.from(key, "utf8")) {
-    const character = String.fromCharCode(byte);
-    encoded += /[a-z0-9_-]/.test(character) ? character : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
-  }
-  if (encoded.length <= MAX_READABLE_NAME) return encoded;
-  const hash = createHash("sha256").update(key).digest("hex").slice(0, 32);
-  return `${encoded.slice(0, 64)}~${hash}`;
-}
-
-function decodeFileName(name: string): string | undefined {
-  try {
-    const key = decodeURIComponent(name);
-    return safeFileName(key) === name ? key : undefined;
-  } catch {
-    return undefined; // not a name this store wrote
-  }
-}
-
-/** Writes a file so readers see the old content or the new, never a mix: temp file, fsync, rename. */
-export async function writeFileAtomic(file: string, content: string): Promise<void> {
-  const temporary = `${file}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
-  try {
-    const handle = await open(temporary, "w");
-    try {
-      await handle.writeFile(content, "utf8");
-      // Without it a power loss after the rename can leave an empty file on some file systems.
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(temporary, file);
-  } catch (error) {
-    await rm(temporary, { force: true });
-    throw error;
-  }
-}
-
-/** Runs operations one after another per key; different keys run concurrently. */
-export interface KeyedQueue {
-  run<T>(key: string, operation: () => Promise<T>): Promise<T>;
-  /** Resolves when everything queued so far has settled. */
-  drain(): Promise<void>;
-}
-
-const ignore = () => undefined;
-
-export function createKeyedQueue(): KeyedQueue {
-  const tails = new Map<string, Promise<void>>();
-  return {
-    run<T>(key: string, operation: () => Promise<T>): Promise<T> {
-      const result = (tails.get(key) ?? Promise.resolve()).then(operation);
-      // A failed operation must not block the ones queued behind it.
-      const tail = result.then(ignore, ignore);
-      tails.set(key, tail);
-      void tail.then(() => {
-        if (tails.get(key) === tail) tails.delete(key);
-      });
-      return result;
-    },
-    async drain(): Promise<void> {
-      await Promise.all(tails.values());
-    },
-  };
-}
 
 function parseRecord(line: string): SessionRecord | undefined {
   try {

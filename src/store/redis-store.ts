@@ -29,7 +29,7 @@ import { busKeys } from "../bus/redis-keys.js";
 import { BusError, ConfigError } from "../errors.js";
 import { hashTag } from "../redis/client.js";
 import { runScript, loadScript } from "../redis/scripts.js";
-import { createKeyedQueue } from "./file-store.js";
+import { createKeyedQueue } from "./file-io.js";
 import { createRedisPairingStore } from "./redis-pairing.js";
 import { createRedisTaskStore } from "./redis-tasks.js";
 import { type Fence, type HistoryEntry, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";

@@ -6,7 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createInfrastructure } from "../../src/app.js";
 import { loadConfig } from "../../src/config/load.js";
 import { BusError } from "../../src/errors.js";
-import { createFileStore, readArchivedHistory, safeFileName } from "../../src/store/file-store.js";
+import { safeFileName } from "../../src/store/file-io.js";
+import { createFileStore, readArchivedHistory } from "../../src/store/file-store.js";
 import type { Fence, HistoryEntry, Store } from "../../src/store/store.js";
 import { runSessionStoreSuite } from "./store.suite.js";
 

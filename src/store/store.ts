@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { SubagentTask, TaskStats, TaskStatus } from "../jobs/subagents/task.js";
+import type { SubagentTask, TaskStats, TaskStatus } from "./task-record.js";
 
 /**
  * The Store contract: durable state behind small interfaces, one file store and (later) one Redis

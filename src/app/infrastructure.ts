@@ -74,7 +74,12 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
   const leaseTtlMs = config.redis.leaseTtlMs;
   await mkdir(config.dataDir, { recursive: true });
   const bus = createMemoryBus({ debounceMs: config.agent.debounceMs, leaseTtlMs, now });
-  const store = createFileStore({ dataDir: config.dataDir, now });
+  const store = createFileStore({
+    dataDir: config.dataDir,
+    now,
+    // Fenced writes are checked against the bus's lease, which reads only a claim's session key and token.
+    holdsLease: (sessionKey, fence) => bus.holds({ sessionKey, token: fence.token, messages: [], attempt: 0 }),
+  });
   const clock = now ?? Date.now;
   const counts = new Map<string, { value: number; expiresAt: number }>();
   return {

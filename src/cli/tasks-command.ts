@@ -14,7 +14,7 @@ import { z } from "zod";
 import { createInfrastructure } from "../app/infrastructure.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
-import { type SubagentTask, TaskStatusSchema } from "../jobs/subagents/task.js";
+import { type SubagentTask, TaskStatusSchema } from "../store/task-record.js";
 import type { TaskStore } from "../store/store.js";
 import { loadCliConfig } from "./setup.js";
 

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type ApiServer, createApiServer } from "../../../src/api/server.js";
 import { registerTaskRoutes } from "../../../src/api/task-routes.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
-import { FINISHED_STATUSES, type SubagentTask, type TaskStats, type TaskStatus } from "../../../src/jobs/subagents/task.js";
+import { FINISHED_STATUSES, type SubagentTask, type TaskStats, type TaskStatus } from "../../../src/store/task-record.js";
 import type { TaskStore } from "../../../src/store/store.js";
 
 const TOKEN = "test-token-0123456789";

@@ -1,5 +1,5 @@
 /**
- * The SubagentManager of the seed design: creates tasks, runs them as jobs on a JobQueue, cancels,
+ * The SubagentManager: the main agent hands a task to a background worker of its own. It creates tasks, runs them as jobs on a JobQueue, cancels,
  * lists and cleans them up, and tells the origin chat how each one ended.
  *
  * Every status change is a compare-and-set on the TaskStore, so whichever of "finished", "failed",

@@ -4,7 +4,6 @@
  */
 import { mkdir, realpath } from "node:fs/promises";
 import path from "node:path";
-import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { Agent } from "./agent/agent.js";
 import { TurnConsumer } from "./agent/turn-consumer.js";
@@ -19,7 +18,7 @@ import { ConfigError } from "./errors.js";
 import { resolveChatModel } from "./providers/factory.js";
 import type { ChatModel } from "./providers/chat-model.js";
 import { checkRedis } from "./redis/checks.js";
-import { connectRedis } from "./redis/client.js";
+import { connectRedis, type RedisConnection } from "./redis/client.js";
 import { createFileStore } from "./store/file-store.js";
 import { createRedisStore } from "./store/redis-store.js";
 import type { Store } from "./store/store.js";
@@ -46,7 +45,8 @@ import { createWebSearchTool } from "./tools/web-search.js";
 export interface Infrastructure {
   bus: MessageBus;
   store: Store;
-  redis?: Redis;
+  /** The one connection: RedisClient for the gateway, BullmqConnection for the job queues. */
+  redis?: RedisConnection;
   leaseTtlMs: number;
   close(): Promise<void>;
 }

@@ -4,7 +4,7 @@
  * dies. In one process (memory) the caller always leads.
  */
 import { randomUUID } from "node:crypto";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
@@ -25,7 +25,7 @@ export interface LeaderOptions {
   name: string;
   ttlMs?: number;
   /** Redis to elect through; none: single process, always the leader. */
-  redis?: Redis;
+  redis?: RedisClient;
   /** The `{prefix}` of the deployment's keys. */
   prefix?: string;
 }

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../redis/client.js";
 import type { OutboundMessage } from "./message.js";
 import type { BusKeys } from "./redis-keys.js";
 import type { Draft, OutboundEvent, OutboundHandler, Subscription } from "./message-bus.js";
@@ -19,9 +19,9 @@ const MAX_IN_FLIGHT = 1_000;
 export type StreamEvent = { type: "message"; message: OutboundMessage } | { type: "draft"; draft: Omit<Draft, "text"> };
 
 export interface OutboundConsumerOptions {
-  redis: Redis;
+  redis: RedisClient;
   /** A dedicated connection for the blocking reads. */
-  blocking: Redis;
+  blocking: RedisClient;
   keys: BusKeys;
   channel: string;
   handler: OutboundHandler;
@@ -145,7 +145,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
   };
 }
 
-async function resolve(redis: Redis, keys: BusKeys, event: StreamEvent, finished: Set<string>): Promise<OutboundEvent | undefined> {
+async function resolve(redis: RedisClient, keys: BusKeys, event: StreamEvent, finished: Set<string>): Promise<OutboundEvent | undefined> {
   if (event.type === "message") return event;
   if (finished.has(event.draft.replyId)) return undefined;
   const [text, delivered] = await Promise.all([redis.get(keys.draft(event.draft.replyId)), redis.exists(keys.finished(event.draft.replyId))]);

@@ -3,8 +3,8 @@
  * when the bot answers), the dispatcher (how replies go out), and a leader lease so that among
  * several gateways exactly one polls the platform and delivers its replies.
  */
-import type { Redis } from "ioredis";
 import type { Logger } from "pino";
+import type { RedisClient } from "../redis/client.js";
 import { electLeader } from "../bus/leader.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import type { Store } from "../store/store.js";
@@ -26,7 +26,7 @@ export interface ChannelRuntimeOptions {
   bus: MessageBus;
   store: Store;
   logger: Logger;
-  redis?: Redis;
+  redis?: RedisClient;
   prefix?: string;
   botUsername?: () => string | undefined;
   isPrivateChat?: (chatId: string) => boolean;

@@ -2,8 +2,8 @@
  * The gateway half of CountBot: channel connectors and the HTTP API, publishing inbound messages
  * to the bus and delivering what the workers publish back.
  */
-import type { Redis } from "ioredis";
 import type { Logger } from "pino";
+import type { RedisClient } from "../redis/client.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { createHash } from "node:crypto";
@@ -31,7 +31,7 @@ export interface GatewayOptions {
   logger: Logger;
   bus: MessageBus;
   /** Present when the deployment runs on Redis: readiness then includes a PING. */
-  redis?: Redis;
+  redis?: RedisClient;
   /** Extra readiness checks (the embedded worker's lease renewals, say). */
   checks?: () => Promise<Readiness["checks"]>;
   store: Store;

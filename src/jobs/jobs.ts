@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import path from "node:path";
-import type { Redis } from "ioredis";
+import type { BullmqConnection, RedisClient } from "../redis/client.js";
 import type { Logger } from "pino";
 import { electLeader } from "../bus/leader.js";
 import { SYSTEM_CHANNEL, type InboundMessage } from "../bus/message.js";
@@ -37,7 +37,8 @@ export interface JobsOptions {
   logger: Logger;
   bus: MessageBus;
   store: Store;
-  redis?: Redis;
+  /** Handed to BullMQ (queues, cron), so ioredis itself; see BullmqConnection. */
+  redis?: BullmqConnection;
   workspace: string;
   /** Runs a subagent's loop; absent in processes that never run jobs (the gateway). */
   runTask?: RunSubagentTask;
@@ -45,7 +46,7 @@ export interface JobsOptions {
 }
 
 /** The heartbeat's daily count in Redis, so every worker's deliveries count toward one cap. */
-function redisDeliveryCounter(redis: Redis, prefix: string): DeliveryCounter {
+function redisDeliveryCounter(redis: RedisClient, prefix: string): DeliveryCounter {
   const key = (day: string) => `{${prefix}}:heartbeat:delivered:${day}`;
   return {
     async increment(day) {

@@ -5,6 +5,7 @@
  */
 import { EventEmitter } from "node:events";
 import { BusError } from "../errors.js";
+import { sleep } from "../sleep.js";
 import { ExpiringSet } from "./expiring-set.js";
 import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
 import { ReadyQueue } from "./ready-queue.js";
@@ -427,7 +428,7 @@ class ChatLane {
         }
         failures += 1;
         const delay = Math.min(this.redeliveryDelayMs * 2 ** (failures - 1), 30_000);
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await sleep(delay);
       }
     }
   }

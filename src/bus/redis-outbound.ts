@@ -8,6 +8,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { RedisClient } from "../redis/client.js";
+import { sleep } from "../sleep.js";
 import type { OutboundMessage } from "./message.js";
 import type { BusKeys } from "./redis-keys.js";
 import type { Draft, OutboundEvent, OutboundHandler, Subscription } from "./message-bus.js";
@@ -65,7 +66,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
         options.onError?.(error);
         if (event.type === "draft") return true;
         failures += 1;
-        await new Promise((done) => setTimeout(done, Math.min(options.redeliveryDelayMs * 2 ** (failures - 1), 30_000)));
+        await sleep(Math.min(options.redeliveryDelayMs * 2 ** (failures - 1), 30_000));
       }
     }
     // Closing mid-retry leaves the final pending: another consumer takes it over.
@@ -127,7 +128,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
       } catch (error) {
         if (closed) break;
         options.onError?.(error);
-        await new Promise((done) => setTimeout(done, 500));
+        await sleep(500);
       }
     }
   };

@@ -26,6 +26,7 @@ import type { Logger } from "pino";
 import type { OutboundMessage } from "../bus/message.js";
 import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/message-bus.js";
 import { ChannelError, errorMessage } from "../errors.js";
+import { sleep } from "../sleep.js";
 import { renderMarkdown, renderedLength } from "./render-markdown.js";
 import { splitMessage } from "./split-message.js";
 import type { ChannelAdapter, OutboundPart, SendOptions } from "./channel.js";
@@ -149,7 +150,7 @@ class OutboundDispatcher implements Dispatcher {
     this.bus = options.bus;
     this.logger = options.logger;
     this.now = options.now ?? Date.now;
-    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.sleep = options.sleep ?? sleep;
     this.maxRetries = options.maxRetries ?? 3;
     this.retryDelayMs = options.retryDelayMs ?? 500;
   }

@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { RedisClient } from "../redis/client.js";
 import { sleep } from "../sleep.js";
+import { KeyedLanes } from "./chat-lane.js";
 import type { OutboundMessage } from "./message.js";
 import type { BusKeys } from "./redis-keys.js";
 import type { Draft, OutboundEvent, OutboundHandler, Subscription } from "./message-bus.js";
@@ -75,7 +76,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
 
   // One lane per chat: a chat's entries are delivered in stream order, chats concurrently. Each entry
   // is acknowledged once delivered, so a slow chat holds up neither other chats nor the reads.
-  const lanes = new Map<string, Promise<void>>();
+  const lanes = new KeyedLanes();
   const inFlight = new Set<string>();
   let acks: Array<{ id: string; final?: string }> = [];
   let laneFinished: (() => void) | undefined;
@@ -96,19 +97,17 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
     const event = raw ? (JSON.parse(raw) as StreamEvent) : undefined;
     const chat = event?.type === "message" ? event.message.chatId : event?.type === "draft" ? event.draft.chatId : "";
     inFlight.add(entry[0]);
-    const previous = lanes.get(chat) ?? Promise.resolve();
-    const next: Promise<void> = previous
-      .then(async () => {
+    void lanes.run(chat, async () => {
+      try {
         if (closed || !(await deliver(entry))) return;
         acks.push({ id: entry[0], final: event?.type === "message" && event.message.kind === "final" ? event.message.id : undefined });
-      })
-      .catch((error: unknown) => options.onError?.(error))
-      .finally(() => {
+      } catch (error) {
+        options.onError?.(error);
+      } finally {
         inFlight.delete(entry[0]);
-        if (lanes.get(chat) === next) lanes.delete(chat);
         laneFinished?.();
-      });
-    lanes.set(chat, next);
+      }
+    });
   };
 
   const run = async () => {
@@ -140,7 +139,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
       laneFinished?.();
       options.blocking.disconnect();
       await running;
-      await Promise.all(lanes.values());
+      await lanes.idle();
       await flushAcks().catch((error: unknown) => options.onError?.(error));
     },
   };

@@ -19,6 +19,7 @@ import type { FileHandle } from "node:fs/promises";
 import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
+import { KeyedLanes } from "../bus/chat-lane.js";
 import { createFilePairingStore } from "./file-pairing.js";
 import { createFileTaskStore } from "./file-tasks.js";
 import type { HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./store.js";
@@ -110,25 +111,9 @@ export interface KeyedQueue {
   drain(): Promise<void>;
 }
 
-const ignore = () => undefined;
-
 export function createKeyedQueue(): KeyedQueue {
-  const tails = new Map<string, Promise<void>>();
-  return {
-    run<T>(key: string, operation: () => Promise<T>): Promise<T> {
-      const result = (tails.get(key) ?? Promise.resolve()).then(operation);
-      // A failed operation must not block the ones queued behind it.
-      const tail = result.then(ignore, ignore);
-      tails.set(key, tail);
-      void tail.then(() => {
-        if (tails.get(key) === tail) tails.delete(key);
-      });
-      return result;
-    },
-    async drain(): Promise<void> {
-      await Promise.all(tails.values());
-    },
-  };
+  const lanes = new KeyedLanes();
+  return { run: (key, operation) => lanes.run(key, operation), drain: () => lanes.idle() };
 }
 
 function parseRecord(line: string): SessionRecord | undefined {

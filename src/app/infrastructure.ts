@@ -5,7 +5,7 @@
  */
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import type { Redis } from "ioredis";
+import type { RedisConnection } from "../redis/client.js";
 import type { Logger } from "pino";
 import { type ElectLeader, electLeader } from "../bus/leader.js";
 import { createMemoryBus } from "../bus/memory-bus.js";
@@ -108,7 +108,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
 
 async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined): Promise<Infrastructure> {
   const { prefix, leaseTtlMs } = config.redis;
-  const redis: Redis = connectRedis(config.redis.url!, { name: "countbot" });
+  const redis: RedisConnection = connectRedis(config.redis.url!, { name: "countbot" });
   try {
     const checked = await checkRedis(redis, { evictionPolicy: config.redis.evictionPolicy });
     for (const warning of checked.warnings) logger.warn(`REDIS WARNING: ${warning}`);

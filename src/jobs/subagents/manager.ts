@@ -13,6 +13,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { ToolError, errorMessage } from "../../errors.js";
+import { sleep } from "../../sleep.js";
 import type { TaskStore } from "../../store/store.js";
 import type { Job, JobFailure, JobQueue, ProcessOptions } from "../job-queue.js";
 import { FINISHED_STATUSES, type SubagentTask, type TaskStats, type TaskStatus, type TaskToolCall } from "./task.js";
@@ -168,7 +169,7 @@ export function createSubagentManager(options: SubagentManagerOptions): Subagent
           logger?.error({ err: error, taskId: task.id, sessionKey: task.sessionKey }, "could not tell the chat how a subagent ended");
           return;
         }
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await sleep(delay);
       }
     }
   }

@@ -1,7 +1,7 @@
 /**
  * Leader election per platform account: among the gateways, one holds the lease for
  * `telegram:<bot>` (say) and runs that connector; the others wait and take over within a TTL if it
- * dies. In one process (memory) the caller always leads.
+ * dies. In one process (memory) the caller always leads: {@link soleLeader}.
  *
  * The lease has no fencing token, so two processes may lead at once for a while: a leader that
  * stalled past its TTL (a long GC pause, a frozen VM, a partition) goes on until its next renew
@@ -43,17 +43,17 @@ export type ElectLeader = (name: string) => Leadership;
 export interface LeaderOptions {
   name: string;
   ttlMs?: number;
-  /** Redis to elect through; none: single process, always the leader. */
-  redis?: RedisClient;
+  /** Redis to elect through. */
+  redis: RedisClient;
   /** The `{prefix}` of the deployment's keys. */
   prefix?: string;
 }
 
+/** One process, no one to share with: it always leads, at once. */
+export const soleLeader: ElectLeader = () => ({ acquired: Promise.resolve(true), leading: true, onLost: () => undefined, resign: async () => undefined });
+
 export function electLeader(options: LeaderOptions): Leadership {
   const { redis } = options;
-  if (!redis) {
-    return { acquired: Promise.resolve(true), leading: true, onLost: () => undefined, resign: async () => undefined };
-  }
   const key = `{${options.prefix ?? "countbot"}}:leader:${options.name}`;
   const ttlMs = options.ttlMs ?? 15_000;
   const holder = randomUUID();

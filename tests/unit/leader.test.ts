@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { electLeader } from "../../src/bus/leader.js";
+import { electLeader, soleLeader } from "../../src/bus/leader.js";
 import type { OutboundMessage } from "../../src/bus/message.js";
 import { DELIVERY_GROUP } from "../../src/bus/redis-outbound.js";
 import { busKeys } from "../../src/bus/redis-keys.js";
@@ -44,7 +44,7 @@ describe("electLeader", () => {
   });
 
   it("always leads without Redis", async () => {
-    const alone = electLeader({ name: "telegram:bot3" });
+    const alone = soleLeader("telegram:bot3");
     expect(await alone.acquired).toBe(true);
   });
 });

@@ -14,7 +14,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function start(channelOptions: { maxPendingPerChat?: number } = {}) {
+async function start(channelOptions: { maxPendingPerChat?: number; rateLimitPerMinute?: number } = {}) {
   const bus = createMemoryBus();
   cleanups.push(() => bus.close());
   let counter = 0;
@@ -148,6 +148,16 @@ describe("commands", () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(client.events).toHaveLength(1);
     expect(client.events[0]).toMatchObject({ type: "message", content: expect.stringContaining("/new") });
+  });
+
+  it("limits a sender only when the operator set a rate (sender ids are the page's own word)", async () => {
+    const open = await start();
+    for (let index = 0; index < 15; index += 1) expect((await send(open.url, "room", { content: `message ${index}` })).status).toBe(202);
+    const limited = await start({ rateLimitPerMinute: 1 });
+    expect((await send(limited.url, "room", { content: "first" })).status).toBe(202);
+    const refused = await send(limited.url, "room", { content: "second" });
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toEqual({ error: expect.stringContaining("too many messages") });
   });
 
   it("puts /new on the bus for the worker", async () => {

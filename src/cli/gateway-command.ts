@@ -5,7 +5,7 @@ import { createInfrastructure } from "../app/infrastructure.js";
 import { untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
-export async function runGatewayCommand(_args: string[]): Promise<number> {
+export async function runGatewayCommand(): Promise<number> {
   const { config, logger } = loadCliConfig({ service: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
   // Jobs are created here only to cancel tasks through the API; workers run them.

@@ -8,7 +8,7 @@ import { createInfrastructure } from "../app/infrastructure.js";
 import { untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
-export async function runStartCommand(_args: string[]): Promise<number> {
+export async function runStartCommand(): Promise<number> {
   const { config, logger } = loadCliConfig({ service: true });
   const infrastructure = await createInfrastructure(config, logger);
   const worker = await createWorker(config, logger, infrastructure);

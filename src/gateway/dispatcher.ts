@@ -218,7 +218,8 @@ class OutboundDispatcher implements Dispatcher {
           delivery.marked = index + 1;
         }
         const outbound = this.options.annotateSends ? outboundPart(message, index, chunks.length) : undefined;
-        const target = { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId, outbound };
+        // Stable for this chunk of this message: a redelivery or a re-run turn sends it under the same key.
+        const target = { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId, outbound, idempotencyKey: `${message.id}#${index}` };
         const outcome = await this.sendChunk(message, chunk, target);
         if (outcome === "gone") {
           this.logger.warn({ ...fields, chunk: index }, "chat is gone: outbound message dropped");
@@ -249,10 +250,10 @@ class OutboundDispatcher implements Dispatcher {
   private async sendChunk(
     message: OutboundMessage,
     chunk: { source: string; rendered: string; format: SendOptions["format"] },
-    target: { replyTo?: string; edit?: string; outbound?: OutboundPart },
+    target: { replyTo?: string; edit?: string; outbound?: OutboundPart; idempotencyKey: string },
   ): Promise<"sent" | "gone" | "skipped"> {
     const { chatId } = message;
-    const annotation = target.outbound ? { outbound: target.outbound } : {};
+    const annotation = { idempotencyKey: target.idempotencyKey, ...(target.outbound ? { outbound: target.outbound } : {}) };
     const lane = this.laneFor(chatId);
     let text = chunk.rendered;
     let format = chunk.format;
@@ -391,7 +392,8 @@ class OutboundDispatcher implements Dispatcher {
         if (state.platformMessageId) {
           await this.adapter.edit(state.chatId, state.platformMessageId, body, { format });
         } else {
-          state.platformMessageId = (await this.adapter.send(state.chatId, body, { replyTo: state.replyTo, format })).platformMessageId;
+          const idempotencyKey = `${state.replyId}#draft`;
+          state.platformMessageId = (await this.adapter.send(state.chatId, body, { replyTo: state.replyTo, format, idempotencyKey })).platformMessageId;
         }
         state.shown = body;
         return;

@@ -150,7 +150,7 @@ describe("outbound dispatcher", () => {
     await bus.publishOutbound(reply("42", content, { replyTo: "7" }));
     await vi.waitFor(() => expect(platform.sends()).toHaveLength(2));
     const [first, second] = platform.sends();
-    expect(first!.options).toEqual({ replyTo: "7", format: "formatted" });
+    expect(first!.options).toEqual({ replyTo: "7", format: "formatted", idempotencyKey: "in-1:0#0" });
     expect(second!.options.replyTo).toBeUndefined();
     for (const call of [first!, second!]) {
       expect(call.text.length).toBeLessThanOrEqual(4096);

@@ -395,7 +395,8 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
     },
     event(input) {
       const envelope = buildEvent(input, { appId: options.appId });
-      chatOfUserMessage.set(envelope.event.message.message_id, envelope.event.message.chat_id);
+      const { message } = envelope.event;
+      for (const id of [message.message_id, message.root_id, message.parent_id]) if (id && !byId.has(id)) chatOfUserMessage.set(id, message.chat_id);
       return envelope;
     },
     addResource(messageId, fileKey, bytes, mimeType = "application/octet-stream") {

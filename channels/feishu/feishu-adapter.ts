@@ -247,8 +247,13 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
     }
   }
 
-  /** A final carries `outbound` (the dispatcher annotates sends); a draft does not, and shows only its first card. */
-  const isDraft = (sendOptions: SendOptions) => sendOptions.outbound === undefined;
+  /**
+   * A streamed draft shows only its first card; a final (or a gateway reply) is split over as many
+   * as it needs. The dispatcher keys the message a draft starts `<reply id>#draft`, and edits of it
+   * carry no `outbound` (finals do: the plugin asks for annotated sends).
+   */
+  const isDraft = (sendOptions: SendOptions, editing: boolean) =>
+    editing ? sendOptions.outbound === undefined : (sendOptions.idempotencyKey?.endsWith("#draft") ?? false);
 
   return {
     name: "feishu",
@@ -298,7 +303,7 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
 
     async send(chatId, text, sendOptions) {
       const parts = fitCards(text);
-      const shown = isDraft(sendOptions) ? parts.slice(0, 1) : parts;
+      const shown = isDraft(sendOptions, false) ? parts.slice(0, 1) : parts;
       const key = sendOptions.idempotencyKey;
       const first = await sendPart(chatId, shown.length < parts.length ? `${shown[0]}\n…` : shown[0]!, sendOptions, key ? uuidOf(key, 0) : undefined);
       for (let index = 1; index < shown.length; index++) {
@@ -309,9 +314,10 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
 
     async edit(chatId, platformMessageId, text, sendOptions) {
       const parts = fitCards(text);
-      const head = isDraft(sendOptions) && parts.length > 1 ? `${parts[0]}\n…` : parts[0]!;
+      const draft = isDraft(sendOptions, true);
+      const head = draft && parts.length > 1 ? `${parts[0]}\n…` : parts[0]!;
       await call("message.patch", () => client.im.v1.message.patch({ path: { message_id: platformMessageId }, data: { content: markdownCard(head).content } }));
-      if (isDraft(sendOptions)) return;
+      if (draft) return;
       // A final that outgrew the card: the rest follows as more cards, replies to the same message.
       const key = sendOptions.idempotencyKey ?? `edit:${platformMessageId}`;
       for (let index = 1; index < parts.length; index++) {

@@ -183,8 +183,8 @@ export async function toPlatformEvent(event: MessageEvent, context: InboundConte
   const platformEvent: PlatformEvent = {
     eventId: message.message_id,
     chatId,
-    // A topic thread is still a group: the group's mention policy holds there too.
-    chatType: message.chat_type === "p2p" ? "private" : "group",
+    // A topic thread with a session of its own is a thread; the group's mention policy holds there too.
+    chatType: message.chat_type === "p2p" ? "private" : chatId.includes(":") ? "thread" : "group",
     senderId,
     senderIsBot: sender.sender_type !== undefined && sender.sender_type !== "user",
     ...(userId && userId !== senderId ? { scopes: [userId] } : {}),

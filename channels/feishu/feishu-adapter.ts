@@ -149,7 +149,7 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
     return run;
   }
 
-  async function process(event: MessageEvent, signal: AbortSignal): Promise<void> {
+  async function handOn(event: MessageEvent, signal: AbortSignal): Promise<void> {
     const platformEvent = await toPlatformEvent(
       event,
       { bot: identity, scope: options.groupSessionScope, download: downloader.download, sentByBot: (id) => sentByBot.has(id), now },
@@ -180,7 +180,7 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
     for (const id of ids) taking.add(id);
     if (message.thread_id) inThread.add(message.message_id);
     const signal = lifetime.signal;
-    const work = inChatOrder(message.chat_id, () => process(event, signal));
+    const work = inChatOrder(message.chat_id, () => handOn(event, signal));
     // Done: remembered. Failed: forgotten, so that Feishu's redelivery is taken.
     const tracked = work
       .then(() => ids.forEach((id) => recent.add(id)), () => undefined)
@@ -307,7 +307,8 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
       const key = sendOptions.idempotencyKey;
       const first = await sendPart(chatId, shown.length < parts.length ? `${shown[0]}\n…` : shown[0]!, sendOptions, key ? uuidOf(key, 0) : undefined);
       for (let index = 1; index < shown.length; index++) {
-        await sendPart(chatId, shown[index]!, { ...sendOptions, replyTo: sendOptions.replyTo }, key ? uuidOf(key, index) : undefined);
+        // Like the dispatcher's later chunks: into the chat (or the thread), not another reply.
+        await sendPart(chatId, shown[index]!, { ...sendOptions, replyTo: undefined }, key ? uuidOf(key, index) : undefined);
       }
       return { platformMessageId: first };
     },
@@ -318,10 +319,10 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
       const head = draft && parts.length > 1 ? `${parts[0]}\n…` : parts[0]!;
       await call("message.patch", () => client.im.v1.message.patch({ path: { message_id: platformMessageId }, data: { content: markdownCard(head).content } }));
       if (draft) return;
-      // A final that outgrew the card: the rest follows as more cards, replies to the same message.
+      // A final that outgrew the card: the rest follows as more cards in the chat (or the thread).
       const key = sendOptions.idempotencyKey ?? `edit:${platformMessageId}`;
       for (let index = 1; index < parts.length; index++) {
-        await sendPart(chatId, parts[index]!, { ...sendOptions, replyTo: sendOptions.replyTo ?? platformMessageId }, uuidOf(key, index));
+        await sendPart(chatId, parts[index]!, { ...sendOptions, replyTo: undefined }, uuidOf(key, index));
       }
     },
 

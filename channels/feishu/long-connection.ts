@@ -61,13 +61,12 @@ export function sdkLogger(logger: Logger, scrub: Scrub) {
         .filter((part) => part.length > 0)
         .join(" "),
     );
-  return {
-    error: (...parts: unknown[]) => logger.warn({ channel: "feishu", sdk: true }, text(parts)),
-    warn: (...parts: unknown[]) => logger.warn({ channel: "feishu", sdk: true }, text(parts)),
-    info: (...parts: unknown[]) => logger.debug({ channel: "feishu", sdk: true }, text(parts)),
-    debug: (...parts: unknown[]) => logger.trace({ channel: "feishu", sdk: true }, text(parts)),
-    trace: (...parts: unknown[]) => logger.trace({ channel: "feishu", sdk: true }, text(parts)),
+  // Its errors are logged as warnings: the adapter reports what failed as a ChannelError anyway.
+  const to = (level: "warn" | "debug" | "trace") => (...parts: unknown[]) => {
+    const message = text(parts);
+    if (message.length > 0) logger[level]({ channel: "feishu", sdk: true }, message);
   };
+  return { error: to("warn"), warn: to("warn"), info: to("debug"), debug: to("trace"), trace: to("trace") };
 }
 
 export function createLongConnection(options: LongConnectionOptions): LongConnection {

@@ -5,9 +5,9 @@
  */
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import type { Redis } from "ioredis";
+import type { RedisConnection } from "../redis/client.js";
 import type { Logger } from "pino";
-import { type ElectLeader, electLeader } from "../bus/leader.js";
+import { type ElectLeader, electLeader, soleLeader } from "../bus/leader.js";
 import { createMemoryBus } from "../bus/memory-bus.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import { createRedisBus } from "../bus/redis-bus.js";
@@ -89,7 +89,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     leaseTtlMs,
     queue: (name, events) => createInProcessQueue({ name, events, logger, now }),
     scheduler: () => createInProcessScheduler({ file: path.join(config.dataDir, "cron", "jobs.json"), now, logger }),
-    elect: (name) => electLeader({ name }),
+    elect: soleLeader,
     counters: {
       async increment(key, ttlMs) {
         const current = counts.get(key);
@@ -108,7 +108,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
 
 async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined): Promise<Infrastructure> {
   const { prefix, leaseTtlMs } = config.redis;
-  const redis: Redis = connectRedis(config.redis.url!, { name: "countbot" });
+  const redis: RedisConnection = connectRedis(config.redis.url!, { name: "countbot" });
   try {
     const checked = await checkRedis(redis, { evictionPolicy: config.redis.evictionPolicy });
     for (const warning of checked.warnings) logger.warn(`REDIS WARNING: ${warning}`);

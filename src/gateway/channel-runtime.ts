@@ -5,7 +5,7 @@
  * replies. A channel without an account (the web page) runs on every gateway.
  */
 import type { Logger } from "pino";
-import type { ElectLeader, Leadership } from "../bus/leader.js";
+import { type ElectLeader, type Leadership, soleLeader } from "../bus/leader.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import type { Store } from "../store/store.js";
 import { createAdmission } from "./admission.js";
@@ -27,8 +27,6 @@ export interface ChannelRuntimeOptions {
   /** Leader election of the deployment; absent: this process always leads. */
   elect?: ElectLeader;
 }
-
-const alwaysLeader: ElectLeader = () => ({ acquired: Promise.resolve(true), leading: true, onLost: () => undefined, resign: async () => undefined });
 
 export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRuntime {
   const { channel, bus, store } = options;
@@ -53,7 +51,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     newId: channel.inboundIdOf,
   });
   // A platform account is led by one gateway at a time; a channel without one runs everywhere.
-  const elect = channel.account === undefined ? alwaysLeader : (options.elect ?? alwaysLeader);
+  const elect = channel.account === undefined ? soleLeader : (options.elect ?? soleLeader);
   let leadership: Leadership | undefined;
   let running = false;
   let stopped = false;

@@ -60,7 +60,7 @@ describe("loadConfig", () => {
     expect(config.agent.persona).toEqual({ name: "CountBot", personality: "professional" });
     expect(config.providers).toEqual({});
     // The web chat is on unless switched off; every platform is off until configured.
-    expect(config.channels).toEqual({ web: { enabled: true, rateLimitPerMinute: 60, showNotices: true } });
+    expect(config.channels).toEqual({ web: { enabled: true, showNotices: true } });
     expect(config.redis).toEqual({ prefix: "countbot", leaseTtlMs: 30_000, evictionPolicy: "warn" });
     expect(config.api).toEqual({ host: "127.0.0.1", port: 8787 });
     expect(config.log.level).toBe("info");

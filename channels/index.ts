@@ -3,7 +3,8 @@
  * `channels` section is assembled from these, and the gateway runs every enabled one.
  */
 import type { ChannelPlugin } from "../src/gateway/channel.js";
+import { feishuChannel } from "./feishu/plugin.js";
 import { telegramChannel } from "./telegram/plugin.js";
 import { webChannel } from "./web/plugin.js";
 
-export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, webChannel];
+export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, feishuChannel, webChannel];

@@ -159,7 +159,11 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
       if (started) throw new Error("the API server is already listening");
       assertSafeBinding(config.host, token);
       started = true;
-      await app.listen({ host: config.host, port: config.port });
+      try {
+        await app.listen({ host: config.host, port: config.port });
+      } catch (error) {
+        throw listenError(error, config);
+      }
       const address = app.server.address();
       const port = typeof address === "object" && address !== null ? address.port : config.port;
       const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -194,6 +198,16 @@ function assertSafeBinding(host: string, token: string | undefined): void {
     `refusing to serve the API on ${host} without a token: set api.token (or COUNTBOT_API_TOKEN), or bind api.host to 127.0.0.1`,
     "api.token",
   );
+}
+
+/** What an operator can act on when the server cannot listen: which address, and the field that sets it. */
+function listenError(error: unknown, config: ApiServerConfig): Error {
+  const code = (error as NodeJS.ErrnoException).code;
+  const where = `${config.host}:${config.port}`;
+  if (code === "EADDRINUSE") return new ConfigError(`cannot serve the API on ${where}: the port is already in use (stop what holds it, or set api.port / COUNTBOT_API_PORT)`, "api.port", { cause: error });
+  if (code === "EACCES") return new ConfigError(`cannot serve the API on ${where}: permission denied (ports below 1024 need privileges; set api.port / COUNTBOT_API_PORT)`, "api.port", { cause: error });
+  if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND") return new ConfigError(`cannot serve the API on ${where}: this machine has no such address (set api.host / COUNTBOT_API_HOST)`, "api.host", { cause: error });
+  return error instanceof Error ? error : new Error(String(error));
 }
 
 function digest(value: string): Buffer {

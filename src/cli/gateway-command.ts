@@ -11,11 +11,18 @@ export async function runGatewayCommand(): Promise<number> {
   // Jobs are created here only to cancel tasks through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
   const gateway = createGateway({ config, logger, infrastructure, subagents: jobs.subagents });
-  const { url, port } = await gateway.start();
-  logger.info({ url, port }, "gateway listening");
-  return untilSignalled(logger, async () => {
+  const close = async () => {
     await gateway.close();
     await jobs.close();
     await infrastructure.close();
-  });
+  };
+  let address: { url: string; port: number };
+  try {
+    address = await gateway.start();
+  } catch (error) {
+    await close().catch(() => undefined);
+    throw error;
+  }
+  logger.info(address, "gateway listening");
+  return untilSignalled(logger, close);
 }

@@ -101,6 +101,40 @@ export function connectRedis(url: string, options: { name?: string } = {}): Redi
   });
 }
 
+/**
+ * Resolves once the connection is ready; rejects after `timeoutMs` with what went wrong (the
+ * server refused, the name did not resolve, ...), so a process that cannot reach Redis says so
+ * and exits instead of retrying forever.
+ */
+export function waitUntilReady(redis: Pick<Redis, "status" | "once" | "on" | "off">, timeoutMs: number): Promise<void> {
+  if (redis.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    let lastError: Error | undefined;
+    const onError = (error: Error) => void (lastError = error);
+    const timer = setTimeout(() => {
+      redis.off("error", onError);
+      reject(new Error(`no answer within ${Math.round(timeoutMs / 1000)} s${lastError ? ` (${(lastError as NodeJS.ErrnoException).code ?? lastError.message})` : ""}`));
+    }, timeoutMs);
+    redis.on("error", onError);
+    redis.once("ready", () => {
+      clearTimeout(timer);
+      redis.off("error", onError);
+      resolve();
+    });
+  });
+}
+
+/** The URL without its password, for messages. */
+export function redactedRedisUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "****";
+    return parsed.toString();
+  } catch {
+    return "(an unparsable redis.url)";
+  }
+}
+
 /** `{prefix}`: the hash tag that keeps every key of one deployment in one cluster slot. */
 export function hashTag(prefix: string): string {
   return `{${prefix}}`;

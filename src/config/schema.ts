@@ -172,6 +172,10 @@ export const ApiSchema = z
     host: z.string().default("127.0.0.1").describe("Bind address of the HTTP API."),
     port: z.number().int().min(0).max(65_535).default(8787).describe("Port of the HTTP API."),
     token: z.string().optional().describe("Bearer token (secret), required when bound beyond loopback."),
+    allowedOrigins: z
+      .array(z.url().transform((url) => new URL(url).origin))
+      .default([])
+      .describe("Browser origins (`https://console.example.com`) besides the API's own that may open its WebSocket and send it POST, PUT and DELETE requests. Others get 403."),
   })
   .prefault({});
 

@@ -49,14 +49,16 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .command("chat")
     .description("talk to the agent in this terminal")
     .option("-s, --session <id>", "the conversation to continue", "direct")
-    .action((options: { session: string }) => run(runChatCommand(options)));
+    .option("-v, --verbose", "log on stderr too (otherwise the log goes to <dataDir>/logs/countbot.log)")
+    .action((options: { session: string; verbose?: boolean }) => run(runChatCommand(options)));
 
   program
     .command("agent")
     .description("run one turn, print the reply, exit 0 (non-zero + one line on stderr on failure)")
     .requiredOption("-m, --message <text>", "what to say")
     .option("-s, --session <id>", "the conversation to continue", "direct")
-    .action((options: { message: string; session: string }) => run(runAgentCommand(options)));
+    .option("-v, --verbose", "log on stderr too (otherwise the log goes to <dataDir>/logs/countbot.log)")
+    .action((options: { message: string; session: string; verbose?: boolean }) => run(runAgentCommand(options)));
 
   program
     .command("start")

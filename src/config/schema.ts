@@ -182,6 +182,10 @@ export const ApiSchema = z
 export const LogSchema = z
   .strictObject({
     level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info").describe("Least severe level written to the log."),
+    format: z
+      .enum(["auto", "json", "pretty"])
+      .default("auto")
+      .describe("`json`: one JSON object a line, for machines; `pretty`: for people; `auto`: pretty when stderr is a terminal, JSON otherwise."),
   })
   .prefault({});
 

@@ -111,7 +111,7 @@ describe("loadConfig", () => {
     expect(environmentOverridesOf(channelPlugins).map((entry) => entry.variable)).toEqual([
       "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "COUNTBOT_MODEL", "REDIS_URL",
       "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN",
-      "BRAVE_API_KEY", "LOG_LEVEL", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN",
+      "BRAVE_API_KEY", "LOG_LEVEL", "LOG_FORMAT", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN",
     ]);
   });
 
@@ -134,6 +134,7 @@ describe("loadConfig", () => {
     ["FEISHU_DOMAIN", "http://127.0.0.1:8082", "channels.feishu.domain", "http://127.0.0.1:8082"],
     ["BRAVE_API_KEY", "brave-env-key", "tools.braveApiKey", "brave-env-key"],
     ["LOG_LEVEL", "debug", "log.level", "debug"],
+    ["LOG_FORMAT", "Pretty", "log.format", "pretty"],
   ];
 
   it.each(overrides)("%s sets %s", (variable, value, path, expected) => {

@@ -370,3 +370,13 @@ describe("channel sections", () => {
     expect(valueAt(load({ env: { TELEGRAM_BOT_TOKEN: "123:abc" } }), ["channels", "telegram", "token"])).toBe("123:abc");
   });
 });
+
+describe("the README's environment table", () => {
+  it("names every variable the code reads", () => {
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    const section = readme.slice(readme.indexOf("## Configuration"), readme.indexOf("## How a turn runs"));
+    const listed = new Set([...section.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((match) => match[1]));
+    const read = new Set([...environmentOverridesOf(channelPlugins).map((entry) => entry.variable), "COUNTBOT_CONFIG", "NO_COLOR"]);
+    for (const variable of read) expect(listed, variable).toContain(variable);
+  });
+});

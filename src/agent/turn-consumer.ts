@@ -12,6 +12,7 @@ import type { Agent } from "./agent.js";
 import { isShutdown, shutdownReason } from "./cancellation.js";
 import { type ChatCommand, helpText, parseCommand } from "./commands.js";
 import type { TurnEvent } from "./react-loop.js";
+import type { Metrics } from "../metrics.js";
 
 export interface TurnConsumerOptions {
   bus: MessageBus;
@@ -30,6 +31,9 @@ export interface TurnConsumerOptions {
   maxAttempts?: number;
   /** Return false to drop a turn's reply instead of sending it (a silent heartbeat, say). */
   replyFilter?: (messages: InboundMessage[], reply: string) => boolean;
+  /** Counts turns and their time. */
+  metrics?: Pick<Metrics, "turn">;
+  now?: () => number;
 }
 
 interface RunningTurn {
@@ -126,9 +130,12 @@ export class TurnConsumer {
     const first = batch.messages[0]!;
     const log = logger.child({ session: claim.sessionKey, message: first.id });
     if (claim.attempt > 1) log.warn({ attempt: claim.attempt }, "re-running a turn that was interrupted (worker crash or lost lease)");
+    const startedAt = (this.options.now ?? Date.now)();
+    const done = (outcome: Parameters<Metrics["turn"]>[1]) => this.options.metrics?.turn(((this.options.now ?? Date.now)() - startedAt) / 1000, outcome);
     if (claim.attempt > (this.options.maxAttempts ?? 3)) {
       clearInterval(renewal);
       await this.deadLetter(claim, batch.messages, log);
+      done("dead-letter");
       return;
     }
     try {
@@ -153,6 +160,7 @@ export class TurnConsumer {
         await bus.publishOutbound(answering(finalMessage(first, reply), batch.messages), claim);
       }
       await bus.ack(claim, batch.messages.length);
+      done(controller.signal.aborted ? "cancelled" : "answered");
     } catch (error) {
       if (leaseLost || (error instanceof BusError && error.code === "lease-lost")) {
         log.warn("lease lost mid-turn; another worker owns the session now");
@@ -163,6 +171,7 @@ export class TurnConsumer {
       const apology = finalMessage(first, `Sorry, something went wrong on my side: ${errorMessage(error)}`);
       await bus.publishOutbound(answering(apology, batch.messages), claim);
       await bus.ack(claim, batch.messages.length);
+      done("failed");
     } finally {
       clearInterval(renewal);
     }

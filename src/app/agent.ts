@@ -19,7 +19,9 @@ import { type Jobs, createJobs } from "../jobs/jobs.js";
 import { createSubagentRunner } from "../jobs/subagents/runner.js";
 import { createSpawnTool } from "../jobs/subagents/spawn-tool.js";
 import { createSubagentTools } from "../jobs/subagents/tools.js";
+import type { Metrics } from "../metrics.js";
 import { resolveChatModel } from "../providers/factory.js";
+import { instrumentModel } from "../providers/instrumented-model.js";
 import type { ChatModel } from "../providers/chat-model.js";
 import { createFileStore } from "../store/file-store.js";
 import type { Store } from "../store/store.js";
@@ -52,11 +54,13 @@ export interface RuntimeOverrides {
   bus?: MessageBus;
   /** Subagents and scheduled messages: adds the spawn and cron tools. */
   jobs?: Jobs;
+  /** Counts turns, model calls and tool calls. */
+  metrics?: Metrics;
   now?: () => number;
 }
 
 /** The tools the main agent gets, as the config allows them: the built-in set plus its own. */
-export function createTools(config: ResolvedConfig, dependencies: { memory: ReturnType<typeof createMemoryStore>; bus?: MessageBus; jobs?: Jobs }): ToolRegistry {
+export function createTools(config: ResolvedConfig, dependencies: { memory: ReturnType<typeof createMemoryStore>; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics }): ToolRegistry {
   const { bus, jobs } = dependencies;
   const extra: Tool[] = [createMemoryTool(dependencies.memory)];
   if (jobs) extra.push(createSpawnTool(jobs.subagents), createCronTool(jobs.scheduler));
@@ -70,18 +74,19 @@ export function createTools(config: ResolvedConfig, dependencies: { memory: Retu
         : undefined,
     }),
   );
-  return createToolSet(config, { extra });
+  return createToolSet(config, { extra, metrics: dependencies.metrics });
 }
 
 /** The agent and what it needs: model, tools, store, memory, context. Throws ConfigError early. */
 export async function createAgentRuntime(config: ResolvedConfig, logger: Logger, overrides: RuntimeOverrides = {}): Promise<AgentRuntime> {
-  const model = overrides.model ?? resolveChatModel(config, { logger });
+  // A model handed in is used as it is (the worker's is counted already); one resolved here is counted.
+  const model = overrides.model ?? instrumented(resolveChatModel(config, { logger }), overrides.metrics);
   await mkdir(config.workspace, { recursive: true });
   await mkdir(config.dataDir, { recursive: true });
   const workspace = await realpath(config.workspace);
   const store = overrides.store ?? createFileStore({ dataDir: config.dataDir, now: overrides.now });
   const memory = createMemoryStore({ workspace, scope: config.memory.scope });
-  const tools = createTools(config, { memory, bus: overrides.bus, jobs: overrides.jobs });
+  const tools = createTools(config, { memory, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics });
   if (config.tools.exec.enabled) {
     const sandbox = chooseSandbox(config.tools.exec.sandbox);
     if (sandbox.kind === "bwrap") {
@@ -153,13 +158,13 @@ export interface Worker extends AgentRuntime {
 
 /** Agent turns and background jobs from a bus: the worker process, and the agent half of `start` and `chat`. */
 export async function createWorker(config: ResolvedConfig, logger: Logger, infrastructure: Infrastructure, overrides: RuntimeOverrides = {}): Promise<Worker> {
-  const model = overrides.model ?? resolveChatModel(config, { logger });
+  const model = instrumented(overrides.model ?? resolveChatModel(config, { logger }), overrides.metrics);
   await mkdir(config.workspace, { recursive: true });
   const workspace = await realpath(config.workspace);
   const auditRef: { log?: AuditLog } = {};
   const runTask = createSubagentRunner({
     model,
-    tools: createSubagentTools(config),
+    tools: createSubagentTools(config, { metrics: overrides.metrics }),
     workspace,
     restrictToWorkspace: config.tools.restrictToWorkspace,
     maxRetries: config.agent.maxRetries,
@@ -181,6 +186,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     concurrency: config.agent.maxConcurrentTurns,
     leaseTtlMs: infrastructure.leaseTtlMs,
     replyFilter: (messages, reply) => jobs.replyFilter(messages, reply),
+    metrics: overrides.metrics,
   });
   let jobsStarted: Promise<void> | undefined;
   let running: Promise<void> | undefined;
@@ -241,4 +247,9 @@ export function createJobsOn(
     heartbeatCounter: { increment: (day) => counters.increment(heartbeatKey(day), 3 * 24 * 60 * 60 * 1000), get: (day) => counters.get(heartbeatKey(day)) },
     ...options,
   });
+}
+
+/** The model, wrapped to count its calls when there are metrics. */
+function instrumented(model: ChatModel, metrics: Metrics | undefined): ChatModel {
+  return metrics ? instrumentModel(model, metrics) : model;
 }

@@ -17,6 +17,7 @@ import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-ru
 import type { SubagentManager } from "../jobs/subagents/manager.js";
 import { createToolHistory } from "../tools/tool-history.js";
 import type { Infrastructure } from "./infrastructure.js";
+import { type PrometheusMetrics, registerMetricsRoute } from "./metrics.js";
 
 export interface Gateway {
   api: ApiServer;
@@ -35,6 +36,8 @@ export interface GatewayOptions {
   subagents: Pick<SubagentManager, "cancel">;
   /** The platforms to offer. Default: every plugin in `channels/index.ts`. */
   plugins?: readonly ChannelPlugin[];
+  /** Served at `/metrics` (behind the token) and fed by the channels. */
+  metrics?: PrometheusMetrics;
   now?: () => number;
 }
 
@@ -67,7 +70,9 @@ export function createGateway(options: GatewayOptions): Gateway {
   // Read-only here: workers write it under the shared data directory.
   const toolHistory = createToolHistory({ directory: path.join(config.dataDir, "tool-history") });
   const instances = createChannels(config, logger, bus, options.plugins ?? channelPlugins, options.now);
-  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect }));
+  const { metrics } = options;
+  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics }));
+  metrics?.watch({ bus, leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })) });
   const api = createApiServer({
     bus,
     config: config.api,
@@ -80,6 +85,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         registerPairingRoutes(scope, store);
         registerTaskRoutes(scope, { tasks: store.tasks, cancel: (id) => options.subagents.cancel(id) });
         registerToolHistoryRoutes(scope, toolHistory);
+        if (metrics) registerMetricsRoute(scope, metrics);
       },
     ],
   });

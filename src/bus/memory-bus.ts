@@ -12,6 +12,7 @@ import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./messa
 import { ReadyQueue } from "./ready-queue.js";
 import type {
   BusOptions,
+  BusStats,
   Claim,
   ClaimOptions,
   DeadLetter,
@@ -151,6 +152,13 @@ class MemoryBus implements MessageBus {
 
   async deadLetters(limit = 100): Promise<DeadLetter[]> {
     return this.dead.slice(0, limit);
+  }
+
+  async stats(): Promise<BusStats> {
+    const now = this.now();
+    let leased = 0;
+    for (const lease of this.leases.values()) if (lease.expiresAt > now) leased += 1;
+    return { ready: this.ready.size, leased, deadLetters: this.dead.length };
   }
 
   async release(claim: Claim): Promise<void> {

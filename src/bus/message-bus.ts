@@ -75,6 +75,8 @@ export interface MessageBus {
   deadLetter(claim: Claim, reason: string, count?: number): Promise<void>;
   /** The newest dead letters, newest first. */
   deadLetters(limit?: number): Promise<DeadLetter[]>;
+  /** How many sessions wait to be claimed, are being answered, and how many dead letters are kept (metrics). */
+  stats(): Promise<BusStats>;
   /** Whether the claim still holds its session's lease (a fencing check for side effects). */
   holds(claim: Claim): Promise<boolean>;
   /**
@@ -106,6 +108,14 @@ export interface MessageBus {
   broadcast(topic: string, payload: string): Promise<void>;
   onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription>;
   close(): Promise<void>;
+}
+
+export interface BusStats {
+  /** Sessions with messages waiting for a worker (due now or debouncing). */
+  ready: number;
+  /** Sessions a worker holds the lease of. */
+  leased: number;
+  deadLetters: number;
 }
 
 export interface DeadLetter {

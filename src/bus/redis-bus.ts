@@ -11,6 +11,7 @@ import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./messa
 import { type BusKeys, busKeys } from "./redis-keys.js";
 import { type StreamEvent, startOutboundConsumer } from "./redis-outbound.js";
 import type {
+  BusStats,
   BusOptions,
   Claim,
   ClaimOptions,
@@ -158,6 +159,16 @@ class RedisBus implements MessageBus {
         [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.now(), claim.messages[0]?.id ?? "", reason, 1_000],
       ),
     );
+  }
+
+  async stats(): Promise<BusStats> {
+    const now = this.now();
+    const [ready, leased, deadLetters] = await Promise.all([
+      this.redis.zcard(this.keys.ready),
+      this.redis.zcount(this.keys.lease, `(${now}`, "+inf"),
+      this.redis.llen(this.keys.dead),
+    ]);
+    return { ready, leased, deadLetters };
   }
 
   async deadLetters(limit = 100): Promise<DeadLetter[]> {

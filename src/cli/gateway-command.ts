@@ -2,6 +2,7 @@
 import { createJobsOn } from "../app/agent.js";
 import { createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
+import { createPrometheusMetrics } from "../app/metrics.js";
 import { untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
@@ -10,7 +11,7 @@ export async function runGatewayCommand(): Promise<number> {
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
   // Jobs are created here only to cancel tasks through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
-  const gateway = createGateway({ config, logger, infrastructure, subagents: jobs.subagents });
+  const gateway = createGateway({ config, logger, infrastructure, subagents: jobs.subagents, metrics: createPrometheusMetrics({ role: "gateway" }) });
   const close = async () => {
     await gateway.close();
     await jobs.close();

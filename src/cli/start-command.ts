@@ -7,23 +7,26 @@
 import { type Worker, createWorker } from "../app/agent.js";
 import { type Gateway, createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
+import { createPrometheusMetrics } from "../app/metrics.js";
 import { untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
 export async function runStartCommand(): Promise<number> {
   const { config, logger } = loadCliConfig({ service: true });
   const infrastructure = await createInfrastructure(config, logger);
+  const metrics = createPrometheusMetrics({ role: "start" });
   let worker: Worker | undefined;
   let gateway: Gateway | undefined;
   let address: { url: string; port: number };
   try {
-    const created = await createWorker(config, logger, infrastructure);
+    const created = await createWorker(config, logger, infrastructure, { metrics });
     worker = created;
     gateway = createGateway({
       config,
       logger,
       infrastructure,
       subagents: created.jobs.subagents,
+      metrics,
       checks: async () => ({ worker: { ok: true, detail: `${created.consumer.active} turns running` } }),
     });
     address = await gateway.start();

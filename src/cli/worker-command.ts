@@ -1,19 +1,46 @@
 /** `countbot worker`: agent turns from the Redis bus, as many processes as you like. */
 import { createWorker } from "../app/agent.js";
 import { createInfrastructure } from "../app/infrastructure.js";
+import { createPrometheusMetrics, registerMetricsRoute } from "../app/metrics.js";
+import { type ApiServer, createApiServer } from "../api/server.js";
 import { untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
 export async function runWorkerCommand(): Promise<number> {
   const { config, logger } = loadCliConfig({ service: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "worker" });
-  const worker = await createWorker(config, logger, infrastructure);
+  const metrics = createPrometheusMetrics({ role: "worker" });
+  metrics.watch({ bus: infrastructure.bus });
+  const worker = await createWorker(config, logger, infrastructure, { metrics });
+  // Workers serve no API; with metrics.workerPort they serve /metrics (and the probes) for scraping.
+  let server: ApiServer | undefined;
+  if (config.metrics.workerPort !== undefined) {
+    server = createApiServer({
+      bus: infrastructure.bus,
+      config: { ...config.api, port: config.metrics.workerPort },
+      logger,
+      readiness: async () => {
+        const checks = await infrastructure.checks();
+        return { ready: Object.values(checks).every((check) => check.ok), checks };
+      },
+      routes: [(scope) => registerMetricsRoute(scope, metrics)],
+    });
+    try {
+      const address = await server.listen();
+      logger.info(address, "worker metrics listening");
+    } catch (error) {
+      await worker.close().catch(() => undefined);
+      await infrastructure.close().catch(() => undefined);
+      throw error;
+    }
+  }
   const running = worker.run();
   logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns }, "worker started");
   return untilSignalled(logger, async () => {
     await worker.consumer.stop(config.shutdownGraceMs);
     await running;
     await worker.close();
+    await server?.close();
     await infrastructure.close();
   });
 }

@@ -179,6 +179,18 @@ export const ApiSchema = z
   })
   .prefault({});
 
+export const MetricsSchema = z
+  .strictObject({
+    workerPort: z
+      .number()
+      .int()
+      .min(0)
+      .max(65_535)
+      .optional()
+      .describe("`countbot worker` serves `/metrics` (Prometheus, behind the API token, bound to api.host) on this port. Unset: workers serve none; the gateway always serves `/metrics` on the API."),
+  })
+  .prefault({});
+
 export const LogSchema = z
   .strictObject({
     level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info").describe("Least severe level written to the log."),
@@ -211,6 +223,7 @@ const configShape = {
   redis: RedisSchema.describe("Redis, for running several processes."),
   api: ApiSchema.describe("The HTTP API."),
   log: LogSchema.describe("Logging."),
+  metrics: MetricsSchema.describe("Prometheus metrics."),
   shutdownGraceMs: z.number().int().min(0).max(600_000).default(20_000).describe("On SIGTERM, running turns get this long to finish before they are cut and handed to another worker."),
   dataDir: z.string().default("~/.countbot").describe("Sessions, audit log and other state. `~` and relative paths resolve against the home and working directories."),
   workspace: z.string().optional().describe("The agent's workspace (files, skills, memory). Default: `<dataDir>/workspace`. Relative paths resolve against the working directory."),

@@ -9,11 +9,14 @@ import { type ElectLeader, type Leadership, soleLeader } from "../bus/leader.js"
 import type { MessageBus } from "../bus/message-bus.js";
 import type { Store } from "../store/store.js";
 import { createAdmission } from "./admission.js";
+import type { Metrics } from "../metrics.js";
 import type { ChannelInstance } from "./channel.js";
 import { createDispatcher } from "./dispatcher.js";
 
 export interface ChannelRuntime {
   readonly name: string;
+  /** Whether this process runs the channel now (holds its account's lease, or needs none). */
+  readonly leading: boolean;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -28,6 +31,8 @@ export interface ChannelRuntimeOptions {
   elect?: ElectLeader;
   /** How long start() waits to learn whether this process leads before going on. Default 3 s. */
   leaderWaitMs?: number;
+  /** Counts events by what admission did, and what the dispatcher delivered. */
+  metrics?: Pick<Metrics, "inbound" | "outbound" | "deliveryRetried">;
 }
 
 export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRuntime {
@@ -40,6 +45,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     logger,
     showNotices: channel.showNotices,
     annotateSends: channel.annotateSends,
+    metrics: options.metrics,
   });
   const admission = createAdmission({
     channel: adapter.name,
@@ -65,6 +71,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
       await adapter.start(async (event) => {
         const outcome = await admission.handle(event);
         logger.debug({ chatId: event.chatId, outcome }, "inbound event");
+        options.metrics?.inbound(adapter.name, outcome);
         return outcome;
       });
     } catch (error) {
@@ -105,6 +112,9 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
 
   return {
     name: adapter.name,
+    get leading() {
+      return running;
+    },
     async start() {
       if (channel.account !== undefined && options.elect) logger.info("standing for the leader lease of this account");
       // Leading at once (one process, or a free lease): a channel that cannot connect (a token the

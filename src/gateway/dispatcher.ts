@@ -31,6 +31,7 @@ import { ChatLane } from "../bus/chat-lane.js";
 import type { ChatType, OutboundMessage } from "../bus/message.js";
 import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/message-bus.js";
 import { ChannelError, errorMessage } from "../errors.js";
+import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
 import { renderMarkdown, renderedLength } from "./render-markdown.js";
 import { splitMessage } from "./split-message.js";
@@ -50,6 +51,8 @@ export interface DispatcherOptions {
   retryDelayMs?: number;
   /** Send notices (tool-call lines) to the chat too. Default false. */
   showNotices?: boolean;
+  /** Counts chunks delivered and platform calls tried again. */
+  metrics?: Pick<Metrics, "outbound" | "deliveryRetried">;
   /**
    * Tell the adapter what each chunk of a final or notice is (SendOptions.outbound: kind, chunk
    * position, the inbound ids a reply answers), for adapters that render notices differently or
@@ -281,14 +284,17 @@ class OutboundDispatcher implements Dispatcher {
         if (edit) await this.adapter.edit(chatId, edit, text, { format, ...annotation });
         else await this.adapter.send(chatId, text, { replyTo: target.replyTo, format, ...annotation });
         lane.lastSendAt = this.now();
+        this.options.metrics?.outbound(this.adapter.name, message.metadata.gateway === true ? "gateway" : message.kind === "notice" ? "notice" : "final");
         return "sent";
       } catch (error) {
         lane.lastSendAt = this.now();
         const kind = error instanceof ChannelError ? error.kind : "other";
         const fields = { sessionKey: `${message.channel}:${chatId}`, chatId, messageId: message.id, kind, error: errorMessage(error) };
         if (kind === "rate-limit") {
+          this.options.metrics?.deliveryRetried(this.adapter.name, "rate-limit");
           await this.wait((error as ChannelError).retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS);
         } else if (kind === "network") {
+          this.options.metrics?.deliveryRetried(this.adapter.name, "network");
           networkFailures += 1;
           // Handed back to the bus, which redelivers it; the chunks already sent are remembered.
           if (networkFailures > this.maxRetries) throw error;
@@ -300,6 +306,7 @@ class OutboundDispatcher implements Dispatcher {
         } else if (format === "formatted") {
           // The markup was refused (or something else went wrong with it): the source, as is.
           if (kind !== "formatting") this.logger.warn(fields, "formatted chunk refused; sending it plain");
+          this.options.metrics?.deliveryRetried(this.adapter.name, "formatting");
           text = chunk.source;
           format = "plain";
         } else if (edit) {

@@ -41,6 +41,9 @@ export interface RedisClient {
   zrange(key: string, start: number, stop: number): Promise<string[]>;
   zrevrange(key: string, start: number, stop: number): Promise<string[]>;
   zrangebyscore(key: string, min: RedisArgument, max: RedisArgument): Promise<string[]>;
+  zcard(key: string): Promise<number>;
+  zcount(key: string, min: RedisArgument, max: RedisArgument): Promise<number>;
+  llen(key: string): Promise<number>;
 
   xadd(key: string, ...args: RedisArgument[]): Promise<string | null>;
   xgroup(subcommand: "CREATE", key: string, group: string, id: string, mkstream: "MKSTREAM"): Promise<unknown>;

@@ -24,15 +24,19 @@ export interface ToolOutcome {
 export interface ToolRegistryOptions {
   /** Results longer than this are saved to a file and the model gets the head. */
   maxResultChars?: number;
+  /** Sees every call's outcome (metrics). */
+  onOutcome?: (tool: string, outcome: ToolOutcome) => void;
 }
 
 export class ToolRegistry {
   private readonly tools = new Map<string, Tool>();
   private readonly maxResultChars: number;
+  private readonly onOutcome: ToolRegistryOptions["onOutcome"];
   private cachedDefinitions: ToolDefinition[] | undefined;
 
   constructor(options: ToolRegistryOptions = {}) {
     this.maxResultChars = options.maxResultChars ?? 16_000;
+    this.onOutcome = options.onOutcome;
   }
 
   register(tool: Tool): this {
@@ -52,7 +56,7 @@ export class ToolRegistry {
 
   /** A registry with only the named tools (a subagent's subset, say). */
   subset(names: string[]): ToolRegistry {
-    const registry = new ToolRegistry({ maxResultChars: this.maxResultChars });
+    const registry = new ToolRegistry({ maxResultChars: this.maxResultChars, onOutcome: this.onOutcome });
     for (const name of names) {
       const tool = this.tools.get(name);
       if (tool) registry.register(tool);
@@ -71,6 +75,12 @@ export class ToolRegistry {
 
   /** Runs one call once. Never throws for the tool's own failures: they become error values. */
   async execute(call: ToolCallRequest, context: ToolContext): Promise<ToolOutcome> {
+    const outcome = await this.run(call, context);
+    this.onOutcome?.(this.tools.has(call.name) ? call.name : "unknown", outcome);
+    return outcome;
+  }
+
+  private async run(call: ToolCallRequest, context: ToolContext): Promise<ToolOutcome> {
     const tool = this.tools.get(call.name);
     if (!tool) {
       return failure(

@@ -4,6 +4,7 @@
  * (memory, message, spawn, cron) with `extra`.
  */
 import type { ResolvedConfig } from "../config/schema.js";
+import type { Metrics } from "../metrics.js";
 import { createEditFileTool } from "./edit-file.js";
 import { createExecTool } from "./exec.js";
 import { createListDirTool } from "./list-dir.js";
@@ -23,12 +24,16 @@ export interface ToolSetOptions {
   findExecutable?: (name: string) => string | undefined;
   /** The fetch web_search uses; injectable for tests. */
   fetch?: typeof fetch;
+  /** Counts tool calls by tool and outcome. */
+  metrics?: Pick<Metrics, "toolCall">;
 }
 
 /** Throws ConfigError when a configured exec pattern is not a valid regular expression. */
 export function createToolSet(config: Pick<ResolvedConfig, "tools">, options: ToolSetOptions = {}): ToolRegistry {
   const { tools } = config;
-  const registry = new ToolRegistry({ maxResultChars: tools.maxResultChars })
+  const metrics = options.metrics;
+  const onOutcome = metrics && ((tool: string, outcome: { success: boolean }) => metrics.toolCall(tool, outcome.success ? "ok" : "error"));
+  const registry = new ToolRegistry({ maxResultChars: tools.maxResultChars, onOutcome })
     .register(createReadFileTool({ maxBytes: tools.maxReadBytes }))
     .register(createListDirTool())
     .register(createWriteFileTool({ maxBytes: tools.maxWriteBytes }))

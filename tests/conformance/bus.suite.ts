@@ -318,6 +318,23 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       expect(next).toMatchObject({ attempt: 1, messages: [expect.objectContaining({ content: "healthy" })] });
     });
 
+    it("counts ready and leased sessions and dead letters", async () => {
+      await open({ leaseTtlMs: 1_000 });
+      expect(await bus.stats()).toEqual({ ready: 0, leased: 0, deadLetters: 0 });
+      await bus.publishInbound(inbound("a", "one"));
+      await bus.publishInbound(inbound("b", "two"));
+      await bus.publishInbound(inbound("b", "three"));
+      expect(await bus.stats()).toEqual({ ready: 2, leased: 0, deadLetters: 0 });
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(await bus.stats()).toEqual({ ready: 1, leased: 1, deadLetters: 0 });
+      await bus.deadLetter(claim!, "for the count");
+      expect(await bus.stats()).toEqual({ ready: 1, leased: 0, deadLetters: 1 });
+      const other = await bus.claimSession({ timeoutMs: 1_000 });
+      clock.advance(1_500); // its holder went quiet: the lease no longer counts
+      expect((await bus.stats()).leased).toBe(0);
+      expect(other).not.toBeNull();
+    });
+
     it("fans a broadcast out to its listeners", async () => {
       await open();
       const heard: string[] = [];

@@ -11,7 +11,7 @@ import { type ToolSetOptions, createToolSet } from "../../tools/tool-set.js";
 /** A subagent's shell commands may run this long (the main agent's default is 30 s). */
 export const SUBAGENT_EXEC_TIMEOUT_SECONDS = 300;
 
-export type SubagentToolsOverrides = Pick<ToolSetOptions, "findExecutable" | "fetch">;
+export type SubagentToolsOverrides = Pick<ToolSetOptions, "findExecutable" | "fetch" | "metrics">;
 
 /** Throws ConfigError when a configured exec pattern is not a valid regular expression. */
 export function createSubagentTools(config: Pick<ResolvedConfig, "tools">, overrides: SubagentToolsOverrides = {}): ToolRegistry {

@@ -1,0 +1,92 @@
+/**
+ * Prometheus metrics (prom-client) for one process: the counters and histograms of the Metrics
+ * contract, gauges read at scrape time (the bus's ready and leased sessions and dead letters, the
+ * leader leases this process holds), and the process's own (CPU, memory, event loop).
+ */
+import type { FastifyInstance } from "fastify";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { MessageBus } from "../bus/message-bus.js";
+import type { Metrics } from "../metrics.js";
+
+export interface PrometheusMetrics extends Metrics {
+  registry: Registry;
+  /** The text exposition format, for `/metrics`. */
+  render(): Promise<string>;
+  /** Adds what is read at scrape time. */
+  watch(sources: { bus?: Pick<MessageBus, "stats">; leaders?: () => Array<{ name: string; leading: boolean }> }): void;
+}
+
+export function createPrometheusMetrics(options: { role: string }): PrometheusMetrics {
+  const registry = new Registry();
+  registry.setDefaultLabels({ role: options.role });
+  collectDefaultMetrics({ register: registry, prefix: "countbot_" });
+  const messagesIn = new Counter({ name: "countbot_messages_in_total", help: "Platform events, by what admission did with them.", labelNames: ["channel", "outcome"], registers: [registry] });
+  const messagesOut = new Counter({ name: "countbot_messages_out_total", help: "Chunks delivered to a platform.", labelNames: ["channel", "kind"], registers: [registry] });
+  const retried = new Counter({ name: "countbot_deliveries_retried_total", help: "Platform calls tried again: rate limits waited out, network failures, refused markup.", labelNames: ["channel", "reason"], registers: [registry] });
+  const turns = new Histogram({
+    name: "countbot_turn_duration_seconds",
+    help: "Turns from claim to acknowledgement.",
+    labelNames: ["outcome"],
+    buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160],
+    registers: [registry],
+  });
+  const modelCalls = new Histogram({
+    name: "countbot_model_call_duration_seconds",
+    help: "Model calls (one stream, retries and fallbacks included), by provider/model.",
+    labelNames: ["model", "outcome"],
+    buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80],
+    registers: [registry],
+  });
+  const modelErrors = new Counter({ name: "countbot_model_errors_total", help: "Model calls that failed.", labelNames: ["model"], registers: [registry] });
+  const toolCalls = new Counter({ name: "countbot_tool_calls_total", help: "Tool calls, by tool and outcome.", labelNames: ["tool", "outcome"], registers: [registry] });
+  const sources: Parameters<PrometheusMetrics["watch"]>[0] = {};
+  new Gauge({
+    name: "countbot_bus_sessions",
+    help: "Chat sessions waiting for a worker (ready) and being answered (leased).",
+    labelNames: ["state"],
+    registers: [registry],
+    async collect() {
+      if (!sources.bus) return;
+      const stats = await sources.bus.stats();
+      this.set({ state: "ready" }, stats.ready);
+      this.set({ state: "leased" }, stats.leased);
+    },
+  });
+  new Gauge({
+    name: "countbot_dead_letters",
+    help: "Messages parked after their turn kept failing.",
+    registers: [registry],
+    async collect() {
+      if (sources.bus) this.set((await sources.bus.stats()).deadLetters);
+    },
+  });
+  new Gauge({
+    name: "countbot_leader",
+    help: "1 for each channel account this process leads (connects and delivers for), 0 while it waits.",
+    labelNames: ["name"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const leader of sources.leaders?.() ?? []) this.set({ name: leader.name }, leader.leading ? 1 : 0);
+    },
+  });
+  return {
+    registry,
+    render: () => registry.metrics(),
+    watch: (added) => Object.assign(sources, added),
+    inbound: (channel, outcome) => messagesIn.inc({ channel, outcome }),
+    outbound: (channel, kind) => messagesOut.inc({ channel, kind }),
+    deliveryRetried: (channel, reason) => retried.inc({ channel, reason }),
+    turn: (seconds, outcome) => turns.observe({ outcome }, seconds),
+    modelCall: (model, seconds, outcome) => {
+      modelCalls.observe({ model, outcome }, seconds);
+      if (outcome === "error") modelErrors.inc({ model });
+    },
+    toolCall: (tool, outcome) => toolCalls.inc({ tool, outcome }),
+  };
+}
+
+/** `GET /metrics`; register it behind the API token. */
+export function registerMetricsRoute(scope: FastifyInstance, metrics: Pick<PrometheusMetrics, "render" | "registry">): void {
+  scope.get("/metrics", async (_request, reply) => reply.header("content-type", metrics.registry.contentType).send(await metrics.render()));
+}

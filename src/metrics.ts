@@ -1,0 +1,27 @@
+/**
+ * What CountBot counts, as a contract every layer may use (the Prometheus registry behind it is
+ * the composition root's, src/app/metrics.ts). Labels are small closed sets or names the operator
+ * configured (channel, tool, `provider/model`), never a chat id or user text.
+ */
+export interface Metrics {
+  /** A platform event and what admission did with it (`published`, `duplicate`, `ignored:bot`, ...). */
+  inbound(channel: string, outcome: string): void;
+  /** A chunk that reached the platform. */
+  outbound(channel: string, kind: "final" | "notice" | "gateway"): void;
+  /** A platform call that is tried again: a rate limit waited out, a network failure, refused markup. */
+  deliveryRetried(channel: string, reason: "rate-limit" | "network" | "formatting"): void;
+  /** A turn from claim to ack. */
+  turn(seconds: number, outcome: "answered" | "failed" | "cancelled" | "dead-letter"): void;
+  /** One model call (a stream), by `provider/model`. */
+  modelCall(model: string, seconds: number, outcome: "ok" | "error"): void;
+  toolCall(tool: string, outcome: "ok" | "error"): void;
+}
+
+export const noMetrics: Metrics = {
+  inbound: () => undefined,
+  outbound: () => undefined,
+  deliveryRetried: () => undefined,
+  turn: () => undefined,
+  modelCall: () => undefined,
+  toolCall: () => undefined,
+};

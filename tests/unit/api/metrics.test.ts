@@ -1,0 +1,85 @@
+/**
+ * `/metrics` after a few turns: the web chat on the shared runtime, a worker with a scripted model
+ * and one tool call, all in one process; the counters move and the text parses as Prometheus reads it.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import pino from "pino";
+import { afterEach, describe, expect, it } from "vitest";
+import { webChannel } from "../../../channels/web/plugin.js";
+import { type Worker, createWorker } from "../../../src/app/agent.js";
+import { type Gateway, createGateway } from "../../../src/app/gateway.js";
+import { type Infrastructure, createInfrastructure } from "../../../src/app/infrastructure.js";
+import { createPrometheusMetrics } from "../../../src/app/metrics.js";
+import { loadConfig } from "../../../src/config/load.js";
+import { scriptedModel } from "../../support/scripted-model.js";
+
+const TOKEN = "metrics-test-token";
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** `name{labels} value` lines, as a map from `name{labels}` to the value. */
+function parse(text: string): Map<string, number> {
+  const samples = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (line === "" || line.startsWith("#")) continue;
+    const match = /^([a-zA-Z_:][\w:]*(?:\{[^}]*\})?) (\S+)$/.exec(line);
+    if (!match) throw new Error(`not a Prometheus sample line: ${line}`);
+    // Without the role label every sample of this process carries.
+    samples.set(match[1]!.replace(/role="start",?/, "").replace(",}", "}").replace("{}", ""), Number(match[2]));
+  }
+  return samples;
+}
+
+describe("/metrics", () => {
+  it("counts messages in and out, turns, model calls and tool calls, and reports the bus", async () => {
+    const root = await mkdtemp(path.join(tmpdir(), "countbot-metrics-"));
+    cleanups.push(() => rm(root, { recursive: true, force: true }));
+    const file = path.join(root, "countbot.json");
+    await writeFile(file, JSON.stringify({ api: { port: 0, token: TOKEN }, tools: { exec: { enabled: false } } }));
+    const config = loadConfig({ env: { COUNTBOT_DATA_DIR: path.join(root, "data") }, cwd: root, file, channels: [webChannel] });
+    const logger = pino({ level: "silent" });
+    const infrastructure: Infrastructure = await createInfrastructure(config, logger);
+    cleanups.push(() => infrastructure.close());
+    const metrics = createPrometheusMetrics({ role: "start" });
+    const model = scriptedModel([{ toolCalls: [{ name: "list_dir", arguments: {} }] }, { text: "Here is what I found." }, { text: "Hello again." }]);
+    const worker: Worker = await createWorker(config, logger, infrastructure, { model, metrics });
+    cleanups.push(() => worker.close());
+    const gateway: Gateway = createGateway({ config, logger, infrastructure, subagents: worker.jobs.subagents, metrics, plugins: [webChannel] });
+    cleanups.push(() => gateway.close());
+    const { url } = await gateway.start();
+    void worker.run();
+
+    const headers = { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" };
+    for (const content of ["look around", "hello"]) {
+      const response = await fetch(`${url}/api/chat/room/messages`, { method: "POST", headers, body: JSON.stringify({ content }) });
+      expect(response.status).toBe(202);
+      // One at a time: each message its own turn.
+      const deadline = Date.now() + 10_000;
+      while ((await infrastructure.bus.stats()).ready + (await infrastructure.bus.stats()).leased > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    let samples = new Map<string, number>();
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline) {
+      samples = parse(await (await fetch(`${url}/metrics`, { headers })).text());
+      if ((samples.get('countbot_messages_out_total{channel="web",kind="final"}') ?? 0) >= 2) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(samples.get('countbot_messages_in_total{channel="web",outcome="published"}')).toBe(2);
+    expect(samples.get('countbot_messages_out_total{channel="web",kind="final"}')).toBe(2);
+    expect(samples.get('countbot_messages_out_total{channel="web",kind="notice"}')).toBe(1);
+    expect(samples.get('countbot_turn_duration_seconds_count{outcome="answered"}')).toBe(2);
+    expect(samples.get('countbot_model_call_duration_seconds_count{model="scripted/model",outcome="ok"}')).toBe(3);
+    expect(samples.get('countbot_tool_calls_total{tool="list_dir",outcome="ok"}')).toBe(1);
+    expect(samples.get('countbot_bus_sessions{state="ready"}')).toBe(0);
+    expect(samples.get("countbot_dead_letters")).toBe(0);
+    expect(samples.get('countbot_leader{name="web"}')).toBe(1);
+    expect([...samples.keys()].some((key) => key.startsWith("countbot_process_resident_memory_bytes"))).toBe(true);
+
+    // Behind the token like the rest of the API.
+    expect((await fetch(`${url}/metrics`)).status).toBe(401);
+  });
+});

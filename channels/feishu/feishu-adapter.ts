@@ -267,6 +267,12 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
     },
     botUsername: () => identity?.name,
 
+    async probe() {
+      const info = await call("bot.info", () => client.request<{ code: number; msg: string; bot?: { open_id?: string; app_name?: string } }>({ method: "GET", url: "/open-apis/bot/v3/info" }));
+      if (!info.bot?.open_id) throw new ChannelError("feishu bot info has no open_id: is the app's bot capability on?", "feishu");
+      return `${info.bot.app_name ?? "bot"} (${info.bot.open_id})`;
+    },
+
     async start(eventSink) {
       if (running) throw new ChannelError("the Feishu adapter is already running", "feishu");
       if (options.mode === "longConnection" && !APP_ID_PATTERN.test(appId)) {

@@ -193,6 +193,11 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
       return identity?.username;
     },
 
+    async probe() {
+      const me = await guard("getMe", () => telegram.getMe());
+      return `@${me.username}`;
+    },
+
     async start(eventSink) {
       if (running) throw new ChannelError("the Telegram adapter is already running", "telegram");
       const me = await guard("getMe", () => telegram.getMe());

@@ -12,7 +12,7 @@ import { registerTaskRoutes } from "../api/task-routes.js";
 import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
-import type { ChannelConfig, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
+import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
 import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-runtime.js";
 import type { SubagentManager } from "../jobs/subagents/manager.js";
 import { createToolHistory } from "../tools/tool-history.js";
@@ -42,7 +42,7 @@ export interface GatewayOptions {
 }
 
 /** The channels whose config section says `enabled`, each built by its plugin. Throws ConfigError. */
-export function createChannels(config: ResolvedConfig, logger: Logger, bus: GatewayOptions["infrastructure"]["bus"], plugins: readonly ChannelPlugin[], now?: () => number): ChannelInstance[] {
+export function createChannels(config: ResolvedConfig, logger: Logger, bus: ChannelDependencies["bus"], plugins: readonly ChannelPlugin[], now?: () => number): ChannelInstance[] {
   const instances: ChannelInstance[] = [];
   for (const plugin of plugins) {
     // Loading validated the section against the plugin's schema; a missing section takes the

@@ -9,6 +9,7 @@ import { ConfigError, errorMessage } from "../errors.js";
 import { runAgentCommand } from "./agent-command.js";
 import { runChatCommand } from "./chat-command.js";
 import { runConfigCommand } from "./config-command.js";
+import { runDoctorCommand } from "./doctor-command.js";
 import { runGatewayCommand } from "./gateway-command.js";
 import { runPairingCommand } from "./pairing-command.js";
 import { runStartCommand } from "./start-command.js";
@@ -79,6 +80,11 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .command("config")
     .description("print the effective configuration, secrets masked")
     .action(() => run(runConfigCommand()));
+
+  program
+    .command("doctor")
+    .description("check the config, the model, Redis, the channels' credentials, directories and the exec sandbox")
+    .action(() => run(runDoctorCommand()));
 
   const pairing = program.command("pairing").description("DM pairing: pending codes, approve a code, revoke an approval");
   pairing

@@ -185,6 +185,11 @@ export interface ChannelAdapter {
   typing(chatId: string): Promise<void>;
   /** The bot's own username once known (a leading `@username` is stripped from what the agent reads). */
   botUsername?(): string | undefined;
+  /**
+   * Asks the platform whether the credentials work, receiving nothing (`countbot doctor`):
+   * resolves with who the bot is, throws ChannelError saying why not.
+   */
+  probe?(): Promise<string>;
 }
 
 /** A platform's HTTP callback, served outside the API's bearer token: it carries its own proof. */

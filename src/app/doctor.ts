@@ -1,0 +1,137 @@
+/**
+ * `countbot doctor`: what a deployment needs, checked one by one, each with what to do when it
+ * fails. Nothing is started: the model gets one tiny request, Redis a few read-only commands, each
+ * enabled channel one "who am I" call.
+ */
+import { randomUUID } from "node:crypto";
+import { constants } from "node:fs";
+import { access, mkdir, realpath, rm, stat, writeFile } from "node:fs/promises";
+import path from "node:path";
+import type { Logger } from "pino";
+import type { ResolvedConfig } from "../config/schema.js";
+import { errorMessage } from "../errors.js";
+import type { ChannelPlugin } from "../gateway/channel.js";
+import { resolveChatModel } from "../providers/factory.js";
+import { checkRedis } from "../redis/checks.js";
+import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
+import { chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
+import { createChannels } from "./gateway.js";
+
+export interface DoctorCheck {
+  name: string;
+  ok: boolean;
+  /** What was found (ok), or what is wrong and how to fix it. */
+  detail: string;
+  /** A problem that does not stop CountBot (no bubblewrap, say): shown, not failed. */
+  warning?: boolean;
+}
+
+export interface DoctorOptions {
+  plugins: readonly ChannelPlugin[];
+  /** Each check's time limit. Default 10 s. */
+  timeoutMs?: number;
+}
+
+export async function runDoctor(config: ResolvedConfig, logger: Logger, options: DoctorOptions): Promise<DoctorCheck[]> {
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const checks: DoctorCheck[] = [{ name: "config", ok: true, detail: "valid" }];
+  const run = async (name: string, check: () => Promise<string | { warning: string }>) => {
+    try {
+      const result = await withTimeout(check(), timeoutMs);
+      checks.push(typeof result === "string" ? { name, ok: true, detail: result } : { name, ok: true, warning: true, detail: result.warning });
+    } catch (error) {
+      checks.push({ name, ok: false, detail: errorMessage(error).replace(/\s*\n\s*/g, "; ") });
+    }
+  };
+
+  await run(`model ${config.agent.model}`, () => checkModel(config, logger));
+  if (config.redis.url) await run("redis", () => checkRedisServer(config));
+  await run("data directory", () => checkDirectory(config.dataDir, "dataDir (COUNTBOT_DATA_DIR)"));
+  await run("workspace", () => checkDirectory(config.workspace, "workspace (COUNTBOT_WORKSPACE)"));
+  await run("exec sandbox", () => checkSandbox(config));
+  let channels: ReturnType<typeof createChannels> = [];
+  try {
+    channels = createChannels(config, logger, { broadcast: async () => undefined, onBroadcast: async () => ({ close: async () => undefined }) }, options.plugins);
+  } catch (error) {
+    checks.push({ name: "channels", ok: false, detail: errorMessage(error) });
+  }
+  for (const channel of channels) {
+    const { adapter } = channel;
+    if (!adapter.probe) continue;
+    await run(`channel ${adapter.name}`, async () => `credentials accepted: ${await adapter.probe!()}`);
+  }
+  return checks;
+}
+
+/** `✓ name: detail` lines, `!` for warnings and `✗` for failures. */
+export function formatDoctor(checks: DoctorCheck[]): string {
+  return checks.map((check) => `${check.ok ? (check.warning ? "!" : "✓") : "✗"} ${check.name}: ${check.detail}`).join("\n");
+}
+
+async function checkModel(config: ResolvedConfig, logger: Logger): Promise<string> {
+  // One request, no retries, no fallbacks: doctor asks whether this model answers now.
+  const model = resolveChatModel({ ...config, agent: { ...config.agent, providerRetries: 0, fallbackModels: [] } }, { logger });
+  let text = "";
+  for await (const part of model.stream({ messages: [{ role: "user", content: "Reply with the single word OK." }], maxTokens: 5, temperature: 0 })) {
+    if (part.type === "text-delta") text += part.text;
+  }
+  return `answers (${JSON.stringify(text.trim().slice(0, 40))})`;
+}
+
+async function checkRedisServer(config: ResolvedConfig): Promise<string> {
+  const url = config.redis.url!;
+  const redis = connectRedis(url, { name: "countbot-doctor" });
+  redis.on("error", () => undefined);
+  try {
+    await waitUntilReady(redis, config.redis.connectTimeoutMs).catch((error: unknown) => {
+      throw new Error(`${redactedRedisUrl(url)} cannot be reached: ${errorMessage(error)}; check redis.url / REDIS_URL`);
+    });
+    const checked = await checkRedis(redis, { evictionPolicy: "refuse" });
+    const appendonly = ((await redis.config("GET", "appendonly").catch(() => [])) as string[])[1];
+    if (appendonly !== undefined && appendonly !== "yes") {
+      throw new Error(`Redis ${checked.version} at ${redactedRedisUrl(url)} keeps no AOF (appendonly ${appendonly}): a Redis restart loses queued messages; run it with --appendonly yes`);
+    }
+    return `Redis ${checked.version}, maxmemory-policy ${checked.evictionPolicy ?? "unknown"}, appendonly ${appendonly ?? "unknown"}`;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function checkDirectory(directory: string, field: string): Promise<string | { warning: string }> {
+  try {
+    await mkdir(directory, { recursive: true });
+    await access(directory, constants.W_OK);
+    const probe = path.join(directory, `.countbot-doctor-${randomUUID()}`);
+    await writeFile(probe, "ok");
+    await rm(probe);
+  } catch (error) {
+    throw new Error(`${directory} is not writable (${(error as NodeJS.ErrnoException).code ?? errorMessage(error)}): fix its permissions or set ${field}`);
+  }
+  const info = await stat(directory);
+  if ((info.mode & 0o002) !== 0) return { warning: `${directory} is writable by every user of this machine: chmod o-w it (it holds sessions and secrets)` };
+  return `${await realpath(directory)} writable`;
+}
+
+async function checkSandbox(config: ResolvedConfig): Promise<string | { warning: string }> {
+  if (!config.tools.exec.enabled) return "exec is off";
+  const choice = chooseSandbox(config.tools.exec.sandbox);
+  if (choice.kind === "unavailable") throw new Error(choice.message);
+  if (choice.kind === "none") {
+    if (config.tools.exec.sandbox === "none") return { warning: 'tools.exec.sandbox is "none": exec runs behind the command filter only' };
+    return { warning: "bubblewrap is not installed: exec runs behind the command filter only (apt-get install bubblewrap)" };
+  }
+  await mkdir(config.workspace, { recursive: true });
+  const probe = await probeBwrap(choice.bwrapPath, await realpath(config.workspace));
+  if (probe.ok) return `bubblewrap at ${choice.bwrapPath} builds its sandbox`;
+  const message = `bubblewrap is installed but cannot build its sandbox here (${probe.message}); in Docker allow user namespaces (docker-compose.yml)`;
+  if (config.tools.exec.sandbox === "bwrap") throw new Error(message);
+  return { warning: `${message}: exec runs behind the command filter only` };
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${Math.round(ms / 1000)} s`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

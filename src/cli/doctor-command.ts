@@ -1,0 +1,20 @@
+/** `countbot doctor`: checks what this deployment needs, one line each; exit 1 when one fails. */
+import { channelPlugins } from "../../channels/index.js";
+import { formatDoctor, runDoctor } from "../app/doctor.js";
+import { errorMessage } from "../errors.js";
+import { loadCliConfig } from "./setup.js";
+
+export async function runDoctorCommand(): Promise<number> {
+  let setup: ReturnType<typeof loadCliConfig>;
+  try {
+    setup = loadCliConfig();
+  } catch (error) {
+    process.stdout.write(`${formatDoctor([{ name: "config", ok: false, detail: errorMessage(error).replace(/:\s*\n\s*/g, ": ").replace(/\s*\n\s*/g, "; ") }])}\n`);
+    return 1;
+  }
+  const checks = await runDoctor(setup.config, setup.logger, { plugins: channelPlugins });
+  process.stdout.write(`${formatDoctor(checks)}\n`);
+  const failed = checks.filter((check) => !check.ok).length;
+  process.stdout.write(failed === 0 ? "everything CountBot needs is in place\n" : `${failed} check${failed === 1 ? "" : "s"} failed\n`);
+  return failed === 0 ? 0 : 1;
+}

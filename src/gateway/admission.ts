@@ -110,6 +110,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
 
   async function admitted(event: PlatformEvent): Promise<boolean> {
     if (policy.allowFrom.has(event.senderId) || policy.allowFrom.has(event.chatId)) return true;
+    if (event.scopes?.some((scope) => policy.allowFrom.has(scope))) return true;
     return store.pairing.isApproved(channel, event.senderId);
   }
 

@@ -203,6 +203,14 @@ describe("admission", () => {
     expect(await gate.handle(dm("777", "hi in private"))).toBe("pairing");
   });
 
+  it("admits a sender when any of the event's scopes is in allowFrom", async () => {
+    const gate = admission({ allowFrom: ["guild:1", "role:7"] });
+    expect(await gate.handle(inGroup("777", "@count_bot hi", { mentionsBot: true, scopes: ["guild:1", "channel:2"] }))).toBe("published");
+    expect(await gate.handle(inGroup("778", "@count_bot hi", { mentionsBot: true, scopes: ["guild:9", "role:7"] }))).toBe("published");
+    expect(await gate.handle(inGroup("779", "@count_bot hi", { mentionsBot: true, scopes: ["guild:9", "channel:1", "role:1"] }))).toBe("ignored:not-allowed");
+    expect(await gate.handle(inGroup("780", "@count_bot hi", { mentionsBot: true }))).toBe("ignored:not-allowed");
+  });
+
   it("follows groupPolicy off and all", async () => {
     expect(await admission({ groupPolicy: "off" }).handle(inGroup(OWNER, "@count_bot hi", { mentionsBot: true }))).toBe("ignored:group-off");
     expect(await admission({ groupPolicy: "off" }).handle(dm(OWNER, "private still works"))).toBe("published");

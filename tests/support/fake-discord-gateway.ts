@@ -59,6 +59,8 @@ export interface GatewayHooks {
   /** Whether a MESSAGE_CREATE mentions the bot (keeps its content without the MessageContent intent). */
   mentionsBot(message: Record<string, unknown>): boolean;
   heartbeatIntervalMs: number;
+  /** Whether the app may use privileged intents (Message Content); if not, IDENTIFY asking for it is closed with 4014. */
+  privilegedIntents: boolean;
 }
 
 export type ResumeFailure = "drop" | "invalid-resumable" | "invalid";
@@ -116,6 +118,7 @@ export function createFakeGateway(hooks: GatewayHooks) {
 
   function identify(socket: WebSocket, data: { token?: string; intents?: number }): void {
     if (data.token !== hooks.token) return void socket.close(4004, "Authentication failed.");
+    if (!hooks.privilegedIntents && ((data.intents ?? 0) & Intents.MessageContent) !== 0) return void socket.close(4014, "Disallowed intent(s).");
     const session: Session = { id: randomUUID().replace(/-/g, ""), intents: data.intents ?? 0, seq: 0, log: [], socket, live: false };
     sessions.set(session.id, session);
     socketSession.set(socket, session);

@@ -124,6 +124,8 @@ export interface FakeDiscordOptions {
   token: string;
   bot?: { id?: string; username?: string };
   heartbeatIntervalMs?: number;
+  /** False: the app was not granted the privileged Message Content intent (the gateway closes with 4014). Default true. */
+  privilegedIntents?: boolean;
 }
 
 let snowflakeCounter = 0;
@@ -180,6 +182,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
   const gateway: FakeGateway = createFakeGateway({
     token,
     heartbeatIntervalMs: options.heartbeatIntervalMs ?? 10_000,
+    privilegedIntents: options.privilegedIntents ?? true,
     ready: () => ({
       user: botUser,
       guilds: [...guilds.values()].map((guild) => ({ id: guild.id, unavailable: true })),

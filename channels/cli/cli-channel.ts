@@ -10,8 +10,8 @@
  *   a final ends the reply and the prompt comes back when nothing else is pending; tool calls show
  *   as one dim line each. The runtime must run the dispatcher with `showNotices` and
  *   `annotateSends` (SendOptions.outbound tells notices from replies and says which inbound
- *   messages a reply answers), make each line's event id its inbound message's id, and call every
- *   chat private (`draft` streaming): createCliRuntime does.
+ *   messages a reply answers) and make each line's event id its inbound message's id:
+ *   createCliRuntime does. Every chat is private (`capabilities.chatType`): drafts stream.
  * - Ctrl-C feeds `/stop` through the sink (admission cancels the running turn); a second Ctrl-C
  *   within 2 s, or one while nothing is pending, exits. Piped input: at EOF, wait until every line
  *   sent was answered, then exit.
@@ -29,10 +29,9 @@ import readline from "node:readline";
 import type { Logger } from "pino";
 import { parseCommand } from "../../src/agent/commands.js";
 import type { MessageBus } from "../../src/bus/message-bus.js";
-import type { AdmissionPolicy } from "../../src/gateway/admission.js";
 import { type ChannelRuntime, createChannelRuntime } from "../../src/gateway/channel-runtime.js";
 import { draftIdOf } from "../../src/gateway/dispatcher.js";
-import type { ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
+import type { AdmissionPolicy, ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
 import type { Store } from "../../src/store/store.js";
 
 export const CLI_SENDER = "local-user";
@@ -45,6 +44,7 @@ export const cliCapabilities: ChannelCapabilities = {
   // soon as it arrives, so it can never land after a tool notice that followed it on the bus.
   draftIntervalMs: 0,
   minSendIntervalMs: 0,
+  chatType: "private",
 };
 
 /** The one local user, always addressed; the rate limit only has to be valid, never to bite. */
@@ -351,16 +351,16 @@ export interface CliRuntimeOptions {
  */
 export function createCliRuntime(channel: CliChannel, options: CliRuntimeOptions): ChannelRuntime {
   return createChannelRuntime({
-    adapter: channel,
-    account: "local",
-    policy: cliPolicy,
+    channel: {
+      adapter: channel,
+      policy: cliPolicy,
+      // A line's event id is its inbound message's id: a reply's `answers` name the lines it answers.
+      inboundIdOf: (event) => event.eventId,
+      showNotices: true,
+      annotateSends: true,
+    },
     bus: options.bus,
     store: options.store,
     logger: options.logger,
-    isPrivateChat: () => true,
-    // A line's event id is its inbound message's id: a reply's `answers` name the lines it answers.
-    inboundIdOf: (event) => event.eventId,
-    showNotices: true,
-    annotateSends: true,
   });
 }

@@ -76,6 +76,7 @@ export interface TelegramAdapter extends ChannelAdapter {
   handleWebhook: WebhookHandler;
   /** Who the bot is; known once start() resolved. */
   readonly identity: BotIdentity | undefined;
+  botUsername(): string | undefined;
 }
 
 const defaultApiRoot = "https://api.telegram.org";
@@ -196,6 +197,9 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
     handleWebhook,
     get identity() {
       return identity;
+    },
+    botUsername() {
+      return identity?.username;
     },
 
     async start(eventSink) {

@@ -93,6 +93,7 @@ export class Agent {
       sessionKey: input.sessionKey,
       history: snapshot.history,
       maxHistory: settings.maxHistory,
+      fence: input.fence,
       signal: input.signal,
       onWarning: (message) => log.warn(message),
     });

@@ -9,7 +9,7 @@
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { ToolError } from "../errors.js";
-import { createKeyedQueue, safeFileName, writeFileAtomic } from "../store/file-store.js";
+import { createKeyedQueue, safeFileName, writeFileAtomic } from "../store/file-io.js";
 
 export type MemoryScope = "chat" | "global";
 

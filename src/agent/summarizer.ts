@@ -5,7 +5,7 @@
  */
 import { errorMessage } from "../errors.js";
 import type { ChatModel } from "../providers/chat-model.js";
-import type { HistoryEntry, SessionStore } from "../store/store.js";
+import type { Fence, HistoryEntry, SessionStore } from "../store/store.js";
 
 const CHUNK_CHARS = 24_000;
 const MAX_SPLIT_DEPTH = 3;
@@ -19,6 +19,8 @@ export interface CompactOptions {
   sessionKey: string;
   history: HistoryEntry[];
   maxHistory: number;
+  /** The turn's lease token: a worker that lost its lease must not rewrite the history. */
+  fence?: Fence;
   signal?: AbortSignal;
   onWarning?: (message: string) => void;
 }
@@ -41,7 +43,7 @@ export async function compactHistory(options: CompactOptions): Promise<HistoryEn
   } catch (error) {
     options.onWarning?.(`could not write the summary to memory: ${errorMessage(error)}`);
   }
-  await options.sessions.compact(options.sessionKey, keep);
+  await options.sessions.compact(options.sessionKey, keep, options.fence);
   return keep;
 }
 

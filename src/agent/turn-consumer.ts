@@ -202,7 +202,7 @@ export class TurnConsumer {
     const replyId = outboundId(first, 0);
     let sequence = 0;
     const drafts = new DraftThrottle(this.options.draftIntervalMs ?? 150, (text) =>
-      bus.publishDraft({ replyId, channel: target.channel, chatId: target.chatId, text, replyTo: platformMessageId(first) }),
+      bus.publishDraft({ replyId, channel: target.channel, chatId: target.chatId, text, replyTo: platformMessageId(first), ...(first.chatType ? { chatType: first.chatType } : {}) }),
     );
     const listener = async (event: TurnEvent) => {
       if (event.type === "delta") drafts.append(event.text);
@@ -288,6 +288,7 @@ function finalMessage(first: InboundMessage, content: string): OutboundMessage {
     media: [],
     metadata: {},
     ...(replyTo ? { replyTo } : {}),
+    ...(first.chatType ? { chatType: first.chatType } : {}),
   };
 }
 

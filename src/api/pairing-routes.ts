@@ -6,7 +6,7 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Store } from "../store/store.js";
-import { RequestError, parseRequest } from "./validation.js";
+import { RequestError, parseRequest } from "../gateway/http-request.js";
 
 const PairingParamsSchema = z.object({
   code: z

@@ -1,19 +1,18 @@
 /**
- * The HTTP API (Fastify): health and readiness probes, the web channel's routes, and session
- * control. Closed by default: bound beyond loopback it will not start without a bearer token, and
+ * The HTTP API (Fastify): health and readiness probes, session control, and the routes the
+ * composition root hands it (channels' routes and webhooks, pairing, tasks, tool history). Closed by default: bound beyond loopback it will not start without a bearer token, and
  * with a token every `/api` and `/ws` request must carry it.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { BlockList } from "node:net";
-import type { IncomingHttpHeaders } from "node:http";
 import websocket from "@fastify/websocket";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from "fastify";
 import type { Logger } from "pino";
 import { z } from "zod";
-import { WebChannel } from "../../channels/web/web-channel.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
-import { parseRequest } from "./validation.js";
+import type { ChannelWebhook } from "../gateway/channel.js";
+import { parseRequest } from "../gateway/http-request.js";
 
 /** The `api` section of the config. */
 export interface ApiServerConfig {
@@ -35,31 +34,28 @@ export interface Readiness {
 }
 
 export interface ApiServerOptions {
-  bus: MessageBus;
+  bus: Pick<MessageBus, "requestCancel">;
   config: ApiServerConfig;
   logger: Logger;
   /** Whether this process can do its work (Redis reachable, leases renewing, ...). */
   readiness: () => Promise<Readiness>;
-  newId?: () => string;
-  now?: () => number;
-  /** The web channel to serve. Default: one built from bus, logger, newId and now. */
-  web?: WebChannel;
   /** `/ready` answers 503 when the readiness checks take longer. Default 5 s. */
   readinessTimeoutMs?: number;
-  /** More routes behind the bearer token (pairing approval, say). */
-  routes?: (scope: FastifyInstance) => void;
+  /** More routes behind the bearer token: the web channel's, pairing approval, tasks, ... */
+  routes?: ReadonlyArray<(scope: FastifyInstance) => void>;
   /**
-   * Platform webhooks (Telegram posts updates here). They carry their own proof, a secret header
-   * checked by the handler, so the bearer token does not apply to them.
+   * Platform webhooks (Telegram posts updates here). They carry their own proof (a secret header,
+   * a signature) that the handler checks on the raw body before parsing it, so the bearer token
+   * does not apply to them.
    */
-  webhooks?: Array<{ path: string; handle: (headers: IncomingHttpHeaders, body: unknown) => Promise<{ status: number; error?: string }> }>;
+  webhooks?: readonly ChannelWebhook[];
 }
 
 export interface ApiServer {
   app: FastifyInstance;
-  /** Starts the web channel's outbound consumer and listens. Throws ConfigError when it would be open to the network without a token. */
+  /** Listens. Throws ConfigError when it would be open to the network without a token. */
   listen(): Promise<{ url: string; port: number }>;
-  /** Stops consuming, closes sockets and the server. */
+  /** Closes the server (and with it every socket). */
   close(): Promise<void>;
 }
 
@@ -83,7 +79,6 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   const { bus, config } = options;
   const logger = options.logger.child({ component: "api" });
   const token = config.token?.trim() ? config.token : undefined;
-  const web = options.web ?? new WebChannel({ bus, logger: options.logger, newId: options.newId, now: options.now });
   const publicRoutes = new Set([...probeRoutes, ...(options.webhooks ?? []).map((webhook) => webhook.path)]);
 
   // Typed with Fastify's own logger interface, which pino's Logger satisfies (its generics do not).
@@ -138,12 +133,20 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
       return reply.code(202).send({ sessionKey });
     });
 
-    web.registerRoutes(scope);
-    options.routes?.(scope);
-    for (const webhook of options.webhooks ?? []) {
-      scope.post(webhook.path, async (request, reply) => {
-        const outcome = await webhook.handle(request.headers, request.body);
-        return reply.code(outcome.status).send(outcome.error ? { error: outcome.error } : { ok: true });
+    for (const routes of options.routes ?? []) routes(scope);
+    if (options.webhooks?.length) {
+      // Their own scope: the body reaches the handler raw, whatever its type, since a signature is
+      // computed over the exact bytes and nothing may be parsed before it is checked.
+      void scope.register(async (webhooks) => {
+        webhooks.removeAllContentTypeParsers();
+        webhooks.addContentTypeParser("*", { parseAs: "buffer" }, (_request, body, done) => done(null, body));
+        for (const webhook of options.webhooks ?? []) {
+          webhooks.post(webhook.path, async (request, reply) => {
+            const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+            const outcome = await webhook.handle({ headers: request.headers, rawBody });
+            return reply.code(outcome.status).send(outcome.body ?? {});
+          });
+        }
       });
     }
   });
@@ -156,13 +159,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
       if (started) throw new Error("the API server is already listening");
       assertSafeBinding(config.host, token);
       started = true;
-      await web.start();
-      try {
-        await app.listen({ host: config.host, port: config.port });
-      } catch (error) {
-        await web.close();
-        throw error;
-      }
+      await app.listen({ host: config.host, port: config.port });
       const address = app.server.address();
       const port = typeof address === "object" && address !== null ? address.port : config.port;
       const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -170,10 +167,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
       return { url, port };
     },
     close() {
-      closed ??= (async () => {
-        await web.close();
-        await app.close();
-      })();
+      closed ??= app.close();
       return closed;
     },
   };

@@ -11,9 +11,9 @@
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { FINISHED_STATUSES, type SubagentTask, type TaskStats, TaskStatusSchema } from "../jobs/subagents/task.js";
+import { FINISHED_STATUSES, type SubagentTask, type TaskStats, TaskStatusSchema } from "../store/task-record.js";
 import type { TaskStore } from "../store/store.js";
-import { RequestError, parseRequest } from "./validation.js";
+import { RequestError, parseRequest } from "../gateway/http-request.js";
 
 export interface TaskRoutesOptions {
   tasks: Pick<TaskStore, "get" | "list" | "delete" | "stats">;

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { ToolHistory } from "../tools/tool-history.js";
-import { parseRequest } from "./validation.js";
+import { parseRequest } from "../gateway/http-request.js";
 
 const ParamsSchema = z.object({
   sessionKey: z

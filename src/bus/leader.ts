@@ -21,6 +21,9 @@ export interface Leadership {
   resign(): Promise<void>;
 }
 
+/** Stands for the lease `name`: how the composition root hands leader election to the gateway and jobs. */
+export type ElectLeader = (name: string) => Leadership;
+
 export interface LeaderOptions {
   name: string;
   ttlMs?: number;

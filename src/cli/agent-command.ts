@@ -1,6 +1,6 @@
 /** `countbot agent -m "text" [-s SESSION]`: one turn, the reply on stdout, exit 0; failures exit non-zero. */
 import { randomUUID } from "node:crypto";
-import { createAgentRuntime } from "../app.js";
+import { createAgentRuntime } from "../app/agent.js";
 import { helpText, parseCommand } from "../agent/commands.js";
 import { parseArgs } from "node:util";
 import { loadCliConfig } from "./setup.js";

@@ -4,7 +4,7 @@
  * dispatcher) over the in-memory bus, with the agent loop consuming the same bus.
  */
 import { CliChannel, createCliRuntime } from "../../channels/cli/cli-channel.js";
-import { createEmbeddedRuntime } from "../app.js";
+import { createEmbeddedRuntime } from "../app/agent.js";
 import { parseArgs } from "node:util";
 import { loadCliConfig } from "./setup.js";
 

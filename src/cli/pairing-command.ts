@@ -6,7 +6,7 @@
  *   countbot pairing approve CODE              let the sender who got CODE talk to the bot
  *   countbot pairing revoke CHANNEL SENDER     withdraw an approval
  */
-import { createInfrastructure } from "../app.js";
+import { createInfrastructure } from "../app/infrastructure.js";
 import { ConfigError } from "../errors.js";
 import type { ApprovedPairing, PairingRequest, PairingStore } from "../store/store.js";
 import { loadCliConfig } from "./setup.js";

@@ -11,10 +11,10 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { createInfrastructure } from "../app.js";
+import { createInfrastructure } from "../app/infrastructure.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
-import { type SubagentTask, TaskStatusSchema } from "../jobs/subagents/task.js";
+import { type SubagentTask, TaskStatusSchema } from "../store/task-record.js";
 import type { TaskStore } from "../store/store.js";
 import { loadCliConfig } from "./setup.js";
 

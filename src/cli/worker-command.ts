@@ -1,5 +1,6 @@
 /** `countbot worker`: agent turns from the Redis bus, as many processes as you like. */
-import { createInfrastructure, createWorker } from "../app.js";
+import { createWorker } from "../app/agent.js";
+import { createInfrastructure } from "../app/infrastructure.js";
 import { untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
@@ -10,7 +11,7 @@ export async function runWorkerCommand(_args: string[]): Promise<number> {
   const running = worker.run();
   logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns }, "worker started");
   return untilSignalled(logger, async () => {
-    await worker.loop.stop(config.shutdownGraceMs);
+    await worker.consumer.stop(config.shutdownGraceMs);
     await running;
     await worker.close();
     await infrastructure.close();

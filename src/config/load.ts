@@ -9,7 +9,7 @@ import { ConfigError } from "../errors.js";
 import { describeIssue, formatPath } from "./issues.js";
 import { findJsonSyntaxError } from "./json-syntax.js";
 import { isSecretField } from "./mask.js";
-import { ConfigSchema, type ResolvedConfig } from "./schema.js";
+import { type ChannelConfigSpec, type Config, type ResolvedConfig, defineConfigSchema } from "./schema.js";
 
 type Environment = Readonly<Record<string, string | undefined>>;
 
@@ -23,6 +23,11 @@ export interface LoadConfigOptions {
   file?: string;
   /** What `~` stands for. Default: `os.homedir()`. */
   homeDir?: string;
+  /**
+   * The channel plugins' config sections (`channels/index.ts` lists them). A `channels.<name>`
+   * section with no plugin behind it is an error. Default: none.
+   */
+  channels?: readonly ChannelConfigSpec[];
 }
 
 /** An environment variable that, when set and not empty, replaces one config field. */
@@ -52,16 +57,17 @@ export const environmentOverrides: readonly EnvironmentOverride[] = [
   override("COUNTBOT_API_HOST", "api.host"),
   override("COUNTBOT_API_PORT", "api.port", "port"),
   override("COUNTBOT_API_TOKEN", "api.token"),
-  override("TELEGRAM_BOT_TOKEN", "channels.telegram.token"),
-  override("TELEGRAM_API_ROOT", "channels.telegram.apiRoot"),
-  override("DISCORD_BOT_TOKEN", "channels.discord.token"),
-  override("DISCORD_API_ROOT", "channels.discord.apiRoot"),
-  override("FEISHU_APP_ID", "channels.feishu.appId"),
-  override("FEISHU_APP_SECRET", "channels.feishu.appSecret"),
-  override("FEISHU_DOMAIN", "channels.feishu.domain"),
   override("BRAVE_API_KEY", "tools.braveApiKey"),
   override("LOG_LEVEL", "log.level", "lowercase"),
 ];
+
+/** The core overrides, then each channel plugin's (`TELEGRAM_BOT_TOKEN` sets `channels.telegram.token`). */
+export function environmentOverridesOf(channels: readonly ChannelConfigSpec[]): EnvironmentOverride[] {
+  const ofChannels = channels.flatMap((channel) =>
+    Object.entries(channel.environment ?? {}).map(([variable, field]) => override(variable, `channels.${channel.name}.${field}`)),
+  );
+  return [...environmentOverrides, ...ofChannels];
+}
 
 /** Where a value came from, keyed by its formatted path; added to error messages about it. */
 type Origins = Map<string, string>;
@@ -80,15 +86,17 @@ export function loadConfig(options: LoadConfigOptions = {}): ResolvedConfig {
   const file = parsed === undefined ? undefined : candidate;
   const substituted = substituteReferences(parsed ?? {}, env, [], origins);
   const raw = isPlainObject(substituted) ? substituted : {};
-  applyEnvironmentOverrides(raw, env, origins);
+  const channels = options.channels ?? [];
+  applyEnvironmentOverrides(raw, env, origins, environmentOverridesOf(channels));
 
-  const result = ConfigSchema.safeParse(raw, { reportInput: true });
+  const schema = defineConfigSchema(channels);
+  const result = schema.safeParse(raw, { reportInput: true });
   if (!result.success) {
     const lines = result.error.issues.map((issue) => {
       const path = formatPath(issue.path);
       const origin = origins.get(path);
       const hideInput = issue.path.some((key, index) => isSecretField(key, issue.path[index - 1]));
-      return `  ${path || "(top level)"}: ${describeIssue(issue, { schema: ConfigSchema, hideInput })}${origin ? ` (${origin})` : ""}`;
+      return `  ${path || "(top level)"}: ${describeIssue(issue, { schema, hideInput })}${origin ? ` (${origin})` : ""}`;
     });
     const source = file ? `in ${file.path}` : "(no config file; defaults and environment)";
     const first = result.error.issues[0];
@@ -96,7 +104,7 @@ export function loadConfig(options: LoadConfigOptions = {}): ResolvedConfig {
     throw new ConfigError(`Invalid configuration ${source}:\n${lines.join("\n")}`, first ? formatPath(first.path) || undefined : undefined);
   }
 
-  const config = result.data;
+  const config: Config = result.data;
   const homeDir = options.homeDir ?? homedir();
   const dataDir = absolutePath(config.dataDir, cwd, homeDir);
   const workspace = config.workspace === undefined ? join(dataDir, "workspace") : absolutePath(config.workspace, cwd, homeDir);
@@ -182,8 +190,8 @@ function substituteReferences(value: unknown, env: Environment, path: PropertyKe
   return value;
 }
 
-function applyEnvironmentOverrides(config: Record<string, unknown>, env: Environment, origins: Origins): void {
-  for (const { variable, path, kind } of environmentOverrides) {
+function applyEnvironmentOverrides(config: Record<string, unknown>, env: Environment, origins: Origins, overrides: readonly EnvironmentOverride[]): void {
+  for (const { variable, path, kind } of overrides) {
     const text = env[variable]?.trim();
     if (!text) continue;
     let value: string | number = text;

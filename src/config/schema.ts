@@ -97,66 +97,32 @@ export const ToolsSchema = z
   })
   .prefault({});
 
-const allowFrom = z.array(z.string()).default([]).describe("User ids and chat ids allowed to talk to the bot. Empty denies everyone.");
-const groupPolicy = z
-  .enum(["mention", "all", "off"])
-  .default("mention")
-  .describe("In groups: answer only when mentioned or replied to, always, or never.");
+/**
+ * A channel's config section, as a channel plugin declares it. The config layer knows no platform:
+ * the `channels` schema is assembled from these (see {@link defineConfigSchema}).
+ */
+export interface ChannelConfigSpec {
+  /** Key under `channels`, e.g. `telegram`. */
+  readonly name: string;
+  readonly description: string;
+  readonly configSchema: z.ZodType;
+  /** Environment variables that set a field of the section: `{ TELEGRAM_BOT_TOKEN: "token" }`. */
+  readonly environment?: Readonly<Record<string, string>>;
+}
 
-export const TelegramSchema = z.strictObject({
-  enabled: z.boolean().default(false).describe("Run the Telegram channel."),
-  token: z.string().optional().describe("Bot token (secret)."),
-  apiRoot: z.url().optional().describe("Bot API root, for self-hosted Bot API servers and tests."),
-  allowFrom,
-  groupPolicy,
-  mode: z.enum(["polling", "webhook"]).default("polling").describe("`polling`: long-poll getUpdates; `webhook`: Telegram posts updates to `webhook.url`."),
-  webhook: z
-    .strictObject({
-      url: z.url().optional().describe("Public HTTPS URL Telegram posts updates to; registered with setWebhook on start."),
-      secret: z
-        .string()
-        .regex(/^[\w-]{1,256}$/, "1-256 characters of A-Z a-z 0-9 _ -")
-        .optional()
-        .describe("Secret token (secret) Telegram sends in X-Telegram-Bot-Api-Secret-Token; other requests get 401/403."),
-      path: z.string().startsWith("/").default("/telegram/webhook").describe("Path of the HTTP API that receives the updates."),
-    })
-    .optional()
-    .describe("Webhook settings; `url` and `secret` are required when `mode` is `webhook`."),
-  rateLimitPerMinute: positiveInt.max(10_000).default(10).describe("Messages one sender may send per minute; beyond it they get one short notice, then silence."),
-  maxFileBytes: positiveInt
-    .default(20 * 1024 * 1024)
-    .describe("Photos and documents larger than this are not downloaded; the model gets a note instead (the public Bot API serves at most 20 MB)."),
-}).superRefine((telegram, context) => {
-  if (telegram.mode !== "webhook") return;
-  for (const field of ["url", "secret"] as const) {
-    if (!telegram.webhook?.[field]) context.addIssue({ code: "custom", message: `webhook mode needs webhook.${field}`, path: ["webhook", field] });
-  }
-});
-
-export const DiscordSchema = z.strictObject({
-  enabled: z.boolean().default(false).describe("Run the Discord channel."),
-  token: z.string().optional().describe("Bot token (secret)."),
-  apiRoot: z.url().optional().describe("REST API root, e.g. https://discord.com/api/v10; for tests."),
-  allowFrom,
-  groupPolicy,
-});
-
-export const FeishuSchema = z.strictObject({
-  enabled: z.boolean().default(false).describe("Run the Feishu (Lark) channel."),
-  appId: z.string().optional().describe("App ID of the Feishu app."),
-  appSecret: z.string().optional().describe("App secret (secret)."),
-  domain: z.url().optional().describe("Open platform root: https://open.feishu.cn (default), https://open.larksuite.com for Lark, or a test server."),
-  allowFrom,
-  groupPolicy,
-});
-
-export const ChannelsSchema = z
-  .strictObject({
-    telegram: TelegramSchema.optional().describe("Telegram bot (long polling)."),
-    discord: DiscordSchema.optional().describe("Discord bot."),
-    feishu: FeishuSchema.optional().describe("Feishu / Lark app."),
-  })
-  .prefault({});
+/** `channels` with one optional section per plugin; any other key is an error naming the field. */
+function channelsSchema(channels: readonly ChannelConfigSpec[]) {
+  const known = channels.map((channel) => channel.name);
+  const shape = Object.fromEntries(channels.map((channel) => [channel.name, channel.configSchema.optional().describe(channel.description)]));
+  return z
+    .object(shape)
+    .catchall(
+      z.unknown().superRefine((_value, context) => {
+        context.addIssue({ code: "custom", message: `no channel plugin has this name (known: ${known.join(", ") || "none"}); see "Adding a platform" in the README` });
+      }),
+    )
+    .prefault({});
+}
 
 const clockTime = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, "expected HH:MM, 24-hour, e.g. 22:00");
 const timeZone = z.string().refine(isTimeZone, "expected an IANA time zone, e.g. UTC or Europe/Berlin");
@@ -214,7 +180,7 @@ export const LogSchema = z
   })
   .prefault({});
 
-export const ConfigSchema = z.strictObject({
+const configShape = {
   $schema: z.string().optional().describe("Path or URL of the JSON Schema of this file, for editors."),
   agent: AgentSchema.describe("The agent loop and its model."),
   providers: z
@@ -223,7 +189,7 @@ export const ConfigSchema = z.strictObject({
     .describe("Model providers by name."),
   memory: MemorySchema.describe("Long-term memory."),
   tools: ToolsSchema.describe("Built-in tools."),
-  channels: ChannelsSchema.describe("Chat platforms."),
+  channels: z.record(z.string(), z.unknown()).default({}).describe("Chat platforms, one section per channel plugin."),
   jobs: z
     .strictObject({
       lockDurationMs: z.number().int().min(1_000).max(600_000).default(30_000).describe("A running background job's lock; a worker that dies loses its jobs after at most this long."),
@@ -239,7 +205,20 @@ export const ConfigSchema = z.strictObject({
   shutdownGraceMs: z.number().int().min(0).max(600_000).default(20_000).describe("On SIGTERM, running turns get this long to finish before they are cut and handed to another worker."),
   dataDir: z.string().default("~/.countbot").describe("Sessions, audit log and other state. `~` and relative paths resolve against the home and working directories."),
   workspace: z.string().optional().describe("The agent's workspace (files, skills, memory). Default: `<dataDir>/workspace`. Relative paths resolve against the working directory."),
-}).describe("CountBot configuration. String values may reference environment variables as `${VAR}`.");
+};
+
+const configDescription = "CountBot configuration. String values may reference environment variables as `${VAR}`.";
+
+/**
+ * The configuration without channel sections' own schemas: the type every module below the
+ * composition root sees (a channel reads its section through its plugin's schema).
+ */
+export const ConfigSchema = z.strictObject(configShape).describe(configDescription);
+
+/** The whole config file's schema: {@link ConfigSchema} with `channels` assembled from the plugins'. */
+export function defineConfigSchema(channels: readonly ChannelConfigSpec[]) {
+  return z.strictObject({ ...configShape, channels: channelsSchema(channels).describe("Chat platforms, one section per channel plugin.") }).describe(configDescription);
+}
 
 export type Config = z.infer<typeof ConfigSchema>;
 export type AgentConfig = Config["agent"];

@@ -5,8 +5,10 @@
  * 1. other bots are ignored (no bot loops);
  * 2. group policy: `off` ignores groups, `mention` (default) only takes messages that mention the
  *    bot or reply to it, `all` takes everything. Being addressed never bypasses step 3;
- * 3. access: `allowFrom` holds the sender's id or the chat's id, or the operator approved the sender
- *    through pairing. EMPTY `allowFrom` DENIES everyone not approved. A stranger in a private chat
+ * 3. access: `allowFrom` holds the sender's id, the chat's id or one of the event's scopes (a
+ *    Discord guild, channel or role), or the operator approved the sender through pairing, or the
+ *    channel authenticated its users itself (`open`: web, terminal). EMPTY `allowFrom` DENIES
+ *    everyone not approved. A stranger in a private chat
  *    gets a pairing code (once per code: later messages while it is valid get no answer; after it
  *    expires the next message gets a new one); nothing is published, no model is called. A
  *    stranger in a group is ignored silently;
@@ -16,8 +18,10 @@
  *    answered here; `/new`, `/status` and everything else go onto the bus, deduped on the
  *    platform event id, and the chat sees "typing…".
  *
- * Gateway-side replies (pairing code, rate-limit notice, `/stop` and `/help` answers) go straight
- * through the adapter as plain text, threaded to the message they answer.
+ * Gateway-side replies (pairing code, rate-limit notice, `/stop` and `/help` answers) go through
+ * `reply` (the dispatcher's path: the chat's lane, splitting, pacing, delivery dedupe) as plain
+ * text, threaded to the message they answer, with an id derived from the event so a redelivered
+ * event is not answered twice.
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
@@ -28,6 +32,7 @@ import type { MessageBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { AdmissionOutcome, AdmissionPolicy, ChannelAdapter, PlatformEvent, RateLimit } from "./channel.js";
+import type { GatewayReply } from "./dispatcher.js";
 
 export type { AdmissionOutcome, AdmissionPolicy, IgnoredReason, RateLimit } from "./channel.js";
 
@@ -36,8 +41,10 @@ export interface AdmissionOptions {
   channel: string;
   bus: Pick<MessageBus, "publishInbound" | "requestCancel">;
   store: Pick<Store, "pairing">;
-  /** For "typing…" and for the replies admission sends itself. */
-  adapter: Pick<ChannelAdapter, "send" | "typing">;
+  /** For "typing…". */
+  adapter: Pick<ChannelAdapter, "typing">;
+  /** Sends admission's own replies (the dispatcher's `reply`); resolves once delivered. */
+  reply: (reply: GatewayReply) => Promise<void>;
   policy: AdmissionPolicy;
   logger: Logger;
   /**
@@ -82,6 +89,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
   const newId = options.newId ?? (() => randomUUID());
   const policy = {
     allowFrom: new Set(options.policy.allowFrom),
+    open: options.policy.open ?? false,
     groupPolicy: options.policy.groupPolicy,
     pairing: options.policy.pairing ?? true,
     pairingTtlMs: options.policy.pairingTtlMs ?? HOUR_MS,
@@ -91,9 +99,10 @@ export function createAdmission(options: AdmissionOptions): Admission {
   const handledHere = new ExpiringSet(HOUR_MS, now);
   const logger = options.logger.child({ component: "admission", channel });
 
-  async function reply(event: PlatformEvent, text: string, log: Logger): Promise<void> {
+  async function reply(event: PlatformEvent, what: string, text: string, log: Logger): Promise<void> {
+    const id = `gateway:${channel}:${event.eventId}:${what}`;
     try {
-      await adapter.send(event.chatId, text, { format: "plain", replyTo: event.platformMessageId });
+      await options.reply({ chatId: event.chatId, chatType: event.chatType, id, replyTo: event.platformMessageId, text });
     } catch (error) {
       log.warn({ err: error }, "could not send the gateway's reply");
     }
@@ -109,7 +118,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
   }
 
   async function admitted(event: PlatformEvent): Promise<boolean> {
-    if (policy.allowFrom.has(event.senderId) || policy.allowFrom.has(event.chatId)) return true;
+    if (policy.open || policy.allowFrom.has(event.senderId) || policy.allowFrom.has(event.chatId)) return true;
     if (event.scopes?.some((scope) => policy.allowFrom.has(scope))) return true;
     return store.pairing.isApproved(channel, event.senderId);
   }
@@ -119,7 +128,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
     const { request, created } = await store.pairing.request(sender, { ttlMs: policy.pairingTtlMs, now: now() });
     if (!created) return "ignored:pairing-pending";
     log.info({ senderId: event.senderId, senderName: event.senderName, code: request.code, expiresAt: request.expiresAt }, "pairing code sent to an unknown sender");
-    await reply(event, pairingReply({ channel, senderId: event.senderId, code: request.code, ttlMs: policy.pairingTtlMs }), log);
+    await reply(event, "pairing", pairingReply({ channel, senderId: event.senderId, code: request.code, ttlMs: policy.pairingTtlMs }), log);
     return "pairing";
   }
 
@@ -143,10 +152,11 @@ export function createAdmission(options: AdmissionOptions): Admission {
       mentions: event.mentionsBot ? [username ?? "bot"] : [],
       receivedAt: event.receivedAt,
       platformEventId: event.eventId,
+      chatType: event.chatType,
       metadata: {
+        ...event.metadata,
         platformMessageId: event.platformMessageId,
         ...(event.senderName ? { senderName: event.senderName } : {}),
-        chatType: event.chatType,
       },
     };
   }
@@ -157,7 +167,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
       const log = logger.child({ sessionKey, eventId: event.eventId });
 
       if (event.senderIsBot) return "ignored:bot";
-      if (event.chatType === "group") {
+      if (event.chatType !== "private") {
         if (policy.groupPolicy === "off") return "ignored:group-off";
         if (policy.groupPolicy === "mention" && !event.mentionsBot && !event.repliesToBot) return "ignored:not-addressed";
       }
@@ -174,7 +184,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
       if (allowance === "silent") return "ignored:rate-limited";
       if (allowance === "notice") {
         log.info({ senderId: event.senderId }, "sender rate-limited");
-        await reply(event, RATE_LIMIT_NOTICE, log);
+        await reply(event, "rate-limit", RATE_LIMIT_NOTICE, log);
         return "rate-limited";
       }
 
@@ -184,10 +194,10 @@ export function createAdmission(options: AdmissionOptions): Admission {
         if (command === "stop") {
           await bus.requestCancel(sessionKey);
           log.info("cancel requested");
-          await reply(event, STOP_ACKNOWLEDGEMENT, log);
+          await reply(event, "stop", STOP_ACKNOWLEDGEMENT, log);
           return "command:stop";
         }
-        await reply(event, helpText, log);
+        await reply(event, "help", helpText, log);
         return "command:help";
       }
 

@@ -1,16 +1,16 @@
 /**
- * One platform account run by the gateway: the adapter (platform API), admission (who may talk,
- * when the bot answers), the dispatcher (how replies go out), and a leader lease so that among
- * several gateways exactly one polls the platform and delivers its replies.
+ * One channel run by the gateway: the adapter (platform API), admission (who may talk, when the
+ * bot answers), the dispatcher (how replies go out, admission's own included), and, for a platform
+ * account, a leader lease so that among several gateways exactly one connects it and delivers its
+ * replies. A channel without an account (the web page) runs on every gateway.
  */
-import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { electLeader } from "../bus/leader.js";
+import type { ElectLeader, Leadership } from "../bus/leader.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import type { Store } from "../store/store.js";
-import { type AdmissionPolicy, createAdmission } from "./admission.js";
+import { createAdmission } from "./admission.js";
+import type { ChannelInstance } from "./channel.js";
 import { createDispatcher } from "./dispatcher.js";
-import type { ChannelAdapter, PlatformEvent } from "./channel.js";
 
 export interface ChannelRuntime {
   readonly name: string;
@@ -19,47 +19,42 @@ export interface ChannelRuntime {
 }
 
 export interface ChannelRuntimeOptions {
-  adapter: ChannelAdapter;
-  /** Names the platform account for the leader lease (never the token itself). */
-  account: string;
-  policy: AdmissionPolicy;
+  /** What the channel's plugin built. */
+  channel: ChannelInstance;
   bus: MessageBus;
-  store: Store;
+  store: Pick<Store, "pairing">;
   logger: Logger;
-  redis?: Redis;
-  prefix?: string;
-  botUsername?: () => string | undefined;
-  isPrivateChat?: (chatId: string) => boolean;
-  /** Passed to admission: the id of the inbound message made of an event. Default a random UUID. */
-  inboundIdOf?: (event: PlatformEvent) => string;
-  /** Passed to the dispatcher: send tool-call notices to the chat. Default false. */
-  showNotices?: boolean;
-  /** Passed to the dispatcher: tell the adapter what each send is (SendOptions.outbound). Default false. */
-  annotateSends?: boolean;
+  /** Leader election of the deployment; absent: this process always leads. */
+  elect?: ElectLeader;
 }
 
+const alwaysLeader: ElectLeader = () => ({ acquired: Promise.resolve(true), leading: true, onLost: () => undefined, resign: async () => undefined });
+
 export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRuntime {
-  const { adapter, bus, store } = options;
+  const { channel, bus, store } = options;
+  const { adapter } = channel;
   const logger = options.logger.child({ channel: adapter.name });
+  const dispatcher = createDispatcher({
+    bus,
+    adapter,
+    logger,
+    showNotices: channel.showNotices,
+    annotateSends: channel.annotateSends,
+  });
   const admission = createAdmission({
     channel: adapter.name,
     bus,
     store,
     adapter,
-    policy: options.policy,
+    reply: (reply) => dispatcher.reply(reply),
+    policy: channel.policy,
     logger,
-    botUsername: options.botUsername,
-    newId: options.inboundIdOf,
+    botUsername: adapter.botUsername && (() => adapter.botUsername?.()),
+    newId: channel.inboundIdOf,
   });
-  const dispatcher = createDispatcher({
-    bus,
-    adapter,
-    logger,
-    isPrivateChat: options.isPrivateChat,
-    showNotices: options.showNotices,
-    annotateSends: options.annotateSends,
-  });
-  let leadership: ReturnType<typeof electLeader> | undefined;
+  // A platform account is led by one gateway at a time; a channel without one runs everywhere.
+  const elect = channel.account === undefined ? alwaysLeader : (options.elect ?? alwaysLeader);
+  let leadership: Leadership | undefined;
   let running = false;
   let stopped = false;
 
@@ -83,15 +78,15 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     await adapter.stop();
   };
 
-  const elect = () => {
+  const stand = () => {
     if (stopped) return;
-    const current = electLeader({ name: `${adapter.name}:${options.account}`, redis: options.redis, prefix: options.prefix });
+    const current = elect(`${adapter.name}:${channel.account ?? "local"}`);
     leadership = current;
     current.onLost(() => {
       logger.error("lost the leader lease of this account: stopping the connector and standing for election again");
       void end()
         .then(() => current.resign())
-        .then(elect);
+        .then(stand);
     });
     // Another gateway may lead: wait in the background, never block this gateway's start-up.
     void current.acquired.then((leading) => (leading ? begin() : undefined)).catch((error: unknown) => logger.error({ err: error }, "channel failed to start"));
@@ -100,8 +95,8 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
   return {
     name: adapter.name,
     async start() {
-      if (options.redis) logger.info("standing for the leader lease of this account");
-      elect();
+      if (channel.account !== undefined && options.elect) logger.info("standing for the leader lease of this account");
+      stand();
     },
     async stop() {
       stopped = true;

@@ -31,6 +31,11 @@ export interface ChannelCapabilities {
   draftIntervalMs: number;
   /** Least time between two messages to one chat (the platform's per-chat limit). */
   minSendIntervalMs: number;
+  /**
+   * Every chat of this channel is of this type (the terminal's and the web page's are private), for
+   * replies whose message does not say (a background job's completion).
+   */
+  chatType?: ChatType;
 }
 
 /** What a platform told us, normalized. Built by the adapter; judged by admission. */
@@ -168,8 +173,11 @@ export interface ChannelAdapter {
   send(chatId: string, text: string, options: SendOptions): Promise<{ platformMessageId: string }>;
   /** Replace the text of a message sent before (edit-style streaming). */
   edit(chatId: string, platformMessageId: string, text: string, options: SendOptions): Promise<void>;
-  /** Show a streaming draft (Telegram sendMessageDraft); only when capabilities.streaming is `draft`. */
-  draft?(chatId: string, draftId: number, text: string): Promise<void>;
+  /**
+   * Show a streaming draft (Telegram sendMessageDraft); only when capabilities.streaming is `draft`
+   * and the chat is private. `draftId` is a number derived from `replyId`, the id the final carries.
+   */
+  draft?(chatId: string, draftId: number, text: string, replyId: string): Promise<void>;
   /** Show "typing…". Best effort. */
   typing(chatId: string): Promise<void>;
   /** The bot's own username once known (a leading `@username` is stripped from what the agent reads). */
@@ -194,7 +202,9 @@ export interface ChannelDependencies {
   dataDir: string;
   /** Fan-out to every gateway, for channels whose users hold a connection to one gateway (web sockets). */
   bus: Pick<MessageBus, "broadcast" | "onBroadcast">;
+  /** Clock and ids, injected for tests. */
   now?: () => number;
+  newId?: () => string;
 }
 
 /** A built channel: the adapter and how the shared runtime should treat it. */

@@ -16,14 +16,18 @@
  * the bus only after it landed, and a failure hands it back to the bus for redelivery (the chunks
  * already sent are remembered, so only the rest goes out).
  *
- * Drafts (streamed text, lossy): `draft` streaming in private chats → adapter.draft() with a draft
- * id derived from the reply id; otherwise (`edit`, or `draft` outside private chats) the first
+ * Drafts (streamed text, lossy): `draft` streaming in private chats (the message's chatType, else
+ * the type last seen for the chat, else the channel's `capabilities.chatType`) → adapter.draft()
+ * with a draft id derived from the reply id; otherwise (`edit`, or `draft` outside private chats) the first
  * draft is sent as a message that later drafts edit, at most once per `draftIntervalMs`, always
  * with the newest text; the final then edits that message into its first chunk. A draft longer
  * than one message shows its first part and "…". Notices are not sent unless `showNotices`.
+ *
+ * The gateway's own replies (pairing code, rate-limit notice, `/stop`, `/help`) take the same path
+ * through {@link Dispatcher.reply}: the chat's lane, splitting, pacing and delivery dedupe.
  */
 import type { Logger } from "pino";
-import type { OutboundMessage } from "../bus/message.js";
+import type { ChatType, OutboundMessage } from "../bus/message.js";
 import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/message-bus.js";
 import { ChannelError, errorMessage } from "../errors.js";
 import { renderMarkdown, renderedLength } from "./render-markdown.js";
@@ -52,11 +56,17 @@ export interface DispatcherOptions {
    * adapters that count on it stream with `draft` (in private chats) or not at all.
    */
   annotateSends?: boolean;
-  /**
-   * Whether a chat is a private (one-to-one) chat: `draft` streaming works only there (Telegram:
-   * private chat ids are positive). Default: no chat is, so drafts are edited messages.
-   */
-  isPrivateChat?: (chatId: string) => boolean;
+}
+
+/** A reply the gateway itself sends to a platform message (admission's answers). */
+export interface GatewayReply {
+  chatId: string;
+  chatType?: ChatType;
+  /** Stable for the event it answers, so a redelivered event is not answered twice. */
+  id: string;
+  /** The platform message it answers. */
+  replyTo?: string;
+  text: string;
 }
 
 export interface Dispatcher {
@@ -64,6 +74,8 @@ export interface Dispatcher {
   start(): Promise<void>;
   /** Stops consuming, then lets the chats' lanes finish (waits are cut short, logged). */
   stop(): Promise<void>;
+  /** Sends a gateway reply as plain text in the chat's lane; resolves once it is delivered (or dropped). */
+  reply(reply: GatewayReply): Promise<void>;
 }
 
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
@@ -141,6 +153,8 @@ class OutboundDispatcher implements Dispatcher {
   private readonly deliveries = new Map<string, Delivery>();
   private readonly drafts = new Map<string, DraftState>();
   private readonly finishedReplies = new Set<string>();
+  /** The chat types messages told us, for replies that do not say (a background job's). */
+  private readonly chatTypes = new Map<string, ChatType>();
   private subscription: Subscription | undefined;
   private stopping = false;
 
@@ -167,18 +181,34 @@ class OutboundDispatcher implements Dispatcher {
     await Promise.all([...this.lanes.values()].map((lane) => lane.idle()));
   }
 
+  async reply(reply: GatewayReply): Promise<void> {
+    const message: OutboundMessage = {
+      id: reply.id,
+      channel: this.adapter.name,
+      chatId: reply.chatId,
+      content: reply.text,
+      kind: "final",
+      media: [],
+      metadata: { gateway: true },
+      ...(reply.replyTo === undefined ? {} : { replyTo: reply.replyTo }),
+      ...(reply.chatType === undefined ? {} : { chatType: reply.chatType }),
+    };
+    await this.onMessage(message);
+  }
+
   private async handle(event: OutboundEvent): Promise<void> {
     if (this.stopping) throw new StoppedError("the dispatcher is stopping");
     if (event.type === "draft") return this.onDraft(event.draft);
     const { message } = event;
     if (message.kind === "draft") {
-      return this.onDraft({ replyId: message.id, channel: message.channel, chatId: message.chatId, text: message.content, replyTo: message.replyTo });
+      return this.onDraft({ replyId: message.id, channel: message.channel, chatId: message.chatId, text: message.content, replyTo: message.replyTo, chatType: message.chatType });
     }
     if (message.kind === "notice" && !this.options.showNotices) return;
     await this.onMessage(message);
   }
 
   private async onMessage(message: OutboundMessage): Promise<void> {
+    this.noteChatType(message.chatId, message.chatType);
     const fields = { chatId: message.chatId, sessionKey: `${message.channel}:${message.chatId}`, messageId: message.id };
     let delivery = this.deliveries.get(message.id);
     if (delivery?.active) return this.logger.debug(fields, "outbound message already being delivered");
@@ -198,7 +228,9 @@ class OutboundDispatcher implements Dispatcher {
     if (draft) draft.finished = true;
     this.finishReply(message.id);
     try {
-      const chunks = this.chunksOf(message.content, this.adapter.capabilities.maxMessageLength);
+      // The gateway's own replies are plain text: no markup to render or to be refused.
+      const plain = message.metadata.gateway === true;
+      const chunks = this.chunksOf(message.content, this.adapter.capabilities.maxMessageLength, plain);
       for (let index = delivery.sent; index < chunks.length; index++) {
         const chunk = chunks[index]!;
         const editTarget = index === 0 && draft?.mode === "edit" ? draft : undefined;
@@ -217,8 +249,8 @@ class OutboundDispatcher implements Dispatcher {
           }
           delivery.marked = index + 1;
         }
-        const outbound = this.options.annotateSends ? outboundPart(message, index, chunks.length) : undefined;
-        const target = { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId, outbound };
+        const outbound = this.options.annotateSends && !plain ? outboundPart(message, index, chunks.length) : undefined;
+        const target = { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId, outbound, idempotencyKey: `${message.id}#${index}` };
         const outcome = await this.sendChunk(message, chunk, target);
         if (outcome === "gone") {
           this.logger.warn({ ...fields, chunk: index }, "chat is gone: outbound message dropped");
@@ -234,8 +266,8 @@ class OutboundDispatcher implements Dispatcher {
   }
 
   /** The chunks of a text, each rendered, measured as the platform counts. */
-  private chunksOf(text: string, maxLength: number): Array<{ source: string; rendered: string; format: SendOptions["format"] }> {
-    const dialect = this.adapter.capabilities.markdown;
+  private chunksOf(text: string, maxLength: number, plain = false): Array<{ source: string; rendered: string; format: SendOptions["format"] }> {
+    const dialect = plain ? "plain" : this.adapter.capabilities.markdown;
     const format = dialect === "telegram-html" || dialect === "discord" ? "formatted" : "plain";
     // The plain fallback sends the source as is, so a chunk must fit both ways.
     const measure = (chunk: string) => Math.max(chunk.length, renderedLength(chunk, dialect));
@@ -249,10 +281,10 @@ class OutboundDispatcher implements Dispatcher {
   private async sendChunk(
     message: OutboundMessage,
     chunk: { source: string; rendered: string; format: SendOptions["format"] },
-    target: { replyTo?: string; edit?: string; outbound?: OutboundPart },
+    target: { replyTo?: string; edit?: string; outbound?: OutboundPart; idempotencyKey: string },
   ): Promise<"sent" | "gone" | "skipped"> {
     const { chatId } = message;
-    const annotation = target.outbound ? { outbound: target.outbound } : {};
+    const annotation = { ...(target.outbound ? { outbound: target.outbound } : {}), ...this.chatTypeOption(chatId), idempotencyKey: target.idempotencyKey };
     const lane = this.laneFor(chatId);
     let text = chunk.rendered;
     let format = chunk.format;
@@ -313,9 +345,10 @@ class OutboundDispatcher implements Dispatcher {
   private onDraft(draft: Draft): void {
     const { streaming } = this.adapter.capabilities;
     if (streaming === "none" || this.finishedReplies.has(draft.replyId)) return;
+    this.noteChatType(draft.chatId, draft.chatType);
     let state = this.drafts.get(draft.replyId);
     if (!state) {
-      const asDraft = streaming === "draft" && this.adapter.draft !== undefined && (this.options.isPrivateChat?.(draft.chatId) ?? false);
+      const asDraft = streaming === "draft" && this.adapter.draft !== undefined && this.chatTypeOf(draft.chatId) === "private";
       state = {
         replyId: draft.replyId,
         chatId: draft.chatId,
@@ -373,7 +406,7 @@ class OutboundDispatcher implements Dispatcher {
   /** sendMessageDraft takes plain text: no markup to be refused mid-stream. */
   private async showAsDraft(state: DraftState, text: string): Promise<void> {
     const [head, ...rest] = splitMessage(text, this.adapter.capabilities.maxMessageLength - 2);
-    if (head) await this.adapter.draft!(state.chatId, draftIdOf(state.replyId), rest.length > 0 ? `${head}\n…` : head);
+    if (head) await this.adapter.draft!(state.chatId, draftIdOf(state.replyId), rest.length > 0 ? `${head}\n…` : head, state.replyId);
   }
 
   /** Sends the draft message, or edits it: the first part of the text, and "…" when there is more. */
@@ -389,9 +422,10 @@ class OutboundDispatcher implements Dispatcher {
       await this.pace(lane);
       try {
         if (state.platformMessageId) {
-          await this.adapter.edit(state.chatId, state.platformMessageId, body, { format });
+          await this.adapter.edit(state.chatId, state.platformMessageId, body, { format, ...this.chatTypeOption(state.chatId) });
         } else {
-          state.platformMessageId = (await this.adapter.send(state.chatId, body, { replyTo: state.replyTo, format })).platformMessageId;
+          const options = { replyTo: state.replyTo, format, ...this.chatTypeOption(state.chatId), idempotencyKey: `${state.replyId}#draft` };
+          state.platformMessageId = (await this.adapter.send(state.chatId, body, options)).platformMessageId;
         }
         state.shown = body;
         return;
@@ -403,6 +437,20 @@ class OutboundDispatcher implements Dispatcher {
         lane.lastSendAt = this.now();
       }
     }
+  }
+
+  private noteChatType(chatId: string, chatType: ChatType | undefined): void {
+    if (chatType === undefined || this.chatTypes.get(chatId) === chatType) return;
+    remember(this.chatTypes, chatId, chatType);
+  }
+
+  private chatTypeOf(chatId: string): ChatType | undefined {
+    return this.chatTypes.get(chatId) ?? this.adapter.capabilities.chatType;
+  }
+
+  private chatTypeOption(chatId: string): { chatType?: ChatType } {
+    const chatType = this.chatTypeOf(chatId);
+    return chatType === undefined ? {} : { chatType };
   }
 
   private finishReply(replyId: string): void {

@@ -1,25 +1,20 @@
 /**
- * Background work of one deployment, built for the runtime it runs on: subagents (BullMQ or
- * in-process queue), scheduled messages (BullMQ job schedulers or the in-process scheduler) and
- * the heartbeat. Every process can create, list and cancel; only workers (and `start`) run jobs.
+ * Background work of one deployment: subagents, scheduled messages and the heartbeat, on the queue,
+ * scheduler, leader election and counter the composition root hands in (in-process or BullMQ and
+ * Redis: decided there, not here). Every process can create, list and cancel; only workers (and
+ * `start`) run jobs.
  */
 import { randomUUID } from "node:crypto";
-import path from "node:path";
-import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { electLeader } from "../bus/leader.js";
+import type { ElectLeader, Leadership } from "../bus/leader.js";
 import { SYSTEM_CHANNEL, type InboundMessage } from "../bus/message.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import type { Store } from "../store/store.js";
-import { createBullmqQueue } from "./bullmq-queue.js";
-import { createBullmqScheduler } from "./cron/bullmq-scheduler.js";
-import { createInProcessScheduler } from "./cron/in-process-scheduler.js";
 import type { Scheduler } from "./cron/scheduler.js";
 import { type DeliveryCounter, type Heartbeat, createHeartbeat, isHeartbeatPrompt, isSilentHeartbeatReply } from "./heartbeat.js";
-import { createInProcessQueue } from "./in-process-queue.js";
 import { type RunSubagentTask, SUBAGENT_QUEUE, type SubagentJobData, type SubagentManager, createSubagentManager } from "./subagents/manager.js";
-import type { JobQueue } from "./job-queue.js";
+import type { JobQueue, JobQueueEvents } from "./job-queue.js";
 
 export interface Jobs {
   subagents: SubagentManager;
@@ -37,28 +32,21 @@ export interface JobsOptions {
   logger: Logger;
   bus: MessageBus;
   store: Store;
-  redis?: Redis;
+  /** Builds the subagents' queue. */
+  queue: <Data>(name: string, events?: JobQueueEvents<Data>) => JobQueue<Data>;
+  scheduler: Scheduler;
+  /** One heartbeat per deployment, however many workers run. */
+  elect: ElectLeader;
+  /** The heartbeat's daily count, shared by every worker. */
+  heartbeatCounter?: DeliveryCounter;
   workspace: string;
   /** Runs a subagent's loop; absent in processes that never run jobs (the gateway). */
   runTask?: RunSubagentTask;
   now?: () => number;
 }
 
-/** The heartbeat's daily count in Redis, so every worker's deliveries count toward one cap. */
-function redisDeliveryCounter(redis: Redis, prefix: string): DeliveryCounter {
-  const key = (day: string) => `{${prefix}}:heartbeat:delivered:${day}`;
-  return {
-    async increment(day) {
-      await redis.multi().incr(key(day)).pexpire(key(day), 3 * 24 * 60 * 60 * 1000).exec();
-    },
-    async get(day) {
-      return Number((await redis.get(key(day))) ?? 0);
-    },
-  };
-}
-
 export function createJobs(options: JobsOptions): Jobs {
-  const { config, logger, bus, store, redis } = options;
+  const { config, logger, bus, store } = options;
   const now = options.now ?? Date.now;
   const publishSystem = async (sessionKey: string, content: string, id = `system-${randomUUID()}`): Promise<void> => {
     await bus.publishInbound({
@@ -77,17 +65,7 @@ export function createJobs(options: JobsOptions): Jobs {
 
   // The queue reports failures to the manager, which needs the queue: the callback reads `manager` only when called.
   const events = { onFailed: (job: { id: string; name: string; data: SubagentJobData }, failure: Parameters<SubagentManager["handleFailed"]>[1]) => manager.handleFailed(job, failure) };
-  const queue: JobQueue<SubagentJobData> = redis
-    ? createBullmqQueue<SubagentJobData>({
-        name: SUBAGENT_QUEUE,
-        connection: redis,
-        prefix: config.redis.prefix,
-        lockDurationMs: config.jobs.lockDurationMs,
-        stalledIntervalMs: config.jobs.stalledIntervalMs,
-        events,
-        logger,
-      })
-    : createInProcessQueue<SubagentJobData>({ name: SUBAGENT_QUEUE, events, logger });
+  const queue = options.queue<SubagentJobData>(SUBAGENT_QUEUE, events);
   const manager: SubagentManager = createSubagentManager({
     store: store.tasks,
     queue,
@@ -120,9 +98,7 @@ export function createJobs(options: JobsOptions): Jobs {
     now,
   });
 
-  const scheduler = redis
-    ? createBullmqScheduler({ connection: redis, prefix: `{${config.redis.prefix}}`, logger })
-    : createInProcessScheduler({ file: path.join(config.dataDir, "cron", "jobs.json"), now, logger });
+  const { scheduler } = options;
 
   const heartbeatConfig = config.heartbeat;
   const heartbeat =
@@ -136,12 +112,12 @@ export function createJobs(options: JobsOptions): Jobs {
           publishSystem: (sessionKey, content) => publishSystem(sessionKey, content),
           now,
           logger,
-          counter: redis ? redisDeliveryCounter(redis, config.redis.prefix) : undefined,
+          counter: options.heartbeatCounter,
         })
       : undefined;
   if (heartbeatConfig.enabled && !heartbeatConfig.target) logger.warn("heartbeat.enabled is set but heartbeat.target is not: no heartbeat");
 
-  let heartbeatLeadership: ReturnType<typeof electLeader> | undefined;
+  let heartbeatLeadership: Leadership | undefined;
   let cleanupTimer: NodeJS.Timeout | undefined;
   return {
     subagents: manager,
@@ -162,7 +138,7 @@ export function createJobs(options: JobsOptions): Jobs {
       });
       if (heartbeat) {
         // One heartbeat per deployment, however many workers run.
-        heartbeatLeadership = electLeader({ name: "heartbeat", redis, prefix: config.redis.prefix });
+        heartbeatLeadership = options.elect("heartbeat");
         void heartbeatLeadership.acquired.then((leading) => (leading ? heartbeat.start() : undefined));
       }
       cleanupTimer = setInterval(() => void manager.cleanup().catch(() => undefined), 60 * 60 * 1000);

@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
-import { createKeyedQueue, writeFileAtomic } from "./file-store.js";
+import { createKeyedQueue, writeFileAtomic } from "./file-io.js";
 import type { ApprovedPairing, PairingRequest, PairingSender, PairingStore } from "./store.js";
 
 /** 32 letters and digits without look-alikes (no 0/O, 1/I); 32 divides 256, so bytes map unbiased. */

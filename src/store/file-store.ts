@@ -11,17 +11,19 @@
  * what they drop to `<dataDir>/sessions/archive/`.
  *
  * One process owns a data dir: operations on one key are serialized in memory, not with file locks.
+ * Fenced writes ask the bus (`holdsLease`) inside that per-key queue, just before writing.
  * DM pairing lives in `<dataDir>/pairing.json` (./file-pairing.ts), which the CLI writes too.
  * Subagent tasks live in `<dataDir>/tasks/`, one JSON file each (./file-tasks.ts).
  */
-import { createHash, randomBytes } from "node:crypto";
 import type { FileHandle } from "node:fs/promises";
-import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, open, readFile, readdir, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
+import { BusError } from "../errors.js";
+import { createKeyedQueue, decodeFileName, safeFileName, writeFileAtomic } from "./file-io.js";
 import { createFilePairingStore } from "./file-pairing.js";
 import { createFileTaskStore } from "./file-tasks.js";
-import type { HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./store.js";
+import { type Fence, type HistoryEntry, HistoryEntrySchema, type LeaseCheck, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface FileStoreOptions {
   /** Root of durable state; sessions live under `<dataDir>/sessions`. */
@@ -30,19 +32,17 @@ export interface FileStoreOptions {
   now?: () => number;
   /** Told about each line skipped on load: a line torn by a crash mid-append, or a corrupt one. */
   onSkippedLine?: (details: { key: string; file: string; line: number; reason: string }) => void;
+  /**
+   * The bus's answer to "does this fence still hold the session's lease?", asked before every
+   * fenced write. The file store cannot see the bus's leases itself, so without it a fenced write
+   * throws rather than pass unchecked.
+   */
+  holdsLease?: LeaseCheck;
 }
 
 const FORMAT_VERSION = 1;
 const SESSION_SUFFIX = ".jsonl";
-/** Encoded names longer than this are shortened and made unique with a hash (255-byte name limit). */
-const MAX_READABLE_NAME = 120;
 
-const HistoryEntrySchema = z.looseObject({
-  role: z.enum(["user", "assistant"]),
-  content: z.string(),
-  at: z.number(),
-  messageIds: z.array(z.string()).optional(),
-});
 const MetaRecordSchema = z.object({
   kind: z.literal("meta"),
   ...{ version: z.number(), key: z.string(), createdAt: z.number(), updatedAt: z.number() },
@@ -57,80 +57,6 @@ const ArchiveHeaderSchema = z.object({
 const RecordSchema = z.discriminatedUnion("kind", [MetaRecordSchema, EntryRecordSchema, ArchiveHeaderSchema]);
 type SessionRecord = z.infer<typeof RecordSchema>;
 
-/**
- * A file name for any key: reversible percent-encoding that keeps only `a-z 0-9 - _` as they are,
- * so `a:b` and `a_b` never collide, `.`, `/` and `\` can never form a path, and names differ by more
- * than letter case (safe on case-insensitive file systems). Very long keys get a readable prefix
- * plus a hash; `~` marks those, since the encoding never emits it.
- */
-export function safeFileName(key: string): string {
-  if (key.length === 0) throw new Error("a session key must not be empty");
-  let encoded = "";
-  for (const byte of Buffer.from(key, "utf8")) {
-    const character = String.fromCharCode(byte);
-    encoded += /[a-z0-9_-]/.test(character) ? character : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
-  }
-  if (encoded.length <= MAX_READABLE_NAME) return encoded;
-  const hash = createHash("sha256").update(key).digest("hex").slice(0, 32);
-  return `${encoded.slice(0, 64)}~${hash}`;
-}
-
-function decodeFileName(name: string): string | undefined {
-  try {
-    const key = decodeURIComponent(name);
-    return safeFileName(key) === name ? key : undefined;
-  } catch {
-    return undefined; // not a name this store wrote
-  }
-}
-
-/** Writes a file so readers see the old content or the new, never a mix: temp file, fsync, rename. */
-export async function writeFileAtomic(file: string, content: string): Promise<void> {
-  const temporary = `${file}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
-  try {
-    const handle = await open(temporary, "w");
-    try {
-      await handle.writeFile(content, "utf8");
-      // Without it a power loss after the rename can leave an empty file on some file systems.
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    await rename(temporary, file);
-  } catch (error) {
-    await rm(temporary, { force: true });
-    throw error;
-  }
-}
-
-/** Runs operations one after another per key; different keys run concurrently. */
-export interface KeyedQueue {
-  run<T>(key: string, operation: () => Promise<T>): Promise<T>;
-  /** Resolves when everything queued so far has settled. */
-  drain(): Promise<void>;
-}
-
-const ignore = () => undefined;
-
-export function createKeyedQueue(): KeyedQueue {
-  const tails = new Map<string, Promise<void>>();
-  return {
-    run<T>(key: string, operation: () => Promise<T>): Promise<T> {
-      const result = (tails.get(key) ?? Promise.resolve()).then(operation);
-      // A failed operation must not block the ones queued behind it.
-      const tail = result.then(ignore, ignore);
-      tails.set(key, tail);
-      void tail.then(() => {
-        if (tails.get(key) === tail) tails.delete(key);
-      });
-      return result;
-    },
-    async drain(): Promise<void> {
-      await Promise.all(tails.values());
-    },
-  };
-}
-
 function parseRecord(line: string): SessionRecord | undefined {
   try {
     const parsed = RecordSchema.safeParse(JSON.parse(line));
@@ -140,11 +66,14 @@ function parseRecord(line: string): SessionRecord | undefined {
   }
 }
 
-/** Checked on the way in: an entry the loader would reject must fail now, not vanish on the next load. */
+/**
+ * Checked on the way in: an entry the loader would reject must fail now, not vanish on the next
+ * load. What is stored is the parsed copy, so it has the very shape (and key order) a load returns.
+ */
 function validEntries(entries: HistoryEntry[]): HistoryEntry[] {
   const parsed = z.array(HistoryEntrySchema).safeParse(entries);
   if (!parsed.success) throw new Error(`invalid history entries: ${z.prettifyError(parsed.error)}`);
-  return entries;
+  return parsed.data;
 }
 
 function metaLine(meta: SessionMeta): string {
@@ -192,7 +121,7 @@ export function createFileStore(options: FileStoreOptions): Store {
       if (record?.kind === "meta" && index === 0) {
         meta = { key, createdAt: record.createdAt, updatedAt: record.updatedAt, generation: record.generation };
       } else if (record?.kind === "entry") {
-        history.push(record.entry as HistoryEntry);
+        history.push(record.entry);
         lastSavedAt = record.savedAt;
       } else {
         const torn = index === lines.length - 1;
@@ -252,6 +181,17 @@ export function createFileStore(options: FileStoreOptions): Store {
     return queue.run(safeFileName(key), operation);
   }
 
+  /**
+   * Throws BusError("lease-lost") when `fence` no longer holds the session's lease. Called inside
+   * the key's queue right before the write, so no other write to the session comes in between.
+   */
+  async function checkFence(key: string, fence: Fence | undefined): Promise<void> {
+    if (fence === undefined) return;
+    if (!Number.isSafeInteger(fence.token)) throw new BusError(`fencing token ${fence.token} is not an integer`, "invalid");
+    if (!options.holdsLease) throw new Error("a fenced write needs the bus's lease check: create the file store with `holdsLease`");
+    if (!(await options.holdsLease(key, fence))) throw new BusError(`lease on ${key} (token ${fence.token}) is no longer held`, "lease-lost");
+  }
+
   const sessions: SessionStore = {
     load(key) {
       return serialized(key, async () => {
@@ -259,9 +199,12 @@ export function createFileStore(options: FileStoreOptions): Store {
       });
     },
 
-    append(key, entries) {
+    append(key, input, fence) {
       return serialized(key, async () => {
-        if (validEntries(entries).length === 0) return;
+        const entries = validEntries(input);
+        // Checked even with nothing to write, so the caller still learns that its lease is gone.
+        await checkFence(key, fence);
+        if (entries.length === 0) return;
         const file = fileOf(key);
         const time = now();
         try {
@@ -276,9 +219,10 @@ export function createFileStore(options: FileStoreOptions): Store {
       });
     },
 
-    compact(key, keep) {
+    compact(key, input, fence) {
       return serialized(key, async () => {
-        validEntries(keep);
+        const keep = validEntries(input);
+        await checkFence(key, fence);
         const time = now();
         const current = await readSession(key);
         const meta = current?.meta ?? freshMeta(key, time);
@@ -288,8 +232,9 @@ export function createFileStore(options: FileStoreOptions): Store {
       });
     },
 
-    reset(key) {
+    reset(key, fence) {
       return serialized(key, async () => {
+        await checkFence(key, fence);
         const time = now();
         const current = await readSession(key);
         const meta = current?.meta ?? freshMeta(key, time);
@@ -388,7 +333,7 @@ export async function readArchivedHistory(dataDir: string, key: string): Promise
     const header = parseRecord(first);
     if (header?.kind !== "archive") continue;
     const records = lines.map(parseRecord);
-    const entries = records.flatMap((record) => (record?.kind === "entry" ? [record.entry as HistoryEntry] : []));
+    const entries = records.flatMap((record) => (record?.kind === "entry" ? [record.entry] : []));
     const sequence = Number(/-(\d+)\.jsonl$/.exec(name)?.[1] ?? 0);
     archives.push({ archivedAt: header.archivedAt, generation: header.generation, sequence, entries });
   }

@@ -13,8 +13,8 @@
 import { mkdir, readFile, readdir, rm } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
-import { FINISHED_STATUSES, SubagentTaskSchema, type SubagentTask, type TaskStats, type TaskStatus } from "../jobs/subagents/task.js";
-import { createKeyedQueue, safeFileName, writeFileAtomic } from "./file-store.js";
+import { FINISHED_STATUSES, SubagentTaskSchema, type SubagentTask, type TaskStats, type TaskStatus } from "./task-record.js";
+import { createKeyedQueue, safeFileName, writeFileAtomic } from "./file-io.js";
 import type { TaskStore } from "./store.js";
 
 export interface FileTaskStoreOptions {

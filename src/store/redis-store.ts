@@ -17,8 +17,8 @@
  * Semantics match the file store: an unknown key loads as an empty generation-0 session and is not
  * stored; `compact` archives what it drops (entries compared by value, each kept entry matching
  * one); `reset` archives the history and bumps the generation. Each write is one Lua script
- * (./lua), so it is atomic across processes; `append` and `compact` with a fence check the bus's
- * lease (`{p}:own`, `{p}:lease`) in the same script and write nothing when it is gone.
+ * (./lua), so it is atomic across processes; `append`, `compact` and `reset` with a fence check the
+ * bus's lease (`{p}:own`, `{p}:lease`) in the same script and write nothing when it is gone.
  *
  * Entries are stored as canonical JSON (object keys sorted), so `compact` recognizes a kept entry
  * whatever the key order of the object the caller passes.
@@ -29,10 +29,10 @@ import { busKeys } from "../bus/redis-keys.js";
 import { BusError, ConfigError } from "../errors.js";
 import { hashTag } from "../redis/client.js";
 import { runScript, loadScript } from "../redis/scripts.js";
-import { createKeyedQueue } from "./file-store.js";
+import { createKeyedQueue } from "./file-io.js";
 import { createRedisPairingStore } from "./redis-pairing.js";
 import { createRedisTaskStore } from "./redis-tasks.js";
-import type { Fence, HistoryEntry, SessionMeta, SessionSnapshot, SessionStore, Store } from "./store.js";
+import { type Fence, type HistoryEntry, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface RedisStoreOptions {
   /** Commands; may be shared with the bus (the store sends no blocking commands). */
@@ -74,14 +74,6 @@ const scripts = {
 /** Sessions whose meta `list` asks for in one batch of pipelined commands. */
 const LIST_BATCH = 500;
 
-// The file store's entry schema: what one store accepts, the other must too.
-const HistoryEntrySchema = z.looseObject({
-  role: z.enum(["user", "assistant"]),
-  content: z.string(),
-  at: z.number(),
-  messageIds: z.array(z.string()).optional(),
-});
-
 /** Throws a ConfigError for a prefix that would break the hash tag. */
 function checkPrefix(prefix: string): void {
   if (prefix.length === 0 || /[{}]/.test(prefix)) {
@@ -110,11 +102,11 @@ function canonicalJson(value: unknown): string {
   });
 }
 
-/** Checked on the way in: an entry the loader would reject must fail now, not vanish on the next load. */
+/** Checked on the way in: an entry the loader would reject must fail now, not vanish on the next load. What is stored is the parsed copy. */
 function validEntries(entries: HistoryEntry[]): HistoryEntry[] {
   const parsed = z.array(HistoryEntrySchema).safeParse(entries);
   if (!parsed.success) throw new Error(`invalid history entries: ${z.prettifyError(parsed.error)}`);
-  return entries;
+  return parsed.data;
 }
 
 function checkKey(key: string): void {
@@ -155,8 +147,8 @@ function parseEntries(key: string, texts: string[], onSkipped: SkippedEntryListe
       onSkipped?.({ key, index, reason: "not JSON" });
       return;
     }
-    // The parsed JSON, not zod's copy: it keeps the stored text's shape exactly.
-    if (HistoryEntrySchema.safeParse(value).success) entries.push(value as HistoryEntry);
+    const parsed = HistoryEntrySchema.safeParse(value);
+    if (parsed.success) entries.push(parsed.data);
     else onSkipped?.({ key, index, reason: "not a history entry" });
   });
   return entries;
@@ -215,9 +207,9 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       });
     },
 
-    append(key, entries, fence) {
+    append(key, input, fence) {
       return serialized(key, async () => {
-        validEntries(entries);
+        const entries = validEntries(input);
         // Without a fence there is nothing to check and nothing to write; with one, the caller
         // still learns that its lease is gone.
         if (entries.length === 0 && fence === undefined) return;
@@ -227,9 +219,9 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       });
     },
 
-    compact(key, keep, fence) {
+    compact(key, input, fence) {
       return serialized(key, async () => {
-        validEntries(keep);
+        const keep = validEntries(input);
         await fencedWrite(key, fence, (token) => runScript(redis, scripts.compact, writeKeys(key), [key, now(), token, ...keep.map(canonicalJson)]));
       });
     },

@@ -14,7 +14,7 @@
  * `cleanup` re-check what they were asked to check in the same step as the delete.
  */
 import type { Redis } from "ioredis";
-import { FINISHED_STATUSES, SubagentTaskSchema, type SubagentTask, type TaskStatus, TaskStatusSchema } from "../jobs/subagents/task.js";
+import { FINISHED_STATUSES, SubagentTaskSchema, type SubagentTask, type TaskStatus, TaskStatusSchema } from "./task-record.js";
 import { hashTag } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
 import { type TaskFilter, type TaskPatch, validPatch, validTask } from "./file-tasks.js";

@@ -1,4 +1,5 @@
-import type { SubagentTask, TaskStats, TaskStatus } from "../jobs/subagents/task.js";
+import { z } from "zod";
+import type { SubagentTask, TaskStats, TaskStatus } from "./task-record.js";
 
 /**
  * The Store contract: durable state behind small interfaces, one file store and (later) one Redis
@@ -6,19 +7,25 @@ import type { SubagentTask, TaskStats, TaskStatus } from "../jobs/subagents/task
  * with their issues.
  */
 
-/** One entry of a session's history, as the model will see it again. */
-export interface HistoryEntry {
-  role: "user" | "assistant";
-  content: string;
+/**
+ * One entry of a session's history, as the model will see it again. Both stores check entries
+ * with it on the way in and parse what they read back with it, so what one accepts the other does.
+ */
+export const HistoryEntrySchema = z.object({
+  role: z.enum(["user", "assistant"]),
+  content: z.string(),
   /** ms since epoch */
-  at: number;
+  at: z.number(),
   /** Inbound message ids this entry came from (user entries), for tracing. */
-  messageIds?: string[];
-  /** Token usage of the turn that produced this entry (assistant entries). */
-  usage?: { inputTokens: number; outputTokens: number };
+  messageIds: z.array(z.string()).optional(),
+  /** Token usage of the turn that produced this entry (assistant entries), as the provider reported it. */
+  usage: z
+    .object({ inputTokens: z.number(), outputTokens: z.number(), cachedInputTokens: z.number().optional(), reasoningTokens: z.number().optional() })
+    .optional(),
   /** `provider/model` that answered (assistant entries). */
-  model?: string;
-}
+  model: z.string().optional(),
+});
+export type HistoryEntry = z.infer<typeof HistoryEntrySchema>;
 
 export interface SessionMeta {
   key: string;
@@ -35,11 +42,16 @@ export interface SessionSnapshot {
 
 /**
  * Proof that the writer still holds the session's bus lease. A store that shares Redis with the
- * bus checks it atomically with the write; others rely on the caller's check.
+ * bus checks it atomically with the write; the file store asks the bus (a LeaseCheck) just before
+ * the write, in the same per-session queue. Either way a fenced write whose lease is gone throws
+ * BusError("lease-lost") and writes nothing.
  */
 export interface Fence {
   token: number;
 }
+
+/** Whether `fence` still holds the bus lease on `sessionKey`: the token is the current one and the lease has not expired. */
+export type LeaseCheck = (sessionKey: string, fence: Fence) => Promise<boolean>;
 
 export interface SessionStore {
   /** The session's current history; an unknown key yields an empty session (not persisted yet). */
@@ -48,7 +60,7 @@ export interface SessionStore {
   append(key: string, entries: HistoryEntry[], fence?: Fence): Promise<void>;
   /**
    * Replace the history with `keep` (what remains after older entries were summarized away).
-   * The dropped entries stay readable in the archive.
+   * The dropped entries stay readable in the archive. Fenced like `append`.
    */
   compact(key: string, keep: HistoryEntry[], fence?: Fence): Promise<void>;
   /** Start a fresh session (`/new`): the current history is archived and the new one is empty. Fenced like `append`. */

@@ -1,11 +1,14 @@
 /**
- * Writes a file so that readers see the old content or the new one, never half of it: a temp file
- * in the same directory, then rename. Shared by write_file and edit_file.
+ * The file tools' atomic write (write_file, edit_file, spilled tool results): the store's plain
+ * write (../store/file-io.ts: temp file, fsync, rename) behind the workspace guard. The guard needs
+ * no write path of its own: its checks come before the write (directories, the target) and, through
+ * `beforeWrite`, on the opened temp file before a byte is written to it, which is where a directory
+ * swapped for a symlink in the meantime shows.
  */
-import { randomBytes } from "node:crypto";
-import { lstat, mkdir, open, readlink, realpath, rename, stat, unlink } from "node:fs/promises";
+import { lstat, mkdir, readlink, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { ToolError } from "../errors.js";
+import { writeFileAtomic as writeFileAtomicUnguarded } from "../store/file-io.js";
 import { isInside } from "./workspace-path.js";
 
 export interface AtomicWriteGuard {
@@ -31,26 +34,14 @@ export async function writeFileAtomic(target: string, content: string, guard: At
   const existing = await stat(target).catch(() => undefined);
   if (existing?.isDirectory()) throw new ToolError(`"${path.basename(target)}" is a directory`, "Choose a file name, not a directory.");
 
-  const temporary = path.join(directory, `.${path.basename(target)}.${randomBytes(6).toString("hex")}.tmp`);
-  const data = Buffer.from(content, "utf8");
-  // "wx" is O_CREAT|O_EXCL: it never follows a symlink planted at the temp name.
-  const handle = await open(temporary, "wx", existing ? existing.mode & 0o7777 : 0o644);
-  try {
-    try {
+  // The temp file is created "wx" (O_EXCL), so a symlink planted at its name is never followed.
+  return writeFileAtomicUnguarded(target, content, {
+    mode: existing ? existing.mode & 0o7777 : 0o644,
+    beforeWrite: async (handle) => {
       if (guard.restrictToWorkspace) await assertOpenedInside(handle.fd, workspace);
       if (existing) await handle.chmod(existing.mode & 0o7777);
-      await handle.writeFile(data);
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    // rename() replaces the directory entry itself: a symlink at the target is replaced, not followed.
-    await rename(temporary, target);
-  } catch (error) {
-    await unlink(temporary).catch(() => undefined);
-    throw error;
-  }
-  return data.byteLength;
+    },
+  });
 }
 
 /**

@@ -11,7 +11,7 @@ import { appendFile, mkdir, open, readdir, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { createRedactor, isSecretField, maskSecret } from "../config/mask.js";
 import { errorMessage } from "../errors.js";
-import { createKeyedQueue } from "../store/file-store.js";
+import { createKeyedQueue } from "../store/file-io.js";
 import type { ToolCallRecord, ToolContext } from "./tool.js";
 
 /** One tool call, as the agent loop knows it when the call has finished. */

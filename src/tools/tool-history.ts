@@ -11,7 +11,7 @@
 import { mkdir, open, readFile, rm } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
-import { createKeyedQueue, safeFileName, writeFileAtomic } from "../store/file-store.js";
+import { createKeyedQueue, safeFileName, writeFileAtomic } from "../store/file-io.js";
 import { capStrings, createToolCallRedactor, truncateText } from "./audit-log.js";
 
 const ToolHistoryEntrySchema = z.object({

@@ -1,19 +1,28 @@
 import { appendFile, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createFileStore, readArchivedHistory, safeFileName } from "../../src/store/file-store.js";
-import type { HistoryEntry, Store } from "../../src/store/store.js";
+import { createInfrastructure } from "../../src/app.js";
+import { loadConfig } from "../../src/config/load.js";
+import { BusError } from "../../src/errors.js";
+import { safeFileName } from "../../src/store/file-io.js";
+import { createFileStore, readArchivedHistory } from "../../src/store/file-store.js";
+import type { Fence, HistoryEntry, Store } from "../../src/store/store.js";
 import { runSessionStoreSuite } from "./store.suite.js";
 
 runSessionStoreSuite("file store", async ({ now }) => {
   const root = await mkdtemp(path.join(os.tmpdir(), "countbot-file-store-"));
   const dataDir = path.join(root, "data");
+  // The bus's lease table as the store sees it: session key → the token holding the lease.
+  const leases = new Map<string, number>();
+  const holdsLease = async (key: string, fence: Fence) => leases.get(key) === fence.token;
   return {
-    store: createFileStore({ dataDir, now }),
+    store: createFileStore({ dataDir, now, holdsLease }),
     cleanup: () => rm(root, { recursive: true, force: true }),
     archived: (key) => readArchivedHistory(dataDir, key),
-    reopen: async () => createFileStore({ dataDir, now }),
+    reopen: async () => createFileStore({ dataDir, now, holdsLease }),
+    grantLease: async (key, token) => void leases.set(key, token),
   };
 });
 
@@ -178,8 +187,44 @@ describe("file store", () => {
     expect((await store.sessions.load("cli:bad")).history).toEqual([entry("good")]);
   });
 
+  it("refuses a fenced write it cannot check (no holdsLease) instead of writing unchecked", async () => {
+    await store.sessions.append("cli:unchecked", [entry("one")]);
+    await expect(store.sessions.append("cli:unchecked", [entry("two")], { token: 1 })).rejects.toThrow(/holdsLease/);
+    await expect(store.sessions.compact("cli:unchecked", [], { token: 1 })).rejects.toThrow(/holdsLease/);
+    await expect(store.sessions.reset("cli:unchecked", { token: 1 })).rejects.toThrow(/holdsLease/);
+    expect(await store.sessions.load("cli:unchecked")).toMatchObject({ history: [entry("one")], meta: { generation: 0 } });
+  });
+
   it("refuses work after close", async () => {
     await store.close();
     await expect(store.sessions.append("cli:x", [entry("late")])).rejects.toThrow(/closed/);
+  });
+});
+
+describe("file store in the embedded infrastructure", () => {
+  it("asks the memory bus: a worker whose lease expired and was claimed again cannot write", async () => {
+    const root = await mkdtemp(path.join(os.tmpdir(), "countbot-file-store-"));
+    let clock = 1_000_000;
+    await writeFile(path.join(root, "countbot.json"), "{}");
+    const config = loadConfig({ env: { COUNTBOT_DATA_DIR: path.join(root, "data") }, cwd: root, file: path.join(root, "countbot.json") });
+    const infrastructure = await createInfrastructure(config, pino({ level: "silent" }), { embedded: true, now: () => clock });
+    try {
+      const { bus, store: embedded } = infrastructure;
+      const message = { id: "m1", channel: "test", chatId: "a", senderId: "u", content: "hi", media: [], mentions: [], receivedAt: clock, metadata: {} };
+      await bus.publishInbound(message);
+      const first = await bus.claimSession({ timeoutMs: 0 });
+      await embedded.sessions.append("test:a", [entry("from the first worker")], { token: first!.token });
+      clock += infrastructure.leaseTtlMs; // the first worker stalled past its lease
+      const second = await bus.claimSession({ timeoutMs: 0 });
+      expect(second!.token).toBeGreaterThan(first!.token);
+
+      const refused = await embedded.sessions.append("test:a", [entry("zombie")], { token: first!.token }).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(BusError);
+      await embedded.sessions.append("test:a", [entry("from the second worker")], { token: second!.token });
+      expect((await embedded.sessions.load("test:a")).history).toEqual([entry("from the first worker"), entry("from the second worker")]);
+    } finally {
+      await infrastructure.close();
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });

@@ -4,6 +4,7 @@
  * same backing storage); those checks run only when it does.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { BusError } from "../../src/errors.js";
 import type { HistoryEntry, Store } from "../../src/store/store.js";
 
 export interface SessionStoreHarness {
@@ -13,6 +14,8 @@ export interface SessionStoreHarness {
   archived?: (key: string) => Promise<HistoryEntry[]>;
   /** A new Store over the same backing storage, as after a restart. */
   reopen?: () => Promise<Store>;
+  /** What the bus does on a claim: `token` becomes the current holder of the session's lease, live for the whole test. */
+  grantLease: (key: string, token: number) => Promise<void>;
 }
 
 export interface SessionStoreHarnessOptions {
@@ -48,6 +51,20 @@ export function runSessionStoreSuite(
     });
 
     const sessions = () => harness.store.sessions;
+
+    async function expectLeaseLost(write: Promise<void>): Promise<void> {
+      const error = await write.then(
+        () => undefined,
+        (reason: unknown) => reason,
+      );
+      expect(error).toBeInstanceOf(BusError);
+      expect((error as BusError).code).toBe("lease-lost");
+    }
+
+    /** What a refused write must leave exactly as it was. */
+    async function observe(key: string) {
+      return { snapshot: await sessions().load(key), list: await sessions().list(), archived: await harness.archived?.(key) };
+    }
 
     it("returns an empty generation-0 session for an unknown key and does not persist it", async () => {
       const snapshot = await sessions().load("telegram:-100123");
@@ -95,6 +112,84 @@ export function runSessionStoreSuite(
       await sessions().compact("web:summary", keep);
       expect((await sessions().load("web:summary")).history).toEqual(keep);
       if (harness.archived) expect(await harness.archived("web:summary")).toEqual(history.slice(0, 2));
+    });
+
+    it("refuses a compaction from a stale token once a newer token has written, leaving history and archive alone", async () => {
+      const history = ["one", "two", "three", "four"].map((content, index) => entry(content, "user", START + index));
+      await harness.grantLease("web:fenced", 7);
+      await sessions().append("web:fenced", history.slice(0, 3), { token: 7 });
+      // The lease expired and another worker claimed the session and wrote its turn.
+      await harness.grantLease("web:fenced", 8);
+      await sessions().append("web:fenced", history.slice(3), { token: 8 });
+      const before = await observe("web:fenced");
+      expect(before.snapshot.history).toEqual(history);
+
+      // The first worker, not knowing, compacts what it summarized.
+      await expectLeaseLost(sessions().compact("web:fenced", history.slice(2, 3), { token: 7 }));
+      expect(await observe("web:fenced")).toEqual(before);
+
+      await sessions().compact("web:fenced", history.slice(2), { token: 8 });
+      expect((await sessions().load("web:fenced")).history).toEqual(history.slice(2));
+      if (harness.archived) expect(await harness.archived("web:fenced")).toEqual(history.slice(0, 2));
+    });
+
+    it("writes with a fence while its token holds the lease", async () => {
+      await harness.grantLease("telegram:held", 3);
+      await sessions().append("telegram:held", [entry("one"), entry("two", "assistant")], { token: 3 });
+      await sessions().append("telegram:held", [], { token: 3 });
+      await sessions().compact("telegram:held", [entry("two", "assistant")], { token: 3 });
+      expect((await sessions().load("telegram:held")).history).toEqual([entry("two", "assistant")]);
+      await sessions().reset("telegram:held", { token: 3 });
+      expect(await sessions().load("telegram:held")).toMatchObject({ history: [], meta: { generation: 1 } });
+    });
+
+    it("refuses a fenced append from a stale token and writes nothing, even an empty one", async () => {
+      await harness.grantLease("telegram:stale", 7);
+      await sessions().append("telegram:stale", [entry("before")], { token: 7 });
+      await harness.grantLease("telegram:stale", 8);
+      const before = await observe("telegram:stale");
+      await expectLeaseLost(sessions().append("telegram:stale", [entry("zombie")], { token: 7 }));
+      await expectLeaseLost(sessions().append("telegram:stale", [], { token: 7 }));
+      expect(await observe("telegram:stale")).toEqual(before);
+    });
+
+    it("refuses fenced writes to a session nobody holds a lease on, creating nothing", async () => {
+      await expectLeaseLost(sessions().append("telegram:unleased", [entry("unleased")], { token: 1 }));
+      await expectLeaseLost(sessions().compact("telegram:unleased", [entry("unleased")], { token: 1 }));
+      await expectLeaseLost(sessions().reset("telegram:unleased", { token: 1 }));
+      expect(await sessions().list()).toEqual([]);
+      if (harness.archived) expect(await harness.archived("telegram:unleased")).toEqual([]);
+    });
+
+    it("fences /new like a write: a stale token cannot reset the session", async () => {
+      await sessions().append("web:renewed", [entry("keep me")]);
+      await harness.grantLease("web:renewed", 9);
+      const before = await observe("web:renewed");
+      await expectLeaseLost(sessions().reset("web:renewed", { token: 8 }));
+      expect(await observe("web:renewed")).toEqual(before);
+      await sessions().reset("web:renewed", { token: 9 });
+      expect((await sessions().load("web:renewed")).history).toEqual([]);
+    });
+
+    it("recognizes a kept entry whatever the key order of the object passed", async () => {
+      const stored: HistoryEntry[] = [
+        { role: "user", content: "question", at: 1, messageIds: ["m1"] },
+        { role: "assistant", content: "answer", at: 2, usage: { inputTokens: 10, outputTokens: 3 }, model: "openai/gpt-4o-mini" },
+      ];
+      await sessions().append("cli:order", stored);
+      const reordered = [
+        { usage: { outputTokens: 3, inputTokens: 10 }, model: "openai/gpt-4o-mini", at: 2, content: "answer", role: "assistant" },
+      ] as HistoryEntry[];
+      await sessions().compact("cli:order", reordered);
+      expect((await sessions().load("cli:order")).history).toEqual([stored[1]]);
+      if (harness.archived) expect(await harness.archived("cli:order")).toEqual([stored[0]]);
+    });
+
+    it("keeps what the history-entry schema knows and drops what it does not", async () => {
+      const usage = { inputTokens: 10, outputTokens: 3, cachedInputTokens: 8, reasoningTokens: 1 };
+      const written = { role: "assistant", content: "answer", at: 2, usage: { ...usage, costUsd: 0.1 }, model: "m", debug: "x" } as HistoryEntry;
+      await sessions().append("cli:schema", [written]);
+      expect((await sessions().load("cli:schema")).history).toStrictEqual([{ role: "assistant", content: "answer", at: 2, usage, model: "m" }]);
     });
 
     it("resets to an empty history, bumps the generation and archives the old history", async () => {

@@ -2,7 +2,7 @@
  * The TaskStore conformance suite: the file store and the Redis store run it unchanged.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { SubagentTask } from "../../src/jobs/subagents/task.js";
+import type { SubagentTask } from "../../src/store/task-record.js";
 import type { TaskStore } from "../../src/store/store.js";
 
 export interface TaskStoreHarness {

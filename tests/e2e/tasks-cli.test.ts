@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { SubagentTask } from "../../src/jobs/subagents/task.js";
+import type { SubagentTask } from "../../src/store/task-record.js";
 import { createFileStore } from "../../src/store/file-store.js";
 import { runCli } from "../support/run-cli.js";
 

@@ -3,8 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { channelPlugins } from "../../channels/index.js";
 import { listConfigFields, renderConfigReadme, renderJsonSchema } from "../../src/config/generate-schema.js";
-import { environmentOverrides, loadConfig, type LoadConfigOptions } from "../../src/config/load.js";
+import { environmentOverridesOf, loadConfig, type LoadConfigOptions } from "../../src/config/load.js";
 import { collectSecrets, maskSecrets, redactText } from "../../src/config/mask.js";
 import { ConfigError } from "../../src/errors.js";
 
@@ -35,7 +36,7 @@ function writeConfig(content: unknown, name = "config/countbot.json"): string {
 }
 
 function load(options: LoadConfigOptions = {}) {
-  return loadConfig({ env: {}, cwd, homeDir: home, ...options });
+  return loadConfig({ env: {}, cwd, homeDir: home, channels: channelPlugins, ...options });
 }
 
 function loadError(options: LoadConfigOptions = {}): ConfigError {
@@ -58,7 +59,8 @@ describe("loadConfig", () => {
     expect(config.agent).toMatchObject({ model: "openai/gpt-4o-mini", maxIterations: 25, maxRetries: 3, temperature: 0.7, maxTokens: 4096, maxHistory: 50 });
     expect(config.agent.persona).toEqual({ name: "CountBot", personality: "professional" });
     expect(config.providers).toEqual({});
-    expect(config.channels).toEqual({});
+    // The web chat is on unless switched off; every platform is off until configured.
+    expect(config.channels).toEqual({ web: { enabled: true, rateLimitPerMinute: 60, showNotices: true } });
     expect(config.redis).toEqual({ prefix: "countbot", leaseTtlMs: 30_000, evictionPolicy: "warn" });
     expect(config.api).toEqual({ host: "127.0.0.1", port: 8787 });
     expect(config.log.level).toBe("info");
@@ -105,11 +107,11 @@ describe("loadConfig", () => {
   });
 
   it("overrides from the environment exactly the documented variables", () => {
-    expect(environmentOverrides.map((entry) => entry.variable)).toEqual([
+    // The core's, then each registered channel plugin's (Discord's and Feishu's come with their plugins).
+    expect(environmentOverridesOf(channelPlugins).map((entry) => entry.variable)).toEqual([
       "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "COUNTBOT_MODEL", "REDIS_URL",
-      "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN", "TELEGRAM_BOT_TOKEN",
-      "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT", "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN",
-      "BRAVE_API_KEY", "LOG_LEVEL",
+      "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN",
+      "BRAVE_API_KEY", "LOG_LEVEL", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT",
     ]);
   });
 
@@ -127,11 +129,6 @@ describe("loadConfig", () => {
     ["COUNTBOT_API_TOKEN", "api-token-from-env", "api.token", "api-token-from-env"],
     ["TELEGRAM_BOT_TOKEN", "123456:telegram-env", "channels.telegram.token", "123456:telegram-env"],
     ["TELEGRAM_API_ROOT", "http://127.0.0.1:8081", "channels.telegram.apiRoot", "http://127.0.0.1:8081"],
-    ["DISCORD_BOT_TOKEN", "discord-env-token", "channels.discord.token", "discord-env-token"],
-    ["DISCORD_API_ROOT", "http://127.0.0.1:8082/api/v10", "channels.discord.apiRoot", "http://127.0.0.1:8082/api/v10"],
-    ["FEISHU_APP_ID", "cli_a1b2c3", "channels.feishu.appId", "cli_a1b2c3"],
-    ["FEISHU_APP_SECRET", "feishu-env-secret", "channels.feishu.appSecret", "feishu-env-secret"],
-    ["FEISHU_DOMAIN", "https://open.larksuite.com", "channels.feishu.domain", "https://open.larksuite.com"],
     ["BRAVE_API_KEY", "brave-env-key", "tools.braveApiKey", "brave-env-key"],
     ["LOG_LEVEL", "debug", "log.level", "debug"],
   ];
@@ -259,22 +256,22 @@ describe("maskSecrets", () => {
   it("masks every secret field and never shows the secret", () => {
     writeConfig({
       providers: { openai: { apiKey: "${OPENAI}", headers: { Authorization: "${HEADER}", "X-Title": "CountBot" } } },
-      channels: { telegram: { token: "${TELEGRAM}" }, feishu: { appId: "cli_visible", appSecret: "${FEISHU}" } },
+      channels: { telegram: { token: "${TELEGRAM}" } },
       tools: { braveApiKey: "${BRAVE}" },
       api: { token: "${API}" },
       redis: { url: "redis://:${REDIS}@redis.internal:6379/0" },
     });
     const config = load({
-      env: { OPENAI: secrets.openai, HEADER: secrets.header, TELEGRAM: secrets.telegram, FEISHU: secrets.feishu, BRAVE: secrets.brave, API: secrets.api, REDIS: secrets.redis },
+      env: { OPENAI: secrets.openai, HEADER: secrets.header, TELEGRAM: secrets.telegram, BRAVE: secrets.brave, API: secrets.api, REDIS: secrets.redis },
     });
-    const masked = maskSecrets(config);
+    const masked = maskSecrets({ ...config, channels: { ...config.channels, feishu: { appId: "cli_visible", appSecret: secrets.feishu } } });
     const text = JSON.stringify(masked);
     for (const secret of Object.values(secrets)) expect(text).not.toContain(secret);
 
     expect(masked.providers.openai?.apiKey).toBe("****1234");
-    expect(masked.channels.telegram?.token).toBe("****Dsaw");
-    expect(masked.channels.feishu?.appSecret).toBe("****9876");
-    expect(masked.channels.feishu?.appId).toBe("cli_visible");
+    expect(valueAt(masked, ["channels", "telegram", "token"])).toBe("****Dsaw");
+    expect(valueAt(masked, ["channels", "feishu", "appSecret"])).toBe("****9876");
+    expect(valueAt(masked, ["channels", "feishu", "appId"])).toBe("cli_visible");
     expect(masked.tools.braveApiKey).toBe("****5555");
     expect(masked.api.token).toBe("****0000");
     expect(masked.providers.openai?.headers).toEqual({ Authorization: "****cdef", "X-Title": "CountBot" });
@@ -317,14 +314,14 @@ describe("config/ files", () => {
     expect(config.providers.ollama?.baseURL).toBe("http://localhost:11434/v1");
     expect(config.providers.openai?.apiKey).toBeUndefined();
     expect(config.channels.telegram).toMatchObject({ enabled: false, allowFrom: ["123456789"] });
-    expect(config.channels.telegram?.token).toBeUndefined();
+    expect(valueAt(config, ["channels", "telegram", "token"])).toBeUndefined();
     expect(config.redis.url).toBeUndefined();
   });
 
   it("sets every field in the example", () => {
     const example = JSON.parse(readFileSync(join(configDirectory, "countbot.example.json"), "utf8")) as Record<string, unknown>;
     expect(example.$schema).toBe("./countbot.schema.json");
-    const missing = listConfigFields()
+    const missing = listConfigFields(channelPlugins)
       .filter((field) => field.leaf)
       .map((field) => field.path)
       .filter((path) => {
@@ -337,7 +334,35 @@ describe("config/ files", () => {
   });
 
   it("keeps the generated schema and README up to date (run `npm run schema`)", () => {
-    expect(readFileSync(join(configDirectory, "countbot.schema.json"), "utf8")).toBe(renderJsonSchema());
-    expect(readFileSync(join(configDirectory, "README.md"), "utf8")).toBe(renderConfigReadme());
+    expect(readFileSync(join(configDirectory, "countbot.schema.json"), "utf8")).toBe(renderJsonSchema(channelPlugins));
+    expect(readFileSync(join(configDirectory, "README.md"), "utf8")).toBe(renderConfigReadme(channelPlugins));
+  });
+});
+
+describe("channel sections", () => {
+  it("refuses a section no channel plugin is behind, naming the field", () => {
+    writeConfig({ channels: { discord: { enabled: true, token: "x" } } });
+    const error = loadError({ channels: [] });
+    expect(error.path).toBe("channels.discord");
+    expect(error.message).toContain("channels.discord: no channel plugin has this name (known: none)");
+    writeConfig({ channels: { telegarm: { enabled: true } } });
+    const typo = loadError();
+    expect(typo.path).toBe("channels.telegarm");
+    expect(typo.message).toContain("known: telegram, web");
+  });
+
+  it("checks a section against its plugin's schema", () => {
+    writeConfig({ channels: { telegram: { enabled: true, groupPolicy: "sometimes" } } });
+    expect(loadError().message).toMatch(/channels\.telegram\.groupPolicy: expected one of/);
+    writeConfig({ channels: { telegram: { enabled: true, mode: "webhook" } } });
+    const webhook = loadError();
+    expect(webhook.path).toBe("channels.telegram.webhook.url");
+    expect(webhook.message).toContain("channels.telegram.webhook.url: webhook mode needs webhook.url");
+  });
+
+  it("sets a plugin's fields from the variables it declares, and no others", () => {
+    const config = load({ env: { TELEGRAM_BOT_TOKEN: "123:abc" }, channels: [] });
+    expect(config.channels).toEqual({});
+    expect(valueAt(load({ env: { TELEGRAM_BOT_TOKEN: "123:abc" } }), ["channels", "telegram", "token"])).toBe("123:abc");
   });
 });

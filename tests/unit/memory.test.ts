@@ -4,7 +4,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createMemoryStore } from "../../src/agent/memory.js";
 import { ToolError } from "../../src/errors.js";
-import { createMemoryTool } from "../../src/tools/memory.js";
+import { createMemoryTool } from "../../src/agent/memory-tool.js";
 import { ToolRegistry } from "../../src/tools/registry.js";
 import type { ToolContext } from "../../src/tools/tool.js";
 

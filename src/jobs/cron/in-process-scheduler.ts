@@ -13,12 +13,12 @@
  * One timer per job, and each due time is fired at most once by this process. Only one process may
  * use a given file: two would both fire every job (the BullMQ scheduler is for several processes).
  */
-import { randomBytes } from "node:crypto";
-import { mkdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { CronExpressionParser } from "cron-parser";
 import { z } from "zod";
 import { errorMessage } from "../../errors.js";
+import { writeFileAtomic } from "../../store/file-io.js";
 import { CronJobSchema, CronScheduleSchema, type CronJob, type Scheduler } from "./scheduler.js";
 
 /** Cancels a timer set with {@link SetTimer}. */
@@ -212,15 +212,8 @@ async function readJobs(file: string, logger: SchedulerLogger | undefined): Prom
   return jobs;
 }
 
-/** Temp file in the same directory, then rename: readers see the old file or the new one. */
+/** Readers see the old file or the new one, never half of it. */
 async function writeJobs(file: string, jobs: CronJob[]): Promise<void> {
   await mkdir(path.dirname(file), { recursive: true });
-  const temporary = path.join(path.dirname(file), `.${path.basename(file)}.${randomBytes(6).toString("hex")}.tmp`);
-  try {
-    await writeFile(temporary, `${JSON.stringify({ version: 1, jobs }, null, 2)}\n`, { mode: 0o600 });
-    await rename(temporary, file);
-  } catch (error) {
-    await unlink(temporary).catch(() => undefined);
-    throw error;
-  }
+  await writeFileAtomic(file, `${JSON.stringify({ version: 1, jobs }, null, 2)}\n`, { mode: 0o600 });
 }

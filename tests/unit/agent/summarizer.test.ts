@@ -4,7 +4,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type MemoryStore, createMemoryStore } from "../../../src/agent/memory.js";
 import { compactHistory } from "../../../src/agent/summarizer.js";
-import { ProviderError } from "../../../src/errors.js";
+import { BusError, ProviderError } from "../../../src/errors.js";
 import { createFileStore } from "../../../src/store/file-store.js";
 import type { HistoryEntry, Store } from "../../../src/store/store.js";
 import { scriptedModel } from "../../support/scripted-model.js";
@@ -97,6 +97,25 @@ describe("compactHistory", () => {
     const remembered = await memory.read(key);
     expect(remembered).toContain("piece with 2 questions");
     expect(remembered).not.toContain("automatic extract");
+  });
+
+  it("compacts with the turn's fence: a worker whose lease was taken over leaves the history alone", async () => {
+    const history = conversation(6);
+    // Token 2 claimed the session after token 1's lease expired.
+    const fenced = createFileStore({ dataDir: path.join(root, "fenced"), holdsLease: async (_key, fence) => fence.token === 2 });
+    await fenced.sessions.append(key, history);
+    const compaction = compactHistory({
+      model: scriptedModel([{ text: "summary" }]),
+      sessions: fenced.sessions,
+      remember: async () => {},
+      sessionKey: key,
+      history,
+      maxHistory: 4,
+      fence: { token: 1 },
+    });
+    await expect(compaction).rejects.toSatisfy((error) => error instanceof BusError && error.code === "lease-lost");
+    expect((await fenced.sessions.load(key)).history).toEqual(history);
+    await fenced.close();
   });
 
   it("keeps the chat going when writing memory fails", async () => {

@@ -162,7 +162,7 @@ describe("TurnConsumer on the memory bus", () => {
       return holds(claim);
     };
     await harness.send("a", "question");
-    while (model.requests.length === 0 || harness.runtime.loop.active > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    while (model.requests.length === 0 || harness.runtime.consumer.active > 0) await new Promise((resolve) => setTimeout(resolve, 5));
     expect(harness.finals).toHaveLength(0);
     expect(await harness.runtime.store.sessions.load("test:a")).toMatchObject({ history: [] });
   });
@@ -202,7 +202,7 @@ describe("TurnConsumer poison turns", () => {
     harness = await startHarness(model);
     const bus = harness.runtime.bus;
     // Simulate three workers that died mid-turn: each claimed the batch and vanished.
-    await harness.runtime.loop.stop(0);
+    await harness.runtime.consumer.stop(0);
     const message = await harness.send("a", "the message that crashes workers");
     for (let index = 0; index < 3; index += 1) {
       const claim = await bus.claimSession({ timeoutMs: 1_000 });
@@ -228,7 +228,7 @@ describe("TurnConsumer after crashes and during shutdown", () => {
     await harness.waitForFinals(1);
     // As if the worker died after saving "one" but before acking it, while "two" arrived.
     const bus = harness.runtime.bus;
-    await harness.runtime.loop.stop(0);
+    await harness.runtime.consumer.stop(0);
     await bus.publishInbound({ ...first });
     const second = await harness.send("a", "two");
     const loop = new TurnConsumer({ bus, agent: harness.runtime.agent, logger: pino({ level: "silent" }), concurrency: 1 });
@@ -245,7 +245,7 @@ describe("TurnConsumer after crashes and during shutdown", () => {
     harness = await startHarness(model);
     const message = await harness.send("a", "long job");
     while (harness.drafts.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
-    await harness.runtime.loop.stop(0);
+    await harness.runtime.consumer.stop(0);
     expect(harness.finals).toHaveLength(0);
     const claim = await harness.runtime.bus.claimSession({ timeoutMs: 1_000 });
     expect(claim).toMatchObject({ attempt: 2, messages: [expect.objectContaining({ id: message.id })] });

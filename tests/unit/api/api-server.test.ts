@@ -5,6 +5,7 @@ import { type ApiServer, type Readiness, createApiServer, isLoopbackHost } from 
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
 import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { ConfigError } from "../../../src/errors.js";
+import { startWebGateway } from "../../support/web-gateway.js";
 
 const TOKEN = "test-token-0123456789";
 
@@ -25,17 +26,16 @@ async function start(
   const bus = createMemoryBus();
   cleanups.push(() => bus.close());
   let counter = 0;
-  const server = createApiServer({
+  const gateway = await startWebGateway({
     bus,
-    config: { host: options.host ?? "127.0.0.1", port: 0, token: options.token },
-    logger: pino({ level: "silent" }),
+    token: options.token,
+    host: options.host,
     readiness: options.readiness ?? (async () => ({ ready: true, checks: { bus: { ok: true } } })),
     newId: () => `message-${++counter}`,
     now: () => 1_000,
   });
-  cleanups.push(() => server.close());
-  const { url } = await server.listen();
-  return { bus, server, url };
+  cleanups.push(() => gateway.close());
+  return { bus, server: gateway.server, url: gateway.url };
 }
 
 function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {

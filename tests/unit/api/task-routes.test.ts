@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type ApiServer, createApiServer } from "../../../src/api/server.js";
 import { registerTaskRoutes } from "../../../src/api/task-routes.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
-import { FINISHED_STATUSES, type SubagentTask, type TaskStats, type TaskStatus } from "../../../src/jobs/subagents/task.js";
+import { FINISHED_STATUSES, type SubagentTask, type TaskStats, type TaskStatus } from "../../../src/store/task-record.js";
 import type { TaskStore } from "../../../src/store/store.js";
 
 const TOKEN = "test-token-0123456789";
@@ -97,7 +97,8 @@ async function start(seed: SubagentTask[], options: { cancel?: (id: string, task
     config: { host: "127.0.0.1", port: 0, token: TOKEN },
     logger: pino({ level: "silent" }),
     readiness: async () => ({ ready: true, checks: {} }),
-    routes: (scope) =>
+    routes: [
+      (scope) =>
       registerTaskRoutes(scope, {
         tasks,
         cancel: async (id) => {
@@ -105,6 +106,7 @@ async function start(seed: SubagentTask[], options: { cancel?: (id: string, task
           return cancel(id, tasks);
         },
       }),
+    ],
   });
   cleanups.push(() => server.close());
   const { url } = await server.listen();

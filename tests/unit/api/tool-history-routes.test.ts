@@ -22,7 +22,7 @@ beforeEach(async () => {
     config: { host: "127.0.0.1", port: 0, token },
     logger: pino({ level: "silent" }),
     readiness: async () => ({ ready: true, checks: {} }),
-    routes: (scope) => registerToolHistoryRoutes(scope, history),
+    routes: [(scope) => registerToolHistoryRoutes(scope, history)],
   });
   base = (await server.listen()).url;
 });

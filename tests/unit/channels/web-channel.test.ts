@@ -1,11 +1,10 @@
-import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
-import { type WebEvent, WebChannel } from "../../../channels/web/web-channel.js";
-import { createApiServer } from "../../../src/api/server.js";
+import type { WebEvent } from "../../../channels/web/web-adapter.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
 import type { OutboundMessage } from "../../../src/bus/message.js";
 import type { MessageBus } from "../../../src/bus/message-bus.js";
+import { startWebGateway } from "../../support/web-gateway.js";
 
 const TOKEN = "web-test-token";
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -18,20 +17,11 @@ afterEach(async () => {
 async function start(channelOptions: { maxPendingPerChat?: number } = {}) {
   const bus = createMemoryBus();
   cleanups.push(() => bus.close());
-  const logger = pino({ level: "silent" });
   let counter = 0;
   const newId = () => `message-${++counter}`;
-  const web = new WebChannel({ bus, logger, newId, now: () => 5_000, ...channelOptions });
-  const server = createApiServer({
-    bus,
-    config: { host: "127.0.0.1", port: 0, token: TOKEN },
-    logger,
-    readiness: async () => ({ ready: true, checks: {} }),
-    web,
-  });
-  cleanups.push(() => server.close());
-  const { url } = await server.listen();
-  return { bus, web, server, url };
+  const gateway = await startWebGateway({ bus, token: TOKEN, newId, now: () => 5_000, ...channelOptions });
+  cleanups.push(() => gateway.close());
+  return { bus, web: gateway.adapter, gateway, url: gateway.url };
 }
 
 function send(url: string, chatId: string, body: unknown): Promise<Response> {
@@ -99,7 +89,9 @@ describe("sending", () => {
         media: [],
         mentions: [],
         receivedAt: 5_000,
-        metadata: {},
+        platformEventId: "message-1",
+        chatType: "private",
+        metadata: { platformMessageId: "message-1" },
       },
     ]);
   });
@@ -120,7 +112,7 @@ describe("sending", () => {
     const room = claims.find((claim) => claim?.sessionKey === "web:room");
     expect(room?.messages.map((message) => message.id)).toEqual(["message-1"]);
     expect(room?.messages[0]?.senderId).toBe("web-user");
-    expect(room?.messages[0]?.metadata).toEqual({ clientMessageId: "c-1" });
+    expect(room?.messages[0]?.metadata).toEqual({ clientMessageId: "c-1", platformMessageId: "message-1" });
     expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
   });
 });
@@ -231,13 +223,13 @@ describe("streaming", () => {
     expect(status).toBe(400);
   });
 
-  it("closes its sockets with 1001 when the server closes", async () => {
-    const { bus, server, url } = await start();
+  it("closes its sockets with 1001 when the gateway closes", async () => {
+    const { bus, gateway, url } = await start();
     const client = await connect(url, "bye");
-    await server.close();
+    await gateway.close();
     expect(await client.closed).toBe(1001);
     // The outbound consumer stopped: the bus keeps what comes next for the next process.
     await publishFinal(bus, "bye", "in-1:0");
-    expect(await bus.markDelivered("in-1:0")).toBe(true);
+    expect(await bus.markDelivered("in-1:0#0")).toBe(true);
   });
 });

@@ -7,15 +7,15 @@ import { Redis } from "ioredis";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { type ApiServer, createApiServer } from "../../../src/api/server.js";
 import { createRedisBus } from "../../../src/bus/redis-bus.js";
 import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { deleteKeys, redisUrl } from "../../support/redis.js";
+import { type WebGateway, startWebGateway } from "../../support/web-gateway.js";
 
 let redis: Redis;
 let prefix: string;
 const buses: MessageBus[] = [];
-const servers: ApiServer[] = [];
+const servers: WebGateway[] = [];
 
 beforeEach(() => {
   redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
@@ -31,14 +31,9 @@ afterEach(async () => {
 async function gateway(): Promise<string> {
   const bus = createRedisBus({ redis, prefix });
   buses.push(bus);
-  const server = createApiServer({
-    bus,
-    config: { host: "127.0.0.1", port: 0 },
-    logger: pino({ level: "silent" }),
-    readiness: async () => ({ ready: true, checks: {} }),
-  });
-  servers.push(server);
-  return (await server.listen()).url;
+  const gateway = await startWebGateway({ bus, logger: pino({ level: "silent" }) });
+  servers.push(gateway);
+  return gateway.url;
 }
 
 describe("web channel across gateways", () => {

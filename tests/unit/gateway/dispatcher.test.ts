@@ -150,7 +150,7 @@ describe("outbound dispatcher", () => {
     await bus.publishOutbound(reply("42", content, { replyTo: "7" }));
     await vi.waitFor(() => expect(platform.sends()).toHaveLength(2));
     const [first, second] = platform.sends();
-    expect(first!.options).toEqual({ replyTo: "7", format: "formatted" });
+    expect(first!.options).toEqual({ replyTo: "7", format: "formatted", idempotencyKey: expect.stringMatching(/#0$/) });
     expect(second!.options.replyTo).toBeUndefined();
     for (const call of [first!, second!]) {
       expect(call.text.length).toBeLessThanOrEqual(4096);
@@ -293,11 +293,11 @@ describe("outbound dispatcher", () => {
   });
 
   it("draft streaming in a private chat uses adapter.draft, then sends the final as a real message", async () => {
-    const { bus, platform } = await setup({ streaming: "draft" }, { isPrivateChat: (chatId) => Number(chatId) > 0 });
+    const { bus, platform } = await setup({ streaming: "draft" });
     const replyId = "in-draft:0";
-    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "42", text: "Thinking" });
+    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "42", text: "Thinking", chatType: "private" });
     await vi.waitFor(() => expect(platform.calls).toHaveLength(1));
-    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "42", text: "Thinking about it" });
+    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "42", text: "Thinking about it", chatType: "private" });
     await vi.waitFor(() => expect(platform.calls).toHaveLength(2));
     await bus.publishOutbound(reply("42", "The **answer**", { id: replyId, replyTo: "3" }));
     await vi.waitFor(() => expect(platform.messages.size).toBe(1));
@@ -310,13 +310,42 @@ describe("outbound dispatcher", () => {
   });
 
   it("draft streaming in a group falls back to one edited message", async () => {
-    const { bus, platform } = await setup({ streaming: "draft" }, { isPrivateChat: (chatId) => Number(chatId) > 0 });
+    const { bus, platform } = await setup({ streaming: "draft" });
     const replyId = "in-group:0";
-    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "-100", text: "Thinking" });
+    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "-100", text: "Thinking", chatType: "group" });
     await vi.waitFor(() => expect(platform.calls).toHaveLength(1));
     await bus.publishOutbound(reply("-100", "Done", { id: replyId }));
     await vi.waitFor(() => expect(platform.shown("-100")).toEqual(["Done"]));
     expect(platform.calls.map((call) => call.method)).toEqual(["send", "edit"]);
+  });
+
+  it("takes the chat type from the message, then from what the chat's earlier messages said, never from its id", async () => {
+    const { bus, platform } = await setup({ streaming: "draft" });
+    // A positive id with no type said: not private, so the draft is an edited message.
+    await bus.publishDraft({ replyId: "unknown:0", channel: CHANNEL, chatId: "7", text: "Thinking" });
+    await vi.waitFor(() => expect(platform.calls.map((call) => call.method)).toEqual(["send"]));
+    await bus.publishOutbound(reply("7", "Done", { id: "unknown:0" }));
+    await vi.waitFor(() => expect(platform.calls).toHaveLength(2));
+    // Told once that chat 7 is private, a later reply that does not say (a job's) streams as a draft.
+    await bus.publishDraft({ replyId: "told:0", channel: CHANNEL, chatId: "7", text: "Again", chatType: "private" });
+    await vi.waitFor(() => expect(platform.calls).toHaveLength(3));
+    await bus.publishDraft({ replyId: "job:0", channel: CHANNEL, chatId: "7", text: "From a job" });
+    await vi.waitFor(() => expect(platform.calls).toHaveLength(4));
+    expect(platform.calls.map((call) => call.method)).toEqual(["send", "edit", "draft", "draft"]);
+  });
+
+  it("gives every chunk an idempotency key stable across a redelivery", async () => {
+    const { bus, platform } = await setup({ maxMessageLength: 30 });
+    await bus.publishOutbound(reply("A", "first part of A.\n\nsecond part of A.", { id: "in-key:0" }));
+    await vi.waitFor(() => expect(platform.sends()).toHaveLength(2));
+    expect(platform.sends().map((send) => send.options.idempotencyKey)).toEqual(["in-key:0#0", "in-key:0#1"]);
+  });
+
+  it("sends the gateway's own reply as plain text through the chat's lane, once per id", async () => {
+    const { dispatcher, platform } = await setup();
+    await dispatcher.reply({ chatId: "42", id: "gateway:help:1", replyTo: "9", text: "Use **/new**" });
+    await dispatcher.reply({ chatId: "42", id: "gateway:help:1", replyTo: "9", text: "Use **/new**" });
+    expect(platform.sends()).toEqual([expect.objectContaining({ text: "Use **/new**", options: expect.objectContaining({ replyTo: "9", format: "plain" }) })]);
   });
 
   it("paces each chat on its own: a chat waiting for its interval does not hold up another", async () => {

@@ -4,25 +4,29 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createMemoryBus } from "../../../src/bus/memory-bus.js";
+import { createJobsOn } from "../../../src/app/agent.js";
+import { type Infrastructure, createInfrastructure } from "../../../src/app/infrastructure.js";
 import type { InboundMessage } from "../../../src/bus/message.js";
 import { loadConfig } from "../../../src/config/load.js";
-import { type Jobs, createJobs } from "../../../src/jobs/jobs.js";
+import type { Jobs } from "../../../src/jobs/jobs.js";
 import { heartbeatPrompt } from "../../../src/jobs/heartbeat.js";
-import { createFileStore } from "../../../src/store/file-store.js";
 
 let root: string;
 let jobs: Jobs;
+let infrastructure: Infrastructure;
 
 beforeEach(async () => {
   root = await mkdtemp(path.join(tmpdir(), "countbot-jobs-wiring-"));
   const file = path.join(root, "countbot.json");
   await writeFile(file, JSON.stringify({ heartbeat: { enabled: true, target: "telegram:42", dailyCap: 5 } }));
   const config = loadConfig({ env: { COUNTBOT_DATA_DIR: root }, cwd: root, file });
-  jobs = createJobs({ config, logger: pino({ level: "silent" }), bus: createMemoryBus(), store: createFileStore({ dataDir: root }), workspace: root });
+  const logger = pino({ level: "silent" });
+  infrastructure = await createInfrastructure(config, logger);
+  jobs = createJobsOn(infrastructure, config, logger, { workspace: root });
 });
 afterEach(async () => {
   await jobs.close();
+  await infrastructure.close();
   await rm(root, { recursive: true, force: true });
 });
 

@@ -22,7 +22,7 @@ import { SUBAGENT_EXEC_TIMEOUT_SECONDS, createSubagentTools } from "../../../src
 import type { Job, JobFailure, JobQueue } from "../../../src/jobs/job-queue.js";
 import { type FileTaskStore, createFileTaskStore } from "../../../src/store/file-tasks.js";
 import { ToolRegistry } from "../../../src/tools/registry.js";
-import { createSpawnTool } from "../../../src/tools/spawn.js";
+import { createSpawnTool } from "../../../src/jobs/subagents/spawn-tool.js";
 import { type Tool, type ToolContext, defineTool } from "../../../src/tools/tool.js";
 import { type Script, type ScriptedModel, scriptedModel } from "../../support/scripted-model.js";
 
@@ -444,7 +444,7 @@ describe("subagent tools", () => {
   it("offers files, exec with a 300 s limit and web fetch; no spawn, message or memory", () => {
     const config = ConfigSchema.parse({});
     const tools = createSubagentTools(config, { findExecutable: () => undefined });
-    expect(tools.names()).toEqual(["read_file", "write_file", "edit_file", "list_dir", "exec", "web_fetch"]);
+    expect(tools.names()).toEqual(["read_file", "list_dir", "write_file", "edit_file", "exec", "web_fetch"]);
     expect(tools.get("exec")!.description).toContain(`${SUBAGENT_EXEC_TIMEOUT_SECONDS} s`);
 
     const withSearch = createSubagentTools({ tools: { ...config.tools, braveApiKey: "key" } }, { findExecutable: () => undefined });

@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ToolError } from "../../../src/errors.js";
 import { createInProcessScheduler } from "../../../src/jobs/cron/in-process-scheduler.js";
 import type { Scheduler } from "../../../src/jobs/cron/scheduler.js";
-import { createCronTool, parseIsoTime } from "../../../src/tools/cron.js";
+import { createCronTool, parseIsoTime } from "../../../src/jobs/cron/cron-tool.js";
 import { ToolRegistry } from "../../../src/tools/registry.js";
 import type { ToolContext } from "../../../src/tools/tool.js";
 

@@ -4,9 +4,9 @@
  */
 import path from "node:path";
 import { z } from "zod";
-import type { MemoryStore } from "../agent/memory.js";
+import type { MemoryStore } from "./memory.js";
 import { ToolError } from "../errors.js";
-import { defineTool, type Tool } from "./tool.js";
+import { defineTool, type Tool } from "../tools/tool.js";
 
 const parameters = z.object({
   action: z

@@ -1,104 +1,36 @@
 /**
- * The one place that builds CountBot's parts from the config and wires them together.
- * Nothing else constructs its own dependencies.
+ * The agent half of the composition root: the agent with its model, tools, memory and context
+ * (`countbot agent`), the worker that feeds it from the bus and runs background jobs (`worker`,
+ * the agent half of `start` and `chat`), and the embedded runtime of one process.
  */
 import { mkdir, realpath } from "node:fs/promises";
 import path from "node:path";
-import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { Agent } from "./agent/agent.js";
-import { TurnConsumer } from "./agent/turn-consumer.js";
-import { ContextBuilder } from "./agent/context-builder.js";
-import { createMemoryStore } from "./agent/memory.js";
-import { createMemoryBus } from "./bus/memory-bus.js";
-import { createRedisBus } from "./bus/redis-bus.js";
-import type { MessageBus } from "./bus/message-bus.js";
-import { collectSecrets } from "./config/mask.js";
-import type { ResolvedConfig } from "./config/schema.js";
-import { ConfigError } from "./errors.js";
-import { resolveChatModel } from "./providers/factory.js";
-import type { ChatModel } from "./providers/chat-model.js";
-import { checkRedis } from "./redis/checks.js";
-import { connectRedis } from "./redis/client.js";
-import { createFileStore } from "./store/file-store.js";
-import { createRedisStore } from "./store/redis-store.js";
-import type { Store } from "./store/store.js";
-import { type AuditLog, auditEntryOf, createAuditLog } from "./tools/audit-log.js";
-import { createEditFileTool } from "./tools/edit-file.js";
-import { createExecTool } from "./tools/exec.js";
-import { chooseSandbox } from "./tools/exec-sandbox.js";
-import { createListDirTool } from "./tools/list-dir.js";
-import { createMemoryTool } from "./tools/memory.js";
-import { createMessageTool } from "./tools/message.js";
-import { createReadFileTool } from "./tools/read-file.js";
-import { ToolRegistry } from "./tools/registry.js";
-import { createToolHistory } from "./tools/tool-history.js";
-import { createCronTool } from "./tools/cron.js";
-import { createSpawnTool } from "./tools/spawn.js";
-import { type Jobs, createJobs } from "./jobs/jobs.js";
-import { createSubagentRunner } from "./jobs/subagents/runner.js";
-import { createSubagentTools } from "./jobs/subagents/tools.js";
-import { createWriteFileTool } from "./tools/write-file.js";
-import { createWebFetchTool } from "./tools/web-fetch.js";
-import { createWebSearchTool } from "./tools/web-search.js";
-
-/** The bus and the store: in memory and on disk for one process, or shared through Redis. */
-export interface Infrastructure {
-  bus: MessageBus;
-  store: Store;
-  redis?: Redis;
-  leaseTtlMs: number;
-  close(): Promise<void>;
-}
-
-export interface InfrastructureOptions {
-  /** `gateway` and `worker` only make sense with Redis: fail at start-up without it. */
-  requireRedis?: string;
-  /** Use the in-memory bus and file store even when Redis is configured (`countbot chat`). */
-  embedded?: boolean;
-  now?: () => number;
-}
-
-export async function createInfrastructure(config: ResolvedConfig, logger: Logger, options: InfrastructureOptions = {}): Promise<Infrastructure> {
-  const leaseTtlMs = config.redis.leaseTtlMs;
-  if (!config.redis.url || options.embedded) {
-    if (options.requireRedis) {
-      throw new ConfigError(`\`countbot ${options.requireRedis}\` needs Redis: set REDIS_URL or redis.url (or run \`countbot start\` for one process)`, "redis.url");
-    }
-    await mkdir(config.dataDir, { recursive: true });
-    const bus = createMemoryBus({ debounceMs: config.agent.debounceMs, leaseTtlMs, now: options.now });
-    const store = createFileStore({ dataDir: config.dataDir, now: options.now });
-    return { bus, store, leaseTtlMs, close: async () => void (await Promise.all([bus.close(), store.close()])) };
-  }
-  const redis = connectRedis(config.redis.url, { name: "countbot" });
-  try {
-    const checked = await checkRedis(redis, { evictionPolicy: config.redis.evictionPolicy });
-    for (const warning of checked.warnings) logger.warn(`REDIS WARNING: ${warning}`);
-  } catch (error) {
-    redis.disconnect();
-    throw error;
-  }
-  const bus = createRedisBus({
-    redis,
-    prefix: config.redis.prefix,
-    leaseTtlMs,
-    debounceMs: config.agent.debounceMs,
-    now: options.now,
-    onError: (error) => logger.warn({ err: error }, "outbound delivery problem"),
-  });
-  const store = createRedisStore({ redis, prefix: config.redis.prefix, now: options.now });
-  return {
-    bus,
-    store,
-    redis,
-    leaseTtlMs,
-    close: async () => {
-      await bus.close();
-      await store.close();
-      await redis.quit().catch(() => undefined);
-    },
-  };
-}
+import { Agent } from "../agent/agent.js";
+import { ContextBuilder } from "../agent/context-builder.js";
+import { createMemoryStore } from "../agent/memory.js";
+import { createMemoryTool } from "../agent/memory-tool.js";
+import { TurnConsumer } from "../agent/turn-consumer.js";
+import type { MessageBus } from "../bus/message-bus.js";
+import { collectSecrets } from "../config/mask.js";
+import type { ResolvedConfig } from "../config/schema.js";
+import { createCronTool } from "../jobs/cron/cron-tool.js";
+import { type Jobs, createJobs } from "../jobs/jobs.js";
+import { createSubagentRunner } from "../jobs/subagents/runner.js";
+import { createSpawnTool } from "../jobs/subagents/spawn-tool.js";
+import { createSubagentTools } from "../jobs/subagents/tools.js";
+import { resolveChatModel } from "../providers/factory.js";
+import type { ChatModel } from "../providers/chat-model.js";
+import { createFileStore } from "../store/file-store.js";
+import type { Store } from "../store/store.js";
+import { type AuditLog, auditEntryOf, createAuditLog } from "../tools/audit-log.js";
+import { chooseSandbox } from "../tools/exec-sandbox.js";
+import { createMessageTool } from "../tools/message.js";
+import type { ToolRegistry } from "../tools/registry.js";
+import { createToolHistory } from "../tools/tool-history.js";
+import { createToolSet } from "../tools/tool-set.js";
+import type { Tool } from "../tools/tool.js";
+import { type Infrastructure, createInfrastructure } from "./infrastructure.js";
 
 export interface AgentRuntime {
   config: ResolvedConfig;
@@ -123,39 +55,14 @@ export interface RuntimeOverrides {
   now?: () => number;
 }
 
-/** The tools the main agent gets, as the config allows them. */
+/** The tools the main agent gets, as the config allows them: the built-in set plus its own. */
 export function createTools(config: ResolvedConfig, dependencies: { memory: ReturnType<typeof createMemoryStore>; bus?: MessageBus; jobs?: Jobs }): ToolRegistry {
-  const { tools } = config;
-  const registry = new ToolRegistry({ maxResultChars: tools.maxResultChars })
-    .register(createReadFileTool({ maxBytes: tools.maxReadBytes }))
-    .register(createListDirTool())
-    .register(createWriteFileTool({ maxBytes: tools.maxWriteBytes }))
-    .register(createEditFileTool({ maxBytes: tools.maxWriteBytes }))
-    .register(createMemoryTool(dependencies.memory));
-  if (tools.exec.enabled) {
-    registry.register(
-      createExecTool({
-        timeoutSeconds: tools.exec.timeoutSeconds,
-        maxOutputChars: tools.exec.maxOutputChars,
-        denyPatterns: tools.exec.denyPatterns,
-        allowPatterns: tools.exec.allowPatterns,
-        sandbox: tools.exec.sandbox,
-      }),
-    );
-  }
-  if (tools.web.enabled) {
-    registry.register(createWebFetchTool({ maxBytes: tools.web.fetchMaxBytes, timeoutMs: tools.web.fetchTimeoutMs, maxRedirects: tools.web.maxRedirects }));
-    const search = createWebSearchTool({ apiKey: tools.braveApiKey, baseURL: tools.web.searchBaseURL, maxResults: tools.web.searchMaxResults });
-    if (search) registry.register(search);
-  }
-  if (dependencies.jobs) {
-    registry.register(createSpawnTool(dependencies.jobs.subagents));
-    registry.register(createCronTool(dependencies.jobs.scheduler));
-  }
-  const bus = dependencies.bus;
-  registry.register(
+  const { bus, jobs } = dependencies;
+  const extra: Tool[] = [createMemoryTool(dependencies.memory)];
+  if (jobs) extra.push(createSpawnTool(jobs.subagents), createCronTool(jobs.scheduler));
+  extra.push(
     createMessageTool({
-      allowedTargets: tools.message.allowedTargets,
+      allowedTargets: config.tools.message.allowedTargets,
       sendTo: bus
         ? async (target, content) => {
             await bus.publishOutbound({ id: `tool-${crypto.randomUUID()}`, channel: target.channel, chatId: target.chatId, content, kind: "final", media: [], metadata: {} });
@@ -163,7 +70,7 @@ export function createTools(config: ResolvedConfig, dependencies: { memory: Retu
         : undefined,
     }),
   );
-  return registry;
+  return createToolSet(config, { extra });
 }
 
 /** The agent and what it needs: model, tools, store, memory, context. Throws ConfigError early. */
@@ -232,7 +139,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
 
 export interface Worker extends AgentRuntime {
   bus: MessageBus;
-  loop: TurnConsumer;
+  consumer: TurnConsumer;
   jobs: Jobs;
   /** Consume the bus and run jobs; resolves when the loop has stopped. */
   run(): Promise<void>;
@@ -258,10 +165,10 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
       if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: task.sessionKey, channel: "subagent", chatId: task.id }));
     },
   });
-  const jobs = createJobs({ config, logger, bus: infrastructure.bus, store: infrastructure.store, redis: infrastructure.redis, workspace, runTask, now: overrides.now });
+  const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, now: overrides.now });
   const runtime = await createAgentRuntime(config, logger, { ...overrides, model, store: infrastructure.store, bus: infrastructure.bus, jobs });
   auditRef.log = runtime.audit;
-  const loop = new TurnConsumer({
+  const consumer = new TurnConsumer({
     bus: infrastructure.bus,
     agent: runtime.agent,
     logger,
@@ -274,15 +181,15 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
   return {
     ...runtime,
     bus: infrastructure.bus,
-    loop,
+    consumer,
     jobs,
     run() {
       jobsStarted ??= jobs.start().catch((error: unknown) => logger.error({ err: error }, "background jobs failed to start"));
-      running ??= loop.run();
+      running ??= consumer.run();
       return running;
     },
     close: async () => {
-      await loop.stop(5_000);
+      await consumer.stop(5_000);
       await jobsStarted;
       await jobs.close();
       await runtime.close();
@@ -306,4 +213,26 @@ export async function createEmbeddedRuntime(config: ResolvedConfig, logger: Logg
       await infrastructure.close();
     },
   };
+}
+
+/** Background jobs on this deployment's queue, scheduler, leader election and counters. */
+export function createJobsOn(
+  infrastructure: Infrastructure,
+  config: ResolvedConfig,
+  logger: Logger,
+  options: { workspace: string; runTask?: Parameters<typeof createJobs>[0]["runTask"]; now?: () => number },
+): Jobs {
+  const { counters } = infrastructure;
+  const heartbeatKey = (day: string) => `heartbeat:delivered:${day}`;
+  return createJobs({
+    config,
+    logger,
+    bus: infrastructure.bus,
+    store: infrastructure.store,
+    queue: infrastructure.queue,
+    scheduler: infrastructure.scheduler(),
+    elect: infrastructure.elect,
+    heartbeatCounter: { increment: (day) => counters.increment(heartbeatKey(day), 3 * 24 * 60 * 60 * 1000), get: (day) => counters.get(heartbeatKey(day)) },
+    ...options,
+  });
 }

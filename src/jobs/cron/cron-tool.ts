@@ -7,10 +7,10 @@
 import { randomBytes } from "node:crypto";
 import { CronExpressionParser } from "cron-parser";
 import { z } from "zod";
-import { ToolError } from "../errors.js";
-import { nextDueTime } from "../jobs/cron/in-process-scheduler.js";
-import type { CronJob, CronSchedule, Scheduler } from "../jobs/cron/scheduler.js";
-import { defineTool, type Tool } from "./tool.js";
+import { ToolError } from "../../errors.js";
+import { nextDueTime } from "./in-process-scheduler.js";
+import type { CronJob, CronSchedule, Scheduler } from "./scheduler.js";
+import { defineTool, type Tool } from "../../tools/tool.js";
 
 /** Shortest `every_seconds` the tool accepts. */
 export const MIN_EVERY_SECONDS = 10;

@@ -1,21 +1,29 @@
 /**
- * The web as a channel. `POST /api/chat/:chatId/messages` puts a message on the bus;
- * `GET /ws?chatId=` streams that chat's drafts, tool notices and final replies, in order.
+ * The web page as a channel: a ChannelAdapter on the shared runtime like every platform. Admission
+ * judges what is posted (`/stop` cancels at once, `/help` is answered at the gateway, `/new` and
+ * the rest go onto the bus); the dispatcher delivers replies (delivery dedupe per chunk, drafts).
  *
- * One consumer of the bus's `web` outbound channel per process fans events out to the sockets of
- * each chat. A final that finds no socket open is kept (bounded) and sent when one connects, so a
- * reply survives a page reload; drafts and notices are only for whoever is watching. Finals are
- * deduped with `bus.markDelivered` before they are sent or kept: a turn re-run after a crash repeats
- * its ids, and the repeat is dropped here.
+ * - Inbound: `POST /api/chat/:chatId/messages` becomes a PlatformEvent of a private chat; the
+ *   answer says what admission did (202 queued, 200 a retried `clientMessageId`, 429 over the
+ *   rate limit). Authentication is the API server's (bearer token), so the policy is open.
+ * - Outbound: `GET /ws?chatId=` streams the chat's drafts, tool notices and replies, one JSON
+ *   object per WebSocket message (WebEvent). A final that finds no socket open is kept (bounded)
+ *   and sent when one connects, so a reply survives a page reload; drafts and notices are only for
+ *   whoever is watching.
+ * - Several gateways: every gateway runs this channel (no leader: the page connects to any of
+ *   them) and consumes a share of the replies; each event is also fanned out over the bus so the
+ *   gateway that holds the chat's socket sends it. A client may see a final twice (once live from
+ *   another gateway, once from a buffer here): its id is stable, dedupe on it.
  */
 import { randomUUID } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
 import { z } from "zod";
-import { parseRequest } from "../../src/api/validation.js";
-import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
-import type { MessageBus, OutboundEvent, Subscription } from "../../src/bus/message-bus.js";
+import type { Subscription } from "../../src/bus/message-bus.js";
+import { ChannelError } from "../../src/errors.js";
+import type { AdmissionOutcome, ChannelAdapter, ChannelCapabilities, ChannelDependencies, EventSink, SendOptions } from "../../src/gateway/channel.js";
+import { parseRequest } from "../../src/gateway/http-request.js";
 
 export const WEB_CHANNEL = "web";
 
@@ -44,14 +52,24 @@ const ChatParamsSchema = z.object({ chatId: ChatIdSchema });
 export type WebEvent =
   | { type: "draft"; replyId: string; text: string }
   | { type: "notice"; id: string; content: string }
-  /** A final reply. `answers`: the ids (from POST) of the messages this reply answers. */
-  | { type: "message"; id: string; content: string; answers: string[] };
+  /**
+   * A reply. `answers`: the ids (from POST) of the messages this reply answers. A reply too long
+   * for one message comes in parts, each with `part` (0-based) and `parts`.
+   */
+  | { type: "message"; id: string; content: string; answers: string[]; part?: number; parts?: number };
 
-export interface WebChannelOptions {
-  bus: MessageBus;
-  logger: Logger;
-  newId?: () => string;
-  now?: () => number;
+export const webCapabilities: ChannelCapabilities = {
+  // The page renders Markdown itself and takes long replies in one piece.
+  maxMessageLength: 100_000,
+  markdown: "plain",
+  streaming: "draft",
+  // The agent already throttles drafts; a draft goes out as soon as it arrives.
+  draftIntervalMs: 0,
+  minSendIntervalMs: 0,
+  chatType: "private",
+};
+
+export interface WebAdapterOptions extends Pick<ChannelDependencies, "bus" | "logger" | "now" | "newId"> {
   /** Finals kept per chat while no socket is open; the oldest go first. Default 50. */
   maxPendingPerChat?: number;
   /** Chats with kept finals; the chat idle longest is dropped first. Default 10,000. */
@@ -68,8 +86,12 @@ interface PendingFinal {
   event: WebEvent & { type: "message" };
 }
 
-export class WebChannel {
-  readonly channel = WEB_CHANNEL;
+/** How the POST is answered, by what admission did. */
+type Receipt = { status: number; body: Record<string, unknown> };
+
+export class WebAdapter implements ChannelAdapter {
+  readonly name = WEB_CHANNEL;
+  readonly capabilities = webCapabilities;
   private readonly logger: Logger;
   private readonly newId: () => string;
   private readonly now: () => number;
@@ -78,14 +100,14 @@ export class WebChannel {
   private readonly pending: PendingFinals;
   /** `chatId:clientMessageId` → the inbound id it was queued under, to answer a retry with it. */
   private readonly accepted = new BoundedMap<string, string>(10_000);
-  private subscription: Subscription | undefined;
+  private sink: EventSink | undefined;
   private fanIn: Subscription | undefined;
   private pingTimer: NodeJS.Timeout | undefined;
   private sequence = 0;
   /** Names this gateway in fan-out messages, so it ignores its own. */
   private readonly instance = randomUUID();
 
-  constructor(private readonly options: WebChannelOptions) {
+  constructor(private readonly options: WebAdapterOptions) {
     this.logger = options.logger.child({ channel: WEB_CHANNEL });
     this.newId = options.newId ?? randomUUID;
     this.now = options.now ?? Date.now;
@@ -94,27 +116,21 @@ export class WebChannel {
     );
   }
 
-  /** Start consuming the bus's `web` outbound channel. Call once per process. */
-  async start(): Promise<void> {
-    if (this.subscription) return;
-    // With several gateways each consumes a share of the replies; every reply is also fanned out so
-    // the gateway that holds the chat's socket sends it. Clients may see a final twice (once live
-    // from another gateway, once from a buffer here): its id is stable, dedupe on it.
-    this.fanIn = await this.options.bus.onBroadcast(WEB_CHANNEL, (payload) => this.fromOtherGateway(payload));
-    this.subscription = await this.options.bus.consumeOutbound(WEB_CHANNEL, (event) => this.deliver(event));
+  async start(sink: EventSink): Promise<void> {
+    this.sink = sink;
+    this.fanIn ??= await this.options.bus.onBroadcast(WEB_CHANNEL, (payload) => this.fromOtherGateway(payload));
     const interval = this.options.pingIntervalMs ?? 30_000;
-    if (interval > 0) {
+    if (interval > 0 && !this.pingTimer) {
       this.pingTimer = setInterval(() => this.pingAll(), interval);
       this.pingTimer.unref();
     }
   }
 
-  /** Stop consuming, then close every socket (1001, going away). */
-  async close(): Promise<void> {
+  /** Stops taking messages, then closes every socket (1001, going away). */
+  async stop(): Promise<void> {
+    this.sink = undefined;
     if (this.pingTimer) clearInterval(this.pingTimer);
     this.pingTimer = undefined;
-    await this.subscription?.close();
-    this.subscription = undefined;
     await this.fanIn?.close();
     this.fanIn = undefined;
     for (const sockets of this.sockets.values()) for (const socket of sockets) socket.close(1001, "server shutting down");
@@ -131,9 +147,8 @@ export class WebChannel {
     app.post("/api/chat/:chatId/messages", async (request, reply) => {
       const { chatId } = parseRequest(ChatParamsSchema, request.params, "params");
       const body = parseRequest(SendMessageBodySchema, request.body, "body");
-      const result = await this.receive(chatId, body);
-      if (result.duplicate) return reply.code(200).send(result);
-      return reply.code(202).send({ id: result.id });
+      const receipt = await this.receive(chatId, body);
+      return reply.code(receipt.status).send(receipt.body);
     });
 
     app.get(
@@ -147,33 +162,53 @@ export class WebChannel {
     );
   }
 
-  /** Queues a message from the page on the bus. A clientMessageId seen before queues nothing. */
-  async receive(chatId: string, body: SendMessageBody): Promise<{ id: string; duplicate?: undefined } | { id?: string; duplicate: true }> {
+  /** Hands a message from the page to admission. A clientMessageId seen before queues nothing. */
+  async receive(chatId: string, body: SendMessageBody): Promise<Receipt> {
+    const sink = this.sink;
+    if (!sink) return { status: 503, body: { error: "the web channel is not running" } };
     const id = this.newId();
-    const message: InboundMessage = {
-      id,
-      channel: WEB_CHANNEL,
-      chatId,
-      senderId: body.senderId ?? "web-user",
-      content: body.content,
-      media: [],
-      mentions: [],
-      receivedAt: this.now(),
-      // Scoped to the chat, because the bus dedupes per channel and pages may number their own messages.
-      ...(body.clientMessageId === undefined ? {} : { platformEventId: `${chatId}:${body.clientMessageId}` }),
-      metadata: body.clientMessageId === undefined ? {} : { clientMessageId: body.clientMessageId },
-    };
-    const { accepted } = await this.options.bus.publishInbound(message);
+    // Scoped to the chat, because the bus dedupes per channel and pages may number their own messages.
     const retryKey = body.clientMessageId === undefined ? undefined : `${chatId}:${body.clientMessageId}`;
-    if (!accepted) {
-      // The first request's id, when this process took it; another gateway's is not known here.
-      const original = retryKey === undefined ? undefined : this.accepted.get(retryKey);
-      this.logger.debug({ sessionKey: `${WEB_CHANNEL}:${chatId}`, clientMessageId: body.clientMessageId }, "duplicate web message ignored");
-      return original === undefined ? { duplicate: true } : { id: original, duplicate: true };
+    const outcome: AdmissionOutcome = await sink({
+      eventId: retryKey ?? id,
+      chatId,
+      chatType: "private",
+      senderId: body.senderId ?? "web-user",
+      senderIsBot: false,
+      text: body.content,
+      mentionsBot: false,
+      repliesToBot: false,
+      platformMessageId: id,
+      media: [],
+      receivedAt: this.now(),
+      metadata: body.clientMessageId === undefined ? {} : { clientMessageId: body.clientMessageId },
+    });
+    const fields = { sessionKey: `${WEB_CHANNEL}:${chatId}`, clientMessageId: body.clientMessageId };
+    switch (outcome) {
+      case "published":
+        if (retryKey !== undefined) this.accepted.set(retryKey, id);
+        this.logger.debug({ ...fields, messageId: id }, "web message queued");
+        return { status: 202, body: { id } };
+      case "duplicate": {
+        // The first request's id, when this process took it; another gateway's is not known here.
+        const original = retryKey === undefined ? undefined : this.accepted.get(retryKey);
+        this.logger.debug(fields, "duplicate web message ignored");
+        return { status: 200, body: original === undefined ? { duplicate: true } : { id: original, duplicate: true } };
+      }
+      case "rate-limited":
+      case "ignored:rate-limited":
+        return { status: 429, body: { error: "too many messages: wait a minute before sending more" } };
+      case "command:stop":
+      case "command:help":
+        return { status: 200, body: { id, command: outcome.slice("command:".length) } };
+      default:
+        return { status: 202, body: { id, outcome } };
     }
-    if (retryKey !== undefined) this.accepted.set(retryKey, id);
-    this.logger.debug({ sessionKey: `${WEB_CHANNEL}:${chatId}`, messageId: id }, "web message queued");
-    return { id };
+  }
+
+  /** Whether it takes messages (started, not stopped). */
+  get running(): boolean {
+    return this.sink !== undefined;
   }
 
   /** Sockets open for `chatId` (for tests and metrics). */
@@ -184,6 +219,39 @@ export class WebChannel {
   /** Finals kept for `chatId` until a socket connects (for tests and metrics). */
   waiting(chatId: string): number {
     return this.pending.count(chatId);
+  }
+
+  async send(chatId: string, text: string, options: SendOptions): Promise<{ platformMessageId: string }> {
+    const part = options.outbound;
+    if (part?.kind === "notice") {
+      await this.emit(chatId, { type: "notice", id: part.messageId, content: text });
+      return { platformMessageId: part.messageId };
+    }
+    // Without an annotation it is the gateway's own reply (`/help`, `/stop`): a message of its own.
+    const id = part?.messageId ?? `gateway-${this.newId()}`;
+    const event: WebEvent & { type: "message" } = { type: "message", id, content: text, answers: part?.answers ?? [] };
+    if (part && part.chunks > 1) Object.assign(event, { part: part.chunk, parts: part.chunks });
+    this.sendFinal(chatId, { sequence: ++this.sequence, event }, this.openSockets(chatId));
+    await this.fanOut(chatId, event);
+    return { platformMessageId: id };
+  }
+
+  /** Web chats stream as drafts; a message is never edited in place. */
+  async edit(): Promise<void> {
+    throw new ChannelError("the web channel does not edit messages", "not-found");
+  }
+
+  async draft(chatId: string, _draftId: number, text: string, replyId: string): Promise<void> {
+    const event: WebEvent = { type: "draft", replyId, text };
+    this.sendDraft(chatId, event);
+    await this.fanOut(chatId, event);
+  }
+
+  async typing(): Promise<void> {}
+
+  private async emit(chatId: string, event: WebEvent): Promise<void> {
+    this.broadcast(chatId, event);
+    await this.fanOut(chatId, event);
   }
 
   private attach(chatId: string, socket: WebSocket): void {
@@ -197,7 +265,7 @@ export class WebChannel {
     socket.on("pong", () => this.alive.set(socket, true));
     socket.on("close", () => this.detach(chatId, socket));
     socket.on("error", (error) => this.logger.debug({ err: error, chatId }, "web socket error"));
-    // What waited for this chat goes first; anything published after it comes through deliver().
+    // What waited for this chat goes first; anything published after it comes through send().
     for (const final of this.pending.take(chatId)) this.sendFinal(chatId, final, [socket]);
   }
 
@@ -206,30 +274,6 @@ export class WebChannel {
     if (!sockets) return;
     sockets.delete(socket);
     if (sockets.size === 0) this.sockets.delete(chatId);
-  }
-
-  /** The bus's handler: resolving acknowledges the event, throwing (e.g. Redis down) leaves it for redelivery. */
-  private async deliver(event: OutboundEvent): Promise<void> {
-    if (event.type === "draft") {
-      this.sendDraft(event.draft.chatId, { type: "draft", replyId: event.draft.replyId, text: event.draft.text });
-      return this.fanOut(event.draft.chatId, { type: "draft", replyId: event.draft.replyId, text: event.draft.text });
-    }
-    const message = event.message;
-    if (message.kind === "draft") {
-      this.sendDraft(message.chatId, { type: "draft", replyId: message.id, text: message.content });
-      return this.fanOut(message.chatId, { type: "draft", replyId: message.id, text: message.content });
-    }
-    if (message.kind === "notice") {
-      this.broadcast(message.chatId, { type: "notice", id: message.id, content: message.content });
-      return this.fanOut(message.chatId, { type: "notice", id: message.id, content: message.content });
-    }
-    if (!(await this.options.bus.markDelivered(message.id))) {
-      this.logger.debug({ chatId: message.chatId, outboundId: message.id }, "web reply already delivered");
-      return;
-    }
-    const final: PendingFinal = { sequence: ++this.sequence, event: finalEvent(message) };
-    this.sendFinal(message.chatId, final, this.openSockets(message.chatId));
-    await this.fanOut(message.chatId, final.event);
   }
 
   /** Tells the other gateways, whose sockets for this chat this one cannot reach. */
@@ -241,7 +285,7 @@ export class WebChannel {
     }
   }
 
-  /** An event another gateway consumed: only sockets open here get it; nothing is buffered. */
+  /** An event another gateway delivered: only sockets open here get it; nothing is buffered. */
   private fromOtherGateway(payload: string): void {
     let parsed: { from: string; chatId: string; event: WebEvent };
     try {
@@ -254,7 +298,7 @@ export class WebChannel {
     else this.broadcast(parsed.chatId, parsed.event);
   }
 
-  private sendDraft(chatId: string, event: WebEvent & { type: "draft" }): void {
+  private sendDraft(chatId: string, event: WebEvent): void {
     const limit = this.options.maxDraftBacklogBytes ?? 1024 * 1024;
     const data = JSON.stringify(event);
     // Drafts are snapshots: a client that cannot keep up simply gets a later one.
@@ -309,11 +353,6 @@ export class WebChannel {
       }
     }
   }
-}
-
-function finalEvent(message: OutboundMessage): WebEvent & { type: "message" } {
-  const answers = Array.isArray(message.metadata.answers) ? message.metadata.answers.map(String) : [];
-  return { type: "message", id: message.id, content: message.content, answers };
 }
 
 /** Finals waiting for a socket: at most `perChat` per chat (oldest dropped), at most `chats` chats (least recent dropped). */

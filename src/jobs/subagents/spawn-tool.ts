@@ -4,8 +4,8 @@
  * agent then answers in the chat.
  */
 import { z } from "zod";
-import type { SubagentManager } from "../jobs/subagents/manager.js";
-import { defineTool, type Tool } from "./tool.js";
+import type { SubagentManager } from "./manager.js";
+import { defineTool, type Tool } from "../../tools/tool.js";
 
 const parameters = z.object({
   task: z.string().trim().min(1).max(20_000).describe("What the subagent should do: a complete, self-contained description (it sees nothing of this conversation)."),

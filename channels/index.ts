@@ -1,0 +1,10 @@
+/**
+ * The channel plugins: a platform is one folder under `channels/` and one line here. The config's
+ * `channels` section is assembled from these, and the gateway runs every enabled one.
+ */
+import type { ChannelPlugin } from "../src/gateway/channel.js";
+import { discordChannel } from "./discord/plugin.js";
+import { telegramChannel } from "./telegram/plugin.js";
+import { webChannel } from "./web/plugin.js";
+
+export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, webChannel];

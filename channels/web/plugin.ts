@@ -1,0 +1,35 @@
+/** The web page as a channel plugin: on by default, since the HTTP API serves it. */
+import { z } from "zod";
+import { type ChannelInstance, defineChannel } from "../../src/gateway/channel.js";
+import { WebAdapter } from "./web-adapter.js";
+
+export const WebConfigSchema = z.strictObject({
+  enabled: z.boolean().default(true).describe("Serve the web chat (`POST /api/chat/:chatId/messages`, `GET /ws`) behind the API token."),
+  rateLimitPerMinute: z.number().int().positive().max(100_000).default(60).describe("Messages one sender may post per minute; beyond it the POST answers 429."),
+  showNotices: z.boolean().default(true).describe("Stream tool-call and task notices to the page."),
+});
+
+export type WebConfig = z.infer<typeof WebConfigSchema>;
+
+export const webChannel = defineChannel({
+  name: "web",
+  description: "The web chat of the HTTP API.",
+  configSchema: WebConfigSchema.prefault({ enabled: true }),
+  create(config, { bus, logger, now, newId }) {
+    return webChannelOf(new WebAdapter({ bus, logger, now, newId }), config);
+  },
+});
+
+/** The web channel around an adapter: how the shared runtime treats it. */
+export function webChannelOf(adapter: WebAdapter, config: Omit<WebConfig, "enabled">): ChannelInstance {
+  return {
+    adapter,
+    // Whoever reaches the route passed the API's token (or the API is on loopback only).
+    policy: { allowFrom: [], open: true, groupPolicy: "all", pairing: false, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } },
+    routes: (scope) => adapter.registerRoutes(scope),
+    // The id the POST answers with is the inbound message's: replies' `answers` name it.
+    inboundIdOf: (event) => event.platformMessageId,
+    showNotices: config.showNotices,
+    annotateSends: true,
+  };
+}

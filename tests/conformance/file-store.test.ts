@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createInfrastructure } from "../../src/app.js";
+import { createInfrastructure } from "../../src/app/infrastructure.js";
 import { loadConfig } from "../../src/config/load.js";
 import { BusError } from "../../src/errors.js";
 import { safeFileName } from "../../src/store/file-io.js";

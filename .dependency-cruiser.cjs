@@ -1,0 +1,70 @@
+/**
+ * The layering, enforced in `npm test` (dependency-cruiser): a module imports only from layers
+ * below its own, never sideways into a sibling layer, never back up. Top to bottom:
+ *
+ *   cli → app → api | channels → gateway | jobs → agent → tools → providers | store → bus → base
+ *
+ * `base` is what every layer may use: src/config, src/redis, src/errors.ts, src/logger.ts,
+ * src/sleep.ts. A platform folder under channels/ imports no other platform's; only
+ * channels/index.ts lists them. tests/unit/layering.test.ts proves a wrong import is caught.
+ */
+const layers = [
+  ["cli", "^src/cli/"],
+  ["app", "^src/app/"],
+  ["api", "^src/api/"],
+  ["channels", "^channels/"],
+  ["gateway", "^src/gateway/"],
+  ["jobs", "^src/jobs/"],
+  ["agent", "^src/agent/"],
+  ["tools", "^src/tools/"],
+  ["providers", "^src/providers/"],
+  ["store", "^src/store/"],
+  ["bus", "^src/bus/"],
+  ["base", "^src/(config/|redis/|errors\\.ts$|logger\\.ts$|sleep\\.ts$)"],
+];
+// Layers that share a rank are siblings: neither may import the other.
+const rank = { cli: 7, app: 6, api: 5, channels: 5, gateway: 4, jobs: 4, agent: 3, tools: 2, providers: 1, store: 1, bus: 0, base: -1 };
+
+const upward = layers
+  .map(([name, path]) => [name, path, layers.filter(([other]) => other !== name && rank[other] >= rank[name]).map(([, otherPath]) => otherPath)])
+  .filter(([, , above]) => above.length > 0)
+  .map(([name, path, above]) => ({
+    name: `layer-${name}`,
+    comment: `${name} imports only from layers below it`,
+    severity: "error",
+    from: { path },
+    to: { path: above },
+  }));
+
+module.exports = {
+  forbidden: [
+    ...upward,
+    {
+      name: "no-circular",
+      comment: "import circles hide which part depends on which",
+      severity: "error",
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: "platform-apart",
+      comment: "a platform folder does not import another platform's code",
+      severity: "error",
+      from: { path: "^channels/([^/]+)/" },
+      to: { path: "^channels/", pathNot: "^channels/$1/" },
+    },
+    {
+      name: "everything-in-a-layer",
+      comment: "every module under src/ belongs to a layer",
+      severity: "error",
+      from: { path: "^src/", pathNot: layers.map(([, path]) => path) },
+      to: {},
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    exclude: { path: "(^|/)node_modules/" },
+  },
+};

@@ -41,7 +41,10 @@ export const DiscordConfigSchema = z.strictObject({
     .positive()
     .default(10 * 1024 * 1024)
     .describe("Image attachments larger than this are not downloaded; the model gets a note instead. Other files are only named in the text."),
-  registerCommands: z.boolean().default(false).describe("Register the /new /stop /status /help slash commands globally on start."),
+  registerCommands: z
+    .boolean()
+    .default(false)
+    .describe("Register /new /stop /status /help as global slash commands on start and answer them; typed commands work either way."),
 });
 
 export type DiscordConfig = z.infer<typeof DiscordConfigSchema>;

@@ -21,16 +21,18 @@
  *   shutdown). `minSendIntervalMs` is only a small floor.
  * - Reconnects: discord.js resumes by itself; connection-monitor.ts logs every reconnect and makes a
  *   fresh IDENTIFY after three failed resumes.
+ * - Slash commands (`registerCommands`): /new /stop /status /help, see slash-commands.ts.
  */
 import { createHash } from "node:crypto";
-import { Client, Events, GatewayIntentBits, type Message, Partials, REST, Routes } from "discord.js";
+import { type ChatInputCommandInteraction, Client, Events, GatewayIntentBits, type Interaction, type Message, Partials, REST, Routes } from "discord.js";
 import type { Logger } from "pino";
-import type { ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
+import type { AdmissionOutcome, ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
 import { DISCORD_CDN_HOSTS, createAttachmentDownloader } from "./attachment-download.js";
 import { type ConnectionStats, monitorConnection } from "./connection-monitor.js";
 import { createScrubber, scrubError, toChannelError } from "./discord-errors.js";
 import { UnreadableMessageError, toPlatformEvent } from "./inbound-event.js";
+import { acknowledge, commandEvent, isChatCommand, registerSlashCommands, withdraw } from "./slash-commands.js";
 
 export const discordCapabilities: ChannelCapabilities = {
   maxMessageLength: 2000,
@@ -62,6 +64,8 @@ export interface DiscordAdapterOptions {
   readyTimeoutMs?: number;
   /** Failed resumes in a row before a fresh IDENTIFY. Default 3. */
   maxFailedResumes?: number;
+  /** Register /new /stop /status /help as slash commands on start, and take their invocations. Default false. */
+  registerCommands?: boolean;
 }
 
 export interface DiscordAdapter extends ChannelAdapter {
@@ -108,6 +112,7 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
   let client: Client | undefined;
   let monitor: ReturnType<typeof monitorConnection> | undefined;
   let identity: { id: string; username: string } | undefined;
+  let applicationId: string | undefined;
   let sink: EventSink | undefined;
   let lifetime = new AbortController();
   const chains = new Map<string, Promise<void>>();
@@ -130,15 +135,17 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
   }
 
   /** Hands the event to the sink; retried with backoff while it throws, as the gateway will not send it again. */
-  async function deliver(event: PlatformEvent, signal: AbortSignal): Promise<void> {
+  async function deliver(event: PlatformEvent, signal: AbortSignal): Promise<AdmissionOutcome | undefined> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await sink!(event);
-        return;
+        return await sink!(event);
       } catch (error) {
-        if (signal.aborted) return;
+        if (signal.aborted) return undefined;
         const fields = { channel: "discord", chatId: event.chatId, eventId: event.eventId, attempt, error: errorMessage(error) };
-        if (attempt >= sinkAttempts) return logger.error(fields, "discord event could not be handed over; dropped");
+        if (attempt >= sinkAttempts) {
+          logger.error(fields, "discord event could not be handed over; dropped");
+          return undefined;
+        }
         logger.warn(fields, "discord event hand-over failed; retrying");
         await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** (attempt - 1)));
       }
@@ -158,6 +165,35 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
     }
     if (!event || signal.aborted) return;
     await deliver(event, signal);
+  }
+
+  async function handleCommand(interaction: ChatInputCommandInteraction, signal: AbortSignal): Promise<void> {
+    const fields = { channel: "discord", type: "INTERACTION_CREATE", interactionId: interaction.id, command: interaction.commandName };
+    let echo: string | undefined;
+    try {
+      // Within Discord's 3 s, before the chat's queue: what the command produces threads to this echo.
+      echo = await acknowledge(rest, interaction);
+    } catch (error) {
+      return logger.warn({ ...fields, error: toChannelError(error, "interactionCallback", scrub).message }, "discord slash command could not be answered; dropped");
+    }
+    const event = commandEvent(interaction, echo ?? interaction.id, now());
+    inChatOrder(event.chatId, async () => {
+      const outcome = await deliver(event, signal);
+      if (outcome?.startsWith("ignored:")) {
+        await withdraw(rest, interaction).catch((error: unknown) => logger.debug({ ...fields, error: toChannelError(error, "deleteResponse", scrub).message }, "discord command echo not deleted"));
+      }
+    });
+  }
+
+  function onInteraction(interaction: Interaction): void {
+    const signal = lifetime.signal;
+    try {
+      if (!options.registerCommands || !identity || !sink || signal.aborted) return;
+      if (!interaction.isChatInputCommand() || !isChatCommand(interaction)) return;
+      void handleCommand(interaction, signal);
+    } catch (error) {
+      logger.warn({ channel: "discord", type: "INTERACTION_CREATE", error: errorMessage(error) }, "discord event not understood; dropped");
+    }
   }
 
   function onMessage(message: Message): void {
@@ -199,6 +235,7 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
       rest: restOptions,
     });
     gatewayClient.on(Events.MessageCreate, onMessage);
+    gatewayClient.on(Events.InteractionCreate, onInteraction);
     gatewayClient.on(Events.Error, (error) => logger.error({ channel: "discord", error: scrub(error.message) }, "discord client error"));
     gatewayClient.on(Events.Warn, (warning) => logger.warn({ channel: "discord", warning: scrub(warning) }, "discord client warning"));
     guardPackets(gatewayClient);
@@ -214,6 +251,7 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
       gatewayClient.once(Events.ClientReady, (readyClient) => {
         // Set before discord.js replays the messages it held back until the guilds arrived.
         identity = { id: readyClient.user.id, username: readyClient.user.username };
+        applicationId = readyClient.application.id;
         resolve();
       });
       refused = (event) => reject(new ChannelError(`discord gateway refused the connection (close code ${event.code}${closeHints[event.code] ?? ""})`, "discord", { kind: "forbidden" }));
@@ -253,6 +291,7 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
         await gatewayClient.destroy().catch(() => undefined);
         throw error;
       }
+      if (options.registerCommands && applicationId) await registerSlashCommands(rest, applicationId, logger, (error) => toChannelError(error, "registerCommands", scrub).message);
       logger.info({ channel: "discord", bot: identity?.username, botId: identity?.id, guilds: gatewayClient.guilds.cache.size }, "discord channel started");
     },
 

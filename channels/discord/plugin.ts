@@ -37,6 +37,7 @@ export const discordChannel = defineChannel({
       maxImageBytes: config.maxImageBytes,
       downloadDir: path.join(dataDir, "media", "discord"),
       inheritParent: config.threads.inheritParent,
+      registerCommands: config.registerCommands,
       logger,
       now,
     });

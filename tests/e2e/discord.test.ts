@@ -11,6 +11,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeDiscordServer, type FakeGuild, type FakeUser, type BotMessage, startFakeDiscord } from "../support/fake-discord-server.js";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
+import { helpText } from "../../src/agent/commands.js";
 import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 
@@ -73,7 +74,7 @@ beforeAll(async () => {
     JSON.stringify({
       redis: { prefix, leaseTtlMs: 2_000 },
       agent: { providerRetries: 0 },
-      channels: { discord: { enabled: true, allowFrom: [owner.id, second.id], allowRoles: [helpers.id], groupPolicy: "mention" } },
+      channels: { discord: { enabled: true, allowFrom: [owner.id, second.id], allowRoles: [helpers.id], groupPolicy: "mention", registerCommands: true } },
     }),
   );
   env = {
@@ -174,6 +175,24 @@ describe("Discord through gateway and worker processes", () => {
     // One message before in the thread; the channel's own messages are another session's.
     await replyWith(thread.id, 0, "you said 1 things before");
     expect(since(guild.generalId, channelMark)).toEqual([]);
+  });
+
+  it("takes the slash commands: /help answered by the gateway, /new by the worker, each as a reply to the command", async () => {
+    expect(discord.commands.map((command) => command.name).sort()).toEqual(["help", "new", "status", "stop"]);
+    const channelId = guild.generalId;
+    const mark = discord.sentIn(channelId).length;
+    discord.sendCommand({ from: owner, name: "help", channelId });
+    const help = await replyWith(channelId, mark, helpText);
+    expect(help.replyTo).toBe(since(channelId, mark).find((message) => message.command === "help")!.id);
+    discord.sendCommand({ from: stranger, name: "status", channelId });
+    const chatId = discord.dmChannelId(second);
+    const dmMark = discord.sentIn(chatId).length;
+    discord.sendCommand({ from: second, name: "new" });
+    const started = await replyWith(chatId, dmMark, "Started a new conversation.");
+    expect(started.replyTo).toBe(since(chatId, dmMark).find((message) => message.command === "new")!.id);
+    // The stranger's invocation was dropped, and its echo withdrawn.
+    await pause(500);
+    expect(since(channelId, mark).map((message) => message.content)).toEqual(["/help", helpText]);
   });
 
   it("sends a 5,000-character reply as ≤2,000-character parts, in order, with the code block intact", async () => {

@@ -18,147 +18,34 @@
  * nonce seen before in the channel returns the first message and creates none), PATCH
  * /channels/:id/messages/:id, POST /channels/:id/typing. Errors are Discord's JSON (`{ message,
  * code }`); a 429 carries Retry-After, X-RateLimit-* and a body with retry_after. Every call is
- * recorded. Messages the bot creates come back to it as MESSAGE_CREATE, as on Discord.
+ * recorded. Messages the bot creates come back to it as MESSAGE_CREATE, as on Discord. Slash
+ * commands: PUT /applications/:id/commands, INTERACTION_CREATE from {@link sendCommand}, POST
+ * /interactions/:id/:token/callback (once, within 3 s; `with_response` returns the message) and
+ * DELETE /webhooks/:app/:token/messages/@original, the last two without the bot's Authorization.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type FakeGateway, type ResumeFailure, createFakeGateway } from "./fake-discord-gateway.js";
+import {
+  type BotMessage,
+  ChannelTypes,
+  type FakeAttachment,
+  type FakeChannel,
+  type FakeDiscordOptions,
+  type FakeGuild,
+  type FakeMessage,
+  type FakeRole,
+  type FakeUser,
+  type RestCall,
+  type RestFailure,
+  type RouteName,
+  readBody,
+  routeOf,
+  snowflake,
+} from "./fake-discord-model.js";
 import { sendJson } from "./scripted-http-server.js";
 
-export const ChannelTypes = { GuildText: 0, DM: 1, PublicThread: 11 } as const;
-
-export interface FakeUser {
-  id: string;
-  username: string;
-  global_name: string | null;
-  discriminator: "0";
-  avatar: null;
-  bot?: boolean;
-}
-
-export interface FakeRole {
-  id: string;
-  name: string;
-  managed: boolean;
-  position: number;
-  permissions: string;
-  color: number;
-  hoist: boolean;
-  mentionable: boolean;
-  flags: number;
-  tags?: { bot_id?: string };
-}
-
-export interface FakeChannel {
-  id: string;
-  type: number;
-  guild_id?: string;
-  name?: string;
-  parent_id?: string | null;
-  position?: number;
-  permission_overwrites?: unknown[];
-  recipients?: FakeUser[];
-  thread_metadata?: { archived: boolean; auto_archive_duration: number; archive_timestamp: string; locked: boolean };
-  owner_id?: string;
-}
-
-export interface FakeGuild {
-  id: string;
-  name: string;
-  roles: FakeRole[];
-  channels: FakeChannel[];
-  threads: FakeChannel[];
-  members: Map<string, { user: FakeUser; roles: string[]; nick?: string }>;
-  /** The default text channel, `general`. */
-  generalId: string;
-  /** The bot's managed role. */
-  botRoleId: string;
-}
-
-export interface FakeAttachment {
-  id: string;
-  filename: string;
-  size: number;
-  url: string;
-  proxy_url: string;
-  content_type?: string;
-}
-
-/** A message as Discord's API returns it (the fields discord.js reads). */
-export type FakeMessage = Record<string, unknown> & { id: string; channel_id: string; author: FakeUser; content: string };
-
-/** What the bot has in a channel: the messages it created, with their text now. */
-export interface BotMessage {
-  id: string;
-  channelId: string;
-  content: string;
-  /** Texts it had before edits, oldest first. */
-  previous: string[];
-  nonce?: string | number;
-  replyTo?: string;
-}
-
-export type RouteName = "getGateway" | "getMe" | "getChannel" | "createMessage" | "editMessage" | "typing" | "other";
-
-export interface RestCall {
-  method: string;
-  path: string;
-  route: RouteName;
-  body: Record<string, unknown> | undefined;
-  headers: IncomingMessage["headers"];
-  status: number;
-  at: number;
-}
-
-/** What the next call of a route answers instead. */
-export interface RestFailure {
-  status: number;
-  /** 429: seconds to wait (Retry-After header, retry_after in the body). Default 1. */
-  retryAfter?: number;
-  global?: boolean;
-  code?: number;
-  message?: string;
-}
-
-export interface FakeDiscordOptions {
-  token: string;
-  bot?: { id?: string; username?: string };
-  heartbeatIntervalMs?: number;
-  /** False: the app was not granted the privileged Message Content intent (the gateway closes with 4014). Default true. */
-  privilegedIntents?: boolean;
-}
-
-let snowflakeCounter = 0;
-/** Snowflakes as Discord makes them: milliseconds since 2015 in the high bits, a counter below. */
-export function snowflake(): string {
-  snowflakeCounter = (snowflakeCounter + 1) % 4096;
-  return String(((BigInt(Date.now()) - 1_420_070_400_000n) << 22n) | BigInt(snowflakeCounter));
-}
-
-function readBody(incoming: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
-    incoming.on("end", () => resolve(Buffer.concat(chunks)));
-    incoming.on("error", reject);
-  });
-}
-
-function routeOf(method: string, path: string): { route: RouteName; params: string[] } {
-  const table: Array<[string, RegExp, RouteName]> = [
-    ["GET", /^\/gateway(?:\/bot)?$/, "getGateway"],
-    ["GET", /^\/users\/@me$/, "getMe"],
-    ["GET", /^\/channels\/(\d+)$/, "getChannel"],
-    ["POST", /^\/channels\/(\d+)\/messages$/, "createMessage"],
-    ["PATCH", /^\/channels\/(\d+)\/messages\/(\d+)$/, "editMessage"],
-    ["POST", /^\/channels\/(\d+)\/typing$/, "typing"],
-  ];
-  for (const [verb, pattern, route] of table) {
-    const match = method === verb ? pattern.exec(path) : null;
-    if (match) return { route, params: match.slice(1) };
-  }
-  return { route: "other", params: [] };
-}
+export * from "./fake-discord-model.js";
 
 const mentionPattern = /<@!?(\d+)>/g;
 const roleMentionPattern = /<@&(\d+)>/g;
@@ -177,6 +64,8 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
   const nonces = new Map<string, FakeMessage>();
   const failures = new Map<RouteName, RestFailure[]>();
   const requests: RestCall[] = [];
+  const interactions = new Map<string, { token: string; channelId: string; name: string; user: FakeUser; at: number; response?: FakeMessage }>();
+  const commands: Array<Record<string, unknown>> = [];
   let origin = "";
 
   const gateway: FakeGateway = createFakeGateway({
@@ -352,6 +241,34 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
     gateway.dispatch("MESSAGE_UPDATE", message);
   }
 
+  function interactionCallback(id: string, interactionToken: string, body: Record<string, unknown>, withResponse: boolean, response: ServerResponse): void {
+    const interaction = interactions.get(id);
+    // Discord forgets an interaction nobody answered within 3 s.
+    if (!interaction || interaction.token !== interactionToken || Date.now() - interaction.at > 3_000) return discordError(response, 404, 10062, "Unknown interaction");
+    if (interaction.response) return discordError(response, 400, 40060, "Interaction has already been acknowledged.");
+    if (body.type !== 4) return discordError(response, 400, 50035, "Invalid Form Body");
+    const data = (body.data ?? {}) as { content?: string };
+    const message = store(buildMessage({ channel: channels.get(interaction.channelId)!, author: botUser, content: data.content ?? "" }));
+    message.type = 20;
+    message.interaction_metadata = { id, type: 2, user: interaction.user, name: interaction.name };
+    interaction.response = message;
+    botMessages.push({ id: message.id, channelId: interaction.channelId, content: message.content, previous: [], command: interaction.name });
+    if (withResponse) sendJson(response, 200, { interaction: { id, type: 2, response_message_id: message.id, response_message_loading: false, response_message_ephemeral: false }, resource: { type: 4, message } });
+    else response.writeHead(204).end();
+    gateway.dispatch("MESSAGE_CREATE", message);
+  }
+
+  function deleteResponse(interactionToken: string, which: string, response: ServerResponse): void {
+    const interaction = [...interactions.values()].find((entry) => entry.token === interactionToken);
+    const message = interaction?.response;
+    if (!interaction || !message || (which !== "@original" && which !== message.id)) return discordError(response, 404, 10008, "Unknown Message");
+    const list = messages.get(message.channel_id) ?? [];
+    list.splice(list.indexOf(message), 1);
+    botMessages.splice(botMessages.findIndex((item) => item.id === message.id), 1);
+    response.writeHead(204).end();
+    gateway.dispatch("MESSAGE_DELETE", { id: message.id, channel_id: message.channel_id, ...(message.guild_id ? { guild_id: message.guild_id } : {}) });
+  }
+
   async function handle(incoming: IncomingMessage, response: ServerResponse): Promise<void> {
     const url = new URL(incoming.url ?? "/", origin);
     const raw = await readBody(incoming);
@@ -376,7 +293,9 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
     const call: RestCall = { method, path, route, body, headers: incoming.headers, status: 0, at: Date.now() };
     requests.push(call);
     response.on("finish", () => (call.status = response.statusCode));
-    if (incoming.headers.authorization !== `Bot ${token}`) return discordError(response, 401, 0, "401: Unauthorized");
+    // Interaction callbacks and their webhook carry the interaction's token in the URL instead.
+    const tokenInUrl = route === "interactionCallback" || route === "deleteResponse";
+    if (!tokenInUrl && incoming.headers.authorization !== `Bot ${token}`) return discordError(response, 401, 0, "401: Unauthorized");
     const failure = failures.get(route)?.shift();
     if (failure) {
       if (failure.status === 429) return rateLimited(response, failure);
@@ -398,6 +317,14 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
       case "typing":
         if (!channels.has(params[0]!)) return discordError(response, 404, 10003, "Unknown Channel");
         return void response.writeHead(204).end();
+      case "putCommands":
+        if (params[0] !== applicationId) return discordError(response, 404, 10002, "Unknown Application");
+        commands.splice(0, commands.length, ...((Array.isArray(body) ? body : []) as Array<Record<string, unknown>>).map((command) => ({ ...command, id: snowflake(), application_id: applicationId, version: snowflake() })));
+        return sendJson(response, 200, commands);
+      case "interactionCallback":
+        return interactionCallback(params[0]!, params[1]!, body ?? {}, url.searchParams.get("with_response") === "true", response);
+      case "deleteResponse":
+        return deleteResponse(params[1]!, params[2]!, response);
       default:
         return discordError(response, 404, 0, "404: Not Found");
     }
@@ -503,6 +430,48 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
       const message = store(buildMessage({ channel, author: input.from, content: input.content, replyTo: input.replyTo, replyPing: input.replyPing, attachments: input.attachments }));
       gateway.dispatch("MESSAGE_CREATE", message);
       return message;
+    },
+    /** The slash commands the bot registered (PUT /applications/:id/commands). */
+    commands,
+    /**
+     * A slash command invoked by the user in a guild channel or thread, or in their DM with the bot
+     * when `channelId` is left out.
+     */
+    sendCommand(input: { from: FakeUser; name: string; channelId?: string }): { id: string; token: string } {
+      const channel = input.channelId ? channels.get(input.channelId) : dmChannelOf(input.from);
+      if (!channel) throw new Error(`fake discord: no channel ${input.channelId}`);
+      const guild = channel.guild_id ? guilds.get(channel.guild_id) : undefined;
+      const id = snowflake();
+      const interactionToken = `interaction-${id}`;
+      interactions.set(id, { token: interactionToken, channelId: channel.id, name: input.name, user: input.from, at: Date.now() });
+      const command = commands.find((entry) => entry.name === input.name);
+      const payload: Record<string, unknown> = {
+        id,
+        application_id: applicationId,
+        type: 2,
+        token: interactionToken,
+        version: 1,
+        data: { id: command?.id ?? snowflake(), name: input.name, type: 1 },
+        channel: channel.type === ChannelTypes.DM ? { ...channel, recipients: [input.from] } : channel,
+        channel_id: channel.id,
+        app_permissions: "0",
+        locale: "en-US",
+        entitlements: [],
+        attachment_size_limit: 10 * 1024 * 1024,
+      };
+      if (guild) {
+        Object.assign(payload, {
+          guild_id: guild.id,
+          guild_locale: "en-US",
+          member: { ...memberPayload(guild, input.from.id), user: input.from, permissions: "0" },
+          authorizing_integration_owners: { "0": guild.id },
+          context: 0,
+        });
+      } else {
+        Object.assign(payload, { user: input.from, authorizing_integration_owners: { "1": input.from.id }, context: 1 });
+      }
+      gateway.dispatch("INTERACTION_CREATE", payload);
+      return { id, token: interactionToken };
     },
     /** Dispatches a raw event, e.g. a malformed one. */
     dispatch(type: string, payload: Record<string, unknown>): void {

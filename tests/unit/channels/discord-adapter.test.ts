@@ -421,3 +421,57 @@ describe("Discord adapter: gateway reconnects", () => {
     expect(adapter.connectionStats()).toMatchObject({ forcedIdentifies: 1, invalidSessions: 3 });
   }, 30_000);
 });
+
+describe("Discord adapter: slash commands", () => {
+  it("registers /new /stop /status /help and turns an invocation into the typed command, threaded to its echo", async () => {
+    const discord = await startDiscord();
+    const { guild, alice, helpers } = team(discord);
+    const { events } = await started(discord, { registerCommands: true });
+    expect(discord.commands.map((command) => command.name)).toEqual(["new", "stop", "status", "help"]);
+    expect(discord.commands[0]).toMatchObject({ type: 1, contexts: [0, 1], description: expect.any(String) });
+    const inDm = discord.sendCommand({ from: alice, name: "new" });
+    const inGuild = discord.sendCommand({ from: alice, name: "help", channelId: guild.generalId });
+    await nthEvent(discord, events, 2);
+    const dmEcho = discord.sentIn(discord.dmChannelId(alice))[0]!;
+    expect(dmEcho).toMatchObject({ content: "/new", command: "new" });
+    expect(events[0]).toEqual({
+      eventId: inDm.id,
+      chatId: discord.dmChannelId(alice),
+      chatType: "private",
+      senderId: alice.id,
+      senderName: "Alice",
+      senderIsBot: false,
+      text: "/new",
+      mentionsBot: true,
+      repliesToBot: false,
+      platformMessageId: dmEcho.id,
+      media: [],
+      receivedAt: 1_000,
+    });
+    expect(events[1]).toMatchObject({ eventId: inGuild.id, chatId: guild.generalId, chatType: "group", text: "/help", mentionsBot: true });
+    expect(events[1]!.scopes).toEqual([`guild:${guild.id}`, `channel:${guild.generalId}`, `role:${helpers}`]);
+    // The echo of the bot's own answer came back over the gateway and was not taken for a message.
+    expect(events).toHaveLength(2);
+  });
+
+  it("deletes the echo when admission drops the invocation", async () => {
+    const discord = await startDiscord();
+    const { guild, alice } = team(discord);
+    const context = await setup(discord, { registerCommands: true });
+    await context.adapter.start(async (event) => (context.events.push(event), "ignored:not-allowed"));
+    discord.sendCommand({ from: alice, name: "status", channelId: guild.generalId });
+    await nthEvent(discord, context.events, 1);
+    await discord.waitFor(() => discord.requests.some((request) => request.route === "deleteResponse" && request.status === 204) || undefined, { what: "the echo deleted" });
+    expect(discord.sentIn(guild.generalId)).toEqual([]);
+  });
+
+  it("takes no invocations without registerCommands", async () => {
+    const discord = await startDiscord();
+    const { events } = await started(discord);
+    discord.sendCommand({ from: discord.user({ username: "alice" }), name: "new" });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(events).toEqual([]);
+    expect(discord.commands).toEqual([]);
+    expect(discord.requests.some((request) => request.route === "interactionCallback")).toBe(false);
+  });
+});

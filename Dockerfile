@@ -17,6 +17,12 @@ ENV NODE_ENV=production \
     COUNTBOT_WORKSPACE=/workspace \
     COUNTBOT_API_PORT=8787
 WORKDIR /app
+# bubblewrap: the exec tool's sandbox. Inside a container it needs user namespaces, which Docker's
+# default seccomp profile refuses; docker-compose.yml says how to allow them. Where it cannot build
+# its sandbox, exec logs a warning at start and runs behind the command filter only.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bubblewrap \
+ && rm -rf /var/lib/apt/lists/*
 # Code and dependencies stay owned by root: the `node` user can run them, not change them.
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json package-lock.json tsconfig.json ./

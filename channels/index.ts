@@ -4,7 +4,8 @@
  */
 import type { ChannelPlugin } from "../src/gateway/channel.js";
 import { discordChannel } from "./discord/plugin.js";
+import { feishuChannel } from "./feishu/plugin.js";
 import { telegramChannel } from "./telegram/plugin.js";
 import { webChannel } from "./web/plugin.js";
 
-export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, webChannel];
+export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, webChannel];

@@ -3,7 +3,9 @@
  * secret values of the config are scrubbed from every line, so no token reaches a log.
  */
 import { Writable } from "node:stream";
+import { format } from "node:util";
 import pino, { type Logger } from "pino";
+import pretty from "pino-pretty";
 import { createRedactor } from "./config/mask.js";
 
 export interface LoggerOptions {
@@ -12,6 +14,8 @@ export interface LoggerOptions {
   secrets?: string[];
   /** Where lines go. Default: stderr. */
   destination?: NodeJS.WritableStream;
+  /** Lines for people (time, level, message, then the fields) instead of JSON. */
+  pretty?: boolean;
 }
 
 const redactedPaths = [
@@ -28,7 +32,11 @@ const redactedPaths = [
 ];
 
 export function createLogger(options: LoggerOptions): Logger {
-  const target = options.destination ?? process.stderr;
+  const destination = options.destination ?? process.stderr;
+  // Secrets are scrubbed from the JSON line first; the pretty printer then formats what is left.
+  const target: NodeJS.WritableStream = options.pretty
+    ? pretty({ destination, sync: true, colorize: Boolean((destination as { isTTY?: boolean }).isTTY) && !process.env.NO_COLOR, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname" })
+    : destination;
   const secrets = (options.secrets ?? []).filter((secret) => secret.length > 0);
   const redact = createRedactor(secrets);
   const stream =
@@ -41,4 +49,22 @@ export function createLogger(options: LoggerOptions): Logger {
           },
         });
   return pino({ level: options.level, redact: { paths: redactedPaths, censor: "[redacted]" } }, stream);
+}
+
+/**
+ * Sends what libraries print with console.warn and console.error (BullMQ's eviction warning, say)
+ * into the logger, each distinct message once, so a JSON log stays JSON. Returns the undo.
+ */
+export function routeConsoleWarnings(logger: Logger): () => void {
+  const original = { warn: console.warn, error: console.error };
+  const seen = new Set<string>();
+  const route = (level: "warn" | "error") => (...args: unknown[]) => {
+    const message = format(...args);
+    if (seen.has(message)) return;
+    if (seen.size < 1_000) seen.add(message);
+    logger[level]({ source: "console" }, message);
+  };
+  console.warn = route("warn");
+  console.error = route("error");
+  return () => Object.assign(console, original);
 }

@@ -7,7 +7,7 @@
  * has ended: no request or timer outlives it.
  */
 import type { Logger } from "pino";
-import { abortableSleep } from "../../src/agent/sleep.js";
+import { sleep } from "../../src/sleep.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
 
 export interface GetUpdatesParams {
@@ -55,7 +55,7 @@ export function startPolling(options: PollingOptions): Polling {
   let failures = 0;
   const attempts = new Map<number, number>();
 
-  const pause = (milliseconds: number) => abortableSleep(milliseconds, signal).catch(() => undefined);
+  const pause = (milliseconds: number) => sleep(milliseconds, signal).catch(() => undefined);
 
   /** Handles a batch in order; false when it stopped early (abort, or an update to try again). */
   async function handleBatch(updates: unknown[]): Promise<boolean> {

@@ -19,6 +19,7 @@
 import { Telegraf } from "telegraf";
 import type { Logger } from "pino";
 import type { ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
+import { KeyedLanes } from "../../src/bus/chat-lane.js";
 import { ChannelError } from "../../src/errors.js";
 import { createFileDownloader } from "./file-download.js";
 import { type BotIdentity, toPlatformEvent } from "./inbound-event.js";
@@ -135,18 +136,8 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
   let polling: Polling | undefined;
   /** Aborts downloads of a stopping adapter. */
   let lifetime = new AbortController();
-  /** Webhook mode: the tail of each chat's queue of updates, so a chat's events stay in order. */
-  const chains = new Map<string, Promise<void>>();
-
-  function inChatOrder(chatId: string, task: () => Promise<void>): Promise<void> {
-    const run = (chains.get(chatId) ?? Promise.resolve()).then(task);
-    const tail = run.catch(() => undefined);
-    chains.set(chatId, tail);
-    void tail.then(() => {
-      if (chains.get(chatId) === tail) chains.delete(chatId);
-    });
-    return run;
-  }
+  /** Webhook mode: a lane per chat, so a chat's events stay in order. */
+  const chats = new KeyedLanes();
 
   async function handleUpdate(update: TelegramUpdate, signal: AbortSignal): Promise<void> {
     const message = update.message;
@@ -162,7 +153,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
         accepting: () => running && options.mode === "webhook",
         handle: (update) => {
           const signal = lifetime.signal;
-          return inChatOrder(String(update.message?.chat.id ?? ""), () => handleUpdate(update, signal));
+          return chats.run(String(update.message?.chat.id ?? ""), () => handleUpdate(update, signal));
         },
         logger,
       })
@@ -225,7 +216,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
       lifetime.abort();
       await polling?.stop();
       polling = undefined;
-      await Promise.all(chains.values());
+      await chats.idle();
       logger.info({ channel: "telegram" }, "telegram channel stopped");
     },
 

@@ -5,7 +5,13 @@ import { WebAdapter } from "./web-adapter.js";
 
 export const WebConfigSchema = z.strictObject({
   enabled: z.boolean().default(true).describe("Serve the web chat (`POST /api/chat/:chatId/messages`, `GET /ws`) behind the API token."),
-  rateLimitPerMinute: z.number().int().positive().max(100_000).default(60).describe("Messages one sender may post per minute; beyond it the POST answers 429."),
+  rateLimitPerMinute: z
+    .number()
+    .int()
+    .positive()
+    .max(100_000)
+    .optional()
+    .describe("Messages one sender id may post per minute; beyond it the POST answers 429. Unset: no limit (whoever holds the API token is trusted, and the sender ids are the page's own word)."),
   showNotices: z.boolean().default(true).describe("Stream tool-call and task notices to the page."),
 });
 
@@ -25,7 +31,7 @@ export function webChannelOf(adapter: WebAdapter, config: Omit<WebConfig, "enabl
   return {
     adapter,
     // Whoever reaches the route passed the API's token (or the API is on loopback only).
-    policy: { allowFrom: [], open: true, groupPolicy: "all", pairing: false, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } },
+    policy: { allowFrom: [], open: true, groupPolicy: "all", pairing: false, rateLimit: config.rateLimitPerMinute === undefined ? false : { messages: config.rateLimitPerMinute, perMs: 60_000 } },
     routes: (scope) => adapter.registerRoutes(scope),
     // The id the POST answers with is the inbound message's: replies' `answers` name it.
     inboundIdOf: (event) => event.platformMessageId,

@@ -32,7 +32,7 @@ export interface AgentDependencies {
   logger: Logger;
   /** Every tool call is recorded here (JSONL, rotated, redacted). */
   audit?: AuditLog;
-  /** The seed design's tool conversation history, per session. */
+  /** What each session's tools were asked and answered (queryable through the API), per session. */
   toolHistory?: ToolHistory;
   now?: () => number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;

@@ -1,5 +1,5 @@
 /**
- * The fixed sections of the system prompt, as the seed design lists them: identity, tool
+ * The fixed sections of the system prompt: identity, tool
  * principles, memory guidance and safety rules. Skills and memory content are added by the
  * ContextBuilder.
  */

@@ -7,7 +7,7 @@ import { ProviderError, errorMessage } from "../errors.js";
 import type { ChatMessage, ChatModel, ReasoningBlock, ToolCallRequest, Usage } from "../providers/chat-model.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolCallRecord, ToolContext } from "../tools/tool.js";
-import { abortableSleep } from "./sleep.js";
+import { sleep as abortableSleep } from "../sleep.js";
 
 export type TurnEvent =
   | { type: "delta"; text: string }

@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import { type InboundMessage, type OutboundMessage, SYSTEM_CHANNEL, replyTarget } from "../bus/message.js";
 import type { Claim, MessageBus, Subscription } from "../bus/message-bus.js";
 import { BusError, CancelledError, errorMessage } from "../errors.js";
+import { sleep } from "../sleep.js";
 import type { Agent } from "./agent.js";
 import { isShutdown, shutdownReason } from "./cancellation.js";
 import { type ChatCommand, helpText, parseCommand } from "./commands.js";
@@ -85,7 +86,7 @@ export class TurnConsumer {
         claim = await bus.claimSession({ timeoutMs: 5_000, signal: stopping });
       } catch (error) {
         logger.error({ err: error }, "claiming a session failed; retrying");
-        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        await sleep(1_000);
         continue;
       }
       if (!claim) continue;

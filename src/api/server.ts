@@ -5,6 +5,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { BlockList } from "node:net";
+import helmet from "@fastify/helmet";
 import websocket from "@fastify/websocket";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from "fastify";
 import type { Logger } from "pino";
@@ -20,6 +21,8 @@ export interface ApiServerConfig {
   port: number;
   /** Bearer token; required when `host` is not a loopback address. */
   token?: string;
+  /** Browser origins besides the API's own allowed to change state or open the WebSocket. */
+  allowedOrigins?: readonly string[];
 }
 
 export interface ReadinessCheck {
@@ -79,7 +82,9 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   const { bus, config } = options;
   const logger = options.logger.child({ component: "api" });
   const token = config.token?.trim() ? config.token : undefined;
-  const publicRoutes = new Set([...probeRoutes, ...(options.webhooks ?? []).map((webhook) => webhook.path)]);
+  const webhookRoutes = new Set((options.webhooks ?? []).map((webhook) => webhook.path));
+  const publicRoutes = new Set([...probeRoutes, ...webhookRoutes]);
+  const allowedOrigins = new Set(config.allowedOrigins ?? []);
 
   // Typed with Fastify's own logger interface, which pino's Logger satisfies (its generics do not).
   const fastifyLogger: FastifyBaseLogger = logger;
@@ -102,10 +107,24 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     void reply.code(status).send({ error: status >= 500 ? "internal error" : error.message });
   });
 
+  // text/plain is what a cross-site form or no-cors fetch can send without a preflight: JSON only.
+  app.removeContentTypeParser("text/plain");
+  void app.register(helmet, { global: true });
   void app.register(websocket, { options: { maxPayload: 64 * 1024 } });
   // Everything else in one scope registered after the websocket plugin: its onRequest hook must run
   // before ours, or a refused upgrade leaves the socket open.
   void app.register(async (scope) => {
+    // First: a browser on another site must not drive the API, token or not (a page the operator
+    // visits can reach loopback). Non-browser clients send no Origin and pass to the token check.
+    scope.addHook("onRequest", async (request, reply) => {
+      const route = request.routeOptions.url;
+      if (route !== undefined && webhookRoutes.has(route)) return;
+      const origin = request.headers.origin;
+      if (origin === undefined || !changesState(request.method, request.headers.upgrade)) return;
+      if (isAllowedOrigin(origin, request.headers.host, allowedOrigins)) return;
+      logger.warn({ origin, method: request.method, route }, "cross-origin request refused");
+      return reply.code(403).send({ error: `origin ${origin} may not use this API (api.allowedOrigins lists the ones that may)` });
+    });
     if (token !== undefined) {
       const expected = digest(token);
       // On the matched route, not the raw URL: no spelling of a path can skip the check.
@@ -159,7 +178,11 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
       if (started) throw new Error("the API server is already listening");
       assertSafeBinding(config.host, token);
       started = true;
-      await app.listen({ host: config.host, port: config.port });
+      try {
+        await app.listen({ host: config.host, port: config.port });
+      } catch (error) {
+        throw listenError(error, config);
+      }
       const address = app.server.address();
       const port = typeof address === "object" && address !== null ? address.port : config.port;
       const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -194,6 +217,33 @@ function assertSafeBinding(host: string, token: string | undefined): void {
     `refusing to serve the API on ${host} without a token: set api.token (or COUNTBOT_API_TOKEN), or bind api.host to 127.0.0.1`,
     "api.token",
   );
+}
+
+/** What an operator can act on when the server cannot listen: which address, and the field that sets it. */
+function listenError(error: unknown, config: ApiServerConfig): Error {
+  const code = (error as NodeJS.ErrnoException).code;
+  const where = `${config.host}:${config.port}`;
+  if (code === "EADDRINUSE") return new ConfigError(`cannot serve the API on ${where}: the port is already in use (stop what holds it, or set api.port / COUNTBOT_API_PORT)`, "api.port", { cause: error });
+  if (code === "EACCES") return new ConfigError(`cannot serve the API on ${where}: permission denied (ports below 1024 need privileges; set api.port / COUNTBOT_API_PORT)`, "api.port", { cause: error });
+  if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND") return new ConfigError(`cannot serve the API on ${where}: this machine has no such address (set api.host / COUNTBOT_API_HOST)`, "api.host", { cause: error });
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/** A request a cross-site page could use to act: anything but a read, and every WebSocket upgrade. */
+function changesState(method: string, upgrade: string | undefined): boolean {
+  return upgrade !== undefined || !["GET", "HEAD", "OPTIONS"].includes(method);
+}
+
+/** The API's own origin (same host as the request was sent to), or one the operator allowed. */
+function isAllowedOrigin(origin: string, host: string | undefined, allowed: ReadonlySet<string>): boolean {
+  if (allowed.has(origin)) return true;
+  if (host === undefined) return false;
+  try {
+    const parsed = new URL(origin);
+    return (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.host.toLowerCase() === host.toLowerCase();
+  } catch {
+    return false; // "null" (a sandboxed frame, a file:// page) and other non-URLs
+  }
 }
 
 function digest(value: string): Buffer {

@@ -1,5 +1,6 @@
 /**
- * The tasks API, in the seed's JSON shape (snake_case, times as ISO strings or null):
+ * The tasks API, in the JSON shape the Python CountBot's front end reads (snake_case, times as ISO
+ * strings or null):
  *
  *   GET    /api/tasks?session_id=&status=&limit=   newest first, without tool calls
  *   GET    /api/tasks/stats                        { total, pending, running, completed, failed, cancelled }

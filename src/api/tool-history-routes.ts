@@ -1,5 +1,6 @@
 /**
- * The seed design's tool conversation history, queryable per session:
+ * The tool conversation history (each tool call a session's agent made, cut and redacted), queryable
+ * per session:
  * `GET /api/sessions/:sessionKey/tool-history?tool=&limit=` lists the session's tool calls, newest first.
  */
 import type { FastifyInstance } from "fastify";

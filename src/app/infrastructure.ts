@@ -5,9 +5,9 @@
  */
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import type { Redis } from "ioredis";
+import type { RedisConnection } from "../redis/client.js";
 import type { Logger } from "pino";
-import { type ElectLeader, electLeader } from "../bus/leader.js";
+import { type ElectLeader, electLeader, soleLeader } from "../bus/leader.js";
 import { createMemoryBus } from "../bus/memory-bus.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import { createRedisBus } from "../bus/redis-bus.js";
@@ -21,7 +21,7 @@ import type { Scheduler } from "../jobs/cron/scheduler.js";
 import { createInProcessQueue } from "../jobs/in-process-queue.js";
 import type { JobQueue, JobQueueEvents } from "../jobs/job-queue.js";
 import { checkRedis } from "../redis/checks.js";
-import { connectRedis } from "../redis/client.js";
+import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
 import { createFileStore } from "../store/file-store.js";
 import { createRedisStore } from "../store/redis-store.js";
 import type { Store } from "../store/store.js";
@@ -89,7 +89,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     leaseTtlMs,
     queue: (name, events) => createInProcessQueue({ name, events, logger, now }),
     scheduler: () => createInProcessScheduler({ file: path.join(config.dataDir, "cron", "jobs.json"), now, logger }),
-    elect: (name) => electLeader({ name }),
+    elect: soleLeader,
     counters: {
       async increment(key, ttlMs) {
         const current = counts.get(key);
@@ -108,8 +108,20 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
 
 async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined): Promise<Infrastructure> {
   const { prefix, leaseTtlMs } = config.redis;
-  const redis: Redis = connectRedis(config.redis.url!, { name: "countbot" });
+  const url = config.redis.url!;
+  const redis: RedisConnection = connectRedis(url, { name: "countbot" });
+  // Reconnects say why, at most once a minute per reason: ioredis prints every failed attempt otherwise.
+  const reported = new Map<string, number>();
+  redis.on("error", (error: NodeJS.ErrnoException) => {
+    const reason = error.code ?? error.message;
+    if ((reported.get(reason) ?? 0) > Date.now() - 60_000) return;
+    reported.set(reason, Date.now());
+    logger.warn({ redis: redactedRedisUrl(url), reason }, "Redis connection problem");
+  });
   try {
+    await waitUntilReady(redis, config.redis.connectTimeoutMs).catch((error: unknown) => {
+      throw new ConfigError(`Redis at ${redactedRedisUrl(url)} cannot be reached: ${errorMessage(error)} (redis.url, REDIS_URL)`, "redis.url");
+    });
     const checked = await checkRedis(redis, { evictionPolicy: config.redis.evictionPolicy });
     for (const warning of checked.warnings) logger.warn(`REDIS WARNING: ${warning}`);
   } catch (error) {

@@ -1,10 +1,26 @@
 /**
  * Leader election per platform account: among the gateways, one holds the lease for
  * `telegram:<bot>` (say) and runs that connector; the others wait and take over within a TTL if it
- * dies. In one process (memory) the caller always leads.
+ * dies. In one process (memory) the caller always leads: {@link soleLeader}.
+ *
+ * The lease has no fencing token, so two processes may lead at once for a while: a leader that
+ * stalled past its TTL (a long GC pause, a frozen VM, a partition) goes on until its next renew
+ * fails, up to TTL/3 later, and only then does onLost stop its connector. That overlap is harmless
+ * because no delivery step trusts there to be one leader:
+ * - Outbound, nothing sent twice: each chunk of a final is marked with SET NX
+ *   `sent:<outId>#<chunk>` (bus.markDelivered) just before it goes out, so whichever leader marks
+ *   a chunk first sends it and the other skips it.
+ * - Outbound, nothing lost: the consumer group of `out:<channel>` hands each entry to one
+ *   consumer, and an entry left pending by either leader is re-claimed by the other (XAUTOCLAIM)
+ *   and acknowledged only once delivered.
+ * - Inbound, nothing queued twice: both may poll the platform and publish the same update; the
+ *   `seen:<channel>:<platformEventId>` SET NX in the enqueue script drops the second.
+ * What an overlap can cost: two replies of one chat handed to different leaders inside the
+ * window may land out of order, and a draft may be shown by both (drafts are not deduped).
+ * tests/unit/leader.test.ts runs two dispatchers on one channel at once to check the above.
  */
 import { randomUUID } from "node:crypto";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
@@ -27,17 +43,17 @@ export type ElectLeader = (name: string) => Leadership;
 export interface LeaderOptions {
   name: string;
   ttlMs?: number;
-  /** Redis to elect through; none: single process, always the leader. */
-  redis?: Redis;
+  /** Redis to elect through. */
+  redis: RedisClient;
   /** The `{prefix}` of the deployment's keys. */
   prefix?: string;
 }
 
+/** One process, no one to share with: it always leads, at once. */
+export const soleLeader: ElectLeader = () => ({ acquired: Promise.resolve(true), leading: true, onLost: () => undefined, resign: async () => undefined });
+
 export function electLeader(options: LeaderOptions): Leadership {
   const { redis } = options;
-  if (!redis) {
-    return { acquired: Promise.resolve(true), leading: true, onLost: () => undefined, resign: async () => undefined };
-  }
   const key = `{${options.prefix ?? "countbot"}}:leader:${options.name}`;
   const ttlMs = options.ttlMs ?? 15_000;
   const holder = randomUUID();

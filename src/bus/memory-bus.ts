@@ -5,6 +5,8 @@
  */
 import { EventEmitter } from "node:events";
 import { BusError } from "../errors.js";
+import { sleep } from "../sleep.js";
+import { ChatLane } from "./chat-lane.js";
 import { ExpiringSet } from "./expiring-set.js";
 import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
 import { ReadyQueue } from "./ready-queue.js";
@@ -295,7 +297,7 @@ class MemoryBus implements MessageBus {
  * wait until a message is fully delivered without holding up other chats).
  */
 class OutboundQueue {
-  private readonly lanes = new Map<string, ChatLane>();
+  private readonly lanes = new Map<string, ChatOutbox>();
   private handler: OutboundHandler | undefined;
   private readonly finished = new Set<string>();
   private closed = false;
@@ -331,13 +333,13 @@ class OutboundQueue {
   }
 
   private async idle(): Promise<void> {
-    await Promise.all([...this.lanes.values()].map((lane) => lane.pumping));
+    await Promise.all([...this.lanes.values()].map((lane) => lane.idle()));
   }
 
-  private laneFor(chatId: string): ChatLane {
+  private laneFor(chatId: string): ChatOutbox {
     let lane = this.lanes.get(chatId);
     if (!lane) {
-      lane = new ChatLane(this.redeliveryDelayMs, {
+      lane = new ChatOutbox(this.redeliveryDelayMs, {
         handler: () => (this.closed ? undefined : this.handler),
         // An empty lane goes away: the map does not grow with every chat ever served.
         onIdle: () => {
@@ -359,14 +361,15 @@ class OutboundQueue {
 }
 
 /**
- * One chat's outbound events, handed over one at a time in publish order. A pending draft is
- * replaced by a newer one for the same reply, and dropped once that reply's final is queued.
+ * One chat's outbound events, handed over one at a time in publish order (the pump runs in the
+ * chat's lane). A pending draft is replaced by a newer one for the same reply, and dropped once
+ * that reply's final is queued.
  */
-class ChatLane {
+class ChatOutbox {
   private events: OutboundEvent[] = [];
   /** Drafts waiting in `events`, by reply id: a newer draft replaces the text in place. */
   private pendingDrafts = new Map<string, OutboundEvent & { type: "draft" }>();
-  pumping: Promise<void> | undefined;
+  private readonly lane = new ChatLane();
 
   constructor(
     private readonly redeliveryDelayMs: number,
@@ -374,7 +377,12 @@ class ChatLane {
   ) {}
 
   get empty(): boolean {
-    return this.events.length === 0 && !this.pumping;
+    return this.events.length === 0 && !this.lane.busy;
+  }
+
+  /** Resolves once the pump running now has stopped. */
+  idle(): Promise<void> {
+    return this.lane.idle();
   }
 
   pushMessage(message: OutboundMessage): void {
@@ -400,9 +408,9 @@ class ChatLane {
   }
 
   pump(): void {
-    if (this.pumping || !this.owner.handler()) return;
-    this.pumping = this.run().finally(() => {
-      this.pumping = undefined;
+    if (this.lane.busy || !this.owner.handler()) return;
+    // The lane's own bookkeeping settles before this callback: a new pump may start from here.
+    void this.lane.run(() => this.run()).finally(() => {
       if (this.events.length > 0 && this.owner.handler()) this.pump();
       else this.owner.onIdle();
     });
@@ -427,7 +435,7 @@ class ChatLane {
         }
         failures += 1;
         const delay = Math.min(this.redeliveryDelayMs * 2 ** (failures - 1), 30_000);
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await sleep(delay);
       }
     }
   }

@@ -4,7 +4,7 @@
  * client clock (hosts need NTP; the lease TTL is far larger than any sane skew), which also lets
  * the conformance suite drive time by hand.
  */
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../redis/client.js";
 import { BusError } from "../errors.js";
 import { runScript, loadScript } from "../redis/scripts.js";
 import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
@@ -38,7 +38,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 
 export interface RedisBusOptions extends BusOptions {
   /** Commands. The bus duplicates it for its blocking reads and its cancel subscription. */
-  redis: Redis;
+  redis: RedisClient;
   /** Key prefix; keys live under the hash tag `{prefix}`. */
   prefix: string;
   /** Most messages handed over in one claim. */
@@ -58,7 +58,7 @@ export function createRedisBus(options: RedisBusOptions): MessageBus {
 }
 
 class RedisBus implements MessageBus {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly keys: BusKeys;
   private readonly now: () => number;
   private readonly leaseTtlMs: number;
@@ -66,8 +66,8 @@ class RedisBus implements MessageBus {
   private readonly dedupeTtlMs: number;
   private readonly maxBatch: number;
   private readonly streamMaxLength: number;
-  private blocking: Redis | undefined;
-  private subscriber: Redis | undefined;
+  private blocking: RedisClient | undefined;
+  private subscriber: RedisClient | undefined;
   private readonly listeners = new Map<string, Set<(message: string) => void>>();
   private readonly subscriptions = new Set<Subscription>();
   private closed = false;

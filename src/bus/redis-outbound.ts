@@ -7,7 +7,9 @@
  */
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../redis/client.js";
+import { sleep } from "../sleep.js";
+import { KeyedLanes } from "./chat-lane.js";
 import type { OutboundMessage } from "./message.js";
 import type { BusKeys } from "./redis-keys.js";
 import type { Draft, OutboundEvent, OutboundHandler, Subscription } from "./message-bus.js";
@@ -19,9 +21,9 @@ const MAX_IN_FLIGHT = 1_000;
 export type StreamEvent = { type: "message"; message: OutboundMessage } | { type: "draft"; draft: Omit<Draft, "text"> };
 
 export interface OutboundConsumerOptions {
-  redis: Redis;
+  redis: RedisClient;
   /** A dedicated connection for the blocking reads. */
-  blocking: Redis;
+  blocking: RedisClient;
   keys: BusKeys;
   channel: string;
   handler: OutboundHandler;
@@ -65,7 +67,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
         options.onError?.(error);
         if (event.type === "draft") return true;
         failures += 1;
-        await new Promise((done) => setTimeout(done, Math.min(options.redeliveryDelayMs * 2 ** (failures - 1), 30_000)));
+        await sleep(Math.min(options.redeliveryDelayMs * 2 ** (failures - 1), 30_000));
       }
     }
     // Closing mid-retry leaves the final pending: another consumer takes it over.
@@ -74,7 +76,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
 
   // One lane per chat: a chat's entries are delivered in stream order, chats concurrently. Each entry
   // is acknowledged once delivered, so a slow chat holds up neither other chats nor the reads.
-  const lanes = new Map<string, Promise<void>>();
+  const lanes = new KeyedLanes();
   const inFlight = new Set<string>();
   let acks: Array<{ id: string; final?: string }> = [];
   let laneFinished: (() => void) | undefined;
@@ -95,19 +97,17 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
     const event = raw ? (JSON.parse(raw) as StreamEvent) : undefined;
     const chat = event?.type === "message" ? event.message.chatId : event?.type === "draft" ? event.draft.chatId : "";
     inFlight.add(entry[0]);
-    const previous = lanes.get(chat) ?? Promise.resolve();
-    const next: Promise<void> = previous
-      .then(async () => {
+    void lanes.run(chat, async () => {
+      try {
         if (closed || !(await deliver(entry))) return;
         acks.push({ id: entry[0], final: event?.type === "message" && event.message.kind === "final" ? event.message.id : undefined });
-      })
-      .catch((error: unknown) => options.onError?.(error))
-      .finally(() => {
+      } catch (error) {
+        options.onError?.(error);
+      } finally {
         inFlight.delete(entry[0]);
-        if (lanes.get(chat) === next) lanes.delete(chat);
         laneFinished?.();
-      });
-    lanes.set(chat, next);
+      }
+    });
   };
 
   const run = async () => {
@@ -127,7 +127,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
       } catch (error) {
         if (closed) break;
         options.onError?.(error);
-        await new Promise((done) => setTimeout(done, 500));
+        await sleep(500);
       }
     }
   };
@@ -139,13 +139,13 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
       laneFinished?.();
       options.blocking.disconnect();
       await running;
-      await Promise.all(lanes.values());
+      await lanes.idle();
       await flushAcks().catch((error: unknown) => options.onError?.(error));
     },
   };
 }
 
-async function resolve(redis: Redis, keys: BusKeys, event: StreamEvent, finished: Set<string>): Promise<OutboundEvent | undefined> {
+async function resolve(redis: RedisClient, keys: BusKeys, event: StreamEvent, finished: Set<string>): Promise<OutboundEvent | undefined> {
   if (event.type === "message") return event;
   if (finished.has(event.draft.replyId)) return undefined;
   const [text, delivered] = await Promise.all([redis.get(keys.draft(event.draft.replyId)), redis.exists(keys.finished(event.draft.replyId))]);

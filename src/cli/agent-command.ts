@@ -2,23 +2,15 @@
 import { randomUUID } from "node:crypto";
 import { createAgentRuntime } from "../app/agent.js";
 import { helpText, parseCommand } from "../agent/commands.js";
-import { parseArgs } from "node:util";
 import { loadCliConfig } from "./setup.js";
 
-export async function runAgentCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      message: { type: "string", short: "m" },
-      session: { type: "string", short: "s", default: "direct" },
-    },
-  });
+export async function runAgentCommand(values: { message?: string; session: string; verbose?: boolean }): Promise<number> {
   const message = values.message;
   if (message === undefined || message.trim() === "") {
     process.stderr.write('countbot agent: give the message with -m "text"\n');
     return 2;
   }
-  const { config, logger } = loadCliConfig();
+  const { config, logger } = loadCliConfig({ verbose: values.verbose });
   const runtime = await createAgentRuntime(config, logger);
   const chatId = values.session;
   const sessionKey = `cli:${chatId}`;

@@ -5,12 +5,10 @@
  */
 import { CliChannel, createCliRuntime } from "../../channels/cli/cli-channel.js";
 import { createEmbeddedRuntime } from "../app/agent.js";
-import { parseArgs } from "node:util";
 import { loadCliConfig } from "./setup.js";
 
-export async function runChatCommand(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { session: { type: "string", short: "s", default: "direct" } } });
-  const { config, logger } = loadCliConfig();
+export async function runChatCommand(values: { session: string; verbose?: boolean }): Promise<number> {
+  const { config, logger } = loadCliConfig({ verbose: values.verbose });
   const runtime = await createEmbeddedRuntime(config, logger);
   const channel = new CliChannel({ input: process.stdin, output: process.stdout, chatId: values.session });
   const gateway = createCliRuntime(channel, { bus: runtime.bus, store: runtime.store, logger });

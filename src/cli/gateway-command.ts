@@ -5,17 +5,24 @@ import { createInfrastructure } from "../app/infrastructure.js";
 import { untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
-export async function runGatewayCommand(_args: string[]): Promise<number> {
+export async function runGatewayCommand(): Promise<number> {
   const { config, logger } = loadCliConfig({ service: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
   // Jobs are created here only to cancel tasks through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
   const gateway = createGateway({ config, logger, infrastructure, subagents: jobs.subagents });
-  const { url, port } = await gateway.start();
-  logger.info({ url, port }, "gateway listening");
-  return untilSignalled(logger, async () => {
+  const close = async () => {
     await gateway.close();
     await jobs.close();
     await infrastructure.close();
-  });
+  };
+  let address: { url: string; port: number };
+  try {
+    address = await gateway.start();
+  } catch (error) {
+    await close().catch(() => undefined);
+    throw error;
+  }
+  logger.info(address, "gateway listening");
+  return untilSignalled(logger, close);
 }

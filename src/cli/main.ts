@@ -1,7 +1,10 @@
 /**
- * The `countbot` command line. Every command returns an exit code; failures print one line on
- * stderr that says what to fix.
+ * The `countbot` command line, on commander. Every command returns an exit code; `--help` on any
+ * command prints its help and runs nothing; a usage mistake gets one line (with a suggestion when
+ * one is close) and exit 2; any other failure prints one line on stderr that says what to fix.
  */
+import { readFileSync } from "node:fs";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { ConfigError, errorMessage } from "../errors.js";
 import { runAgentCommand } from "./agent-command.js";
 import { runChatCommand } from "./chat-command.js";
@@ -11,62 +14,178 @@ import { runPairingCommand } from "./pairing-command.js";
 import { runStartCommand } from "./start-command.js";
 import { runTasksCommand } from "./tasks-command.js";
 import { runWorkerCommand } from "./worker-command.js";
+import { TaskStatusSchema } from "../store/task-record.js";
 
-const usage = `countbot: a chat-platform bot gateway with an LLM agent
+const version = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
-Usage:
-  countbot chat [-s SESSION]              talk to the agent in this terminal
-  countbot agent -m "text" [-s SESSION]   run one turn and print the reply
-  countbot start                          everything in one process (Redis when REDIS_URL is set)
-  countbot gateway                        channels + HTTP API over Redis
-  countbot worker                         agent turns from Redis (scale out: run several)
-  countbot config                         print the effective config (secrets masked)
-  countbot pairing list|approve|revoke    DM pairing: pending codes, approve CODE, revoke CHANNEL SENDER
-  countbot tasks list|show|cancel         subagent tasks: list [--session KEY] [--status S], show ID, cancel ID
-  countbot help                           this text
+export interface CliOutput {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+}
 
-Configuration: config/countbot.json or COUNTBOT_CONFIG, plus environment variables
-(OPENAI_API_KEY, ANTHROPIC_API_KEY, COUNTBOT_MODEL, ...). See config/README.md.`;
+const processOutput: CliOutput = { stdout: (text) => process.stdout.write(text), stderr: (text) => process.stderr.write(text) };
 
-export async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  try {
-    switch (command) {
-      case "chat":
-        return await runChatCommand(rest);
-      case "agent":
-        return await runAgentCommand(rest);
-      case "start":
-        return await runStartCommand(rest);
-      case "gateway":
-        return await runGatewayCommand(rest);
-      case "worker":
-        return await runWorkerCommand(rest);
-      case "config":
-        return await runConfigCommand(rest);
-      case "pairing":
-        return await runPairingCommand(rest);
-      case "tasks":
-        return await runTasksCommand(rest);
-      case undefined:
-      case "help":
-      case "--help":
-      case "-h":
-        process.stdout.write(`${usage}\n`);
-        return 0;
-      default:
-        process.stderr.write(`countbot: unknown command "${command}". Run \`countbot help\` for the list.\n`);
-        return 2;
+function positiveWhole(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError(`expected a whole number above 0, got "${value}"`);
+  return Number(value);
+}
+
+/** The program: commands, options and what each runs (`run` receives its exit code). */
+export function createProgram(output: CliOutput = processOutput, run: (code: Promise<number>) => void = () => undefined): Command {
+  const program = new Command("countbot")
+    .description("A chat-platform bot gateway with an LLM agent, on a message bus.")
+    .version(version, "-V, --version", "print the version")
+    .helpOption("-h, --help", "show help")
+    .helpCommand("help [command]", "show help for a command")
+    .showSuggestionAfterError(true)
+    .configureOutput(outputOf(output))
+    .addHelpText(
+      "after",
+      "\nConfiguration: config/countbot.json or COUNTBOT_CONFIG, plus environment variables\n(OPENAI_API_KEY, ANTHROPIC_API_KEY, COUNTBOT_MODEL, ...). See config/README.md.",
+    );
+  program.exitOverride();
+
+  program
+    .command("chat")
+    .description("talk to the agent in this terminal")
+    .option("-s, --session <id>", "the conversation to continue", "direct")
+    .option("-v, --verbose", "log on stderr too (otherwise the log goes to <dataDir>/logs/countbot.log)")
+    .action((options: { session: string; verbose?: boolean }) => run(runChatCommand(options)));
+
+  program
+    .command("agent")
+    .description("run one turn, print the reply, exit 0 (non-zero + one line on stderr on failure)")
+    .requiredOption("-m, --message <text>", "what to say")
+    .option("-s, --session <id>", "the conversation to continue", "direct")
+    .option("-v, --verbose", "log on stderr too (otherwise the log goes to <dataDir>/logs/countbot.log)")
+    .action((options: { message: string; session: string; verbose?: boolean }) => run(runAgentCommand(options)));
+
+  program
+    .command("start")
+    .description("everything in one process (Redis when REDIS_URL is set)")
+    .action(() => run(runStartCommand()));
+
+  program
+    .command("gateway")
+    .description("channels + HTTP API over Redis")
+    .action(() => run(runGatewayCommand()));
+
+  program
+    .command("worker")
+    .description("agent turns over Redis; run as many as you need")
+    .action(() => run(runWorkerCommand()));
+
+  program
+    .command("config")
+    .description("print the effective configuration, secrets masked")
+    .action(() => run(runConfigCommand()));
+
+  const pairing = program.command("pairing").description("DM pairing: pending codes, approve a code, revoke an approval");
+  pairing
+    .command("list")
+    .description("pending codes and approved senders")
+    .action(() => run(runPairingCommand(["list"])));
+  pairing
+    .command("approve")
+    .description("let the sender who got CODE talk to the bot")
+    .argument("<code>", "the pairing code the sender was given")
+    .action((code: string) => run(runPairingCommand(["approve", code])));
+  pairing
+    .command("revoke")
+    .description("withdraw an approval")
+    .argument("<channel>", "e.g. telegram")
+    .argument("<sender>", "the sender's id on that channel")
+    .action((channel: string, sender: string) => run(runPairingCommand(["revoke", channel, sender])));
+
+  const tasks = program.command("tasks").description("subagent tasks: list, show, cancel");
+  tasks
+    .command("list")
+    .description("tasks, newest first")
+    .option("-s, --session <key>", "only this session's (channel:chat_id)")
+    .addOption(new Option("--status <status>", "only tasks in this state").choices(TaskStatusSchema.options))
+    .option("--limit <n>", "at most this many", positiveWhole)
+    .action((options: { session?: string; status?: string; limit?: number }) => {
+      const args = ["list", ...(options.session ? ["--session", options.session] : []), ...(options.status ? ["--status", options.status] : [])];
+      if (options.limit !== undefined) args.push("--limit", String(options.limit));
+      run(runTasksCommand(args));
+    });
+  tasks
+    .command("show")
+    .description("one task in full")
+    .argument("<id>", "the task's id")
+    .action((id: string) => run(runTasksCommand(["show", id])));
+  tasks
+    .command("cancel")
+    .description("stop a pending or running task (through the running process's API)")
+    .argument("<id>", "the task's id")
+    .action((id: string) => run(runTasksCommand(["cancel", id])));
+
+  // Every command: unknown options and stray arguments are mistakes, answered with a suggestion.
+  for (const command of [program, ...allCommands(program)]) {
+    command.showSuggestionAfterError(true).configureOutput(outputOf(output)).exitOverride();
+    if (command !== program) command.allowExcessArguments(false);
+  }
+  return program;
+}
+
+/** Help on stdout; a mistake as one line like every other failure: `countbot: unknown option '--sesion' (did you mean --session?)`. */
+function outputOf(output: CliOutput) {
+  return {
+    writeOut: output.stdout,
+    writeErr: output.stderr,
+    outputError: (text: string, write: (text: string) => void) => write(`countbot: ${text.replace(/^error: /, "").replace(/\.?\s*\n\(Did you mean (.*)\?\)/, " (did you mean $1?)").trimEnd()}\n`),
+  };
+}
+
+function allCommands(command: Command): Command[] {
+  return command.commands.flatMap((child) => [child, ...allCommands(child)]);
+}
+
+/** Every command's full name (`pairing approve`), as `countbot help` lists them. */
+export function commandNames(): string[] {
+  const names: string[] = [];
+  const visit = (command: Command, prefix: string) => {
+    for (const child of command.commands) {
+      const name = `${prefix}${child.name()}`;
+      names.push(name);
+      visit(child, `${name} `);
     }
+  };
+  visit(createProgram(), "");
+  return names;
+}
+
+export async function main(argv: string[], output: CliOutput = processOutput): Promise<number> {
+  let running: Promise<number> | undefined;
+  const program = createProgram(output, (code) => (running = code));
+  try {
+    if (argv.length === 0) {
+      program.outputHelp();
+      return 0;
+    }
+    await program.parseAsync(argv, { from: "user" });
+    if (!running) {
+      // A group named without a subcommand (`countbot pairing`): its help, as a usage mistake.
+      const group = program.commands.find((command) => command.name() === argv[0]);
+      (group ?? program).outputHelp({ error: true });
+      return 2;
+    }
+    return await running;
   } catch (error) {
-    return reportFailure(error);
+    if (error instanceof CommanderError) {
+      // Help and version printed what was asked; anything else commander already said in one line.
+      return error.code === "commander.helpDisplayed" || error.code === "commander.version" ? 0 : 2;
+    }
+    return reportFailure(error, output);
   }
 }
 
 /** One line on stderr; exit code 2 for configuration and usage problems, 1 for the rest. */
-export function reportFailure(error: unknown): number {
-  const usageProblem = error instanceof ConfigError || (error instanceof TypeError && "code" in error && String(error.code).startsWith("ERR_PARSE_ARGS"));
-  const message = errorMessage(error).replace(/\s*\n\s*/g, "; ");
-  process.stderr.write(`countbot: ${message}\n`);
+export function reportFailure(error: unknown, output: CliOutput = processOutput): number {
+  const usageProblem = error instanceof ConfigError;
+  const message = errorMessage(error)
+    .replace(/:\s*\n\s*/g, ": ")
+    .replace(/\s*\n\s*/g, "; ");
+  output.stderr(`countbot: ${message}\n`);
   return usageProblem ? 2 : 1;
 }

@@ -1,14 +1,35 @@
 /** What every CLI command starts with: the config and a logger that keeps secrets out. */
-import type { Logger } from "pino";
+import path from "node:path";
+import pino, { type Logger } from "pino";
 import { loadCountbotConfig } from "../app/config.js";
 import { collectSecrets } from "../config/mask.js";
 import type { ResolvedConfig } from "../config/schema.js";
-import { createLogger } from "../logger.js";
+import { createLogger, routeConsoleWarnings } from "../logger.js";
 
-export function loadCliConfig(options: { service?: boolean } = {}): { config: ResolvedConfig; logger: Logger } {
+export interface CliSetupOptions {
+  /** A long-running service (start, gateway, worker): logs go to stderr. */
+  service?: boolean;
+  /** An interactive command (chat, agent) asked with --verbose to log on stderr too. */
+  verbose?: boolean;
+}
+
+/**
+ * Services log on stderr, as JSON for machines or pretty for people (`log.format`, LOG_FORMAT;
+ * `auto`: pretty on a terminal). Interactive commands keep the terminal for the conversation:
+ * their log goes to `<dataDir>/logs/countbot.log` unless `--verbose`.
+ */
+export function loadCliConfig(options: CliSetupOptions = {}): { config: ResolvedConfig; logger: Logger } {
   const config = loadCountbotConfig();
-  // Interactive commands keep the terminal for the conversation: only warnings unless asked.
-  const level = options.service || process.env.LOG_LEVEL ? config.log.level : "warn";
-  const logger = createLogger({ level, secrets: collectSecrets(config) });
+  const secrets = collectSecrets(config);
+  const onTerminal = options.service || options.verbose;
+  const destination = onTerminal ? process.stderr : logFile(config.dataDir);
+  const pretty = config.log.format === "pretty" || (config.log.format === "auto" && onTerminal === true && process.stderr.isTTY === true);
+  const logger = createLogger({ level: config.log.level, secrets, destination, pretty });
+  routeConsoleWarnings(logger);
   return { config, logger };
+}
+
+function logFile(dataDir: string): NodeJS.WritableStream {
+  // Written synchronously (a line logged just before exit is not lost), created 0600.
+  return pino.destination({ dest: path.join(dataDir, "logs", "countbot.log"), sync: true, mkdir: true, mode: 0o600 }) as unknown as NodeJS.WritableStream;
 }

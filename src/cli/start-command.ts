@@ -1,27 +1,40 @@
 /**
  * `countbot start`: everything in one process. In-memory bus and file store, or Redis when
- * REDIS_URL is set (then more workers may join with `countbot worker`).
+ * REDIS_URL is set (then more workers may join with `countbot worker`). The gateway listens and its
+ * channels connect before the worker takes a turn: a port that is taken or a token a platform
+ * refuses ends the process with one line, not a process that serves nothing.
  */
-import { createWorker } from "../app/agent.js";
-import { createGateway } from "../app/gateway.js";
+import { type Worker, createWorker } from "../app/agent.js";
+import { type Gateway, createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
-export async function runStartCommand(_args: string[]): Promise<number> {
+export async function runStartCommand(): Promise<number> {
   const { config, logger } = loadCliConfig({ service: true });
   const infrastructure = await createInfrastructure(config, logger);
-  const worker = await createWorker(config, logger, infrastructure);
-  const gateway = createGateway({
-    config,
-    logger,
-    infrastructure,
-    subagents: worker.jobs.subagents,
-    checks: async () => ({ worker: { ok: true, detail: `${worker.consumer.active} turns running` } }),
-  });
+  let worker: Worker | undefined;
+  let gateway: Gateway | undefined;
+  let address: { url: string; port: number };
+  try {
+    const created = await createWorker(config, logger, infrastructure);
+    worker = created;
+    gateway = createGateway({
+      config,
+      logger,
+      infrastructure,
+      subagents: created.jobs.subagents,
+      checks: async () => ({ worker: { ok: true, detail: `${created.consumer.active} turns running` } }),
+    });
+    address = await gateway.start();
+  } catch (error) {
+    await gateway?.close().catch(() => undefined);
+    await worker?.close().catch(() => undefined);
+    await infrastructure.close().catch(() => undefined);
+    throw error;
+  }
   const running = worker.run();
-  const { url, port } = await gateway.start();
-  logger.info({ url, port, model: worker.model.id, bus: infrastructure.kind }, "countbot started");
+  logger.info({ ...address, model: worker.model.id, bus: infrastructure.kind }, "countbot started");
   return untilSignalled(logger, async () => {
     await gateway.close();
     await worker.consumer.stop(config.shutdownGraceMs);

@@ -4,7 +4,7 @@ import { createInfrastructure } from "../app/infrastructure.js";
 import { untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
-export async function runWorkerCommand(_args: string[]): Promise<number> {
+export async function runWorkerCommand(): Promise<number> {
   const { config, logger } = loadCliConfig({ service: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "worker" });
   const worker = await createWorker(config, logger, infrastructure);

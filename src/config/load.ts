@@ -59,6 +59,7 @@ export const environmentOverrides: readonly EnvironmentOverride[] = [
   override("COUNTBOT_API_TOKEN", "api.token"),
   override("BRAVE_API_KEY", "tools.braveApiKey"),
   override("LOG_LEVEL", "log.level", "lowercase"),
+  override("LOG_FORMAT", "log.format", "lowercase"),
 ];
 
 /** The core overrides, then each channel plugin's (`TELEGRAM_BOT_TOKEN` sets `channels.telegram.token`). */

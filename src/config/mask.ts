@@ -4,7 +4,7 @@
  */
 
 /** Fields whose value is a secret wherever they appear (compared without case). */
-const secretFields = new Set(["apikey", "token", "appsecret", "secret", "password", "braveapikey"]);
+const secretFields = new Set(["apikey", "token", "appsecret", "secret", "password", "braveapikey", "encryptkey", "verificationtoken"]);
 
 /** HTTP headers (in `providers.*.headers`) that carry credentials. */
 const secretHeader = /auth|key|token|secret|cookie|password|credential/i;

@@ -162,6 +162,7 @@ export const RedisSchema = z
     url: z.string().optional().describe("redis:// URL. Unset: single process, in-memory bus, file store."),
     prefix: z.string().regex(/^[\w:.-]+$/, "letters, digits, _ : . - only").default("countbot").describe("Key prefix; all keys live under the hash tag {prefix}."),
     leaseTtlMs: z.number().int().min(1_000).max(600_000).default(30_000).describe("A worker's lease on a chat; renewed every third of it. A crashed worker's chats move to another worker after at most this long."),
+    connectTimeoutMs: z.number().int().min(100).max(600_000).default(5_000).describe("At start-up, a process that cannot reach Redis within this long exits with the reason."),
     evictionPolicy: z.enum(["warn", "refuse"]).default("warn").describe("When Redis' maxmemory-policy is not noeviction (it may silently drop queued messages): log a loud warning, or refuse to start."),
   })
   .prefault({});
@@ -171,12 +172,20 @@ export const ApiSchema = z
     host: z.string().default("127.0.0.1").describe("Bind address of the HTTP API."),
     port: z.number().int().min(0).max(65_535).default(8787).describe("Port of the HTTP API."),
     token: z.string().optional().describe("Bearer token (secret), required when bound beyond loopback."),
+    allowedOrigins: z
+      .array(z.url().transform((url) => new URL(url).origin))
+      .default([])
+      .describe("Browser origins (`https://console.example.com`) besides the API's own that may open its WebSocket and send it POST, PUT and DELETE requests. Others get 403."),
   })
   .prefault({});
 
 export const LogSchema = z
   .strictObject({
     level: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info").describe("Least severe level written to the log."),
+    format: z
+      .enum(["auto", "json", "pretty"])
+      .default("auto")
+      .describe("`json`: one JSON object a line, for machines; `pretty`: for people; `auto`: pretty when stderr is a terminal, JSON otherwise."),
   })
   .prefault({});
 

@@ -94,7 +94,8 @@ export function createAdmission(options: AdmissionOptions): Admission {
     pairing: options.policy.pairing ?? true,
     pairingTtlMs: options.policy.pairingTtlMs ?? HOUR_MS,
   };
-  const limiter = new SenderRateLimiter(options.policy.rateLimit ?? DEFAULT_RATE_LIMIT, now);
+  const limit = options.policy.rateLimit ?? DEFAULT_RATE_LIMIT;
+  const limiter = limit === false ? undefined : new SenderRateLimiter(limit, now);
   // Commands answered here never reach the bus's dedupe: a redelivered `/help` must not answer twice.
   const handledHere = new ExpiringSet(HOUR_MS, now);
   const logger = options.logger.child({ component: "admission", channel });
@@ -180,7 +181,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
       const content = stripMention(event.text);
       if (content.trim() === "" && event.media.length === 0) return "ignored:empty";
 
-      const allowance = limiter.take(event.senderId);
+      const allowance = limiter?.take(event.senderId) ?? "allowed";
       if (allowance === "silent") return "ignored:rate-limited";
       if (allowance === "notice") {
         log.info({ senderId: event.senderId }, "sender rate-limited");

@@ -5,7 +5,7 @@
  * replies. A channel without an account (the web page) runs on every gateway.
  */
 import type { Logger } from "pino";
-import type { ElectLeader, Leadership } from "../bus/leader.js";
+import { type ElectLeader, type Leadership, soleLeader } from "../bus/leader.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import type { Store } from "../store/store.js";
 import { createAdmission } from "./admission.js";
@@ -26,9 +26,9 @@ export interface ChannelRuntimeOptions {
   logger: Logger;
   /** Leader election of the deployment; absent: this process always leads. */
   elect?: ElectLeader;
+  /** How long start() waits to learn whether this process leads before going on. Default 3 s. */
+  leaderWaitMs?: number;
 }
-
-const alwaysLeader: ElectLeader = () => ({ acquired: Promise.resolve(true), leading: true, onLost: () => undefined, resign: async () => undefined });
 
 export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRuntime {
   const { channel, bus, store } = options;
@@ -53,7 +53,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     newId: channel.inboundIdOf,
   });
   // A platform account is led by one gateway at a time; a channel without one runs everywhere.
-  const elect = channel.account === undefined ? alwaysLeader : (options.elect ?? alwaysLeader);
+  const elect = channel.account === undefined ? soleLeader : (options.elect ?? soleLeader);
   let leadership: Leadership | undefined;
   let running = false;
   let stopped = false;
@@ -61,11 +61,16 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
   const begin = async () => {
     if (running || stopped) return;
     running = true;
-    await adapter.start(async (event) => {
-      const outcome = await admission.handle(event);
-      logger.debug({ chatId: event.chatId, outcome }, "inbound event");
-      return outcome;
-    });
+    try {
+      await adapter.start(async (event) => {
+        const outcome = await admission.handle(event);
+        logger.debug({ chatId: event.chatId, outcome }, "inbound event");
+        return outcome;
+      });
+    } catch (error) {
+      running = false;
+      throw error;
+    }
     await dispatcher.start();
     logger.info("channel connected");
   };
@@ -78,8 +83,9 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     await adapter.stop();
   };
 
-  const stand = () => {
-    if (stopped) return;
+  /** Stands for the lease; resolves once this process connected the channel, or knows it follows. */
+  const stand = (): Promise<"connected" | "following"> => {
+    if (stopped) return Promise.resolve("following");
     const current = elect(`${adapter.name}:${channel.account ?? "local"}`);
     leadership = current;
     current.onLost(() => {
@@ -88,15 +94,24 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
         .then(() => current.resign())
         .then(stand);
     });
-    // Another gateway may lead: wait in the background, never block this gateway's start-up.
-    void current.acquired.then((leading) => (leading ? begin() : undefined)).catch((error: unknown) => logger.error({ err: error }, "channel failed to start"));
+    const connected = current.acquired.then(async (leading) => {
+      if (!leading) return "following" as const;
+      await begin();
+      return "connected" as const;
+    });
+    connected.catch((error: unknown) => logger.error({ err: error }, "channel failed to start"));
+    return connected;
   };
 
   return {
     name: adapter.name,
     async start() {
       if (channel.account !== undefined && options.elect) logger.info("standing for the leader lease of this account");
-      stand();
+      // Leading at once (one process, or a free lease): a channel that cannot connect (a token the
+      // platform refuses) fails the start. Another gateway leading: go on and wait in the background.
+      const first = stand();
+      const waited = new Promise<"waiting">((resolve) => setTimeout(() => resolve("waiting"), options.leaderWaitMs ?? 3_000).unref());
+      await Promise.race([first, waited]);
     },
     async stop() {
       stopped = true;

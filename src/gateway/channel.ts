@@ -117,8 +117,11 @@ export interface AdmissionPolicy {
   pairing?: boolean;
   /** How long a pairing code is valid. Default 1 h. */
   pairingTtlMs?: number;
-  /** Per-sender limit. Default 10 messages per minute. */
-  rateLimit?: RateLimit;
+  /**
+   * Per-sender limit. Default 10 messages per minute. `false`: none, for channels whose sender ids
+   * are the client's own word (the web page's).
+   */
+  rateLimit?: RateLimit | false;
 }
 
 export interface SendOptions {

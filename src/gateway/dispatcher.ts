@@ -27,9 +27,11 @@
  * through {@link Dispatcher.reply}: the chat's lane, splitting, pacing and delivery dedupe.
  */
 import type { Logger } from "pino";
+import { ChatLane } from "../bus/chat-lane.js";
 import type { ChatType, OutboundMessage } from "../bus/message.js";
 import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/message-bus.js";
 import { ChannelError, errorMessage } from "../errors.js";
+import { sleep } from "../sleep.js";
 import { renderMarkdown, renderedLength } from "./render-markdown.js";
 import { splitMessage } from "./split-message.js";
 import type { ChannelAdapter, OutboundPart, SendOptions } from "./channel.js";
@@ -108,29 +110,12 @@ interface DraftState {
   finished: boolean;
 }
 
-/** One chat's deliveries, one after the other. */
-class ChatLane {
+/**
+ * One chat's deliveries, one after the other, and when it last called the platform (for pacing).
+ * Kept after it goes idle, unlike KeyedLanes, so the pacing interval holds across messages.
+ */
+class PacedLane extends ChatLane {
   lastSendAt = Number.NEGATIVE_INFINITY;
-  private pending = 0;
-  private tail: Promise<void> = Promise.resolve();
-
-  get busy(): boolean {
-    return this.pending > 0;
-  }
-
-  run<T>(task: () => Promise<T>): Promise<T> {
-    this.pending += 1;
-    const result = this.tail.then(task);
-    this.tail = result.then(
-      () => void (this.pending -= 1),
-      () => void (this.pending -= 1),
-    );
-    return result;
-  }
-
-  idle(): Promise<void> {
-    return this.tail;
-  }
 }
 
 class StoppedError extends Error {
@@ -149,7 +134,7 @@ class OutboundDispatcher implements Dispatcher {
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly maxRetries: number;
   private readonly retryDelayMs: number;
-  private readonly lanes = new Map<string, ChatLane>();
+  private readonly lanes = new Map<string, PacedLane>();
   private readonly deliveries = new Map<string, Delivery>();
   private readonly drafts = new Map<string, DraftState>();
   private readonly finishedReplies = new Set<string>();
@@ -163,7 +148,7 @@ class OutboundDispatcher implements Dispatcher {
     this.bus = options.bus;
     this.logger = options.logger;
     this.now = options.now ?? Date.now;
-    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.sleep = options.sleep ?? sleep;
     this.maxRetries = options.maxRetries ?? 3;
     this.retryDelayMs = options.retryDelayMs ?? 500;
   }
@@ -330,7 +315,7 @@ class OutboundDispatcher implements Dispatcher {
   }
 
   /** Waits before a platform call so one chat gets at most one per `minSendIntervalMs`. */
-  private async pace(lane: ChatLane): Promise<void> {
+  private async pace(lane: PacedLane): Promise<void> {
     const wait = lane.lastSendAt + this.adapter.capabilities.minSendIntervalMs - this.now();
     if (wait <= 0) return;
     await this.sleep(wait);
@@ -458,11 +443,11 @@ class OutboundDispatcher implements Dispatcher {
     if (this.finishedReplies.size > MEMORY_LIMIT) this.finishedReplies.delete(this.finishedReplies.values().next().value!);
   }
 
-  private laneFor(chatId: string): ChatLane {
+  private laneFor(chatId: string): PacedLane {
     let lane = this.lanes.get(chatId);
     if (!lane) {
       if (this.lanes.size >= 1_000) this.pruneLanes();
-      lane = new ChatLane();
+      lane = new PacedLane();
       this.lanes.set(chatId, lane);
     }
     return lane;

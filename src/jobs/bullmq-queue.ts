@@ -15,7 +15,8 @@
  *   rejects goes back to the queue for another worker (attempt + 1).
  */
 import { Queue, WaitingError, Worker, type Job as BullJob } from "bullmq";
-import type { Redis } from "ioredis";
+// BullMQ takes ioredis connections (see BullmqConnection), so this module keeps ioredis's type.
+import type { BullmqConnection } from "../redis/client.js";
 import type { Logger } from "pino";
 import { CancelledError, errorMessage } from "../errors.js";
 import type { JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./job-queue.js";
@@ -32,7 +33,7 @@ export interface BullmqQueueOptions<Data> {
    * Commands. Never closed here; duplicated for the worker (which needs `maxRetriesPerRequest:
    * null`) and for the cancel subscription. Must not use an ioredis `keyPrefix`.
    */
-  connection: Redis;
+  connection: BullmqConnection;
   /** Key prefix; keys live under the hash tag `{prefix}`. */
   prefix: string;
   /** How many times a job whose process died is run again before it fails as `lost`. Default 1. */
@@ -67,14 +68,14 @@ export function createBullmqQueue<Data>(options: BullmqQueueOptions<Data>): JobQ
 }
 
 class BullmqQueue<Data> implements JobQueue<Data> {
-  private readonly redis: Redis;
+  private readonly redis: BullmqConnection;
   private readonly hashTag: string;
   private readonly keepMs: number;
   private readonly queue: Queue<unknown, void, string>;
   private readonly running = new Map<string, Running>();
   private worker: Worker<unknown, void, string> | undefined;
-  private workerConnection: Redis | undefined;
-  private subscriber: Redis | undefined;
+  private workerConnection: BullmqConnection | undefined;
+  private subscriber: BullmqConnection | undefined;
   private cancelCheck: NodeJS.Timeout | undefined;
   private closed = false;
 

@@ -4,6 +4,7 @@
  * (the caller has already shown it; a second answer would be spliced onto the first).
  */
 import { ConfigError, ProviderError, errorMessage } from "../errors.js";
+import { sleep as defaultSleep } from "../sleep.js";
 import type { ChatModel, ChatRequest, LlmProvider, StreamPart } from "./chat-model.js";
 
 export interface ChatModelTarget {
@@ -48,7 +49,7 @@ export function createChatModel(options: ChatModelOptions): ChatModel {
   const retries = options.retries ?? 3;
   const baseDelayMs = options.baseDelayMs ?? 1000;
   const maxDelayMs = options.maxDelayMs ?? 30_000;
-  const sleep = options.sleep ?? timerSleep;
+  const sleep = options.sleep ?? defaultSleep;
   const random = options.random ?? Math.random;
   const targetId = (target: ChatModelTarget) => `${target.provider.name}/${target.model}`;
 
@@ -80,7 +81,7 @@ export function createChatModel(options: ChatModelOptions): ChatModel {
           if (error.retryable && attempt < retries) {
             const delayMs = delayFor(attempt, error);
             options.logger?.warn({ model: id, kind: error.kind, status: error.status, attempt: attempt + 1, delayMs }, "model call failed; retrying");
-            await abortableSleep(sleep, delayMs, request.signal, id);
+            await backOff(sleep, delayMs, request.signal, id);
             continue;
           }
           // Out of retries, or an error (quota, auth) that only another provider can get around.
@@ -122,8 +123,11 @@ function finalError(failures: ProviderError[]): ProviderError {
   });
 }
 
-/** Races the (possibly injected) sleep against the signal, so a cancelled turn never waits out a backoff. */
-async function abortableSleep(
+/**
+ * Races the (possibly injected) sleep against the signal, so a cancelled turn never waits out a
+ * backoff, and turns the abort into a ProviderError of kind `aborted`.
+ */
+async function backOff(
   sleep: (milliseconds: number, signal?: AbortSignal) => Promise<void>,
   milliseconds: number,
   signal: AbortSignal | undefined,
@@ -141,18 +145,4 @@ async function abortableSleep(
   } finally {
     if (onAbort) signal.removeEventListener("abort", onAbort);
   }
-}
-
-function timerSleep(milliseconds: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, milliseconds);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }

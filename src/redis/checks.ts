@@ -3,7 +3,7 @@
  * ZADD GT/LT), and a maxmemory-policy of noeviction, since any other policy may silently evict
  * queued messages and leases under memory pressure.
  */
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./client.js";
 import { ConfigError } from "../errors.js";
 
 export interface RedisCheckResult {
@@ -12,7 +12,7 @@ export interface RedisCheckResult {
   warnings: string[];
 }
 
-export async function checkRedis(redis: Redis, options: { evictionPolicy: "warn" | "refuse" }): Promise<RedisCheckResult> {
+export async function checkRedis(redis: RedisClient, options: { evictionPolicy: "warn" | "refuse" }): Promise<RedisCheckResult> {
   const info = await redis.info("server");
   const version = /redis_version:([\d.]+)/.exec(info)?.[1] ?? "unknown";
   if (!atLeast(version, [6, 2])) {

@@ -1,13 +1,97 @@
 /**
- * The Redis commands CountBot uses, as an interface (BullMQ's habit): the bus and the store depend
- * on this, not on a client library. ioredis's `Redis` satisfies it.
+ * The Redis commands CountBot uses, as an interface (BullMQ's habit): the bus, the store, the
+ * gateway and the jobs' own keys depend on this, not on a client library. Only what src/ calls is
+ * declared, with the argument shapes it calls them with; ioredis's `Redis` satisfies it
+ * structurally (connectRedis's return type checks that).
  */
 import { Redis } from "ioredis";
 
-export type RedisClient = Redis;
+/** An argument of a command. */
+export type RedisArgument = string | number;
 
-/** A connection for `url` that fails fast on start-up instead of queueing commands forever. */
-export function connectRedis(url: string, options: { name?: string } = {}): Redis {
+/** Commands queued on a MULTI or a pipeline, sent by `exec`. */
+export interface RedisBatch {
+  set(key: string, value: string, expiryMode: "PX", milliseconds: number): RedisBatch;
+  incr(key: string): RedisBatch;
+  pexpire(key: string, milliseconds: number): RedisBatch;
+  zcard(key: string): RedisBatch;
+  xadd(key: string, ...args: RedisArgument[]): RedisBatch;
+  xack(key: string, group: string, ...ids: string[]): RedisBatch;
+  xdel(key: string, ...ids: string[]): RedisBatch;
+  /** One `[error, reply]` per queued command; null when a watched key changed (unused here). */
+  exec(): Promise<Array<[error: Error | null, reply: unknown]> | null>;
+}
+
+/** The commands CountBot sends, declared as it sends them (see the top of this file). */
+export interface RedisClient {
+  evalsha(sha: string, keyCount: number, ...keysAndArgs: RedisArgument[]): Promise<unknown>;
+  eval(script: string, keyCount: number, ...keysAndArgs: RedisArgument[]): Promise<unknown>;
+
+  get(key: string): Promise<string | null>;
+  set(key: string, value: string, expiryMode: "PX", milliseconds: number, condition: "NX"): Promise<"OK" | null>;
+  exists(...keys: string[]): Promise<number>;
+
+  hget(key: string, field: string): Promise<string | null>;
+  hmget(key: string, ...fields: string[]): Promise<Array<string | null>>;
+  hgetall(key: string): Promise<Record<string, string>>;
+  hexists(key: string, field: string): Promise<number>;
+  hdel(key: string, ...fields: string[]): Promise<number>;
+  lrange(key: string, start: number, stop: number): Promise<string[]>;
+  blpop(key: string, timeoutSeconds: number): Promise<[key: string, value: string] | null>;
+  zrange(key: string, start: number, stop: number): Promise<string[]>;
+  zrevrange(key: string, start: number, stop: number): Promise<string[]>;
+  zrangebyscore(key: string, min: RedisArgument, max: RedisArgument): Promise<string[]>;
+
+  xadd(key: string, ...args: RedisArgument[]): Promise<string | null>;
+  xgroup(subcommand: "CREATE", key: string, group: string, id: string, mkstream: "MKSTREAM"): Promise<unknown>;
+  xautoclaim(key: string, group: string, consumer: string, minIdleMs: number, start: string, countToken: "COUNT", count: number): Promise<unknown[]>;
+  xreadgroup(
+    groupToken: "GROUP",
+    group: string,
+    consumer: string,
+    countToken: "COUNT",
+    count: number,
+    blockToken: "BLOCK",
+    milliseconds: number,
+    streamsToken: "STREAMS",
+    ...streamsThenIds: string[]
+  ): Promise<unknown[] | null>;
+
+  multi(): RedisBatch;
+  pipeline(): RedisBatch;
+
+  publish(channel: string, message: string): Promise<number>;
+  subscribe(...channels: string[]): Promise<unknown>;
+  on(event: "message", listener: (channel: string, message: string) => void): unknown;
+
+  ping(): Promise<"PONG">;
+  info(section: string): Promise<string>;
+  config(subcommand: "GET", parameter: string): Promise<unknown>;
+
+  /** Another connection to the same server (for blocking reads and subscriptions). */
+  duplicate(): RedisClient;
+  /** Closes after the replies of the commands already sent. */
+  quit(): Promise<"OK">;
+  /** Closes at once. */
+  disconnect(): void;
+}
+
+/**
+ * ioredis's own client, for the modules that hand a connection to BullMQ (src/jobs, and the
+ * composition root that feeds them): BullMQ's options take an ioredis instance, and BullMQ uses far
+ * more of it than RedisClient declares (duplicate with options, defineCommand, status events).
+ */
+export type BullmqConnection = Redis;
+
+/** One connection, two views: RedisClient for CountBot's modules, BullmqConnection for BullMQ. */
+export type RedisConnection = RedisClient & BullmqConnection;
+
+/**
+ * A connection for `url` that fails fast on start-up instead of queueing commands forever. Its
+ * return type is the proof that ioredis's `Redis` satisfies RedisClient: a command declared there
+ * that ioredis lacks, or declares differently, fails to type-check here.
+ */
+export function connectRedis(url: string, options: { name?: string } = {}): RedisConnection {
   return new Redis(url, {
     connectionName: options.name,
     // Blocking commands (BLPOP, XREADGROUP BLOCK) must not be cut off by a command timeout.
@@ -15,6 +99,40 @@ export function connectRedis(url: string, options: { name?: string } = {}): Redi
     enableReadyCheck: true,
     lazyConnect: false,
   });
+}
+
+/**
+ * Resolves once the connection is ready; rejects after `timeoutMs` with what went wrong (the
+ * server refused, the name did not resolve, ...), so a process that cannot reach Redis says so
+ * and exits instead of retrying forever.
+ */
+export function waitUntilReady(redis: Pick<Redis, "status" | "once" | "on" | "off">, timeoutMs: number): Promise<void> {
+  if (redis.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    let lastError: Error | undefined;
+    const onError = (error: Error) => void (lastError = error);
+    const timer = setTimeout(() => {
+      redis.off("error", onError);
+      reject(new Error(`no answer within ${Math.round(timeoutMs / 1000)} s${lastError ? ` (${(lastError as NodeJS.ErrnoException).code ?? lastError.message})` : ""}`));
+    }, timeoutMs);
+    redis.on("error", onError);
+    redis.once("ready", () => {
+      clearTimeout(timer);
+      redis.off("error", onError);
+      resolve();
+    });
+  });
+}
+
+/** The URL without its password, for messages. */
+export function redactedRedisUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "****";
+    return parsed.toString();
+  } catch {
+    return "(an unparsable redis.url)";
+  }
 }
 
 /** `{prefix}`: the hash tag that keeps every key of one deployment in one cluster slot. */

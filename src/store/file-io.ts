@@ -8,6 +8,7 @@ import { createHash, randomBytes } from "node:crypto";
 import type { FileHandle } from "node:fs/promises";
 import { open, rename, unlink } from "node:fs/promises";
 import path from "node:path";
+import { KeyedLanes } from "../bus/chat-lane.js";
 
 /** Encoded names longer than this are shortened and made unique with a hash (255-byte name limit). */
 const MAX_READABLE_NAME = 120;
@@ -86,23 +87,7 @@ export interface KeyedQueue {
   drain(): Promise<void>;
 }
 
-const ignore = () => undefined;
-
 export function createKeyedQueue(): KeyedQueue {
-  const tails = new Map<string, Promise<void>>();
-  return {
-    run<T>(key: string, operation: () => Promise<T>): Promise<T> {
-      const result = (tails.get(key) ?? Promise.resolve()).then(operation);
-      // A failed operation must not block the ones queued behind it.
-      const tail = result.then(ignore, ignore);
-      tails.set(key, tail);
-      void tail.then(() => {
-        if (tails.get(key) === tail) tails.delete(key);
-      });
-      return result;
-    },
-    async drain(): Promise<void> {
-      await Promise.all(tails.values());
-    },
-  };
+  const lanes = new KeyedLanes();
+  return { run: (key, operation) => lanes.run(key, operation), drain: () => lanes.idle() };
 }

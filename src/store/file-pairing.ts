@@ -13,6 +13,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
+import { sleep } from "../sleep.js";
 import { createKeyedQueue, writeFileAtomic } from "./file-io.js";
 import type { ApprovedPairing, PairingRequest, PairingSender, PairingStore } from "./store.js";
 
@@ -78,8 +79,6 @@ const sameSender = (channel: string, senderId: string) => (entry: PairingSender)
 function isErrno(error: unknown, code: string): boolean {
   return (error as NodeJS.ErrnoException | undefined)?.code === code;
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function createFilePairingStore(options: FilePairingStoreOptions): FilePairingStore {
   const { file } = options;

@@ -13,9 +13,8 @@
  * approved at most once even when two operators approve it at the same moment. Expiry compares
  * the caller's `now`, not Redis key TTLs, so both stores expire codes alike (and tests can tell).
  */
-import type { Redis } from "ioredis";
 import type { z } from "zod";
-import { hashTag } from "../redis/client.js";
+import { hashTag, type RedisClient } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
 import {
   ApprovedPairingSchema,
@@ -27,7 +26,7 @@ import {
 import type { PairingRequest, PairingSender, PairingStore } from "./store.js";
 
 export interface RedisPairingStoreOptions {
-  redis: Redis;
+  redis: RedisClient;
   /** The deployment's key prefix; keys live under the hash tag `{prefix}`. */
   prefix: string;
   /** Code generator; injected so tests can force collisions. Default: generatePairingCode. */

@@ -23,11 +23,10 @@
  * Entries are stored as canonical JSON (object keys sorted), so `compact` recognizes a kept entry
  * whatever the key order of the object the caller passes.
  */
-import type { Redis } from "ioredis";
 import { z } from "zod";
 import { busKeys } from "../bus/redis-keys.js";
 import { BusError, ConfigError } from "../errors.js";
-import { hashTag } from "../redis/client.js";
+import { hashTag, type RedisClient } from "../redis/client.js";
 import { runScript, loadScript } from "../redis/scripts.js";
 import { createKeyedQueue } from "./file-io.js";
 import { createRedisPairingStore } from "./redis-pairing.js";
@@ -36,7 +35,7 @@ import { type Fence, type HistoryEntry, HistoryEntrySchema, type SessionMeta, ty
 
 export interface RedisStoreOptions {
   /** Commands; may be shared with the bus (the store sends no blocking commands). */
-  redis: Redis;
+  redis: RedisClient;
   /** Key prefix: keys live under the hash tag `{prefix}`, the same one the bus uses. */
   prefix: string;
   /**

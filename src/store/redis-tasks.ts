@@ -13,15 +13,14 @@
  * status and writes in one step (the compare-and-set a cancelled task relies on), `delete` and
  * `cleanup` re-check what they were asked to check in the same step as the delete.
  */
-import type { Redis } from "ioredis";
 import { FINISHED_STATUSES, SubagentTaskSchema, type SubagentTask, type TaskStatus, TaskStatusSchema } from "./task-record.js";
-import { hashTag } from "../redis/client.js";
+import { hashTag, type RedisClient } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
 import { type TaskFilter, type TaskPatch, validPatch, validTask } from "./file-tasks.js";
 import type { TaskStore } from "./store.js";
 
 export interface RedisTaskStoreOptions {
-  redis: Redis;
+  redis: RedisClient;
   /** The deployment's key prefix; keys live under the hash tag `{prefix}`. */
   prefix: string;
 }

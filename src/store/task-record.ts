@@ -1,5 +1,5 @@
 /**
- * A subagent task, as the seed design describes it: pending → running → completed | failed |
+ * A subagent task: pending → running → completed | failed |
  * cancelled, progress 0-100, result or error, its tool calls and timestamps. The record is the
  * store's (the TaskStore keeps and checks it); the jobs that run subagents use it from here.
  */

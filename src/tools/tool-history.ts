@@ -1,6 +1,6 @@
 /**
- * The tool conversation history of the seed design (`conversation_history.add_conversation`): what
- * each session's tools were asked and answered, queryable per session, newest first.
+ * The tool conversation history (the Python CountBot's `conversation_history`): what each session's
+ * tools were asked and answered, queryable per session, newest first.
  *
  * One JSONL file per session at `<directory>/<safeFileName(sessionKey)>.jsonl`, one line per call.
  * Kept small on purpose: results, user messages and string arguments are cut, secrets are redacted

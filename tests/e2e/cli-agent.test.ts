@@ -3,7 +3,7 @@
  * Anthropic servers, through the real SDKs: the model reads a workspace file with read_file and
  * answers with its text; the session continues on a second call.
  */
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -159,6 +159,27 @@ describe("countbot agent -m failures", () => {
     expect(run.stderr.trim().split("\n")).toHaveLength(1);
     expect(run.stderr).toContain("the fake upstream is down");
     expect(run.stderr).not.toContain("sk-test-0123456789");
+  });
+
+  it("fails with exactly one line even when the provider retries, the log going to the data directory unless --verbose", async () => {
+    const server = await startFakeOpenAI({ script: () => ({ error: { status: 503, message: "overloaded for a moment" } }) });
+    closers.push(server.close);
+    const file = path.join(root, "retrying.json");
+    const dataDir = path.join(root, "retrying-data");
+    await writeFile(file, JSON.stringify({ agent: { providerRetries: 2 } }));
+    const env = baseEnv({ COUNTBOT_CONFIG: file, COUNTBOT_DATA_DIR: dataDir, OPENAI_API_KEY: "sk-test-0123456789", OPENAI_BASE_URL: server.url });
+    const quiet = await runCli(["agent", "-m", "hi"], { env });
+    expect(quiet.code).toBe(1);
+    expect(quiet.stderr.trim().split("\n")).toEqual([expect.stringMatching(/^countbot: the turn failed: .*overloaded for a moment/)]);
+    const log = await readFile(path.join(dataDir, "logs", "countbot.log"), "utf8");
+    expect(log).toMatch(/retry/i);
+    expect(log).not.toContain("sk-test-0123456789");
+
+    const verbose = await runCli(["agent", "-m", "hi", "--verbose"], { env: { ...env, LOG_FORMAT: "json" } });
+    expect(verbose.code).toBe(1);
+    const lines = verbose.stderr.trim().split("\n");
+    expect(lines.length).toBeGreaterThan(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: expect.any(Number), msg: expect.any(String) });
   });
 
   it("asks for -m when it is missing", async () => {

@@ -203,16 +203,25 @@ describe("countbot tasks cancel (through the API)", () => {
 
 describe("countbot tasks usage", () => {
   it("exits 2 with the usage on wrong arguments", async () => {
-    const results = await Promise.all([[], ["show"], ["cancel", "a", "b"], ["frobnicate"], ["list", "extra"]].map((args) => tasks(args)));
-    for (const result of results) {
+    const cases: Array<[string[], string]> = [
+      [["show"], "countbot: missing required argument 'id'\n"],
+      [["cancel", "a", "b"], "countbot: too many arguments for 'cancel'. Expected 1 argument but got 2.\n"],
+      [["shwo", "t-1"], "countbot: unknown command 'shwo' (did you mean show?)\n"],
+      [["list", "extra"], "countbot: too many arguments for 'list'. Expected 0 arguments but got 1.\n"],
+    ];
+    const results = await Promise.all(cases.map(([args]) => tasks(args)));
+    results.forEach((result, index) => {
       expect(result.code).toBe(2);
-      expect(result.stderr).toBe("countbot: usage: countbot tasks list [--session KEY] [--status STATUS] [--limit N] | show ID | cancel ID\n");
-    }
+      expect(result.stderr).toBe(cases[index]![1]);
+    });
+    const none = await tasks([]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain("Usage: countbot tasks [options] [command]");
   });
 
   it("exits 2 naming the allowed statuses", async () => {
     const result = await tasks(["list", "--status", "done"]);
     expect(result.code).toBe(2);
-    expect(result.stderr).toBe('countbot: --status: expected one of pending, running, completed, failed, cancelled, got "done"\n');
+    expect(result.stderr).toBe("countbot: option '--status <status>' argument 'done' is invalid. Allowed choices are pending, running, completed, failed, cancelled.\n");
   });
 });

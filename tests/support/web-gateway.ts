@@ -26,6 +26,7 @@ export interface WebGatewayOptions extends Partial<Omit<WebAdapterOptions, "bus"
   bus: MessageBus;
   token?: string;
   host?: string;
+  allowedOrigins?: string[];
   readiness?: () => Promise<Readiness>;
   rateLimitPerMinute?: number;
 }
@@ -40,7 +41,7 @@ export async function startWebGateway(options: WebGatewayOptions): Promise<WebGa
   const runtime = createChannelRuntime({ channel, bus: options.bus, store, logger });
   const server = createApiServer({
     bus: options.bus,
-    config: { host: options.host ?? "127.0.0.1", port: 0, token: options.token },
+    config: { host: options.host ?? "127.0.0.1", port: 0, token: options.token, allowedOrigins: options.allowedOrigins },
     logger,
     readiness: options.readiness ?? (async () => ({ ready: true, checks: {} })),
     routes: [channel.routes!],

@@ -60,9 +60,9 @@ describe("loadConfig", () => {
     expect(config.agent.persona).toEqual({ name: "CountBot", personality: "professional" });
     expect(config.providers).toEqual({});
     // The web chat is on unless switched off; every platform is off until configured.
-    expect(config.channels).toEqual({ web: { enabled: true, rateLimitPerMinute: 60, showNotices: true } });
-    expect(config.redis).toEqual({ prefix: "countbot", leaseTtlMs: 30_000, evictionPolicy: "warn" });
-    expect(config.api).toEqual({ host: "127.0.0.1", port: 8787 });
+    expect(config.channels).toEqual({ web: { enabled: true, showNotices: true } });
+    expect(config.redis).toEqual({ prefix: "countbot", leaseTtlMs: 30_000, connectTimeoutMs: 5_000, evictionPolicy: "warn" });
+    expect(config.api).toEqual({ host: "127.0.0.1", port: 8787, allowedOrigins: [] });
     expect(config.log.level).toBe("info");
     expect(config.heartbeat).toEqual({ enabled: false, intervalMinutes: 30, dailyCap: 10 });
     expect(config.dataDir).toBe(join(home, ".countbot"));
@@ -111,7 +111,8 @@ describe("loadConfig", () => {
     expect(environmentOverridesOf(channelPlugins).map((entry) => entry.variable)).toEqual([
       "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "COUNTBOT_MODEL", "REDIS_URL",
       "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN",
-      "BRAVE_API_KEY", "LOG_LEVEL", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT",
+      "BRAVE_API_KEY", "LOG_LEVEL", "LOG_FORMAT", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT",
+      "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN",
     ]);
   });
 
@@ -130,9 +131,13 @@ describe("loadConfig", () => {
     ["TELEGRAM_BOT_TOKEN", "123456:telegram-env", "channels.telegram.token", "123456:telegram-env"],
     ["TELEGRAM_API_ROOT", "http://127.0.0.1:8081", "channels.telegram.apiRoot", "http://127.0.0.1:8081"],
     ["DISCORD_BOT_TOKEN", "MTIz.discord-env.token", "channels.discord.token", "MTIz.discord-env.token"],
-    ["DISCORD_API_ROOT", "http://127.0.0.1:8082/api", "channels.discord.apiRoot", "http://127.0.0.1:8082/api"],
+    ["DISCORD_API_ROOT", "http://127.0.0.1:8083/api", "channels.discord.apiRoot", "http://127.0.0.1:8083/api"],
+    ["FEISHU_APP_ID", "cli_0123456789abcdef", "channels.feishu.appId", "cli_0123456789abcdef"],
+    ["FEISHU_APP_SECRET", "feishu-env-secret", "channels.feishu.appSecret", "feishu-env-secret"],
+    ["FEISHU_DOMAIN", "http://127.0.0.1:8082", "channels.feishu.domain", "http://127.0.0.1:8082"],
     ["BRAVE_API_KEY", "brave-env-key", "tools.braveApiKey", "brave-env-key"],
     ["LOG_LEVEL", "debug", "log.level", "debug"],
+    ["LOG_FORMAT", "Pretty", "log.format", "pretty"],
   ];
 
   it.each(overrides)("%s sets %s", (variable, value, path, expected) => {
@@ -350,7 +355,7 @@ describe("channel sections", () => {
     writeConfig({ channels: { telegarm: { enabled: true } } });
     const typo = loadError();
     expect(typo.path).toBe("channels.telegarm");
-    expect(typo.message).toContain("known: telegram, discord, web");
+    expect(typo.message).toContain("known: telegram, discord, feishu, web");
   });
 
   it("checks a section against its plugin's schema", () => {
@@ -366,5 +371,15 @@ describe("channel sections", () => {
     const config = load({ env: { TELEGRAM_BOT_TOKEN: "123:abc" }, channels: [] });
     expect(config.channels).toEqual({});
     expect(valueAt(load({ env: { TELEGRAM_BOT_TOKEN: "123:abc" } }), ["channels", "telegram", "token"])).toBe("123:abc");
+  });
+});
+
+describe("the README's environment table", () => {
+  it("names every variable the code reads", () => {
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    const section = readme.slice(readme.indexOf("## Configuration"), readme.indexOf("## How a turn runs"));
+    const listed = new Set([...section.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((match) => match[1]));
+    const read = new Set([...environmentOverridesOf(channelPlugins).map((entry) => entry.variable), "COUNTBOT_CONFIG", "NO_COLOR"]);
+    for (const variable of read) expect(listed, variable).toContain(variable);
   });
 });

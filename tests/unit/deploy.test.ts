@@ -33,6 +33,13 @@ const instructions = read("Dockerfile")
   .map((line) => line.trim())
   .filter((line) => line !== "" && !line.startsWith("#"));
 
+describe("Dockerfile", () => {
+  it("installs bubblewrap in the runtime image, so exec can be sandboxed", () => {
+    const runtime = instructions.slice(instructions.findIndex((line) => /^FROM .* AS runtime$/.test(line)));
+    expect(runtime.some((line) => /^RUN apt-get update .*apt-get install .*bubblewrap/.test(line))).toBe(true);
+  });
+});
+
 describe("docker-compose.yml", () => {
   it("runs Redis 7 with AOF, noeviction, a volume and a ping health check", () => {
     expect(redis.image).toMatch(/^redis:7/);
@@ -58,7 +65,8 @@ describe("docker-compose.yml", () => {
   });
 
   it("publishes the API port of the gateway and passes it the API token from .env", () => {
-    expect(gateway.ports).toEqual(["${COUNTBOT_API_PORT:-8787}:${COUNTBOT_API_PORT:-8787}"]);
+    // The host's loopback only: the API does not face the network unless the operator says so.
+    expect(gateway.ports).toEqual(["127.0.0.1:${COUNTBOT_API_PORT:-8787}:${COUNTBOT_API_PORT:-8787}"]);
     expect(gateway.environment?.COUNTBOT_API_PORT).toBe("${COUNTBOT_API_PORT:-8787}");
     expect(gateway.environment?.COUNTBOT_API_TOKEN).toMatch(/^\$\{COUNTBOT_API_TOKEN:\?/);
     expect(gateway.environment?.COUNTBOT_API_HOST).toBe("0.0.0.0");

@@ -18,12 +18,11 @@
   ARGV[7] dead letters kept
   Output: 1, or the error LEASE_LOST
 ]]
-if redis.call("HGET", KEYS[4], ARGV[1]) ~= ARGV[2] then
-  return redis.error_reply("LEASE_LOST")
-end
-local expiry = redis.call("ZSCORE", KEYS[3], ARGV[1])
-if (not expiry) or tonumber(expiry) <= tonumber(ARGV[4]) then
-  return redis.error_reply("LEASE_LOST")
+--- @include "includes/lease-held"
+
+local lost = leaseLost(KEYS[4], KEYS[3], ARGV[1], ARGV[2], ARGV[4])
+if lost then
+  return redis.error_reply("LEASE_LOST " .. lost)
 end
 local count = tonumber(ARGV[3])
 local parked = redis.call("LRANGE", KEYS[1], 0, count - 1)

@@ -8,11 +8,9 @@
   ARGV[3] now (ms)
   Output: 1 held, 0 not
 ]]
-if redis.call("HGET", KEYS[1], ARGV[1]) ~= ARGV[2] then
-  return 0
-end
-local expiry = redis.call("ZSCORE", KEYS[2], ARGV[1])
-if (not expiry) or tonumber(expiry) <= tonumber(ARGV[3]) then
+--- @include "includes/lease-held"
+
+if leaseLost(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then
   return 0
 end
 return 1

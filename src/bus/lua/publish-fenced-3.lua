@@ -12,11 +12,10 @@
   ARGV[5] approximate stream length kept
   Output: the stream entry id, or the error LEASE_LOST
 ]]
-if redis.call("HGET", KEYS[1], ARGV[1]) ~= ARGV[2] then
-  return redis.error_reply("LEASE_LOST")
-end
-local expiry = redis.call("ZSCORE", KEYS[2], ARGV[1])
-if (not expiry) or tonumber(expiry) <= tonumber(ARGV[3]) then
-  return redis.error_reply("LEASE_LOST")
+--- @include "includes/lease-held"
+
+local lost = leaseLost(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+if lost then
+  return redis.error_reply("LEASE_LOST " .. lost)
 end
 return redis.call("XADD", KEYS[3], "MAXLEN", "~", ARGV[5], "*", "event", ARGV[4])

@@ -9,11 +9,9 @@
   ARGV[4] lease TTL (ms)
   Output: 1 extended, 0 lost
 ]]
-if redis.call("HGET", KEYS[1], ARGV[1]) ~= ARGV[2] then
-  return 0
-end
-local expiry = redis.call("ZSCORE", KEYS[2], ARGV[1])
-if (not expiry) or tonumber(expiry) <= tonumber(ARGV[3]) then
+--- @include "includes/lease-held"
+
+if leaseLost(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then
   return 0
 end
 redis.call("ZADD", KEYS[2], "XX", tonumber(ARGV[3]) + tonumber(ARGV[4]), ARGV[1])

@@ -18,7 +18,7 @@
  * ids (`cron-<hex>`) qualify.
  */
 import { Queue, Worker, type Job, type JobsOptions } from "bullmq";
-import type { Redis } from "ioredis";
+import type { BullmqConnection } from "../../redis/client.js";
 import { errorMessage } from "../../errors.js";
 import { StoredCronJobSchema, type SchedulerLogger } from "./in-process-scheduler.js";
 import type { CronJob, CronSchedule, Scheduler } from "./scheduler.js";
@@ -31,7 +31,7 @@ export interface BullmqSchedulerOptions {
    * Shared connection, created with `maxRetriesPerRequest: null` (connectRedis does). The worker
    * duplicates it for its blocking reads. Not closed by `close()`.
    */
-  connection: Redis;
+  connection: BullmqConnection;
   /** BullMQ key prefix, hash-tagged so the queue's keys share a Redis Cluster slot: `{countbot}`. */
   prefix: string;
   logger?: SchedulerLogger;

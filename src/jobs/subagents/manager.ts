@@ -1,5 +1,5 @@
 /**
- * The SubagentManager of the seed design: creates tasks, runs them as jobs on a JobQueue, cancels,
+ * The SubagentManager: the main agent hands a task to a background worker of its own. It creates tasks, runs them as jobs on a JobQueue, cancels,
  * lists and cleans them up, and tells the origin chat how each one ended.
  *
  * Every status change is a compare-and-set on the TaskStore, so whichever of "finished", "failed",
@@ -13,6 +13,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { ToolError, errorMessage } from "../../errors.js";
+import { sleep } from "../../sleep.js";
 import type { TaskStore } from "../../store/store.js";
 import type { Job, JobFailure, JobQueue, ProcessOptions } from "../job-queue.js";
 import { FINISHED_STATUSES, type SubagentTask, type TaskStats, type TaskStatus, type TaskToolCall } from "./task.js";
@@ -168,7 +169,7 @@ export function createSubagentManager(options: SubagentManagerOptions): Subagent
           logger?.error({ err: error, taskId: task.id, sessionKey: task.sessionKey }, "could not tell the chat how a subagent ended");
           return;
         }
-        await new Promise((resolve) => setTimeout(resolve, delay));
+        await sleep(delay);
       }
     }
   }

@@ -1,5 +1,5 @@
 /**
- * The subagent's tools, a subset of the main agent's (the seed design's table): files, exec with a
+ * The subagent's tools, a subset of the main agent's: files, exec with a
  * 300 s time limit and the same deny rules (destructive commands stay refused), web_fetch, and
  * web_search when a Brave key is set. Not spawn (no subagents of subagents), not message (the
  * main agent relays the result), not memory (the main agent's memory is its own).

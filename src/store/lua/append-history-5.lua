@@ -14,17 +14,14 @@
   ARGV[4..] entries (JSON)
   Output: the history length, or the error LEASE_LOST (then nothing was written)
 ]]
+--- @include "../../bus/lua/includes/lease-held"
+
 local sessionKey, now, token = ARGV[1], ARGV[2], ARGV[3]
 
--- Held means: this token is the current one and the lease has not expired (the bus's reaper
--- treats expiry <= now as expired, so the same bound is used here).
 if token ~= "" then
-  if redis.call("HGET", KEYS[4], sessionKey) ~= token then
-    return redis.error_reply("LEASE_LOST the session's lease is held by another token")
-  end
-  local expiry = redis.call("ZSCORE", KEYS[5], sessionKey)
-  if (not expiry) or tonumber(expiry) <= tonumber(now) then
-    return redis.error_reply("LEASE_LOST the session's lease expired")
+  local lost = leaseLost(KEYS[4], KEYS[5], sessionKey, token, now)
+  if lost then
+    return redis.error_reply("LEASE_LOST " .. lost)
   end
 end
 

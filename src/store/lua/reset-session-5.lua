@@ -16,15 +16,14 @@
   The archive key, session:<key>:archive:<generation>, is KEYS[2] with "history" replaced: the
   generation is only known here. It carries the same hash tag, so it lives in the same slot.
 ]]
+--- @include "../../bus/lua/includes/lease-held"
+
 local sessionKey, now, token = ARGV[1], ARGV[2], ARGV[3]
 
 if token ~= "" then
-  if redis.call("HGET", KEYS[4], sessionKey) ~= token then
-    return redis.error_reply("LEASE_LOST the session's lease is held by another token")
-  end
-  local expiry = redis.call("ZSCORE", KEYS[5], sessionKey)
-  if (not expiry) or tonumber(expiry) <= tonumber(now) then
-    return redis.error_reply("LEASE_LOST the session's lease expired")
+  local lost = leaseLost(KEYS[4], KEYS[5], sessionKey, token, now)
+  if lost then
+    return redis.error_reply("LEASE_LOST " .. lost)
   end
 end
 

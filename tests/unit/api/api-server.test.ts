@@ -21,7 +21,7 @@ interface Started {
 }
 
 async function start(
-  options: { token?: string; host?: string; readiness?: () => Promise<Readiness> } = {},
+  options: { token?: string; host?: string; readiness?: () => Promise<Readiness>; allowedOrigins?: string[] } = {},
 ): Promise<Started> {
   const bus = createMemoryBus();
   cleanups.push(() => bus.close());
@@ -30,6 +30,7 @@ async function start(
     bus,
     token: options.token,
     host: options.host,
+    allowedOrigins: options.allowedOrigins,
     readiness: options.readiness ?? (async () => ({ ready: true, checks: { bus: { ok: true } } })),
     newId: () => `message-${++counter}`,
     now: () => 1_000,
@@ -161,6 +162,53 @@ describe("bearer token", () => {
     for (const host of ["0.0.0.0", "::", "10.0.0.1", "128.0.0.1", "example.com", "localhost.example.com", ""]) {
       expect(isLoopbackHost(host), host).toBe(false);
     }
+  });
+});
+
+describe("browser origins", () => {
+  it("refuses a WebSocket opened by another site, and takes the API's own origin and clients that send none", async () => {
+    const { url } = await start();
+    const wsUrl = `${url.replace("http", "ws")}/ws?chatId=room`;
+    expect(await upgradeStatus(wsUrl, { origin: "http://evil.example" })).toBe(403);
+    expect(await upgradeStatus(wsUrl, { origin: "null" })).toBe(403);
+    expect(await upgradeStatus(wsUrl, { origin: url })).toBe(101);
+    expect(await upgradeStatus(wsUrl)).toBe(101);
+  });
+
+  it("refuses state-changing requests from another site, bodiless ones included, and lets reads through", async () => {
+    const { bus, url } = await start();
+    const cancelled: string[] = [];
+    const subscription = await bus.onCancel((sessionKey) => cancelled.push(sessionKey));
+    cleanups.push(() => subscription.close());
+    const evil = { origin: "http://evil.example" };
+    const cancel = await fetch(`${url}/api/sessions/web:room/cancel`, { method: "POST", headers: evil });
+    expect(cancel.status).toBe(403);
+    expect(await cancel.json()).toEqual({ error: expect.stringContaining("origin http://evil.example may not use this API") });
+    expect((await post(`${url}/api/chat/room/messages`, { content: "hi" }, evil)).status).toBe(403);
+    // A look-alike host is another site.
+    expect((await post(`${url}/api/chat/room/messages`, { content: "hi" }, { origin: url.replace("127.0.0.1", "127.0.0.1.evil.example") })).status).toBe(403);
+    expect(cancelled).toEqual([]);
+    expect((await fetch(`${url}/health`, { headers: evil })).status).toBe(200);
+    expect((await post(`${url}/api/chat/room/messages`, { content: "hi" }, { origin: url })).status).toBe(202);
+  });
+
+  it("lets the origins in api.allowedOrigins in", async () => {
+    const { url } = await start({ allowedOrigins: ["https://console.example.com"] });
+    expect((await post(`${url}/api/chat/room/messages`, { content: "hi" }, { origin: "https://console.example.com" })).status).toBe(202);
+    expect(await upgradeStatus(`${url.replace("http", "ws")}/ws?chatId=room`, { origin: "https://console.example.com" })).toBe(101);
+    expect((await post(`${url}/api/chat/room/messages`, { content: "hi" }, { origin: "https://other.example.com" })).status).toBe(403);
+  });
+
+  it("takes only JSON bodies, and sends the security headers", async () => {
+    const { url } = await start();
+    const plain = await fetch(`${url}/api/chat/room/messages`, { method: "POST", headers: { "content-type": "text/plain" }, body: '{"content":"hi"}' });
+    expect(plain.status).toBe(415);
+    const form = await fetch(`${url}/api/chat/room/messages`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "content=hi" });
+    expect(form.status).toBe(415);
+    const health = await fetch(`${url}/health`);
+    expect(health.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(health.headers.get("x-frame-options")).toBe("SAMEORIGIN");
+    expect(health.headers.get("content-security-policy")).toContain("default-src 'self'");
   });
 });
 

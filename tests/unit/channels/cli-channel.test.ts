@@ -57,7 +57,8 @@ describe("CliChannel on the channel runtime", () => {
       scriptedModel([{ text: "Checking.", toolCalls: [{ name: "list_dir", arguments: {} }] }, { text: ["All ", "clear."] }]),
     );
     input.write("look around\n");
-    await until(() => screen.read().includes("All clear."), "the reply");
+    // The draft shows the words first; the final ends the line and the turn.
+    await until(() => screen.read().includes("All clear.\n") && channel.pending === 0, "the reply");
     expect(screen.read()).toBe("bot › Checking.\n  ↳ list_dir({})\nAll clear.\n");
     expect(channel.pending).toBe(0);
     await channel.exit();

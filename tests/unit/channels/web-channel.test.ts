@@ -14,7 +14,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function start(channelOptions: { maxPendingPerChat?: number } = {}) {
+async function start(channelOptions: { maxPendingPerChat?: number; rateLimitPerMinute?: number } = {}) {
   const bus = createMemoryBus();
   cleanups.push(() => bus.close());
   let counter = 0;
@@ -114,6 +114,57 @@ describe("sending", () => {
     expect(room?.messages[0]?.senderId).toBe("web-user");
     expect(room?.messages[0]?.metadata).toEqual({ clientMessageId: "c-1", platformMessageId: "message-1" });
     expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+  });
+});
+
+describe("commands", () => {
+  it("cancels at once on /stop, without queueing it behind the running turn, and answers on the socket", async () => {
+    const { bus, url } = await start();
+    const client = await connect(url, "busy-room");
+    const cancelled: string[] = [];
+    const subscription = await bus.onCancel((sessionKey) => cancelled.push(sessionKey));
+    cleanups.push(() => subscription.close());
+    await send(url, "busy-room", { content: "a long question" });
+    const claim = await bus.claimSession({ timeoutMs: 1_000 }); // a worker is running its turn
+
+    const response = await send(url, "busy-room", { content: "/stop" });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ id: "message-2", command: "stop" });
+    expect(cancelled).toEqual(["web:busy-room"]);
+    await until(() => client.events.length === 1, "the gateway's answer");
+    expect(client.events).toEqual([{ type: "message", id: expect.stringMatching(/^gateway-/), content: "Stopping.", answers: [] }]);
+    // Nothing was queued behind the turn.
+    await bus.ack(claim!);
+    expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+  });
+
+  it("answers /help through the dispatcher once, also when the page retries the POST", async () => {
+    const { url } = await start();
+    const client = await connect(url, "helpful");
+    const body = { content: "/help", clientMessageId: "h-1" };
+    expect(await (await send(url, "helpful", body)).json()).toEqual({ id: "message-1", command: "help" });
+    expect((await send(url, "helpful", body)).status).toBe(200);
+    await until(() => client.events.length >= 1, "the help text");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(client.events).toHaveLength(1);
+    expect(client.events[0]).toMatchObject({ type: "message", content: expect.stringContaining("/new") });
+  });
+
+  it("limits a sender only when the operator set a rate (sender ids are the page's own word)", async () => {
+    const open = await start();
+    for (let index = 0; index < 15; index += 1) expect((await send(open.url, "room", { content: `message ${index}` })).status).toBe(202);
+    const limited = await start({ rateLimitPerMinute: 1 });
+    expect((await send(limited.url, "room", { content: "first" })).status).toBe(202);
+    const refused = await send(limited.url, "room", { content: "second" });
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toEqual({ error: expect.stringContaining("too many messages") });
+  });
+
+  it("puts /new on the bus for the worker", async () => {
+    const { bus, url } = await start();
+    expect((await send(url, "fresh", { content: "/new" })).status).toBe(202);
+    const claim = await bus.claimSession({ timeoutMs: 1_000 });
+    expect(claim?.messages.map((message) => message.content)).toEqual(["/new"]);
   });
 });
 

@@ -450,7 +450,7 @@ describe("subagent tools", () => {
     const withSearch = createSubagentTools({ tools: { ...config.tools, braveApiKey: "key" } }, { findExecutable: () => undefined });
     expect(withSearch.names()).toContain("web_search");
     const withoutShell = createSubagentTools({ tools: { ...config.tools, exec: { ...config.tools.exec, enabled: false }, web: { ...config.tools.web, enabled: false } } });
-    expect(withoutShell.names()).toEqual(["read_file", "write_file", "edit_file", "list_dir"]);
+    expect(withoutShell.names()).toEqual(["read_file", "list_dir", "write_file", "edit_file"]);
   });
 
   it("refuses a destructive command in the subagent's exec", async () => {

@@ -1,0 +1,216 @@
+/**
+ * The long connection: the SDK's WSClient (it asks `POST /callback/ws/endpoint` for a URL and a
+ * ClientConfig, dials it, pings every PingInterval and answers each event frame with the handler's
+ * result), plus what it lacks:
+ *
+ * - A watchdog. Every frame that arrives (a pong to our ping, an event) proves the connection
+ *   alive; a connection that has been silent for `silenceTimeoutMs` (default three ping intervals)
+ *   is thrown away and a new client dials again. Reconnects are logged and counted, the SDK's own
+ *   (after a close) as well as the watchdog's.
+ * - A start that fails loudly: WSClient.start() silently does nothing unless the app id looks like
+ *   `cli_` + 16 hex characters, and reports a refused endpoint only through `onError`.
+ *
+ * Feishu delivers each event to ONE of the clients connected for an app. With several gateways the
+ * leader lease (channel-runtime) keeps exactly one connected; were two connected anyway, each event
+ * still reaches one of them, and the bus's inbound dedupe holds if Feishu redelivers to the other.
+ */
+import { EventDispatcher, LoggerLevel, WSClient } from "@larksuiteoapi/node-sdk";
+import type { Logger } from "pino";
+import { ChannelError, errorMessage } from "../../src/errors.js";
+import { MESSAGE_RECEIVED } from "./event-schema.js";
+import { type Scrub, createScrubber } from "./feishu-errors.js";
+
+export const APP_ID_PATTERN = /^cli_[0-9a-fA-F]{16}$/;
+
+export interface LongConnectionOptions {
+  appId: string;
+  appSecret: string;
+  domain: string;
+  /** Takes one `im.message.receive_v1` event (flattened); its answer is the frame's acknowledgement. */
+  onMessage(event: Record<string, unknown>): Promise<void>;
+  logger: Logger;
+  /** Reconnect after this long without a frame. Default three ping intervals (as Feishu sets them). */
+  silenceTimeoutMs?: number;
+  /** How long start() waits for the first connection before it goes on in the background. Default 20 s. */
+  connectTimeoutMs?: number;
+  now?: () => number;
+}
+
+export interface LongConnection {
+  /** Resolves once connected (or still trying after `connectTimeoutMs`); rejects when Feishu refused. */
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** Reconnects so far (the SDK's and the watchdog's). */
+  readonly reconnects: number;
+}
+
+/** What the watchdog reads of a WSClient. The SDK keeps the socket private; this is the one place that reaches for it. */
+interface ClientInternals {
+  wsConfig?: { getWSInstance?(): { on(event: "message", listener: () => void): unknown } | null; getWS?(key: "pingInterval"): unknown };
+}
+
+const DEFAULT_PING_INTERVAL_MS = 120_000;
+
+/** The SDK's logger, onto pino: messages only (its objects carry requests), secrets scrubbed. */
+export function sdkLogger(logger: Logger, scrub: Scrub) {
+  const text = (parts: unknown[]) =>
+    scrub(
+      parts
+        .flat()
+        .map((part) => (typeof part === "string" ? part : part instanceof Error ? part.message : ""))
+        .filter((part) => part.length > 0)
+        .join(" "),
+    );
+  // Its errors are logged as warnings: the adapter reports what failed as a ChannelError anyway.
+  const to = (level: "warn" | "debug" | "trace") => (...parts: unknown[]) => {
+    const message = text(parts);
+    if (message.length > 0) logger[level]({ channel: "feishu", sdk: true }, message);
+  };
+  return { error: to("warn"), warn: to("warn"), info: to("debug"), debug: to("trace"), trace: to("trace") };
+}
+
+export function createLongConnection(options: LongConnectionOptions): LongConnection {
+  const { logger } = options;
+  const now = options.now ?? Date.now;
+  const scrub = createScrubber([options.appSecret]);
+  const log = logger.child({ channel: "feishu", mode: "longConnection" });
+  let client: WSClient | undefined;
+  let generation = 0;
+  let lastFrameAt = now();
+  let connected = false;
+  let reconnects = 0;
+  let watchdog: NodeJS.Timeout | undefined;
+  let running = false;
+
+  function internals(target: WSClient): ClientInternals {
+    return target as unknown as ClientInternals;
+  }
+
+  function silenceLimitMs(target: WSClient): number {
+    if (options.silenceTimeoutMs) return options.silenceTimeoutMs;
+    const interval = Number(internals(target).wsConfig?.getWS?.("pingInterval"));
+    return 3 * (Number.isFinite(interval) && interval > 0 ? interval : DEFAULT_PING_INTERVAL_MS);
+  }
+
+  /** Listens to the socket the client just opened: any frame is proof of life. */
+  function watchSocket(target: WSClient): void {
+    lastFrameAt = now();
+    connected = true;
+    const socket = internals(target).wsConfig?.getWSInstance?.();
+    if (!socket) {
+      log.warn("cannot watch the long connection's frames; the watchdog counts from the last connect");
+      return;
+    }
+    socket.on("message", () => {
+      if (client === target) lastFrameAt = now();
+    });
+  }
+
+  function connect(): Promise<void> {
+    const mine = ++generation;
+    const dispatcher = new EventDispatcher({ logger: sdkLogger(logger, scrub), loggerLevel: LoggerLevel.warn }).register({
+      [MESSAGE_RECEIVED]: async (data: Record<string, unknown>) => {
+        await options.onMessage(data);
+      },
+    });
+    return new Promise<void>((resolve, reject) => {
+      const target = new WSClient({
+        appId: options.appId,
+        appSecret: options.appSecret,
+        domain: options.domain,
+        logger: sdkLogger(logger, scrub),
+        loggerLevel: LoggerLevel.info,
+        autoReconnect: true,
+        onReady: () => {
+          if (mine !== generation) return;
+          watchSocket(target);
+          log.info("feishu long connection open");
+          resolve();
+        },
+        onReconnecting: () => {
+          if (mine !== generation) return;
+          connected = false;
+          reconnects += 1;
+          log.warn({ reconnects }, "feishu long connection closed; the SDK is reconnecting");
+        },
+        onReconnected: () => {
+          if (mine !== generation) return;
+          watchSocket(target);
+          log.info({ reconnects }, "feishu long connection reconnected");
+        },
+        onError: (error) => {
+          if (mine !== generation) return;
+          connected = false;
+          const failure = new ChannelError(scrub(`feishu long connection failed: ${errorMessage(error)}`), "feishu");
+          log.error({ error: failure.message }, "feishu long connection gave up");
+          reject(failure);
+        },
+      });
+      client = target;
+      void target.start({ eventDispatcher: dispatcher }).catch((error: unknown) => reject(new ChannelError(scrub(`feishu long connection failed: ${errorMessage(error)}`), "feishu")));
+    });
+  }
+
+  function discard(): void {
+    generation += 1;
+    connected = false;
+    try {
+      client?.close({ force: true });
+    } catch (error) {
+      log.debug({ error: errorMessage(error) }, "closing the old long connection failed");
+    }
+    client = undefined;
+  }
+
+  function check(): void {
+    if (!running || !client) return;
+    const silentFor = now() - lastFrameAt;
+    if (silentFor < silenceLimitMs(client)) return;
+    reconnects += 1;
+    log.warn({ silentMs: silentFor, reconnects, wasConnected: connected }, "feishu long connection silent; reconnecting");
+    discard();
+    lastFrameAt = now();
+    connect().catch((error: unknown) => log.error({ error: errorMessage(error) }, "feishu long connection could not reconnect"));
+  }
+
+  return {
+    get reconnects() {
+      return reconnects;
+    },
+    async start() {
+      if (!APP_ID_PATTERN.test(options.appId)) {
+        // WSClient.start() would log and return without ever connecting.
+        throw new ChannelError("the Feishu long connection needs an app id of the form cli_ + 16 hex characters", "feishu");
+      }
+      running = true;
+      lastFrameAt = now();
+      const interval = Math.max(200, Math.min(5_000, Math.floor((options.silenceTimeoutMs ?? DEFAULT_PING_INTERVAL_MS) / 4)));
+      watchdog = setInterval(check, interval);
+      watchdog.unref();
+      const first = connect();
+      const timeoutMs = options.connectTimeoutMs ?? 20_000;
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<"timeout">((resolve) => {
+        timer = setTimeout(() => resolve("timeout"), timeoutMs);
+      });
+      try {
+        const outcome = await Promise.race([first, waited]);
+        if (outcome === "timeout") log.warn({ timeoutMs }, "feishu long connection not open yet; still trying in the background");
+      } catch (error) {
+        running = false;
+        clearInterval(watchdog);
+        discard();
+        throw error;
+      } finally {
+        clearTimeout(timer);
+      }
+      first.catch(() => undefined);
+    },
+    async stop() {
+      running = false;
+      if (watchdog) clearInterval(watchdog);
+      watchdog = undefined;
+      discard();
+    },
+  };
+}

@@ -1,0 +1,66 @@
+/**
+ * The Feishu / Lark plugin: `channels.feishu` in the config, FEISHU_APP_ID / FEISHU_APP_SECRET /
+ * FEISHU_DOMAIN in the environment.
+ */
+import { createHash } from "node:crypto";
+import path from "node:path";
+import { ConfigError } from "../../src/errors.js";
+import { defineChannel } from "../../src/gateway/channel.js";
+import { type FeishuConfig, FeishuConfigSchema, domainUrl } from "./config.js";
+import { createFeishuAdapter } from "./feishu-adapter.js";
+import { APP_ID_PATTERN } from "./long-connection.js";
+
+export type { FeishuConfig } from "./config.js";
+
+function required(config: FeishuConfig, field: "appId" | "appSecret", variable: string): string {
+  const value = config[field];
+  if (!value) throw new ConfigError(`channels.feishu is enabled but has no ${field}: set ${variable} or channels.feishu.${field}`, `channels.feishu.${field}`);
+  return value;
+}
+
+export const feishuChannel = defineChannel({
+  name: "feishu",
+  description: "Feishu / Lark app: long connection or webhook, streamed Markdown cards.",
+  configSchema: FeishuConfigSchema,
+  environment: { FEISHU_APP_ID: "appId", FEISHU_APP_SECRET: "appSecret", FEISHU_DOMAIN: "domain" },
+  create(config, dependencies) {
+    const appId = required(config, "appId", "FEISHU_APP_ID");
+    const appSecret = required(config, "appSecret", "FEISHU_APP_SECRET");
+    if (config.mode === "longConnection" && !APP_ID_PATTERN.test(appId)) {
+      // The SDK's WSClient would start, log one line and never connect.
+      throw new ConfigError("channels.feishu.appId must look like cli_ followed by 16 hex characters for the long connection", "channels.feishu.appId");
+    }
+    if (config.mode === "webhook" && !config.encryptKey) {
+      throw new ConfigError("channels.feishu webhook mode needs encryptKey: without it Feishu signs nothing and a forged request could not be told apart", "channels.feishu.encryptKey");
+    }
+    const adapter = createFeishuAdapter({
+      appId,
+      appSecret,
+      domain: domainUrl(config.domain),
+      mode: config.mode,
+      encryptKey: config.encryptKey,
+      verificationToken: config.verificationToken,
+      groupSessionScope: config.groupSessionScope,
+      maxImageBytes: config.maxImageBytes,
+      maxFileBytes: config.maxFileBytes,
+      downloadDir: path.join(dependencies.dataDir, "media", "feishu"),
+      logger: dependencies.logger,
+      silenceTimeoutMs: config.silenceTimeoutMs,
+      ...(dependencies.now ? { now: dependencies.now } : {}),
+    });
+    return {
+      adapter,
+      policy: {
+        allowFrom: [...config.allowFrom, ...config.allowChats],
+        groupPolicy: config.groupPolicy,
+        rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 },
+      },
+      ...(config.mode === "webhook" ? { webhook: { path: config.webhook.path, handle: adapter.webhook } } : {}),
+      account: createHash("sha256").update(appId).digest("hex").slice(0, 16),
+      // The same message always makes the same inbound id, so its reply's ids (and uuids) repeat too.
+      inboundIdOf: (event) => `feishu-${event.platformMessageId}`,
+      // Finals carry `outbound`, drafts do not: the adapter splits a final over cards, never a draft.
+      annotateSends: true,
+    };
+  },
+});

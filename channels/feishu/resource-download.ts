@@ -1,0 +1,118 @@
+/**
+ * Downloads an image or file of an inbound message through the message-resource API
+ * (`GET /open-apis/im/v1/messages/:message_id/resources/:file_key?type=image|file`) into the
+ * download directory, with a size cap on the bytes that actually arrive. A resource over the cap,
+ * or one that fails to download, becomes a note for the text instead: the message still reaches
+ * the model, and nothing here throws except an abort.
+ */
+import { randomUUID } from "node:crypto";
+import { createWriteStream } from "node:fs";
+import { mkdir, rename, rm } from "node:fs/promises";
+import { extname, join } from "node:path";
+import { type Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { Logger } from "pino";
+import type { Media } from "../../src/bus/message.js";
+import { errorMessage } from "../../src/errors.js";
+
+export interface Resource {
+  messageId: string;
+  fileKey: string;
+  type: "image" | "file";
+  /** The sender's file name (files). */
+  name?: string;
+  /** How a note calls it: `image`, `file "report.pdf"`. */
+  label: string;
+}
+
+export type DownloadResult = { media: Media } | { note: string };
+
+/** The resource API's answer: the body as a stream and the response headers. */
+export interface ResourceStream {
+  stream: Readable;
+  headers: Record<string, unknown>;
+}
+
+export interface ResourceDownloaderOptions {
+  fetchResource(resource: Resource): Promise<ResourceStream>;
+  downloadDir: string;
+  maxImageBytes: number;
+  maxFileBytes: number;
+  logger: Logger;
+}
+
+class TooBigError extends Error {
+  override name = "TooBigError";
+}
+
+function formatBytes(bytes: number): string {
+  if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1).replace(/\.0$/, "")} MB`;
+}
+
+/** Letters, digits, `.`, `_` and `-` only, so a key or a sender's file name cannot climb out of the directory. */
+function safeName(name: string): string {
+  return name.replace(/[^\w.-]+/g, "_").replace(/^\.+/, "_").slice(-100) || "file";
+}
+
+function header(headers: Record<string, unknown>, name: string): string | undefined {
+  const value = headers[name] ?? headers[name.toLowerCase()];
+  if (Array.isArray(value)) return typeof value[0] === "string" ? value[0] : undefined;
+  return typeof value === "string" || typeof value === "number" ? String(value) : undefined;
+}
+
+const imageExtensions: Record<string, string> = { "image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp", "image/bmp": ".bmp" };
+
+export function createResourceDownloader(options: ResourceDownloaderOptions) {
+  const { logger } = options;
+
+  async function download(resource: Resource, signal: AbortSignal): Promise<DownloadResult> {
+    const cap = resource.type === "image" ? options.maxImageBytes : options.maxFileBytes;
+    const tooBig = () => ({ note: `[${resource.label} not downloaded: over the ${formatBytes(cap)} limit]` });
+    let target: string | undefined;
+    try {
+      const { stream, headers } = await options.fetchResource(resource);
+      const length = Number(header(headers, "content-length") ?? Number.NaN);
+      if (length > cap) {
+        stream.destroy();
+        return tooBig();
+      }
+      const mimeType = header(headers, "content-type")?.split(";")[0]?.trim();
+      await mkdir(options.downloadDir, { recursive: true });
+      const base = safeName(resource.fileKey);
+      const extension = resource.name ? "" : resource.type === "image" ? (imageExtensions[mimeType ?? ""] ?? ".img") : "";
+      const fileName = resource.name ? `${base}-${safeName(resource.name)}` : `${base}${extension}`;
+      target = join(options.downloadDir, fileName);
+      let received = 0;
+      const limit = new Transform({
+        transform(chunk: Buffer, _encoding, callback) {
+          received += chunk.length;
+          callback(received > cap ? new TooBigError("over the cap") : null, chunk);
+        },
+      });
+      const temporary = `${target}.${randomUUID()}.part`;
+      try {
+        await pipeline(stream, limit, createWriteStream(temporary), { signal });
+        await rename(temporary, target);
+      } catch (error) {
+        await rm(temporary, { force: true });
+        throw error;
+      }
+      const kind: Media["kind"] = resource.type === "image" || mimeType?.startsWith("image/") ? "image" : "document";
+      const media: Media = { path: target, kind };
+      const knownMime = mimeType && mimeType !== "application/octet-stream" ? mimeType : resource.type === "image" ? "image/png" : undefined;
+      if (knownMime) media.mimeType = knownMime;
+      if (resource.name) media.name = resource.name;
+      // A file the extension says is an image is one for the model too.
+      if (kind === "document" && /\.(png|jpe?g|gif|webp)$/i.test(extname(resource.name ?? ""))) media.kind = "image";
+      return { media };
+    } catch (error) {
+      if (signal.aborted) throw error;
+      if (error instanceof TooBigError) return tooBig();
+      logger.warn({ channel: "feishu", messageId: resource.messageId, fileKey: resource.fileKey, error: errorMessage(error) }, "feishu resource download failed");
+      return { note: `[${resource.label} could not be downloaded]` };
+    }
+  }
+
+  return { download };
+}

@@ -1,0 +1,81 @@
+/**
+ * A process that cannot start exits, non-zero, with one line naming the cause, within seconds, and
+ * leaves nothing running: a port that is taken, a bind beyond loopback without a token, a Redis
+ * that does not answer, a platform token the platform refuses.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { type Server, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeTelegramServer, startFakeTelegram } from "../support/fake-telegram-server.js";
+import { runCli } from "../support/run-cli.js";
+
+let root: string;
+let held: Server;
+let heldPort: number;
+let closedPort: number;
+let telegram: FakeTelegramServer;
+
+function listen(server: Server): Promise<number> {
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as { port: number }).port)));
+}
+
+beforeAll(async () => {
+  root = await mkdtemp(path.join(tmpdir(), "countbot-startup-"));
+  held = createServer();
+  heldPort = await listen(held);
+  // A port nothing listens on: opened, noted, closed.
+  const probe = createServer();
+  closedPort = await listen(probe);
+  await new Promise((resolve) => probe.close(resolve));
+  telegram = await startFakeTelegram({ token: "42:the-real-token" });
+});
+afterAll(async () => {
+  await new Promise((resolve) => held.close(resolve));
+  await telegram.close();
+  await rm(root, { recursive: true, force: true });
+});
+
+const env = (extra: Record<string, string>) => ({ HOME: root, COUNTBOT_DATA_DIR: path.join(root, "data"), OPENAI_API_KEY: "sk-startup-0123456789", LOG_LEVEL: "silent", ...extra });
+
+/** Exits on its own (the run's timeout would reject otherwise), with one line on stderr. */
+function expectOneLine(stderr: string, pattern: RegExp): void {
+  expect(stderr.trimEnd().split("\n")).toHaveLength(1);
+  expect(stderr).toMatch(pattern);
+}
+
+describe("start-up failures", () => {
+  it("exits when the API's port is taken", async () => {
+    const start = await runCli(["start"], { env: env({ COUNTBOT_API_PORT: String(heldPort) }), timeoutMs: 30_000 });
+    expect(start.code).toBe(2);
+    expectOneLine(start.stderr, new RegExp(`^countbot: cannot serve the API on 127\\.0\\.0\\.1:${heldPort}: the port is already in use`));
+  });
+
+  it("refuses to bind beyond loopback without a token, and exits", async () => {
+    const result = await runCli(["start"], { env: env({ COUNTBOT_API_HOST: "0.0.0.0", COUNTBOT_API_PORT: "0" }), timeoutMs: 30_000 });
+    expect(result.code).toBe(2);
+    expectOneLine(result.stderr, /^countbot: refusing to serve the API on 0\.0\.0\.0 without a token: set api\.token/);
+  });
+
+  it("exits when Redis does not answer, naming the address without its password", async () => {
+    const configFile = path.join(root, "redis-timeout.json");
+    await writeFile(configFile, JSON.stringify({ redis: { connectTimeoutMs: 500 } }));
+    const result = await runCli(["worker"], { env: env({ COUNTBOT_CONFIG: configFile, REDIS_URL: `redis://:hunter2-secret@127.0.0.1:${closedPort}` }), timeoutMs: 30_000 });
+    expect(result.code).toBe(2);
+    expectOneLine(result.stderr, new RegExp(`^countbot: Redis at redis://:\\*\\*\\*\\*@127\\.0\\.0\\.1:${closedPort}/? cannot be reached: .*ECONNREFUSED`));
+    expect(result.stderr + result.stdout).not.toContain("hunter2-secret");
+  });
+
+  it("exits when the platform refuses the bot token, and the API stops with it", async () => {
+    const configFile = path.join(root, "telegram.json");
+    await writeFile(configFile, JSON.stringify({ channels: { telegram: { enabled: true, allowFrom: ["1"] } } }));
+    const result = await runCli(["start"], {
+      env: env({ COUNTBOT_CONFIG: configFile, COUNTBOT_API_PORT: "0", TELEGRAM_BOT_TOKEN: "42:a-wrong-token", TELEGRAM_API_ROOT: telegram.apiRoot }),
+      timeoutMs: 30_000,
+    });
+    expect(result.code).toBe(1);
+    expectOneLine(result.stderr, /^countbot: a channel failed to start: .*(401|Unauthorized)/);
+    expect(result.stderr).not.toContain("a-wrong-token");
+  });
+});

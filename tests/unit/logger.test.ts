@@ -1,0 +1,52 @@
+/** The logger: JSON or pretty, secrets scrubbed either way, library console warnings routed in once. */
+import { PassThrough } from "node:stream";
+import { afterEach, describe, expect, it } from "vitest";
+import { createLogger, routeConsoleWarnings } from "../../src/logger.js";
+
+function capture(): { stream: PassThrough; text: () => string } {
+  const stream = new PassThrough();
+  let text = "";
+  stream.on("data", (chunk: Buffer) => (text += chunk.toString("utf8")));
+  return { stream, text: () => text };
+}
+
+let undo: (() => void) | undefined;
+afterEach(() => {
+  undo?.();
+  undo = undefined;
+});
+
+describe("createLogger", () => {
+  it("writes one JSON object a line, or lines for people, and scrubs secrets from both", () => {
+    for (const pretty of [false, true]) {
+      const out = capture();
+      const logger = createLogger({ level: "info", secrets: ["sk-very-secret-value"], destination: out.stream, pretty });
+      logger.info({ sessionKey: "telegram:1", detail: "key sk-very-secret-value used" }, "model call failed");
+      const text = out.text();
+      expect(text).not.toContain("sk-very-secret-value");
+      expect(text).toContain("model call failed");
+      if (pretty) {
+        expect(() => JSON.parse(text)).toThrow();
+        expect(text).toMatch(/INFO/);
+        expect(text).toContain("sessionKey");
+      } else {
+        expect(JSON.parse(text)).toMatchObject({ level: 30, msg: "model call failed", sessionKey: "telegram:1" });
+      }
+    }
+  });
+});
+
+describe("routeConsoleWarnings", () => {
+  it("logs what a library prints with console.warn, each message once", () => {
+    const out = capture();
+    const logger = createLogger({ level: "info", destination: out.stream });
+    undo = routeConsoleWarnings(logger);
+    for (let index = 0; index < 6; index += 1) console.warn("IMPORTANT! Eviction policy is %s. It should be \"noeviction\"", "allkeys-lru");
+    console.error("another problem");
+    const lines = out.text().trim().split("\n").map((line) => JSON.parse(line) as { level: number; msg: string; source: string });
+    expect(lines).toEqual([
+      expect.objectContaining({ level: 40, source: "console", msg: 'IMPORTANT! Eviction policy is allkeys-lru. It should be "noeviction"' }),
+      expect.objectContaining({ level: 50, source: "console", msg: "another problem" }),
+    ]);
+  });
+});

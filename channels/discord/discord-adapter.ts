@@ -24,6 +24,7 @@
  * - Slash commands (`registerCommands`): /new /stop /status /help, see slash-commands.ts.
  */
 import { createHash } from "node:crypto";
+import { setTimeout as delay } from "node:timers/promises";
 import { type ChatInputCommandInteraction, Client, Events, GatewayIntentBits, type Interaction, type Message, Partials, REST, Routes } from "discord.js";
 import type { Logger } from "pino";
 import type { AdmissionOutcome, ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
@@ -147,7 +148,8 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
           return undefined;
         }
         logger.warn(fields, "discord event hand-over failed; retrying");
-        await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** (attempt - 1)));
+        // Stopping cuts the wait short: the event is lost then, as the process is going away.
+        await delay(500 * 2 ** (attempt - 1), undefined, { signal }).catch(() => undefined);
       }
     }
   }
@@ -190,7 +192,9 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
     try {
       if (!options.registerCommands || !identity || !sink || signal.aborted) return;
       if (!interaction.isChatInputCommand() || !isChatCommand(interaction)) return;
-      void handleCommand(interaction, signal);
+      void handleCommand(interaction, signal).catch((error: unknown) => {
+        logger.warn({ channel: "discord", type: "INTERACTION_CREATE", interactionId: interaction.id, error: errorMessage(error) }, "discord event not understood; dropped");
+      });
     } catch (error) {
       logger.warn({ channel: "discord", type: "INTERACTION_CREATE", error: errorMessage(error) }, "discord event not understood; dropped");
     }

@@ -111,7 +111,8 @@ describe("loadConfig", () => {
     expect(environmentOverridesOf(channelPlugins).map((entry) => entry.variable)).toEqual([
       "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "COUNTBOT_MODEL", "REDIS_URL",
       "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN",
-      "BRAVE_API_KEY", "LOG_LEVEL", "LOG_FORMAT", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN",
+      "BRAVE_API_KEY", "LOG_LEVEL", "LOG_FORMAT", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT",
+      "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN",
     ]);
   });
 
@@ -129,6 +130,8 @@ describe("loadConfig", () => {
     ["COUNTBOT_API_TOKEN", "api-token-from-env", "api.token", "api-token-from-env"],
     ["TELEGRAM_BOT_TOKEN", "123456:telegram-env", "channels.telegram.token", "123456:telegram-env"],
     ["TELEGRAM_API_ROOT", "http://127.0.0.1:8081", "channels.telegram.apiRoot", "http://127.0.0.1:8081"],
+    ["DISCORD_BOT_TOKEN", "MTIz.discord-env.token", "channels.discord.token", "MTIz.discord-env.token"],
+    ["DISCORD_API_ROOT", "http://127.0.0.1:8083/api", "channels.discord.apiRoot", "http://127.0.0.1:8083/api"],
     ["FEISHU_APP_ID", "cli_0123456789abcdef", "channels.feishu.appId", "cli_0123456789abcdef"],
     ["FEISHU_APP_SECRET", "feishu-env-secret", "channels.feishu.appSecret", "feishu-env-secret"],
     ["FEISHU_DOMAIN", "http://127.0.0.1:8082", "channels.feishu.domain", "http://127.0.0.1:8082"],
@@ -352,7 +355,7 @@ describe("channel sections", () => {
     writeConfig({ channels: { telegarm: { enabled: true } } });
     const typo = loadError();
     expect(typo.path).toBe("channels.telegarm");
-    expect(typo.message).toContain("known: telegram, feishu, web");
+    expect(typo.message).toContain("known: telegram, discord, feishu, web");
   });
 
   it("checks a section against its plugin's schema", () => {

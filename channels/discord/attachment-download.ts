@@ -1,0 +1,144 @@
+/**
+ * Attachments of an inbound Discord message: images up to the size cap are downloaded from the CDN
+ * into the download directory and become image media; anything else (other files, images over the
+ * cap, a failed download) is named in a note for the text, so the model knows it is there. Nothing
+ * here throws except an abort (the adapter stops).
+ *
+ * Only URLs on Discord's CDN hosts (and the configured API root's host, for proxies and tests) are
+ * fetched, without following redirects: an attachment URL is data from the platform, not a place
+ * the gateway should be sent anywhere.
+ */
+import { createWriteStream } from "node:fs";
+import { mkdir, rename, rm } from "node:fs/promises";
+import { extname, join } from "node:path";
+import { Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { ReadableStream as WebReadableStream } from "node:stream/web";
+import type { Logger } from "pino";
+import type { Media } from "../../src/bus/message.js";
+
+export interface InboundAttachment {
+  id: string;
+  name: string;
+  /** Bytes, as the message announced. */
+  size: number;
+  url: string;
+  contentType?: string;
+}
+
+export interface AttachmentDownloaderOptions {
+  downloadDir: string;
+  maxImageBytes: number;
+  /** Hosts attachment URLs may point at. */
+  allowedHosts: readonly string[];
+  fetch: typeof globalThis.fetch;
+  logger: Logger;
+}
+
+export const DISCORD_CDN_HOSTS = ["cdn.discordapp.com", "media.discordapp.net"] as const;
+
+const imageExtensions = new Set([".png", ".jpg", ".jpeg", ".gif", ".webp"]);
+
+class TooBigError extends Error {
+  override name = "TooBigError";
+}
+
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1).replace(/\.0$/, "")} KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1).replace(/\.0$/, "")} MB`;
+}
+
+/** Letters, digits, `.`, `_` and `-` only, so a sender's file name cannot climb out of the directory. */
+function safeName(name: string): string {
+  return name.replace(/[^\w.-]+/g, "_").replace(/^\.+/, "_").slice(-100) || "file";
+}
+
+function isImage(attachment: InboundAttachment): boolean {
+  if (attachment.contentType) return attachment.contentType.startsWith("image/");
+  return imageExtensions.has(extname(attachment.name).toLowerCase());
+}
+
+export function createAttachmentDownloader(options: AttachmentDownloaderOptions) {
+  const { maxImageBytes, logger } = options;
+  const allowedHosts = new Set(options.allowedHosts.map((host) => host.toLowerCase()));
+
+  async function save(url: URL, target: string, signal: AbortSignal): Promise<void> {
+    const response = await options.fetch(url, { signal, redirect: "error" });
+    if (!response.ok || !response.body) {
+      await response.body?.cancel();
+      throw new Error(`attachment download answered ${response.status}`);
+    }
+    if (Number(response.headers.get("content-length") ?? Number.NaN) > maxImageBytes) {
+      await response.body.cancel();
+      throw new TooBigError("over the cap");
+    }
+    let received = 0;
+    // The announced size may be wrong: the cap holds on the bytes that actually arrive.
+    const cap = new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        received += chunk.length;
+        callback(received > maxImageBytes ? new TooBigError("over the cap") : null, chunk);
+      },
+    });
+    const partial = `${target}.part`;
+    try {
+      await pipeline(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), cap, createWriteStream(partial), { signal });
+      await rename(partial, target);
+    } catch (error) {
+      await rm(partial, { force: true });
+      throw error;
+    }
+  }
+
+  async function downloadImage(attachment: InboundAttachment, signal: AbortSignal): Promise<{ media: Media } | { note: string }> {
+    const label = `image "${attachment.name}"`;
+    const tooBig = (bytes: number | undefined) => ({ note: `[${label} not downloaded: ${bytes === undefined ? "it is" : `${formatBytes(bytes)} is`} over the ${formatBytes(maxImageBytes)} limit]` });
+    if (attachment.size > maxImageBytes) return tooBig(attachment.size);
+    let url: URL;
+    try {
+      url = new URL(attachment.url);
+    } catch {
+      return { note: `[${label} could not be downloaded]` };
+    }
+    if (!allowedHosts.has(url.hostname.toLowerCase()) || !/^https?:$/.test(url.protocol)) {
+      logger.warn({ channel: "discord", attachmentId: attachment.id, host: url.hostname }, "discord attachment URL is not on Discord's CDN; not downloaded");
+      return { note: `[${label} could not be downloaded]` };
+    }
+    try {
+      await mkdir(options.downloadDir, { recursive: true });
+      // The attachment id names the file: a redelivered message rewrites the same one.
+      const path = join(options.downloadDir, `${safeName(attachment.id)}-${safeName(attachment.name)}`);
+      await save(url, path, signal);
+      const media: Media = { path, kind: "image", name: attachment.name };
+      if (attachment.contentType) media.mimeType = attachment.contentType;
+      return { media };
+    } catch (error) {
+      if (signal.aborted) throw error;
+      if (error instanceof TooBigError) return tooBig(undefined);
+      logger.warn({ channel: "discord", attachmentId: attachment.id, error: (error as Error).message }, "discord attachment download failed");
+      return { note: `[${label} could not be downloaded]` };
+    }
+  }
+
+  /** The media and notes of a message's attachments, in their order. Rejects only when `signal` aborts. */
+  async function collect(attachments: readonly InboundAttachment[], signal: AbortSignal): Promise<{ media: Media[]; notes: string[] }> {
+    const media: Media[] = [];
+    const notes: string[] = [];
+    for (const attachment of attachments) {
+      if (!isImage(attachment)) {
+        const type = attachment.contentType ? `${attachment.contentType}, ` : "";
+        notes.push(`[file "${attachment.name}" attached (${type}${formatBytes(attachment.size)}): not downloaded]`);
+        continue;
+      }
+      const result = await downloadImage(attachment, signal);
+      if ("media" in result) media.push(result.media);
+      else notes.push(result.note);
+    }
+    return { media, notes };
+  }
+
+  return { collect };
+}
+
+export type AttachmentDownloader = ReturnType<typeof createAttachmentDownloader>;

@@ -1,0 +1,90 @@
+/**
+ * Discord's errors, normalized into ChannelError. @discordjs/rest throws DiscordAPIError for a 4xx
+ * (Discord's `{ code, message, errors }`), HTTPError for a 5xx it stopped retrying, RateLimitError
+ * for a 429 it was told not to wait out (see `rejectOnRateLimit` in the adapter), and undici's
+ * errors (or an AbortError on its timeout) when no answer came. The token travels in a header and
+ * the IDENTIFY frame, not in URLs, but every message that leaves here is scrubbed all the same.
+ */
+import { DiscordAPIError, HTTPError, RateLimitError } from "discord.js";
+import { ChannelError, type ChannelErrorKind } from "../../src/errors.js";
+
+const CHANNEL = "discord";
+
+/** Discord's JSON error codes the mapping reads. */
+const ErrorCodes = {
+  UnknownChannel: 10003,
+  UnknownGuild: 10004,
+  UnknownMessage: 10008,
+  UnknownUser: 10013,
+  MissingAccess: 50001,
+  CannotSendToUser: 50007,
+  MissingPermissions: 50013,
+  InvalidFormBody: 50035,
+} as const;
+
+/** The token (as is and URL-encoded) replaced by `[token]`. */
+export function createScrubber(token: string): (text: string) => string {
+  const forms = [...new Set([token, encodeURIComponent(token)])].filter((form) => form.length > 0);
+  return (text) => forms.reduce((result, form) => result.split(form).join("[token]"), text);
+}
+
+/** Scrubs the token out of an error and its causes, in place, so a logged cause cannot leak it. */
+export function scrubError(error: unknown, scrub: (text: string) => string, depth = 0): void {
+  if (!(error instanceof Error) || depth > 3) return;
+  error.message = scrub(error.message);
+  if (error.stack) error.stack = scrub(error.stack);
+  scrubError(error.cause, scrub, depth + 1);
+}
+
+/** The field errors of an Invalid Form Body answer, flattened to `field: CODE`. */
+function fieldErrors(raw: unknown, path = ""): string[] {
+  if (typeof raw !== "object" || raw === null) return [];
+  const found: string[] = [];
+  for (const [key, value] of Object.entries(raw as Record<string, unknown>)) {
+    if (key === "_errors" && Array.isArray(value)) {
+      for (const item of value) found.push(`${path}: ${String((item as { code?: unknown }).code ?? "")}`);
+    } else {
+      found.push(...fieldErrors(value, path ? `${path}.${key}` : key));
+    }
+  }
+  return found;
+}
+
+function kindOfApiError(error: DiscordAPIError): ChannelErrorKind {
+  const { status, code } = error;
+  if (status === 429) return "rate-limit";
+  if (status === 403 || code === ErrorCodes.MissingAccess || code === ErrorCodes.MissingPermissions || code === ErrorCodes.CannotSendToUser) return "forbidden";
+  if (status === 404 || code === ErrorCodes.UnknownChannel || code === ErrorCodes.UnknownMessage || code === ErrorCodes.UnknownGuild || code === ErrorCodes.UnknownUser) return "not-found";
+  if (code === ErrorCodes.InvalidFormBody) {
+    const fields = fieldErrors((error.rawError as { errors?: unknown }).errors);
+    if (fields.some((field) => field.startsWith("content: BASE_TYPE_MAX_LENGTH"))) return "too-long";
+    // The text itself was refused (not the reply target or the nonce): the plain resend may pass.
+    if (fields.some((field) => field.startsWith("content"))) return "formatting";
+  }
+  return "other";
+}
+
+function isNetworkFailure(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = String((error as { code?: unknown }).code ?? (error.cause as { code?: unknown } | undefined)?.code ?? "");
+  return error.name === "AbortError" || error.name === "TimeoutError" || /fetch failed|socket|other side closed/i.test(error.message) || /^(E[A-Z]+|UND_ERR_\w+)$/.test(code);
+}
+
+/** Normalizes anything the REST client threw during `operation` into a ChannelError without the token. */
+export function toChannelError(error: unknown, operation: string, scrub: (text: string) => string): ChannelError {
+  if (error instanceof ChannelError) return error;
+  scrubError(error, scrub);
+  if (error instanceof RateLimitError) {
+    return new ChannelError(scrub(`discord ${operation} rate-limited for ${error.retryAfter} ms (${error.route})`), CHANNEL, { kind: "rate-limit", retryAfterMs: error.retryAfter, cause: error });
+  }
+  if (error instanceof DiscordAPIError) {
+    const kind = kindOfApiError(error);
+    const hint = error.status === 401 ? " (the bot token was refused)" : "";
+    return new ChannelError(scrub(`discord ${operation} failed: ${error.status} ${error.code} ${error.message}${hint}`), CHANNEL, { kind, cause: error });
+  }
+  if (error instanceof HTTPError) {
+    return new ChannelError(scrub(`discord ${operation} failed: ${error.status} ${error.message}`), CHANNEL, { kind: error.status >= 500 ? "network" : "other", cause: error });
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return new ChannelError(scrub(`discord ${operation} failed: ${message}`), CHANNEL, { kind: isNetworkFailure(error) ? "network" : "other", cause: error });
+}

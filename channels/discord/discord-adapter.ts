@@ -280,6 +280,11 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
     connectionStats: () => monitor?.stats() ?? { reconnects: 0, resumes: 0, identifies: 0, invalidSessions: 0, forcedIdentifies: 0 },
     botUsername: () => identity?.username,
 
+    async probe() {
+      const me = (await guard("getCurrentUser", () => rest.get(Routes.user("@me")))) as { id: string; username: string };
+      return `${me.username} (${me.id})`;
+    },
+
     async start(eventSink) {
       if (client) throw new ChannelError("the Discord adapter is already running", "discord");
       lifetime = new AbortController();

@@ -1,0 +1,72 @@
+/**
+ * `countbot doctor` as an operator runs it: against a Redis that may evict and keeps no AOF it
+ * fails, naming the fix; against a good one, with a model that answers and a Telegram token the
+ * platform accepts, every check passes.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
+import { type FakeTelegramServer, startFakeTelegram } from "../support/fake-telegram-server.js";
+import { type OwnRedis, startRedisServer } from "../support/redis-server.js";
+import { runCli } from "../support/run-cli.js";
+
+let root: string;
+let llm: FakeOpenAIServer;
+let telegram: FakeTelegramServer;
+let evicting: OwnRedis;
+let good: OwnRedis;
+
+beforeAll(async () => {
+  root = await mkdtemp(path.join(tmpdir(), "countbot-doctor-"));
+  llm = await startFakeOpenAI({ script: () => ({ text: "OK" }) });
+  telegram = await startFakeTelegram({ token: "77:doctor-token" });
+  [evicting, good] = await Promise.all([
+    startRedisServer(["--maxmemory-policy", "allkeys-lru", "--appendonly", "no"]),
+    startRedisServer(["--maxmemory-policy", "noeviction", "--appendonly", "yes"]),
+  ]);
+});
+afterAll(async () => {
+  await Promise.all([evicting?.stop(), good?.stop(), llm?.close(), telegram?.close()]);
+  await rm(root, { recursive: true, force: true });
+});
+
+async function doctor(redisUrl: string, token: string) {
+  const configFile = path.join(root, "countbot.json");
+  await writeFile(configFile, JSON.stringify({ channels: { telegram: { enabled: true, allowFrom: ["1"] } } }));
+  return runCli(["doctor"], {
+    env: {
+      HOME: root,
+      COUNTBOT_CONFIG: configFile,
+      COUNTBOT_DATA_DIR: path.join(root, "data"),
+      OPENAI_API_KEY: "sk-doctor-0123456789",
+      OPENAI_BASE_URL: llm.url,
+      REDIS_URL: redisUrl,
+      TELEGRAM_BOT_TOKEN: token,
+      TELEGRAM_API_ROOT: telegram.apiRoot,
+    },
+    timeoutMs: 60_000,
+  });
+}
+
+describe("countbot doctor", () => {
+  it("fails on a Redis that may evict, and on a token the platform refuses, saying what to do", async () => {
+    const result = await doctor(evicting.url, "77:wrong-token");
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(/^✗ redis: Redis maxmemory-policy is "allkeys-lru".*Set it to noeviction/m);
+    expect(result.stdout).toMatch(/^✗ channel telegram: .*(401|Unauthorized)/m);
+    expect(result.stdout).toMatch(/^✓ model openai\/gpt-4o-mini: answers/m);
+    expect(result.stdout).toMatch(/2 checks failed\n$/);
+    expect(result.stdout + result.stderr).not.toContain("wrong-token");
+  });
+
+  it("passes on a good Redis with a model that answers and accepted credentials", async () => {
+    const result = await doctor(good.url, "77:doctor-token");
+    expect(result.stdout).toMatch(/^✓ redis: Redis \d+\.\d+\.\d+, maxmemory-policy noeviction, appendonly yes$/m);
+    expect(result.stdout).toMatch(/^✓ channel telegram: credentials accepted: @CountBot$/m);
+    expect(result.stdout).toMatch(/^✓ (data directory|workspace): /m);
+    expect(result.stdout).toContain("everything CountBot needs is in place");
+    expect(result.code).toBe(0);
+  });
+});

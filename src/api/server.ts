@@ -62,8 +62,13 @@ export interface ApiServer {
   close(): Promise<void>;
 }
 
-/** Routes anyone may call: probes for orchestrators and load balancers (plus platform webhooks). */
-const probeRoutes = ["/health", "/ready"];
+/** Routes anyone may call: probes for orchestrators and load balancers, the login (plus platform webhooks). */
+const probeRoutes = ["/health", "/ready", "/login"];
+
+/** The cookie a browser keeps the token in after `/login`: HttpOnly, SameSite=Strict. */
+export const TOKEN_COOKIE = "countbot_token";
+
+const LoginQuerySchema = z.object({ token: z.string().min(1).max(512) });
 
 const SessionParamsSchema = z.object({
   sessionKey: z
@@ -131,13 +136,26 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
       scope.addHook("onRequest", async (request, reply) => {
         const route = request.routeOptions.url;
         if (route !== undefined && publicRoutes.has(route)) return;
-        if (bearerMatches(request.headers.authorization, expected)) return;
+        if (bearerMatches(request.headers.authorization, expected) || cookieMatches(request.headers.cookie, expected)) return;
         return reply.code(401).header("www-authenticate", 'Bearer realm="countbot"').send({ error: "missing or wrong bearer token" });
       });
     }
     scope.setNotFoundHandler((request, reply) => void reply.code(404).send({ error: `not found: ${request.method} ${request.url.split("?")[0]}` }));
 
     scope.get("/health", async () => ({ status: "ok" }));
+
+    // A browser signs in once: the token (from the login URL `countbot start` prints) becomes an
+    // HttpOnly, SameSite=Strict cookie that the API and the WebSocket accept like the bearer header.
+    scope.get("/login", async (request, reply) => {
+      const { token: given } = parseRequest(LoginQuerySchema, request.query, "query");
+      if (token === undefined) return reply.redirect("/", 303);
+      if (!timingSafeEqual(digest(given), digest(token))) return reply.code(401).send({ error: "wrong token" });
+      const secure = request.protocol === "https" ? "; Secure" : "";
+      return reply
+        .header("set-cookie", `${TOKEN_COOKIE}=${encodeURIComponent(given)}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${30 * 24 * 60 * 60}${secure}`)
+        .header("cache-control", "no-store")
+        .redirect("/", 303);
+    });
 
     scope.get("/ready", async (_request, reply) => {
       const result = await checkReadiness(options.readiness, options.readinessTimeoutMs ?? 5_000);
@@ -248,6 +266,23 @@ function isAllowedOrigin(origin: string, host: string | undefined, allowed: Read
 
 function digest(value: string): Buffer {
   return createHash("sha256").update(value, "utf8").digest();
+}
+
+/** The token cookie, compared like the bearer header. */
+function cookieMatches(header: string | undefined, expected: Buffer): boolean {
+  if (header === undefined) return false;
+  const pair = header
+    .split(";")
+    .map((part) => part.trim())
+    .find((part) => part.startsWith(`${TOKEN_COOKIE}=`));
+  if (pair === undefined) return false;
+  let value: string;
+  try {
+    value = decodeURIComponent(pair.slice(TOKEN_COOKIE.length + 1));
+  } catch {
+    return false;
+  }
+  return timingSafeEqual(digest(value), expected);
 }
 
 /** Compares digests, so the time taken says nothing about the token, not even its length. */

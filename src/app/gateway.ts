@@ -16,6 +16,7 @@ import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin
 import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-runtime.js";
 import type { SubagentManager } from "../jobs/subagents/manager.js";
 import { createToolHistory } from "../tools/tool-history.js";
+import { type ApiToken, assertTokenFitsBinding } from "./api-token.js";
 import type { Infrastructure } from "./infrastructure.js";
 import { type PrometheusMetrics, registerMetricsRoute } from "./metrics.js";
 
@@ -38,6 +39,8 @@ export interface GatewayOptions {
   plugins?: readonly ChannelPlugin[];
   /** Served at `/metrics` (behind the token) and fed by the channels. */
   metrics?: PrometheusMetrics;
+  /** The API's token (configured or generated: resolveApiToken). Default: `api.token` as configured. */
+  apiToken?: ApiToken;
   now?: () => number;
 }
 
@@ -75,7 +78,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   metrics?.watch({ bus, leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })) });
   const api = createApiServer({
     bus,
-    config: config.api,
+    config: { ...config.api, token: options.apiToken?.token ?? config.api.token },
     logger,
     readiness,
     webhooks: instances.flatMap((channel) => (channel.webhook ? [channel.webhook] : [])),
@@ -93,6 +96,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     api,
     channels,
     async start() {
+      if (options.apiToken) assertTokenFitsBinding(config, options.apiToken);
       const address = await api.listen();
       try {
         for (const channel of channels) await channel.start();

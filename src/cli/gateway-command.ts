@@ -4,14 +4,14 @@ import { createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";
 import { untilSignalled } from "./lifecycle.js";
-import { loadCliConfig } from "./setup.js";
+import { announceLogin, loadCliConfig } from "./setup.js";
 
 export async function runGatewayCommand(): Promise<number> {
-  const { config, logger } = loadCliConfig({ service: true });
+  const { config, logger, apiToken } = loadCliConfig({ service: true, serveApi: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
   // Jobs are created here only to cancel tasks through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
-  const gateway = createGateway({ config, logger, infrastructure, subagents: jobs.subagents, metrics: createPrometheusMetrics({ role: "gateway" }) });
+  const gateway = createGateway({ config, logger, infrastructure, subagents: jobs.subagents, metrics: createPrometheusMetrics({ role: "gateway" }), apiToken });
   const close = async () => {
     await gateway.close();
     await jobs.close();
@@ -25,5 +25,6 @@ export async function runGatewayCommand(): Promise<number> {
     throw error;
   }
   logger.info(address, "gateway listening");
+  if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);
   return untilSignalled(logger, close);
 }

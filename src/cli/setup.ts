@@ -1,6 +1,7 @@
 /** What every CLI command starts with: the config and a logger that keeps secrets out. */
 import path from "node:path";
 import pino, { type Logger } from "pino";
+import { type ApiToken, readApiTokenFile, resolveApiToken } from "../app/api-token.js";
 import { loadCountbotConfig } from "../app/config.js";
 import { collectSecrets } from "../config/mask.js";
 import type { ResolvedConfig } from "../config/schema.js";
@@ -11,6 +12,8 @@ export interface CliSetupOptions {
   service?: boolean;
   /** An interactive command (chat, agent) asked with --verbose to log on stderr too. */
   verbose?: boolean;
+  /** Serves the HTTP API (start, gateway): resolve its token, generating one when none is configured. */
+  serveApi?: boolean;
 }
 
 /**
@@ -18,18 +21,26 @@ export interface CliSetupOptions {
  * `auto`: pretty on a terminal). Interactive commands keep the terminal for the conversation:
  * their log goes to `<dataDir>/logs/countbot.log` unless `--verbose`.
  */
-export function loadCliConfig(options: CliSetupOptions = {}): { config: ResolvedConfig; logger: Logger } {
+export function loadCliConfig(options: CliSetupOptions = {}): { config: ResolvedConfig; logger: Logger; apiToken?: ApiToken } {
   const config = loadCountbotConfig();
-  const secrets = collectSecrets(config);
+  // A generated API token is as secret as a configured one.
+  const apiToken = options.serveApi ? resolveApiToken(config) : undefined;
+  const generated = apiToken?.generated ? apiToken.token : readApiTokenFile(config);
+  const secrets = [...collectSecrets(config), ...(generated ? [generated] : [])];
   const onTerminal = options.service || options.verbose;
   const destination = onTerminal ? process.stderr : logFile(config.dataDir);
   const pretty = config.log.format === "pretty" || (config.log.format === "auto" && onTerminal === true && process.stderr.isTTY === true);
   const logger = createLogger({ level: config.log.level, secrets, destination, pretty });
   routeConsoleWarnings(logger);
-  return { config, logger };
+  return { config, logger, apiToken };
 }
 
 function logFile(dataDir: string): NodeJS.WritableStream {
   // Written synchronously (a line logged just before exit is not lost), created 0600.
   return pino.destination({ dest: path.join(dataDir, "logs", "countbot.log"), sync: true, mkdir: true, mode: 0o600 }) as unknown as NodeJS.WritableStream;
+}
+
+/** Tells the operator (on stdout, never in the log) how to sign in with the generated token. */
+export function announceLogin(url: string, token: string, file: string): void {
+  process.stdout.write(`API token (kept in ${file}): sign in at ${url}/login?token=${encodeURIComponent(token)} or send "Authorization: Bearer <token>"\n`);
 }

@@ -9,10 +9,10 @@ import { type Gateway, createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";
 import { untilSignalled } from "./lifecycle.js";
-import { loadCliConfig } from "./setup.js";
+import { announceLogin, loadCliConfig } from "./setup.js";
 
 export async function runStartCommand(): Promise<number> {
-  const { config, logger } = loadCliConfig({ service: true });
+  const { config, logger, apiToken } = loadCliConfig({ service: true, serveApi: true });
   const infrastructure = await createInfrastructure(config, logger);
   const metrics = createPrometheusMetrics({ role: "start" });
   let worker: Worker | undefined;
@@ -27,6 +27,7 @@ export async function runStartCommand(): Promise<number> {
       infrastructure,
       subagents: created.jobs.subagents,
       metrics,
+      apiToken,
       checks: async () => ({ worker: { ok: true, detail: `${created.consumer.active} turns running` } }),
     });
     address = await gateway.start();
@@ -38,6 +39,7 @@ export async function runStartCommand(): Promise<number> {
   }
   const running = worker.run();
   logger.info({ ...address, model: worker.model.id, bus: infrastructure.kind }, "countbot started");
+  if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);
   return untilSignalled(logger, async () => {
     await gateway.close();
     await worker.consumer.stop(config.shutdownGraceMs);

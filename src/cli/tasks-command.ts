@@ -11,6 +11,7 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { readApiTokenFile } from "../app/api-token.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
@@ -54,7 +55,9 @@ export async function runTasksCommand(args: string[], options: TasksCommandOptio
       case "cancel": {
         const id = singleId(rest);
         const { config } = loadCliConfig();
-        process.stdout.write(`${await cancelThroughApi(config.api, id, options)}\n`);
+        // The running process's token: configured, or the one it generated in the data directory.
+        const token = config.api.token?.trim() || readApiTokenFile(config);
+        process.stdout.write(`${await cancelThroughApi({ ...config.api, token }, id, options)}\n`);
         return 0;
       }
       default:

@@ -4,7 +4,7 @@
  * `gateway` and `worker` refuse to run without Redis and say what to set.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
@@ -27,6 +27,14 @@ afterAll(async () => {
   await llm.close();
   await rm(root, { recursive: true, force: true });
 });
+
+async function waitFor(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
 
 describe("countbot start", () => {
   const modes = [
@@ -55,7 +63,21 @@ describe("countbot start", () => {
         expect((await fetch(`${base}/health`)).status).toBe(200);
         expect((await fetch(`${base}/ready`)).status).toBe(200);
 
-        const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=visitor-1`);
+        // No token configured: one was made, 0600, and the API wants it even on loopback.
+        const tokenFile = path.join(root, `data-${mode.bus}`, "api-token");
+        const token = (await readFile(tokenFile, "utf8")).trim();
+        expect((await stat(tokenFile)).mode & 0o777).toBe(0o600);
+        expect((await fetch(`${base}/api/chat/visitor-1/messages`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(401);
+        await waitFor(() => service.output().includes(`${base}/login?token=`));
+        expect(service.output()).not.toMatch(new RegExp(`"[^"]*":"[^"]*${token}`)); // never inside a log record
+        // The browser's way in: the login URL sets an HttpOnly, SameSite=Strict cookie.
+        const login = await fetch(`${base}/login?token=${encodeURIComponent(token)}`, { redirect: "manual" });
+        expect(login.status).toBe(303);
+        const cookie = login.headers.get("set-cookie") ?? "";
+        expect(cookie).toMatch(/^countbot_token=[^;]+; HttpOnly; SameSite=Strict; Path=\//);
+        expect((await fetch(`${base}/login?token=wrong`, { redirect: "manual" })).status).toBe(401);
+
+        const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=visitor-1`, { headers: { cookie: cookie.split(";")[0]!, origin: base } });
         const final = new Promise<{ content: string; answers: string[] }>((resolve) =>
           socket.on("message", (data) => {
             const event = JSON.parse(String(data)) as { type: string; content: string; answers: string[] };
@@ -65,7 +87,7 @@ describe("countbot start", () => {
         await new Promise((resolve) => socket.once("open", resolve));
         const response = await fetch(`${base}/api/chat/visitor-1/messages`, {
           method: "POST",
-          headers: { "content-type": "application/json" },
+          headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
           body: JSON.stringify({ content: "hi there" }),
         });
         expect(response.status).toBe(202);

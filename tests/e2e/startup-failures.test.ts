@@ -47,13 +47,13 @@ function expectOneLine(stderr: string, pattern: RegExp): void {
 
 describe("start-up failures", () => {
   it("exits when the API's port is taken", async () => {
-    const start = await runCli(["start"], { env: env({ COUNTBOT_API_PORT: String(heldPort) }), timeoutMs: 30_000 });
+    const start = await runCli(["start"], { env: env({ COUNTBOT_API_PORT: String(heldPort) }), timeoutMs: 60_000 });
     expect(start.code).toBe(2);
     expectOneLine(start.stderr, new RegExp(`^countbot: cannot serve the API on 127\\.0\\.0\\.1:${heldPort}: the port is already in use`));
   });
 
   it("refuses to bind beyond loopback without a token, and exits", async () => {
-    const result = await runCli(["start"], { env: env({ COUNTBOT_API_HOST: "0.0.0.0", COUNTBOT_API_PORT: "0" }), timeoutMs: 30_000 });
+    const result = await runCli(["start"], { env: env({ COUNTBOT_API_HOST: "0.0.0.0", COUNTBOT_API_PORT: "0" }), timeoutMs: 60_000 });
     expect(result.code).toBe(2);
     expectOneLine(result.stderr, /^countbot: refusing to serve the API on 0\.0\.0\.0 without a token: set api\.token/);
   });
@@ -61,7 +61,7 @@ describe("start-up failures", () => {
   it("exits when Redis does not answer, naming the address without its password", async () => {
     const configFile = path.join(root, "redis-timeout.json");
     await writeFile(configFile, JSON.stringify({ redis: { connectTimeoutMs: 500 } }));
-    const result = await runCli(["worker"], { env: env({ COUNTBOT_CONFIG: configFile, REDIS_URL: `redis://:hunter2-secret@127.0.0.1:${closedPort}` }), timeoutMs: 30_000 });
+    const result = await runCli(["worker"], { env: env({ COUNTBOT_CONFIG: configFile, REDIS_URL: `redis://:hunter2-secret@127.0.0.1:${closedPort}` }), timeoutMs: 60_000 });
     expect(result.code).toBe(2);
     expectOneLine(result.stderr, new RegExp(`^countbot: Redis at redis://:\\*\\*\\*\\*@127\\.0\\.0\\.1:${closedPort}/? cannot be reached: .*ECONNREFUSED`));
     expect(result.stderr + result.stdout).not.toContain("hunter2-secret");
@@ -72,7 +72,7 @@ describe("start-up failures", () => {
     await writeFile(configFile, JSON.stringify({ channels: { telegram: { enabled: true, allowFrom: ["1"] } } }));
     const result = await runCli(["start"], {
       env: env({ COUNTBOT_CONFIG: configFile, COUNTBOT_API_PORT: "0", TELEGRAM_BOT_TOKEN: "42:a-wrong-token", TELEGRAM_API_ROOT: telegram.apiRoot }),
-      timeoutMs: 30_000,
+      timeoutMs: 60_000,
     });
     expect(result.code).toBe(1);
     expectOneLine(result.stderr, /^countbot: a channel failed to start: .*(401|Unauthorized)/);

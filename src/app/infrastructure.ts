@@ -3,7 +3,9 @@
  * job queues, the scheduler, leader election, counters) comes from here, built once per process.
  * No other module chooses.
  */
+import { randomUUID } from "node:crypto";
 import { mkdir } from "node:fs/promises";
+import { hostname } from "node:os";
 import path from "node:path";
 import type { RedisConnection } from "../redis/client.js";
 import type { Logger } from "pino";
@@ -32,6 +34,21 @@ export interface Counters {
   get(key: string): Promise<number>;
 }
 
+/** A process of the deployment, as `countbot status` lists it. */
+export interface ProcessRecord {
+  id: string;
+  role: string;
+  host: string;
+  pid: number;
+  startedAt: number;
+  /** When it last said it is alive. */
+  seenAt: number;
+}
+
+/** A process that has not said it is alive for this long is gone. */
+const PROCESS_TTL_MS = 30_000;
+const ANNOUNCE_EVERY_MS = 10_000;
+
 /** Builds a job queue; the composition root wires its consumers. */
 export type QueueFactory = <Data>(name: string, events?: JobQueueEvents<Data>) => JobQueue<Data>;
 
@@ -49,6 +66,13 @@ export interface Infrastructure {
   counters: Counters;
   /** Readiness of what is shared (Redis answers PING). */
   checks(): Promise<Record<string, ReadinessCheck>>;
+  /**
+   * Says "this process is alive" every few seconds, for `countbot status` (over Redis; one process
+   * in memory has nobody to tell). Returns the stop.
+   */
+  announce(role: string): () => Promise<void>;
+  /** The processes that announced themselves lately, newest first. */
+  processes(): Promise<ProcessRecord[]>;
   close(): Promise<void>;
 }
 
@@ -102,6 +126,8 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
       },
     },
     checks: async () => ({}),
+    announce: () => async () => undefined,
+    processes: async () => [],
     close: async () => void (await Promise.all([bus.close(), store.close()])),
   };
 }
@@ -162,6 +188,26 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
       async get(key) {
         return Number((await redis.get(counterKey(key))) ?? 0);
       },
+    },
+    announce(role) {
+      const key = `{${prefix}}:processes`;
+      const record: ProcessRecord = { id: randomUUID(), role, host: hostname(), pid: process.pid, startedAt: Date.now(), seenAt: Date.now() };
+      const beat = () => redis.hset(key, record.id, JSON.stringify({ ...record, seenAt: Date.now() })).catch(() => undefined);
+      void beat();
+      const timer = setInterval(() => void beat(), ANNOUNCE_EVERY_MS);
+      timer.unref();
+      return async () => {
+        clearInterval(timer);
+        await redis.hdel(key, record.id).catch(() => undefined);
+      };
+    },
+    async processes() {
+      const key = `{${prefix}}:processes`;
+      const now = Date.now();
+      const records = Object.values(await redis.hgetall(key)).map((value) => JSON.parse(value) as ProcessRecord);
+      const gone = records.filter((record) => now - record.seenAt > PROCESS_TTL_MS);
+      if (gone.length > 0) await redis.hdel(key, ...gone.map((record) => record.id));
+      return records.filter((record) => now - record.seenAt <= PROCESS_TTL_MS).sort((a, b) => b.startedAt - a.startedAt);
     },
     async checks() {
       try {

@@ -12,7 +12,9 @@ export async function runGatewayCommand(): Promise<number> {
   // Jobs are created here only to cancel tasks through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
   const gateway = createGateway({ config, logger, infrastructure, subagents: jobs.subagents, metrics: createPrometheusMetrics({ role: "gateway" }), apiToken });
+  let unannounce = async () => undefined as void;
   const close = async () => {
+    await unannounce();
     await gateway.close();
     await jobs.close();
     await infrastructure.close();
@@ -25,6 +27,7 @@ export async function runGatewayCommand(): Promise<number> {
     throw error;
   }
   logger.info(address, "gateway listening");
+  unannounce = infrastructure.announce("gateway");
   if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);
   return untilSignalled(logger, close);
 }

@@ -13,6 +13,7 @@ import { runDoctorCommand } from "./doctor-command.js";
 import { runGatewayCommand } from "./gateway-command.js";
 import { runPairingCommand } from "./pairing-command.js";
 import { runStartCommand } from "./start-command.js";
+import { runStatusCommand } from "./status-command.js";
 import { runTasksCommand } from "./tasks-command.js";
 import { runWorkerCommand } from "./worker-command.js";
 import { TaskStatusSchema } from "../store/task-record.js";
@@ -85,6 +86,11 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .command("doctor")
     .description("check the config, the model, Redis, the channels' credentials, directories and the exec sandbox")
     .action(() => run(runDoctorCommand()));
+
+  program
+    .command("status")
+    .description("over Redis: the gateways and workers alive, chats waiting and being answered, dead letters, tasks")
+    .action(() => run(runStatusCommand()));
 
   const pairing = program.command("pairing").description("DM pairing: pending codes, approve a code, revoke an approval");
   pairing

@@ -38,9 +38,11 @@ export async function runStartCommand(): Promise<number> {
     throw error;
   }
   const running = worker.run();
+  const unannounce = infrastructure.announce("start");
   logger.info({ ...address, model: worker.model.id, bus: infrastructure.kind }, "countbot started");
   if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);
   return untilSignalled(logger, async () => {
+    await unannounce();
     await gateway.close();
     await worker.consumer.stop(config.shutdownGraceMs);
     await running;

@@ -35,8 +35,10 @@ export async function runWorkerCommand(): Promise<number> {
     }
   }
   const running = worker.run();
+  const unannounce = infrastructure.announce("worker");
   logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns }, "worker started");
   return untilSignalled(logger, async () => {
+    await unannounce();
     await worker.consumer.stop(config.shutdownGraceMs);
     await running;
     await worker.close();

@@ -36,6 +36,7 @@ export interface RedisClient {
   hgetall(key: string): Promise<Record<string, string>>;
   hexists(key: string, field: string): Promise<number>;
   hdel(key: string, ...fields: string[]): Promise<number>;
+  hset(key: string, field: string, value: string): Promise<number>;
   lrange(key: string, start: number, stop: number): Promise<string[]>;
   blpop(key: string, timeoutSeconds: number): Promise<[key: string, value: string] | null>;
   zrange(key: string, start: number, stop: number): Promise<string[]>;

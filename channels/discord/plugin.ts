@@ -29,6 +29,7 @@ export const discordChannel = defineChannel({
   description: "Discord bot (gateway + REST): DMs, guild channels and threads.",
   configSchema: DiscordConfigSchema,
   environment: { DISCORD_BOT_TOKEN: "token", DISCORD_API_ROOT: "apiRoot" },
+  policy: (config) => discordPolicy(config),
   create(config, { logger, dataDir, now }) {
     if (!config.token) throw new ConfigError("channels.discord is enabled but has no token: set DISCORD_BOT_TOKEN or channels.discord.token", "channels.discord.token");
     const adapter = createDiscordAdapter({

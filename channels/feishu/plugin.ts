@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
-import { defineChannel } from "../../src/gateway/channel.js";
+import { type AdmissionPolicy, defineChannel } from "../../src/gateway/channel.js";
 import { type FeishuConfig, FeishuConfigSchema, domainUrl } from "./config.js";
 import { createFeishuAdapter } from "./feishu-adapter.js";
 import { APP_ID_PATTERN } from "./long-connection.js";
@@ -22,6 +22,7 @@ export const feishuChannel = defineChannel({
   name: "feishu",
   description: "Feishu / Lark app: long connection or webhook, streamed Markdown cards.",
   configSchema: FeishuConfigSchema,
+  policy: (config) => feishuPolicy(config),
   environment: { FEISHU_APP_ID: "appId", FEISHU_APP_SECRET: "appSecret", FEISHU_DOMAIN: "domain" },
   create(config, dependencies) {
     const appId = required(config, "appId", "FEISHU_APP_ID");
@@ -50,11 +51,7 @@ export const feishuChannel = defineChannel({
     });
     return {
       adapter,
-      policy: {
-        allowFrom: [...config.allowFrom, ...config.allowChats],
-        groupPolicy: config.groupPolicy,
-        rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 },
-      },
+      policy: feishuPolicy(config),
       ...(config.mode === "webhook" ? { webhook: { path: config.webhook.path, handle: adapter.webhook } } : {}),
       account: createHash("sha256").update(appId).digest("hex").slice(0, 16),
       // The same message always makes the same inbound id, so its reply's ids (and uuids) repeat too.
@@ -64,3 +61,7 @@ export const feishuChannel = defineChannel({
     };
   },
 });
+
+function feishuPolicy(config: FeishuConfig): AdmissionPolicy {
+  return { allowFrom: [...config.allowFrom, ...config.allowChats], groupPolicy: config.groupPolicy, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } };
+}

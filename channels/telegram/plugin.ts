@@ -2,8 +2,8 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
-import { defineChannel } from "../../src/gateway/channel.js";
-import { TelegramConfigSchema } from "./config.js";
+import { type AdmissionPolicy, defineChannel } from "../../src/gateway/channel.js";
+import { type TelegramConfig, TelegramConfigSchema } from "./config.js";
 import { createTelegramAdapter } from "./telegram-adapter.js";
 
 export const telegramChannel = defineChannel({
@@ -11,6 +11,7 @@ export const telegramChannel = defineChannel({
   description: "Telegram bot (long polling or webhook).",
   configSchema: TelegramConfigSchema,
   environment: { TELEGRAM_BOT_TOKEN: "token", TELEGRAM_API_ROOT: "apiRoot" },
+  policy: (config) => telegramPolicy(config),
   create(config, { logger, dataDir }) {
     if (!config.token) throw new ConfigError("channels.telegram is enabled but has no token: set TELEGRAM_BOT_TOKEN or channels.telegram.token", "channels.telegram.token");
     const webhook = config.mode === "webhook" && config.webhook?.url && config.webhook.secret ? { url: config.webhook.url, secret: config.webhook.secret, path: config.webhook.path } : undefined;
@@ -25,10 +26,14 @@ export const telegramChannel = defineChannel({
     });
     return {
       adapter,
-      policy: { allowFrom: config.allowFrom, groupPolicy: config.groupPolicy, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } },
+      policy: telegramPolicy(config),
       // The account is named by a hash of the token: the token itself must not become a key.
       account: createHash("sha256").update(config.token).digest("hex").slice(0, 16),
       webhook: webhook && { path: webhook.path, handle: ({ headers, rawBody }) => adapter.handleWebhook(headers, rawBody).then(({ status, error }) => ({ status, body: error ? { error } : { ok: true } })) },
     };
   },
 });
+
+function telegramPolicy(config: TelegramConfig): AdmissionPolicy {
+  return { allowFrom: config.allowFrom, groupPolicy: config.groupPolicy, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } };
+}

@@ -1,6 +1,6 @@
 /** The web page as a channel plugin: on by default, since the HTTP API serves it. */
 import { z } from "zod";
-import { type ChannelInstance, defineChannel } from "../../src/gateway/channel.js";
+import { type AdmissionPolicy, type ChannelInstance, defineChannel } from "../../src/gateway/channel.js";
 import { WebAdapter } from "./web-adapter.js";
 
 export const WebConfigSchema = z.strictObject({
@@ -21,6 +21,7 @@ export const webChannel = defineChannel({
   name: "web",
   description: "The web chat of the HTTP API.",
   configSchema: WebConfigSchema.prefault({ enabled: true }),
+  policy: (config) => webPolicy(config),
   create(config, { bus, logger, now, newId }) {
     return webChannelOf(new WebAdapter({ bus, logger, now, newId }), config);
   },
@@ -31,11 +32,15 @@ export function webChannelOf(adapter: WebAdapter, config: Omit<WebConfig, "enabl
   return {
     adapter,
     // Whoever reaches the route passed the API's token (or the API is on loopback only).
-    policy: { allowFrom: [], open: true, groupPolicy: "all", pairing: false, rateLimit: config.rateLimitPerMinute === undefined ? false : { messages: config.rateLimitPerMinute, perMs: 60_000 } },
+    policy: webPolicy(config),
     routes: (scope) => adapter.registerRoutes(scope),
     // The id the POST answers with is the inbound message's: replies' `answers` name it.
     inboundIdOf: (event) => event.platformMessageId,
     showNotices: config.showNotices,
     annotateSends: true,
   };
+}
+
+function webPolicy(config: Pick<WebConfig, "rateLimitPerMinute">): AdmissionPolicy {
+  return { allowFrom: [], open: true, groupPolicy: "all", pairing: false, rateLimit: config.rateLimitPerMinute === undefined ? false : { messages: config.rateLimitPerMinute, perMs: 60_000 } };
 }

@@ -30,6 +30,11 @@ export class ContextBuilder {
   private skillsCache: { at: number; sections: { alwaysOn: string; summary: string } } | undefined;
   private readonly now: () => number;
 
+  /** Who the assistant is, from the next turn on (a config reload). */
+  setPersona(persona: PersonaConfig): void {
+    this.options.persona = persona;
+  }
+
   constructor(private readonly options: ContextBuilderOptions) {
     this.now = options.now ?? Date.now;
   }

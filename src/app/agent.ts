@@ -43,6 +43,8 @@ export interface AgentRuntime {
   tools: ToolRegistry;
   store: Store;
   workspace: string;
+  /** Applies what changes live (the persona) from the next turn on. */
+  reload(config: ResolvedConfig): void;
   close(): Promise<void>;
 }
 
@@ -140,6 +142,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     tools,
     store,
     workspace,
+    reload: (next) => context.setPersona(next.agent.persona),
     close: async () => {
       await audit?.close();
       await toolHistory.close();

@@ -23,6 +23,8 @@ import { type PrometheusMetrics, registerMetricsRoute } from "./metrics.js";
 export interface Gateway {
   api: ApiServer;
   channels: ChannelRuntime[];
+  /** Applies the channels' new admission policies (a config reload). */
+  reload(config: ResolvedConfig): void;
   start(): Promise<{ url: string; port: number }>;
   close(): Promise<void>;
 }
@@ -41,6 +43,8 @@ export interface GatewayOptions {
   metrics?: PrometheusMetrics;
   /** The API's token (configured or generated: resolveApiToken). Default: `api.token` as configured. */
   apiToken?: ApiToken;
+  /** Serves `POST /api/config/reload` (behind the token), answered with what the reload did. */
+  onReloadRequest?: () => Promise<{ ok: boolean; error?: string; restartNeeded?: string[] }>;
   now?: () => number;
 }
 
@@ -72,7 +76,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   };
   // Read-only here: workers write it under the shared data directory.
   const toolHistory = createToolHistory({ directory: path.join(config.dataDir, "tool-history") });
-  const instances = createChannels(config, logger, bus, options.plugins ?? channelPlugins, options.now);
+  const plugins = options.plugins ?? channelPlugins;
+  const instances = createChannels(config, logger, bus, plugins, options.now);
   const { metrics } = options;
   const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics }));
   metrics?.watch({ bus, leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })) });
@@ -89,12 +94,27 @@ export function createGateway(options: GatewayOptions): Gateway {
         registerTaskRoutes(scope, { tasks: store.tasks, cancel: (id) => options.subagents.cancel(id) });
         registerToolHistoryRoutes(scope, toolHistory);
         if (metrics) registerMetricsRoute(scope, metrics);
+        const { onReloadRequest } = options;
+        if (onReloadRequest) {
+          scope.post("/api/config/reload", async (_request, reply) => {
+            const outcome = await onReloadRequest();
+            return reply.code(outcome.ok ? 200 : 422).send(outcome);
+          });
+        }
       },
     ],
   });
   return {
     api,
     channels,
+    reload(next) {
+      for (const channel of channels) {
+        const plugin = plugins.find((candidate) => candidate.name === channel.name);
+        if (!plugin?.policy) continue;
+        const parsed = plugin.configSchema.safeParse(next.channels[plugin.name]);
+        if (parsed.success) channel.updatePolicy(plugin.policy(parsed.data));
+      }
+    },
     async start() {
       if (options.apiToken) assertTokenFitsBinding(config, options.apiToken);
       const address = await api.listen();

@@ -3,7 +3,7 @@ import { createJobsOn } from "../app/agent.js";
 import { createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";
-import { untilSignalled } from "./lifecycle.js";
+import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { announceLogin, loadCliConfig } from "./setup.js";
 
 export async function runGatewayCommand(): Promise<number> {
@@ -11,10 +11,20 @@ export async function runGatewayCommand(): Promise<number> {
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
   // Jobs are created here only to cancel tasks through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
-  const gateway = createGateway({ config, logger, infrastructure, subagents: jobs.subagents, metrics: createPrometheusMetrics({ role: "gateway" }), apiToken });
+  const gateway = createGateway({
+    config,
+    logger,
+    infrastructure,
+    subagents: jobs.subagents,
+    metrics: createPrometheusMetrics({ role: "gateway" }),
+    apiToken,
+    onReloadRequest: () => reloader.reload("api"),
+  });
+  const reloader = await reloaderFor(logger, infrastructure, config, (next) => gateway.reload(next));
   let unannounce = async () => undefined as void;
   const close = async () => {
     await unannounce();
+    await reloader.close();
     await gateway.close();
     await jobs.close();
     await infrastructure.close();

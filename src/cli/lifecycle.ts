@@ -4,6 +4,9 @@
  * a second signal exits at once.
  */
 import type { Logger } from "pino";
+import { loadCountbotConfig } from "../app/config.js";
+import { createConfigReloader } from "../app/reload.js";
+import type { ResolvedConfig } from "../config/schema.js";
 
 export function untilSignalled(logger: Logger, shutdown: () => Promise<void>): Promise<number> {
   return new Promise((resolve) => {
@@ -30,4 +33,24 @@ export function untilSignalled(logger: Logger, shutdown: () => Promise<void>): P
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);
   });
+}
+
+/** SIGHUP reloads the config (see src/app/reload.ts); returns the undo. */
+export function onReloadSignal(reload: () => Promise<unknown>): () => void {
+  const handler = () => void reload();
+  process.on("SIGHUP", handler);
+  return () => void process.off("SIGHUP", handler);
+}
+
+/** The config reloader of a long-running command, applying to what it runs. */
+export async function reloaderFor(logger: Logger, infrastructure: { bus: Parameters<typeof createConfigReloader>[0]["bus"] }, initial: ResolvedConfig, apply: (config: ResolvedConfig) => void) {
+  const reloader = await createConfigReloader({ logger, bus: infrastructure.bus, load: () => loadCountbotConfig(), initial, apply });
+  const undo = onReloadSignal(() => reloader.reload("signal"));
+  return {
+    reload: reloader.reload,
+    async close() {
+      undo();
+      await reloader.close();
+    },
+  };
 }

@@ -8,7 +8,7 @@ import { type Worker, createWorker } from "../app/agent.js";
 import { type Gateway, createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";
-import { untilSignalled } from "./lifecycle.js";
+import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { announceLogin, loadCliConfig } from "./setup.js";
 
 export async function runStartCommand(): Promise<number> {
@@ -18,6 +18,10 @@ export async function runStartCommand(): Promise<number> {
   let worker: Worker | undefined;
   let gateway: Gateway | undefined;
   let address: { url: string; port: number };
+  const reloader = await reloaderFor(logger, infrastructure, config, (next) => {
+    gateway?.reload(next);
+    worker?.reload(next);
+  });
   try {
     const created = await createWorker(config, logger, infrastructure, { metrics });
     worker = created;
@@ -28,6 +32,7 @@ export async function runStartCommand(): Promise<number> {
       subagents: created.jobs.subagents,
       metrics,
       apiToken,
+      onReloadRequest: () => reloader.reload("api"),
       checks: async () => ({ worker: { ok: true, detail: `${created.consumer.active} turns running` } }),
     });
     address = await gateway.start();
@@ -43,6 +48,7 @@ export async function runStartCommand(): Promise<number> {
   if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);
   return untilSignalled(logger, async () => {
     await unannounce();
+    await reloader.close();
     await gateway.close();
     await worker.consumer.stop(config.shutdownGraceMs);
     await running;

@@ -3,7 +3,7 @@ import { createWorker } from "../app/agent.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics, registerMetricsRoute } from "../app/metrics.js";
 import { type ApiServer, createApiServer } from "../api/server.js";
-import { untilSignalled } from "./lifecycle.js";
+import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
 export async function runWorkerCommand(): Promise<number> {
@@ -36,9 +36,11 @@ export async function runWorkerCommand(): Promise<number> {
   }
   const running = worker.run();
   const unannounce = infrastructure.announce("worker");
+  const reloader = await reloaderFor(logger, infrastructure, config, (next) => worker.reload(next));
   logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns }, "worker started");
   return untilSignalled(logger, async () => {
     await unannounce();
+    await reloader.close();
     await worker.consumer.stop(config.shutdownGraceMs);
     await running;
     await worker.close();

@@ -63,6 +63,8 @@ export interface AdmissionOptions {
 
 export interface Admission {
   handle(event: PlatformEvent): Promise<AdmissionOutcome>;
+  /** Applies a new policy from the next event on (a config reload); senders' rate buckets start anew when the limit changed. */
+  setPolicy(policy: AdmissionPolicy): void;
 }
 
 const HOUR_MS = 60 * 60 * 1000;
@@ -87,15 +89,20 @@ export function createAdmission(options: AdmissionOptions): Admission {
   const { channel, bus, store, adapter } = options;
   const now = options.now ?? Date.now;
   const newId = options.newId ?? (() => randomUUID());
-  const policy = {
-    allowFrom: new Set(options.policy.allowFrom),
-    open: options.policy.open ?? false,
-    groupPolicy: options.policy.groupPolicy,
-    pairing: options.policy.pairing ?? true,
-    pairingTtlMs: options.policy.pairingTtlMs ?? HOUR_MS,
+  const policyOf = (given: AdmissionPolicy) => ({
+    allowFrom: new Set(given.allowFrom),
+    open: given.open ?? false,
+    groupPolicy: given.groupPolicy,
+    pairing: given.pairing ?? true,
+    pairingTtlMs: given.pairingTtlMs ?? HOUR_MS,
+  });
+  const limiterOf = (given: AdmissionPolicy) => {
+    const limit = given.rateLimit ?? DEFAULT_RATE_LIMIT;
+    return limit === false ? undefined : new SenderRateLimiter(limit, now);
   };
-  const limit = options.policy.rateLimit ?? DEFAULT_RATE_LIMIT;
-  const limiter = limit === false ? undefined : new SenderRateLimiter(limit, now);
+  let policy = policyOf(options.policy);
+  let limiter = limiterOf(options.policy);
+  let currentLimit = JSON.stringify(options.policy.rateLimit ?? DEFAULT_RATE_LIMIT);
   // Commands answered here never reach the bus's dedupe: a redelivered `/help` must not answer twice.
   const handledHere = new ExpiringSet(HOUR_MS, now);
   const logger = options.logger.child({ component: "admission", channel });
@@ -163,6 +170,13 @@ export function createAdmission(options: AdmissionOptions): Admission {
   }
 
   return {
+    setPolicy(next) {
+      const nextPolicy = policyOf(next);
+      const nextLimit = JSON.stringify(next.rateLimit ?? DEFAULT_RATE_LIMIT);
+      const nextLimiter = nextLimit === currentLimit ? limiter : limiterOf(next);
+      [policy, limiter, currentLimit] = [nextPolicy, nextLimiter, nextLimit];
+      logger.info({ allowFrom: next.allowFrom.length, groupPolicy: next.groupPolicy }, "admission policy changed");
+    },
     async handle(event) {
       const sessionKey = sessionKeyOf({ channel, chatId: event.chatId });
       const log = logger.child({ sessionKey, eventId: event.eventId });

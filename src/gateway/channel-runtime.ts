@@ -10,13 +10,15 @@ import type { MessageBus } from "../bus/message-bus.js";
 import type { Store } from "../store/store.js";
 import { createAdmission } from "./admission.js";
 import type { Metrics } from "../metrics.js";
-import type { ChannelInstance } from "./channel.js";
+import type { AdmissionPolicy, ChannelInstance } from "./channel.js";
 import { createDispatcher } from "./dispatcher.js";
 
 export interface ChannelRuntime {
   readonly name: string;
   /** Whether this process runs the channel now (holds its account's lease, or needs none). */
   readonly leading: boolean;
+  /** Applies a new admission policy at once (a config reload), connected or not. */
+  updatePolicy(policy: AdmissionPolicy): void;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -114,6 +116,9 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     name: adapter.name,
     get leading() {
       return running;
+    },
+    updatePolicy(policy) {
+      admission.setPolicy(policy);
     },
     async start() {
       if (channel.account !== undefined && options.elect) logger.info("standing for the leader lease of this account");

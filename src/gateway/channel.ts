@@ -252,6 +252,11 @@ export interface ChannelPlugin<Config extends ChannelConfig = ChannelConfig> {
   readonly environment?: Readonly<Record<string, string>>;
   /** Builds the channel. Throws ConfigError naming the field (`channels.<name>.token`) when it cannot. */
   create(config: Config, dependencies: ChannelDependencies): ChannelInstance;
+  /**
+   * The admission policy a section asks for, alone: a config reload applies it to the running
+   * channel without reconnecting. Absent: the policy changes only with a restart.
+   */
+  policy?(config: Config): AdmissionPolicy;
 }
 
 /** What every channel's config section has. */

@@ -1,0 +1,83 @@
+/**
+ * Config reload without a restart. A SIGHUP (or `POST /api/config/reload`) makes a process read its
+ * config again; a config that does not load is refused with one log line and the old one stays in
+ * force. A reload that took is announced over the bus, so every other process of the deployment
+ * reads its own config too (gateways and workers may run on other machines with their own files).
+ *
+ * What changes live: each channel's admission policy (allowlists, group policy, rate limit) and the
+ * persona. Skills are read from the workspace as they change. Everything else is logged as needing
+ * a restart.
+ */
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import type { MessageBus, Subscription } from "../bus/message-bus.js";
+import type { ResolvedConfig } from "../config/schema.js";
+import { errorMessage } from "../errors.js";
+
+const TOPIC = "countbot:control";
+
+export interface ConfigReloader {
+  /** Reads the config again; `{ ok: false, error }` when it does not load (nothing changed then). */
+  reload(origin: "signal" | "api" | "bus"): Promise<{ ok: true; restartNeeded: string[] } | { ok: false; error: string }>;
+  close(): Promise<void>;
+}
+
+export interface ConfigReloaderOptions {
+  logger: Logger;
+  bus: Pick<MessageBus, "broadcast" | "onBroadcast">;
+  /** Loads the config anew (throws ConfigError on a bad one). */
+  load: () => ResolvedConfig;
+  initial: ResolvedConfig;
+  /** Applies what can change live. */
+  apply: (config: ResolvedConfig) => void;
+}
+
+export async function createConfigReloader(options: ConfigReloaderOptions): Promise<ConfigReloader> {
+  const { logger, bus } = options;
+  const instance = randomUUID();
+  let current = options.initial;
+  const reload: ConfigReloader["reload"] = async (origin) => {
+    let next: ResolvedConfig;
+    try {
+      next = options.load();
+    } catch (error) {
+      const message = errorMessage(error).replace(/:\s*\n\s*/g, ": ").replace(/\s*\n\s*/g, "; ");
+      logger.error({ origin }, `config reload refused, the old config stays in force: ${message}`);
+      return { ok: false, error: message };
+    }
+    options.apply(next);
+    const restartNeeded = changedSections(current, next);
+    current = next;
+    logger.info({ origin, restartNeeded }, restartNeeded.length > 0 ? "config reloaded; these sections change only with a restart" : "config reloaded");
+    if (origin !== "bus") {
+      await bus.broadcast(TOPIC, JSON.stringify({ type: "reload", from: instance })).catch((error: unknown) => logger.warn({ err: error }, "could not tell the other processes to reload"));
+    }
+    return { ok: true, restartNeeded };
+  };
+  const subscription: Subscription = await bus.onBroadcast(TOPIC, (payload) => {
+    let message: { type?: string; from?: string };
+    try {
+      message = JSON.parse(payload) as typeof message;
+    } catch {
+      return;
+    }
+    if (message.type === "reload" && message.from !== instance) void reload("bus");
+  });
+  return { reload, close: () => subscription.close() };
+}
+
+/** Top-level sections (and `agent` fields) that differ, besides what a reload applies. */
+function changedSections(before: ResolvedConfig, after: ResolvedConfig): string[] {
+  const changed: string[] = [];
+  for (const key of Object.keys(after) as Array<keyof ResolvedConfig>) {
+    if (key === "channels") continue;
+    if (key === "agent") {
+      const { persona: _before, ...agentBefore } = before.agent;
+      const { persona: _after, ...agentAfter } = after.agent;
+      if (JSON.stringify(agentBefore) !== JSON.stringify(agentAfter)) changed.push("agent");
+      continue;
+    }
+    if (JSON.stringify(before[key]) !== JSON.stringify(after[key])) changed.push(key);
+  }
+  return changed;
+}

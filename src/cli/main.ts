@@ -8,8 +8,10 @@ import { runChatCommand } from "./chat-command.js";
 import { runConfigCommand } from "./config-command.js";
 import { runGatewayCommand } from "./gateway-command.js";
 import { runPairingCommand } from "./pairing-command.js";
+import { runRunsCommand } from "./runs-command.js";
 import { runStartCommand } from "./start-command.js";
 import { runTasksCommand } from "./tasks-command.js";
+import { runTeamsCommand } from "./teams-command.js";
 import { runWorkerCommand } from "./worker-command.js";
 
 const usage = `countbot: a chat-platform bot gateway with an LLM agent
@@ -23,6 +25,8 @@ Usage:
   countbot config                         print the effective config (secrets masked)
   countbot pairing list|approve|revoke    DM pairing: pending codes, approve CODE, revoke CHANNEL SENDER
   countbot tasks list|show|cancel         subagent tasks: list [--session KEY] [--status S], show ID, cancel ID
+  countbot teams list|show|create|delete  agent teams: list, show NAME, create -f FILE (JSON or YAML), delete NAME
+  countbot runs list|show|cancel          team runs: list [--team NAME] [--chat KEY] [--status S], show ID, cancel ID
   countbot help                           this text
 
 Configuration: config/countbot.json or COUNTBOT_CONFIG, plus environment variables
@@ -48,6 +52,10 @@ export async function main(argv: string[]): Promise<number> {
         return await runPairingCommand(rest);
       case "tasks":
         return await runTasksCommand(rest);
+      case "teams":
+        return await runTeamsCommand(rest);
+      case "runs":
+        return await runRunsCommand(rest);
       case undefined:
       case "help":
       case "--help":

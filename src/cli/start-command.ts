@@ -17,6 +17,8 @@ export async function runStartCommand(_args: string[]): Promise<number> {
     logger,
     infrastructure,
     subagents: worker.jobs.subagents,
+    workflows: worker.jobs.workflows,
+    teams: worker.jobs.teams,
     checks: async () => ({ worker: { ok: true, detail: `${worker.consumer.active} turns running` } }),
   });
   const running = worker.run();

@@ -136,13 +136,15 @@ export function createJobs(options: JobsOptions): Jobs {
       if (text === undefined || !node || separator <= 0) return;
       void bus
         .publishOutbound({
-          id: `workflow-${run.id}-${node.id}-${notice.type}-${node.attempts}`,
+          id: `workflow-${run.id}-${node.id}-${notice.type}-${node.attempts}-${node.toolCalls.length}`,
           channel: run.sessionKey.slice(0, separator),
           chatId: run.sessionKey.slice(separator + 1),
           content: text,
           kind: "notice",
           media: [],
-          metadata: { workflow: { runId: run.id, team: run.teamName, nodeId: node.id, event: notice.type, status: node.status } },
+          metadata: {
+            workflow: { runId: run.id, team: run.teamName, nodeId: node.id, event: notice.type, status: node.status, ...(notice.toolCall ? { tool: notice.toolCall.name } : {}) },
+          },
         })
         .catch((error: unknown) => logger.warn({ err: error, runId: run.id }, "workflow notice failed"));
     },

@@ -2,6 +2,10 @@
  * Workflow runs in the file store: one JSON file per run, `<dataDir>/workflow-runs/<safeFileName(id)>.json`,
  * nodes included, replaced atomically on every write. Every operation on one run goes through an
  * in-memory queue, so `updateNode`'s checks and its write are one step (one process owns a data dir).
+ *
+ * `list` reads only the runs it returns: an index of every run's session, team, status and creation
+ * time is built from the files on the first list and kept up to date by this store's own writes
+ * (one process owns the data dir; a reader in another process, `countbot runs list`, builds its own).
  */
 import { mkdir, readFile, readdir, rm } from "node:fs/promises";
 import path from "node:path";
@@ -38,10 +42,18 @@ function parseRun(text: string): WorkflowRun | undefined {
   }
 }
 
+type RunSummary = Pick<WorkflowRun, "id" | "sessionKey" | "teamId" | "status" | "createdAt">;
+
+const summaryOf = (run: WorkflowRun): RunSummary => ({ id: run.id, sessionKey: run.sessionKey, teamId: run.teamId, status: run.status, createdAt: run.createdAt });
+
 export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunStore & { close(): Promise<void> } {
   const { directory } = options;
   const queue = createKeyedQueue();
   let closed = false;
+  // Written by this store's writes at once; the scan fills in only what they have not touched.
+  const summaries = new Map<string, RunSummary>();
+  const removed = new Set<string>();
+  let scanned: Promise<void> | undefined;
   const fileOf = (id: string) => path.join(directory, `${safeFileName(id)}${SUFFIX}`);
 
   function serialized<T>(id: string, operation: () => Promise<T>): Promise<T> {
@@ -63,7 +75,16 @@ export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunSto
     const checked = validRecord(WorkflowRunSchema, run, "workflow run");
     await mkdir(directory, { recursive: true });
     await writeFileAtomic(fileOf(checked.id), `${JSON.stringify(checked)}\n`);
+    summaries.set(checked.id, summaryOf(checked));
+    removed.delete(checked.id);
     return checked;
+  }
+
+  function scan(): Promise<void> {
+    scanned ??= readAll().then((runs) => {
+      for (const run of runs) if (!summaries.has(run.id) && !removed.has(run.id)) summaries.set(run.id, summaryOf(run));
+    });
+    return scanned;
   }
 
   async function readAll(): Promise<WorkflowRun[]> {
@@ -91,8 +112,16 @@ export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunSto
     get: (id) => serialized(id, () => read(id)),
 
     async list(filter = {}) {
-      const runs = (await readAll()).filter((run) => matchesRunFilter(run, filter)).sort(newestRunFirst);
-      return filter.limit === undefined ? runs : runs.slice(0, Math.max(0, filter.limit));
+      if (closed) throw new Error("the file store is closed");
+      await scan();
+      const candidates = [...summaries.values()].filter((summary) => matchesRunFilter(summary, filter)).sort(newestRunFirst);
+      const found: WorkflowRun[] = [];
+      for (const candidate of candidates) {
+        if (filter.limit !== undefined && found.length >= filter.limit) break;
+        const run = await serialized(candidate.id, () => read(candidate.id));
+        if (run && matchesRunFilter(run, filter)) found.push(run);
+      }
+      return found;
     },
 
     updateRun(id, patch, from) {
@@ -127,6 +156,8 @@ export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunSto
       return serialized(id, async () => {
         try {
           await rm(fileOf(id));
+          summaries.delete(id);
+          removed.add(id);
           return true;
         } catch (error) {
           if (isMissing(error)) return false;

@@ -124,11 +124,11 @@ function dropUndefined(value: unknown): unknown {
 }
 
 /** Newest first; ties by id, descending (the order of a Redis ZREVRANGE). */
-export function newestRunFirst(left: WorkflowRun, right: WorkflowRun): number {
+export function newestRunFirst(left: Pick<WorkflowRun, "id" | "createdAt">, right: Pick<WorkflowRun, "id" | "createdAt">): number {
   return right.createdAt - left.createdAt || (left.id < right.id ? 1 : left.id > right.id ? -1 : 0);
 }
 
-export function matchesRunFilter(run: WorkflowRun, filter: RunFilter): boolean {
+export function matchesRunFilter(run: Pick<WorkflowRun, "teamId" | "sessionKey" | "status">, filter: RunFilter): boolean {
   return (
     (filter.teamId === undefined || run.teamId === filter.teamId) &&
     (filter.sessionKey === undefined || run.sessionKey === filter.sessionKey) &&

@@ -25,6 +25,7 @@ import { sleep } from "../../sleep.js";
 import type { WorkflowRunStore } from "../../store/store.js";
 import {
   ACTIVE_NODE_STATUSES,
+  FINISHED_RUN_STATUSES,
   type NodeState,
   type NodeStatus,
   type RunFilter,
@@ -127,13 +128,13 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
   const now = options.now ?? Date.now;
   const newId = options.newId ?? (() => `wf-${randomUUID()}`);
   const retryDelays = options.publishRetryDelaysMs ?? [1_000, 5_000];
-  // Starts run one at a time in this process, so two triggers cannot both take a session's last slot.
-  let starting: Promise<unknown> = Promise.resolve();
+  // A session's starts run one at a time in this process, so two triggers cannot both take its last slot.
+  const starting = new Map<string, Promise<unknown>>();
   let closing = false;
 
-  function emit(type: WorkflowNoticeType, run: WorkflowRun, node?: NodeState): void {
+  function emit(type: WorkflowNoticeType, run: WorkflowRun, node?: NodeState, toolCall?: TaskToolCall): void {
     try {
-      options.notify?.({ type, run, node });
+      options.notify?.({ type, run, node, ...(toolCall ? { toolCall } : {}) });
     } catch (error) {
       logger?.warn({ err: error, runId: run.id }, "a workflow notice listener threw");
     }
@@ -230,8 +231,7 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
   }
 
   async function unfinishedCount(sessionKey: string): Promise<number> {
-    const lists = await Promise.all(UNFINISHED_RUN.map((status) => runs.list({ status, sessionKey })));
-    return lists.reduce((sum, list) => sum + list.length, 0);
+    return (await runs.list({ sessionKey })).filter((run) => !FINISHED_RUN_STATUSES.has(run.status)).length;
   }
 
   async function createRun(request: StartRequest): Promise<WorkflowRun> {
@@ -288,7 +288,13 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
     const toolCalls: TaskToolCall[] = [];
     const onToolCall = async (call: TaskToolCall) => {
       toolCalls.push(call);
-      await runs.updateNode(run.id, node.id, { toolCalls: toolCalls.slice(-MAX_TOOL_CALLS) }, { from: ["running"] }).catch((error: unknown) => log?.warn({ err: error }, "could not record a tool call"));
+      try {
+        const updated = await runs.updateNode(run.id, node.id, { toolCalls: toolCalls.slice(-MAX_TOOL_CALLS) }, { from: ["running"] });
+        const state = updated && nodeOf(updated, node.id);
+        if (updated && state) emit("node-tool", updated, state, call);
+      } catch (error) {
+        log?.warn({ err: error }, "could not record a tool call");
+      }
     };
     const agent = run.team.agents.find((candidate) => candidate.id === node.agentId);
     let outcome: { output: string; model: string } | { error: string };
@@ -316,8 +322,13 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
 
   const engine: WorkflowEngine = {
     start(request) {
-      const created = starting.then(() => createRun(request));
-      starting = created.catch(() => undefined);
+      const previous = starting.get(request.sessionKey) ?? Promise.resolve();
+      const created = previous.then(() => createRun(request));
+      const settled = created.catch(() => undefined);
+      starting.set(request.sessionKey, settled);
+      void settled.then(() => {
+        if (starting.get(request.sessionKey) === settled) starting.delete(request.sessionKey);
+      });
       return created;
     },
 

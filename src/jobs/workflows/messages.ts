@@ -5,15 +5,18 @@
  * session's history with the message, for the model and for tools that read the history, not meant
  * for the platform.
  */
+import type { TaskToolCall } from "../../store/task-record.js";
 import type { NodeState, WorkflowRun } from "../../store/team-record.js";
 import { describeNode } from "./plan.js";
 
-export type WorkflowNoticeType = "run-started" | "node-started" | "node-done" | "node-failed" | "node-skipped" | "run-completed" | "run-failed" | "run-cancelled";
-/** What the engine tells its listeners: a run started or ended, or one of its nodes changed. */
+export type WorkflowNoticeType = "run-started" | "node-started" | "node-tool" | "node-done" | "node-failed" | "node-skipped" | "run-completed" | "run-failed" | "run-cancelled";
+/** What the engine tells its listeners: a run started or ended, or one of its nodes changed or called a tool. */
 export interface WorkflowNotice {
   type: WorkflowNoticeType;
   run: WorkflowRun;
   node?: NodeState;
+  /** `node-tool`: the call that just finished. */
+  toolCall?: TaskToolCall;
 }
 
 /** The longest result quoted in the end message; the whole result stays on the run. */
@@ -32,6 +35,8 @@ export function noticeText(notice: WorkflowNotice): string | undefined {
   switch (notice.type) {
     case "node-started":
       return `${head}: ${name} started`;
+    case "node-tool":
+      return `${head}: ${name} ran ${notice.toolCall?.name ?? "a tool"}${notice.toolCall?.success === false ? " (failed)" : ""}`;
     case "node-done":
       return `${head}: ${name} done`;
     case "node-failed":

@@ -260,6 +260,14 @@ describe("agent settings", () => {
     expect(inherits.map((call) => [call.model, call.temperature])).toEqual(Array.from({ length: 3 }, () => ["team/model", 0.2]));
     expect(ended.nodes.find((node) => node.id === "own")?.output).toContain("[max tool calls reached: 2]");
     expect(ended.nodes.find((node) => node.id === "inherits")?.toolCalls).toHaveLength(3);
+    // Each tool call is a progress notice of its own.
+    expect(h.notices.filter((notice) => notice.type === "node-tool").map((notice) => [notice.node?.id, notice.toolCall?.name]).sort()).toEqual([
+      ["inherits", "look"],
+      ["inherits", "look"],
+      ["inherits", "look"],
+      ["own", "look"],
+      ["own", "look"],
+    ]);
   });
 
   it("fails a node that runs past its timeout and aborts its model call", async () => {

@@ -362,7 +362,12 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
       if (closing && failure.reason === "lost") return;
       const run = await runs.get(runId);
       const node = run && nodeOf(run, nodeId);
-      if (!run || !node || run.status !== "running" || !ACTIVE_NODE_STATUSES.has(node.status)) return;
+      if (!run || !node || run.status !== "running") return;
+      if (!ACTIVE_NODE_STATUSES.has(node.status)) {
+        // The node ended but its job failed before the run moved on (the store failed mid-advance, say).
+        if (SETTLED_NODE_STATUSES.has(node.status)) await advance(runId, run);
+        return;
+      }
       const error =
         failure.reason === "cancelled"
           ? "its job was cancelled"

@@ -357,6 +357,15 @@ describe("crash recovery", () => {
     expect(ended.status).toBe("completed");
   });
 
+  it("moves the run on when a finished node's job fails before it could", async () => {
+    const graph = team({ agents: [{ id: "a", task: "a" }, { id: "b", task: "b", dependsOn: ["a"] }] });
+    const h = await harness({ idle: true, respond: () => ({ text: "out" }) });
+    const run = await h.engine.start({ team: graph, goal: "g", sessionKey: SESSION });
+    await h.runs.updateNode(run.id, "a", { status: "completed", output: "a out" });
+    await h.engine.handleFailed({ id: nodeJobId(run.id, "a"), data: { runId: run.id, nodeId: "a" } }, { reason: "error", message: "the store went away mid-advance" });
+    expect(statuses(await h.runs.get(run.id))).toEqual({ a: "completed", b: "queued" });
+  });
+
   it("runs a node whose worker died again, once; a second death fails it", async () => {
     const graph = team({ agents: [{ id: "a", task: "a" }, { id: "b", task: "b" }] });
     const h = await harness({ idle: true, respond: (call) => ({ text: `${call.role} out` }) });

@@ -6,6 +6,7 @@ import { benchAgentLoop } from "./agent-loop.js";
 import { benchBus } from "./bus.js";
 import { benchMemory } from "./memory.js";
 import { benchScale } from "./scale.js";
+import { benchTeams } from "./teams.js";
 
 /** Name → benchmark; the default runs them all in this order. */
 const benches: Record<string, () => Promise<void>> = {
@@ -13,6 +14,7 @@ const benches: Record<string, () => Promise<void>> = {
   bus: benchBus,
   scale: benchScale,
   memory: benchMemory,
+  teams: benchTeams,
 };
 
 const requested = process.argv.slice(2);

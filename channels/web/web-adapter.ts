@@ -51,7 +51,12 @@ const ChatParamsSchema = z.object({ chatId: ChatIdSchema });
 /** What a socket receives, one JSON object per WebSocket message. */
 export type WebEvent =
   | { type: "draft"; replyId: string; text: string }
-  | { type: "notice"; id: string; content: string }
+  /**
+   * A tool-call line, or a progress line of a background job. A team run's carries `workflow`:
+   * `{ runId, team, nodeId, event, status, tool? }`, `event` being node-started, node-tool,
+   * node-done, node-failed or node-skipped.
+   */
+  | { type: "notice"; id: string; content: string; workflow?: Record<string, unknown> }
   /**
    * A reply. `answers`: the ids (from POST) of the messages this reply answers. A reply too long
    * for one message comes in parts, each with `part` (0-based) and `parts`.
@@ -224,7 +229,10 @@ export class WebAdapter implements ChannelAdapter {
   async send(chatId: string, text: string, options: SendOptions): Promise<{ platformMessageId: string }> {
     const part = options.outbound;
     if (part?.kind === "notice") {
-      await this.emit(chatId, { type: "notice", id: part.messageId, content: text });
+      const workflow = part.metadata.workflow;
+      const event: WebEvent = { type: "notice", id: part.messageId, content: text };
+      if (typeof workflow === "object" && workflow !== null) event.workflow = workflow as Record<string, unknown>;
+      await this.emit(chatId, event);
       return { platformMessageId: part.messageId };
     }
     // Without an annotation it is the gateway's own reply (`/help`, `/stop`): a message of its own.

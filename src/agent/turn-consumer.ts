@@ -34,6 +34,22 @@ export interface TurnConsumerOptions {
   /** Counts turns and their time. */
   metrics?: Pick<Metrics, "turn">;
   now?: () => number;
+  /** Messages the app answers itself, without a model turn (a team trigger, say). */
+  intercept?: TurnIntercept;
+}
+
+/**
+ * A hook for messages that code, not the model, answers. A message it may take is a turn of its
+ * own (never coalesced with others), and `take` runs inside that turn, holding the session's lease.
+ */
+export interface TurnIntercept {
+  /** Cheap and synchronous: whether `take` might answer this message. */
+  mayTake(message: InboundMessage): boolean;
+  /**
+   * The reply, when it answers the message itself (it records the exchange in the session's
+   * history, fenced by `claim`, so a re-run turn repeats the reply); undefined lets the agent answer.
+   */
+  take(message: InboundMessage, claim: Claim): Promise<string | undefined>;
 }
 
 interface RunningTurn {
@@ -126,7 +142,8 @@ export class TurnConsumer {
       );
     }, Math.max(50, Math.floor(ttl / 3)));
 
-    let batch = takeBatch(claim.messages);
+    const intercept = this.options.intercept;
+    let batch = takeBatch(claim.messages, intercept ? (message) => intercept.mayTake(message) : undefined);
     const first = batch.messages[0]!;
     const log = logger.child({ session: claim.sessionKey, message: first.id });
     if (claim.attempt > 1) log.warn({ attempt: claim.attempt }, "re-running a turn that was interrupted (worker crash or lost lease)");
@@ -148,7 +165,8 @@ export class TurnConsumer {
       } else if (batch.command) {
         reply = await this.runCommand(batch.command, claim);
       } else {
-        reply = await this.answerClaim(claim, batch.messages, controller.signal);
+        const taken = batch.interceptable ? await intercept?.take(first, claim) : undefined;
+        reply = taken ?? (await this.answerClaim(claim, batch.messages, controller.signal));
       }
       if (leaseLost) return;
       if (isShutdown(controller.signal)) {
@@ -257,11 +275,15 @@ export class TurnConsumer {
   }
 }
 
-/** A claim's leading messages that form one turn: either one command or a run of ordinary messages. */
-function takeBatch(messages: InboundMessage[]): { messages: InboundMessage[]; command?: ChatCommand } {
+/**
+ * A claim's leading messages that form one turn: one command, one message the intercept may take,
+ * or a run of ordinary messages.
+ */
+function takeBatch(messages: InboundMessage[], mayTake?: (message: InboundMessage) => boolean): { messages: InboundMessage[]; command?: ChatCommand; interceptable?: boolean } {
   const command = parseCommand(messages[0]!.content);
   if (command) return { messages: messages.slice(0, 1), command };
-  const end = messages.findIndex((message) => parseCommand(message.content) !== undefined);
+  if (mayTake?.(messages[0]!)) return { messages: messages.slice(0, 1), interceptable: true };
+  const end = messages.findIndex((message) => parseCommand(message.content) !== undefined || mayTake?.(message) === true);
   return { messages: end === -1 ? messages : messages.slice(0, end) };
 }
 

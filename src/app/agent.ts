@@ -20,6 +20,9 @@ import { createSubagentRunner } from "../jobs/subagents/runner.js";
 import { createSpawnTool } from "../jobs/subagents/spawn-tool.js";
 import { createSubagentTools } from "../jobs/subagents/tools.js";
 import type { Metrics } from "../metrics.js";
+import { createTeamModels } from "../jobs/workflows/models.js";
+import { createTeamAgentRunner } from "../jobs/workflows/runner.js";
+import { createWorkflowRunTool } from "../jobs/workflows/workflow-run-tool.js";
 import { resolveChatModel } from "../providers/factory.js";
 import { instrumentModel } from "../providers/instrumented-model.js";
 import type { ChatModel } from "../providers/chat-model.js";
@@ -65,7 +68,7 @@ export interface RuntimeOverrides {
 export function createTools(config: ResolvedConfig, dependencies: { memory: ReturnType<typeof createMemoryStore>; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics }): ToolRegistry {
   const { bus, jobs } = dependencies;
   const extra: Tool[] = [createMemoryTool(dependencies.memory)];
-  if (jobs) extra.push(createSpawnTool(jobs.subagents), createCronTool(jobs.scheduler));
+  if (jobs) extra.push(createSpawnTool(jobs.subagents), createCronTool(jobs.scheduler), createWorkflowRunTool({ catalog: jobs.teams, engine: jobs.workflows }));
   extra.push(
     createMessageTool({
       allowedTargets: config.tools.message.allowedTargets,
@@ -179,7 +182,21 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
       if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: task.sessionKey, channel: "subagent", chatId: task.id }));
     },
   });
-  const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, now: overrides.now });
+  // Team agents get the subagents' tool subset, and their own models (agent, team, then agent.model).
+  const teamTools = createSubagentTools(config);
+  const runTeamAgent = createTeamAgentRunner({
+    resolveModel: overrides.model ? () => overrides.model! : createTeamModels(config, { logger }),
+    tools: teamTools,
+    workspace,
+    restrictToWorkspace: config.tools.restrictToWorkspace,
+    maxRetries: config.agent.maxRetries,
+    retryDelayMs: config.agent.retryDelay * 1000,
+    defaults: { temperature: config.agent.temperature, maxTokens: config.agent.maxTokens },
+    listener: (run, node) => async (event) => {
+      if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: run.sessionKey, channel: "workflow", chatId: `${run.id}.${node.id}` }));
+    },
+  });
+  const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, runTeamAgent, teamToolNames: teamTools.names(), now: overrides.now });
   const runtime = await createAgentRuntime(config, logger, { ...overrides, model, store: infrastructure.store, bus: infrastructure.bus, jobs });
   auditRef.log = runtime.audit;
   const consumer = new TurnConsumer({
@@ -190,6 +207,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     leaseTtlMs: infrastructure.leaseTtlMs,
     replyFilter: (messages, reply) => jobs.replyFilter(messages, reply),
     metrics: overrides.metrics,
+    intercept: jobs.intercept,
   });
   let jobsStarted: Promise<void> | undefined;
   let running: Promise<void> | undefined;
@@ -235,7 +253,7 @@ export function createJobsOn(
   infrastructure: Infrastructure,
   config: ResolvedConfig,
   logger: Logger,
-  options: { workspace: string; runTask?: Parameters<typeof createJobs>[0]["runTask"]; now?: () => number },
+  options: Pick<Parameters<typeof createJobs>[0], "workspace" | "runTask" | "runTeamAgent" | "teamToolNames" | "now">,
 ): Jobs {
   const { counters } = infrastructure;
   const heartbeatKey = (day: string) => `heartbeat:delivered:${day}`;

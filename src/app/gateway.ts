@@ -1,7 +1,7 @@
 /**
  * The gateway half of the composition root: every enabled channel from the plugin registry on the
- * shared channel runtime, and the HTTP API with the channels' routes and webhooks, pairing, tasks
- * and tool history.
+ * shared channel runtime, and the HTTP API with the channels' routes and webhooks, pairing, tasks,
+ * agent teams and their runs, and tool history.
  */
 import path from "node:path";
 import type { Logger } from "pino";
@@ -9,12 +9,16 @@ import { channelPlugins } from "../../channels/index.js";
 import { registerPairingRoutes } from "../api/pairing-routes.js";
 import { type ApiServer, type Readiness, createApiServer } from "../api/server.js";
 import { registerTaskRoutes } from "../api/task-routes.js";
+import { registerTeamRoutes } from "../api/team-routes.js";
+import { registerWorkflowRunRoutes } from "../api/workflow-run-routes.js";
 import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
 import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-runtime.js";
 import type { SubagentManager } from "../jobs/subagents/manager.js";
+import type { WorkflowEngine } from "../jobs/workflows/engine.js";
+import type { TeamCatalog } from "../jobs/workflows/team-catalog.js";
 import { createToolHistory } from "../tools/tool-history.js";
 import { type ApiToken, assertTokenFitsBinding } from "./api-token.js";
 import type { Infrastructure } from "./infrastructure.js";
@@ -37,6 +41,10 @@ export interface GatewayOptions {
   checks?: () => Promise<Readiness["checks"]>;
   /** Cancels subagent tasks wherever they run (the tasks API). */
   subagents: Pick<SubagentManager, "cancel">;
+  /** Team runs: listed, shown and cancelled wherever their nodes run (the workflow-runs API). */
+  workflows: Pick<WorkflowEngine, "get" | "list" | "cancel">;
+  /** The config file's and the store's teams (the agent-teams API). */
+  teams: TeamCatalog;
   /** The platforms to offer. Default: every plugin in `channels/index.ts`. */
   plugins?: readonly ChannelPlugin[];
   /** Served at `/metrics` (behind the token) and fed by the channels. */
@@ -92,6 +100,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       (scope) => {
         registerPairingRoutes(scope, store);
         registerTaskRoutes(scope, { tasks: store.tasks, cancel: (id) => options.subagents.cancel(id) });
+        registerTeamRoutes(scope, { teams: options.teams, now: options.now });
+        registerWorkflowRunRoutes(scope, { workflows: options.workflows, teams: options.teams });
         registerToolHistoryRoutes(scope, toolHistory);
         if (metrics) registerMetricsRoute(scope, metrics);
         const { onReloadRequest } = options;

@@ -9,13 +9,15 @@ import { announceLogin, loadCliConfig } from "./setup.js";
 export async function runGatewayCommand(): Promise<number> {
   const { config, logger, apiToken } = loadCliConfig({ service: true, serveApi: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
-  // Jobs are created here only to cancel tasks through the API; workers run them.
+  // Jobs are created here only to cancel tasks and team runs through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
   const gateway = createGateway({
     config,
     logger,
     infrastructure,
     subagents: jobs.subagents,
+    workflows: jobs.workflows,
+    teams: jobs.teams,
     metrics: createPrometheusMetrics({ role: "gateway" }),
     apiToken,
     onReloadRequest: () => reloader.reload("api"),

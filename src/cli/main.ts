@@ -12,9 +12,11 @@ import { runConfigCommand } from "./config-command.js";
 import { runDoctorCommand } from "./doctor-command.js";
 import { runGatewayCommand } from "./gateway-command.js";
 import { runPairingCommand } from "./pairing-command.js";
+import { runRunsCommand } from "./runs-command.js";
 import { runStartCommand } from "./start-command.js";
 import { runStatusCommand } from "./status-command.js";
 import { runTasksCommand } from "./tasks-command.js";
+import { runTeamsCommand } from "./teams-command.js";
 import { runWorkerCommand } from "./worker-command.js";
 import { TaskStatusSchema } from "../store/task-record.js";
 
@@ -131,6 +133,52 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .description("stop a pending or running task (through the running process's API)")
     .argument("<id>", "the task's id")
     .action((id: string) => run(runTasksCommand(["cancel", id])));
+
+  const teams = program.command("teams").description("agent teams: list, show, create, delete");
+  teams
+    .command("list")
+    .description("agent teams (from the config file and the API)")
+    .action(() => run(runTeamsCommand(["list"])));
+  teams
+    .command("show")
+    .description("one team with its agents")
+    .argument("<name>", "the team's name or id")
+    .action((name: string) => run(runTeamsCommand(["show", name])));
+  teams
+    .command("create")
+    .description("a team from a JSON or YAML file")
+    .requiredOption("-f, --file <file>", "the team's definition")
+    .action((options: { file: string }) => run(runTeamsCommand(["create", "-f", options.file])));
+  teams
+    .command("delete")
+    .description("remove a team")
+    .argument("<name>", "the team's name or id")
+    .action((name: string) => run(runTeamsCommand(["delete", name])));
+
+  const runs = program.command("runs").description("team runs: list, show, cancel");
+  runs
+    .command("list")
+    .description("team runs, newest first")
+    .option("--team <name>", "only this team's")
+    .option("--chat <key>", "only runs started in this chat (channel:chat_id)")
+    .option("--status <status>", "only runs in this state")
+    .option("--limit <n>", "at most this many", positiveWhole)
+    .action((options: { team?: string; chat?: string; status?: string; limit?: number }) => {
+      const args = ["list"];
+      for (const key of ["team", "chat", "status"] as const) if (options[key] !== undefined) args.push(`--${key}`, options[key]!);
+      if (options.limit !== undefined) args.push("--limit", String(options.limit));
+      run(runRunsCommand(args));
+    });
+  runs
+    .command("show")
+    .description("one run with each agent's status and output")
+    .argument("<id>", "the run's id")
+    .action((id: string) => run(runRunsCommand(["show", id])));
+  runs
+    .command("cancel")
+    .description("stop a run (through the running process's API)")
+    .argument("<id>", "the run's id")
+    .action((id: string) => run(runRunsCommand(["cancel", id])));
 
   // Every command: unknown options and stray arguments are mistakes, answered with a suggestion.
   for (const command of [program, ...allCommands(program)]) {

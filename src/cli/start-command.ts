@@ -30,6 +30,8 @@ export async function runStartCommand(): Promise<number> {
       logger,
       infrastructure,
       subagents: created.jobs.subagents,
+      workflows: created.jobs.workflows,
+      teams: created.jobs.teams,
       metrics,
       apiToken,
       onReloadRequest: () => reloader.reload("api"),

@@ -3,6 +3,7 @@
  * Every field carries a description; `config/countbot.schema.json` is generated from it.
  */
 import { z } from "zod";
+import { TeamConfigEntrySchema, TeamNameSchema, teamNameKey } from "./team.js";
 
 const positiveInt = z.number().int().positive();
 
@@ -219,6 +220,27 @@ const configShape = {
     })
     .prefault({})
     .describe("Background jobs (subagents, scheduled messages)."),
+  workflows: z
+    .strictObject({
+      concurrency: z.number().int().min(1).max(1_000).default(16).describe("Team agents one worker runs at once (each agent of a run is a job on the `workflows` queue)."),
+      globalConcurrency: z.number().int().min(1).max(100_000).optional().describe("Team agents the whole deployment runs at once, over all workers. Unset: only the per-worker limit."),
+      perRunConcurrency: z.number().int().min(1).max(64).default(8).describe("Agents of one run that run at once, unless the team sets `maxParallel`."),
+      perSession: z.number().int().min(1).max(100).default(3).describe("Unfinished team runs one chat may have at once."),
+    })
+    .prefault({})
+    .describe("Agent-team runs (see `teams`)."),
+  teams: z
+    .record(TeamNameSchema, TeamConfigEntrySchema)
+    .superRefine((teams, context) => {
+      const seen = new Map<string, string>();
+      for (const name of Object.keys(teams)) {
+        const earlier = seen.get(teamNameKey(name));
+        if (earlier !== undefined) context.addIssue({ code: "custom", path: [name], message: `the same name as team "${earlier}": team names are compared without case` });
+        seen.set(teamNameKey(name), name);
+      }
+    })
+    .default({})
+    .describe("Agent teams by name, started in any chat with `@name goal` or `/team name goal`; more can be created through the API."),
   heartbeat: HeartbeatSchema.describe("Periodic check-ins driven by HEARTBEAT.md (off by default)."),
   redis: RedisSchema.describe("Redis, for running several processes."),
   api: ApiSchema.describe("The HTTP API."),

@@ -117,6 +117,7 @@ class BullmqQueue<Data> implements JobQueue<Data> {
       throw new Error(`concurrency must be a whole number of at least 1, got ${options.concurrency}`);
     }
     const logger = this.options.logger;
+    if (options.globalConcurrency !== undefined) await this.queue.setGlobalConcurrency(options.globalConcurrency);
     this.subscriber = this.redis.duplicate();
     this.subscriber.on("error", (error) => logger?.warn({ err: error, queue: this.options.name }, "cancel subscription error"));
     this.subscriber.on("message", (_channel: string, payload: string) => this.onCancelRequest(payload));

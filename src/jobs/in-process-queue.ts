@@ -75,7 +75,8 @@ class InProcessQueue<Data> implements JobQueue<Data> {
       throw new Error(`concurrency must be a whole number of at least 1, got ${options.concurrency}`);
     }
     this.handler = handler;
-    this.concurrency = options.concurrency;
+    // One process is the whole deployment: the global limit is a local one.
+    this.concurrency = Math.min(options.concurrency, options.globalConcurrency ?? Number.POSITIVE_INFINITY);
     this.pump();
   }
 

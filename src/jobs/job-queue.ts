@@ -33,7 +33,10 @@ export interface JobQueueEvents<Data> {
 }
 
 export interface ProcessOptions {
+  /** Jobs this process runs at once. */
   concurrency: number;
+  /** Jobs of this queue the whole deployment runs at once, over every process (BullMQ's global concurrency); unset: no such limit. */
+  globalConcurrency?: number;
 }
 
 export interface JobQueue<Data> {

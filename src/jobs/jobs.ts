@@ -1,5 +1,5 @@
 /**
- * Background work of one deployment: subagents, scheduled messages and the heartbeat, on the queue,
+ * Background work of one deployment: subagents, agent-team runs, scheduled messages and the heartbeat, on the queues,
  * scheduler, leader election and counter the composition root hands in (in-process or BullMQ and
  * Redis: decided there, not here). Every process can create, list and cancel; only workers (and
  * `start`) run jobs.
@@ -15,9 +15,22 @@ import type { Scheduler } from "./cron/scheduler.js";
 import { type DeliveryCounter, type Heartbeat, createHeartbeat, isHeartbeatPrompt, isSilentHeartbeatReply } from "./heartbeat.js";
 import { type RunSubagentTask, SUBAGENT_QUEUE, type SubagentJobData, type SubagentManager, createSubagentManager } from "./subagents/manager.js";
 import type { JobQueue, JobQueueEvents } from "./job-queue.js";
+import type { TurnIntercept } from "../agent/turn-consumer.js";
+import type { Subscription } from "../bus/message-bus.js";
+import { WORKFLOW_QUEUE, type WorkflowEngine, type WorkflowJobData, createWorkflowEngine } from "./workflows/engine.js";
+import { noticeText } from "./workflows/messages.js";
+import type { RunTeamAgent } from "./workflows/runner.js";
+import { type TeamCatalog, createTeamCatalog } from "./workflows/team-catalog.js";
+import { createTeamTrigger } from "./workflows/triggers.js";
 
 export interface Jobs {
   subagents: SubagentManager;
+  /** Agent-team runs: every agent a job on the `workflows` queue. */
+  workflows: WorkflowEngine;
+  /** The teams of the config file and of the store. */
+  teams: TeamCatalog;
+  /** `@TeamName goal` and `/team name goal` in a chat: the TurnConsumer's intercept. */
+  intercept: TurnIntercept;
   scheduler: Scheduler;
   heartbeat?: Heartbeat;
   /** Drops a silent heartbeat reply (HEARTBEAT_OK) and counts a delivered one toward the daily cap. */
@@ -42,6 +55,10 @@ export interface JobsOptions {
   workspace: string;
   /** Runs a subagent's loop; absent in processes that never run jobs (the gateway). */
   runTask?: RunSubagentTask;
+  /** Runs one agent of a team; absent in processes that never run jobs (the gateway). */
+  runTeamAgent?: RunTeamAgent;
+  /** The tools team agents have, for their prompt. */
+  teamToolNames?: string[];
   now?: () => number;
 }
 
@@ -98,6 +115,47 @@ export function createJobs(options: JobsOptions): Jobs {
     now,
   });
 
+  const teams = createTeamCatalog({ store: store.teams, teams: config.teams, now });
+  const workflowEvents = { onFailed: (job: { id: string; name: string; data: WorkflowJobData }, failure: Parameters<WorkflowEngine["handleFailed"]>[1]) => workflows.handleFailed(job, failure) };
+  const workflowQueue = options.queue<WorkflowJobData>(WORKFLOW_QUEUE, workflowEvents);
+  const workflows: WorkflowEngine = createWorkflowEngine({
+    runs: store.runs,
+    queue: workflowQueue,
+    runAgent:
+      options.runTeamAgent ??
+      (async () => {
+        throw new Error("this process does not run team agents");
+      }),
+    publishSystem: (sessionKey, content, id) => publishSystem(sessionKey, content, id),
+    notify: (notice) => {
+      // Progress reaches the origin chat as `notice` messages: the web page shows them, chat
+      // platforms do not by default. The result comes as a `system` message the agent answers.
+      const text = noticeText(notice);
+      const { run, node } = notice;
+      const separator = run.sessionKey.indexOf(":");
+      if (text === undefined || !node || separator <= 0) return;
+      void bus
+        .publishOutbound({
+          id: `workflow-${run.id}-${node.id}-${notice.type}-${node.attempts}-${node.toolCalls.length}`,
+          channel: run.sessionKey.slice(0, separator),
+          chatId: run.sessionKey.slice(separator + 1),
+          content: text,
+          kind: "notice",
+          media: [],
+          metadata: {
+            workflow: { runId: run.id, team: run.teamName, nodeId: node.id, event: notice.type, status: node.status, ...(notice.toolCall ? { tool: notice.toolCall.name } : {}) },
+          },
+        })
+        .catch((error: unknown) => logger.warn({ err: error, runId: run.id }, "workflow notice failed"));
+    },
+    limits: { perRun: config.workflows.perRunConcurrency, perSession: config.workflows.perSession },
+    promptContext: () => ({ workspace: options.workspace, toolNames: options.teamToolNames ?? [] }),
+    logger,
+    now,
+  });
+  const intercept = createTeamTrigger({ catalog: teams, engine: workflows, sessions: store.sessions, now, logger });
+  let cancelSubscription: Subscription | undefined;
+
   const { scheduler } = options;
 
   const heartbeatConfig = config.heartbeat;
@@ -121,6 +179,9 @@ export function createJobs(options: JobsOptions): Jobs {
   let cleanupTimer: NodeJS.Timeout | undefined;
   return {
     subagents: manager,
+    workflows,
+    teams,
+    intercept,
     scheduler,
     heartbeat,
     replyFilter(messages, reply) {
@@ -133,6 +194,13 @@ export function createJobs(options: JobsOptions): Jobs {
       await manager.start({ concurrency: 8 });
       const recovered = await manager.recover();
       if (recovered > 0) logger.warn({ recovered }, "re-queued subagent tasks left unfinished by a crash");
+      await workflows.process({ concurrency: config.workflows.concurrency, globalConcurrency: config.workflows.globalConcurrency });
+      const recoveredNodes = await workflows.recover();
+      if (recoveredNodes > 0) logger.warn({ recovered: recoveredNodes }, "re-queued workflow nodes left unfinished by a crash or a restart");
+      // `/stop` in a chat reaches every worker: each cancels that chat's runs (the first one wins).
+      cancelSubscription = await bus.onCancel((sessionKey) => {
+        void workflows.cancelSession(sessionKey).catch((error: unknown) => logger.warn({ err: error, sessionKey }, "could not cancel the chat's team runs"));
+      });
       await scheduler.start(async (job, firedAt) => {
         await publishSystem(job.sessionKey, `Scheduled (${job.id}) for ${new Date(firedAt).toISOString()}: ${job.message}`, `${job.id}-${firedAt}`);
       });
@@ -148,7 +216,8 @@ export function createJobs(options: JobsOptions): Jobs {
       if (cleanupTimer) clearInterval(cleanupTimer);
       heartbeat?.stop();
       await heartbeatLeadership?.resign();
-      await queue.close(config.shutdownGraceMs);
+      await cancelSubscription?.close();
+      await Promise.all([queue.close(config.shutdownGraceMs), workflows.close(config.shutdownGraceMs)]);
       await scheduler.close();
     },
   };

@@ -13,7 +13,9 @@
  * One process owns a data dir: operations on one key are serialized in memory, not with file locks.
  * Fenced writes ask the bus (`holdsLease`) inside that per-key queue, just before writing.
  * DM pairing lives in `<dataDir>/pairing.json` (./file-pairing.ts), which the CLI writes too.
- * Subagent tasks live in `<dataDir>/tasks/`, one JSON file each (./file-tasks.ts).
+ * Subagent tasks live in `<dataDir>/tasks/`, one JSON file each (./file-tasks.ts); agent teams in
+ * `<dataDir>/teams.json` (./file-teams.ts) and their runs in `<dataDir>/workflow-runs/`
+ * (./file-workflow-runs.ts).
  */
 import type { FileHandle } from "node:fs/promises";
 import { mkdir, open, readFile, readdir, stat, writeFile } from "node:fs/promises";
@@ -23,6 +25,8 @@ import { BusError } from "../errors.js";
 import { createKeyedQueue, decodeFileName, safeFileName, writeFileAtomic } from "./file-io.js";
 import { createFilePairingStore } from "./file-pairing.js";
 import { createFileTaskStore } from "./file-tasks.js";
+import { createFileTeamStore } from "./file-teams.js";
+import { createFileRunStore } from "./file-workflow-runs.js";
 import { type Fence, type HistoryEntry, HistoryEntrySchema, type LeaseCheck, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface FileStoreOptions {
@@ -105,6 +109,8 @@ export function createFileStore(options: FileStoreOptions): Store {
   const queue = createKeyedQueue();
   const pairing = createFilePairingStore({ file: path.join(options.dataDir, "pairing.json") });
   const tasks = createFileTaskStore({ directory: path.join(options.dataDir, "tasks") });
+  const teams = createFileTeamStore({ file: path.join(options.dataDir, "teams.json") });
+  const runs = createFileRunStore({ directory: path.join(options.dataDir, "workflow-runs") });
   let closed = false;
 
   const freshMeta = (key: string, time = now()): SessionMeta => ({ key, createdAt: time, updatedAt: time, generation: 0 });
@@ -257,9 +263,11 @@ export function createFileStore(options: FileStoreOptions): Store {
     sessions,
     tasks,
     pairing,
+    teams,
+    runs,
     async close() {
       closed = true;
-      await Promise.all([queue.drain(), pairing.close(), tasks.close()]);
+      await Promise.all([queue.drain(), pairing.close(), tasks.close(), teams.close(), runs.close()]);
     },
   };
 }

@@ -9,6 +9,8 @@
  * - `{p}:sessions` ZSET session key → updatedAt, for `list`
  * - `{p}:pairing:*` DM pairing (./redis-pairing.ts)
  * - `{p}:task:<id>`, `{p}:tasks*` subagent tasks (./redis-tasks.ts)
+ * - `{p}:team:<id>`, `{p}:teams:names` agent teams (./redis-teams.ts)
+ * - `{p}:wfrun:<id>`, `{p}:wfruns*` workflow runs and their nodes (./redis-workflow-runs.ts)
  *
  * The tag is the key's FIRST `{...}` and every key starts with it, so braces in a session key
  * cannot move a key to another slot. The session key is the last free-form part before a fixed
@@ -31,6 +33,8 @@ import { runScript, loadScript } from "../redis/scripts.js";
 import { createKeyedQueue } from "./file-io.js";
 import { createRedisPairingStore } from "./redis-pairing.js";
 import { createRedisTaskStore } from "./redis-tasks.js";
+import { createRedisTeamStore } from "./redis-teams.js";
+import { createRedisRunStore } from "./redis-workflow-runs.js";
 import { type Fence, type HistoryEntry, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface RedisStoreOptions {
@@ -163,6 +167,8 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   const queue = createKeyedQueue();
   const pairing = createRedisPairingStore({ redis, prefix: options.prefix });
   const tasks = createRedisTaskStore({ redis, prefix: options.prefix });
+  const teams = createRedisTeamStore({ redis, prefix: options.prefix });
+  const runs = createRedisRunStore({ redis, prefix: options.prefix });
   let closed = false;
 
   function serialized<T>(key: string, operation: () => Promise<T>): Promise<T> {
@@ -252,10 +258,14 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     sessions,
     tasks,
     pairing,
+    teams,
+    runs,
     async close() {
       closed = true;
       await pairing.close();
       await tasks.close();
+      await teams.close();
+      await runs.close();
       await queue.drain();
       if (options.ownsConnection) await redis.quit().catch(() => undefined);
     },

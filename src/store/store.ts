@@ -1,10 +1,11 @@
 import { z } from "zod";
 import type { SubagentTask, TaskStats, TaskStatus } from "./task-record.js";
+import type { NodePatch, NodeUpdateOptions, RunFilter, RunPatch, RunStatus, TeamRecord, WorkflowRun } from "./team-record.js";
 
 /**
  * The Store contract: durable state behind small interfaces, one file store and (later) one Redis
- * store passing the same conformance suite. Sessions and DM pairing so far; teams and tasks join it
- * with their issues.
+ * store passing the same conformance suite: sessions, DM pairing, subagent tasks, agent teams and
+ * their runs.
  */
 
 /**
@@ -139,9 +140,46 @@ export interface TaskStore {
   cleanup(before: number): Promise<number>;
 }
 
+/**
+ * Agent teams created through the API. Names are unique compared without case (`Research` and
+ * `research` are one team), checked in the same step as the write.
+ */
+export interface TeamStore {
+  /** Throws TeamConflictError when the id or the name is taken. */
+  create(team: TeamRecord): Promise<void>;
+  get(id: string): Promise<TeamRecord | undefined>;
+  /** The team of this name, compared without case. */
+  findByName(name: string): Promise<TeamRecord | undefined>;
+  /** Every team, by name. */
+  list(): Promise<TeamRecord[]>;
+  /** Replaces the team with this id; false when there is none. Throws TeamConflictError when renamed onto another team's name. */
+  replace(team: TeamRecord): Promise<boolean>;
+  delete(id: string): Promise<boolean>;
+}
+
+/**
+ * Workflow runs and the state of each node. Updates are compare-and-sets, so of two workers that
+ * finish nodes of one run at the same moment each sees the other's write or is seen by it, and
+ * of two that try to start the same node only one does.
+ */
+export interface WorkflowRunStore {
+  /** Throws when a run with this id exists. */
+  create(run: WorkflowRun): Promise<void>;
+  get(id: string): Promise<WorkflowRun | undefined>;
+  /** Newest first. */
+  list(filter?: RunFilter): Promise<WorkflowRun[]>;
+  /** The run after the patch, or undefined when it does not exist or its status is not in `from`. */
+  updateRun(id: string, patch: RunPatch, from?: readonly RunStatus[]): Promise<WorkflowRun | undefined>;
+  /** The run after the node's patch, or undefined when the run or node does not exist or a condition of `options` does not hold. */
+  updateNode(id: string, nodeId: string, patch: NodePatch, options?: NodeUpdateOptions): Promise<WorkflowRun | undefined>;
+  delete(id: string): Promise<boolean>;
+}
+
 export interface Store {
   sessions: SessionStore;
   tasks: TaskStore;
   pairing: PairingStore;
+  teams: TeamStore;
+  runs: WorkflowRunStore;
   close(): Promise<void>;
 }

@@ -162,6 +162,31 @@ export function runJobQueueSuite(name: string, factory: JobQueueFactory): void {
       expect(most).toBe(2);
     });
 
+    it("runs at most `globalConcurrency` handlers when it is below `concurrency`", async () => {
+      await open();
+      let active = 0;
+      let most = 0;
+      const done: string[] = [];
+      const release = gate();
+      await queue.process(
+        async (job) => {
+          active += 1;
+          most = Math.max(most, active);
+          await release.opened;
+          active -= 1;
+          done.push(job.id);
+        },
+        { concurrency: 4, globalConcurrency: 1 },
+      );
+      for (let index = 0; index < 3; index += 1) await queue.add("work", { label: `g${index}` }, { jobId: `job-g${index}` });
+      await waitFor(() => active === 1, "one job to run");
+      await sleep(400); // a second would have started by now
+      expect(active).toBe(1);
+      release.open();
+      await waitFor(() => done.length === 3, "every job to finish");
+      expect(most).toBe(1);
+    });
+
     it("cancels a queued job: it never runs and onFailed says cancelled", async () => {
       await open();
       const started: string[] = [];

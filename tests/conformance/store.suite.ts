@@ -305,7 +305,7 @@ export function runSessionStoreSuite(
       await harness.store.close();
       const store = await harness.reopen();
       reopened.push(store);
-      harness = { ...harness, store: { sessions: store.sessions, tasks: store.tasks, pairing: store.pairing, close: async () => {} } };
+      harness = { ...harness, store: { ...store, close: async () => {} } };
       expect((await store.sessions.load("cli:durable")).history).toEqual([entry("one"), entry("two", "assistant")]);
       expect(await store.sessions.list()).toEqual(before);
     });

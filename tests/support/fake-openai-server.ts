@@ -72,6 +72,8 @@ export interface FakeOpenAIStep {
   endAfterChunks?: number;
   /** Wait this long before answering (before the headers). */
   delayMs?: number;
+  /** Wait until this settles before answering (a test's gate); nothing is sent if the client left meanwhile. */
+  until?: Promise<unknown>;
   /** Stall this long after the content chunks, before the finish chunk. */
   hangMs?: number;
   /** The model name reported in chunks; default: the requested model. */
@@ -99,6 +101,10 @@ export async function startFakeOpenAI(options: { script: Script<FakeOpenAIStep> 
 
 async function respond(step: FakeOpenAIStep, request: RecordedRequest, response: ServerResponse): Promise<void> {
   if (step.delayMs && !(await wait(step.delayMs, response))) return;
+  if (step.until) {
+    await step.until.catch(() => undefined);
+    if (response.destroyed || response.writableEnded) return;
+  }
   if (step.error) return sendError(step.error, response);
   const model = step.model ?? String(request.body.model ?? "fake-model");
   if (request.body.stream === true) return streamAnswer(step, request, model, response);

@@ -48,7 +48,7 @@ describe("/metrics", () => {
     const model = scriptedModel([{ toolCalls: [{ name: "list_dir", arguments: {} }] }, { text: "Here is what I found." }, { text: "Hello again." }]);
     const worker: Worker = await createWorker(config, logger, infrastructure, { model, metrics });
     cleanups.push(() => worker.close());
-    const gateway: Gateway = createGateway({ config, logger, infrastructure, subagents: worker.jobs.subagents, metrics, plugins: [webChannel] });
+    const gateway: Gateway = createGateway({ config, logger, infrastructure, subagents: worker.jobs.subagents, workflows: worker.jobs.workflows, teams: worker.jobs.teams, metrics, plugins: [webChannel] });
     cleanups.push(() => gateway.close());
     const { url } = await gateway.start();
     void worker.run();

@@ -169,6 +169,15 @@ describe("commands", () => {
 });
 
 describe("streaming", () => {
+  it("passes a team run's per-agent events to the page with the notice", async () => {
+    const { bus, url } = await start();
+    const page = await connect(url, "chat-t");
+    const workflow = { runId: "wf-1", team: "Analysts", nodeId: "frontend", event: "node-tool", status: "running", tool: "read_file" };
+    await bus.publishOutbound(outbound("chat-t", "workflow-wf-1-frontend-node-tool-1-1", { kind: "notice", content: "Team [Analysts]: Frontend analyst (frontend) ran read_file", metadata: { workflow } }));
+    await until(() => page.events.length === 1, "the notice");
+    expect(page.events).toEqual([{ type: "notice", id: "workflow-wf-1-frontend-node-tool-1-1", content: "Team [Analysts]: Frontend analyst (frontend) ran read_file", workflow }]);
+  });
+
   it("sends drafts, notices and the final of its own chat, in order", async () => {
     const { bus, url } = await start();
     const mine = await connect(url, "chat-a");

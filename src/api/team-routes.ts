@@ -1,0 +1,150 @@
+/**
+ * The agent-teams API. Bodies are the team's fields as the config file's `teams` entries have them
+ * (camelCase), plus `name`; every answer names the bad field (`agents[2].dependsOn[0]: unknown
+ * agent "x": ...`).
+ *
+ *   GET    /api/agent-teams              every team (config file and API), by name
+ *   POST   /api/agent-teams              create; 201, 409 when the name (without case) is taken
+ *   GET    /api/agent-teams/:id          one team
+ *   PUT    /api/agent-teams/:id          replace its definition (its model settings stay); 409 for a
+ *                                        config-file team or a name another team has
+ *   DELETE /api/agent-teams/:id          409 for a config-file team
+ *   GET    /api/agent-teams/:id/config   its model settings, the API key masked
+ *   PUT    /api/agent-teams/:id/config   replace them; an apiKey sent back masked keeps the stored one
+ *   DELETE /api/agent-teams/:id/config   remove them (the team uses agent.model again)
+ *
+ * Teams never leave this API with their key: the model settings only through `/config`, masked.
+ * Register it inside the scope that checks the bearer token.
+ */
+import { randomUUID } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { maskSecret } from "../config/mask.js";
+import { TeamModelConfigSchema, TeamNameSchema, checkTeam, teamShape } from "../config/team.js";
+import { RequestError, parseRequest } from "../gateway/http-request.js";
+import type { TeamCatalog } from "../jobs/workflows/team-catalog.js";
+import { TeamConflictError, type TeamRecord } from "../store/team-record.js";
+
+export interface TeamRoutesOptions {
+  teams: Pick<TeamCatalog, "list" | "get" | "findByName" | "isDeclared" | "store">;
+  now?: () => number;
+  newId?: () => string;
+}
+
+const { modelConfig: _modelConfig, ...definitionShape } = teamShape;
+/** A team's definition as POST and PUT take it: everything but its model settings. */
+export const TeamBodySchema = z.strictObject({ name: TeamNameSchema, ...definitionShape }).superRefine(checkTeam);
+
+const TeamParamsSchema = z.object({
+  id: z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(/^[\w.-]+$/, "letters, digits, _ . and - only"),
+});
+
+export type TeamJson = Omit<TeamRecord, "modelConfig" | "createdAt" | "updatedAt"> & {
+  /** `config`: declared in the config file (read-only here); `api`: created through this API. */
+  source: "config" | "api";
+  /** Whether the team has model settings of its own (see `/config`). */
+  hasModelConfig: boolean;
+  createdAt: string;
+  updatedAt: string;
+};
+
+export function registerTeamRoutes(scope: FastifyInstance, options: TeamRoutesOptions): void {
+  const { teams } = options;
+  const now = options.now ?? Date.now;
+  const newId = options.newId ?? (() => `team-${randomUUID()}`);
+
+  const toJson = (team: TeamRecord): TeamJson => {
+    const { modelConfig, createdAt, updatedAt, ...definition } = team;
+    return { ...definition, source: teams.isDeclared(team.id) ? "config" : "api", hasModelConfig: modelConfig !== undefined, createdAt: new Date(createdAt).toISOString(), updatedAt: new Date(updatedAt).toISOString() };
+  };
+
+  async function find(params: unknown): Promise<TeamRecord> {
+    const { id } = parseRequest(TeamParamsSchema, params, "params");
+    const team = await teams.get(id);
+    if (!team) throw new RequestError(`team ${id} not found`, 404);
+    return team;
+  }
+
+  /** A team the API may change: not one the config file declares. */
+  async function findWritable(params: unknown): Promise<TeamRecord> {
+    const team = await find(params);
+    if (teams.isDeclared(team.id)) throw new RequestError(`team "${team.name}" is declared in the config file (teams["${team.name}"]): change it there`, 409);
+    return team;
+  }
+
+  async function nameFree(name: string, id?: string): Promise<void> {
+    const holder = await teams.findByName(name);
+    if (holder && holder.id !== id) throw new RequestError(`name: a team named "${holder.name}" exists already (id ${holder.id}); team names are compared without case`, 409);
+  }
+
+  async function stored(write: () => Promise<unknown>): Promise<void> {
+    try {
+      await write();
+    } catch (error) {
+      if (error instanceof TeamConflictError) throw new RequestError(`${error.field}: ${error.message}`, 409);
+      throw error;
+    }
+  }
+
+  scope.get("/api/agent-teams", async () => (await teams.list()).map(toJson));
+
+  scope.post("/api/agent-teams", async (request, reply) => {
+    const body = parseRequest(TeamBodySchema, request.body, "body");
+    await nameFree(body.name);
+    const time = now();
+    const team: TeamRecord = { ...body, id: newId(), createdAt: time, updatedAt: time };
+    await stored(() => teams.store.create(team));
+    request.log.info({ teamId: team.id, team: team.name, mode: team.mode }, "team created through the API");
+    return reply.code(201).send(toJson(team));
+  });
+
+  scope.get("/api/agent-teams/:id", async (request) => toJson(await find(request.params)));
+
+  scope.put("/api/agent-teams/:id", async (request) => {
+    const current = await findWritable(request.params);
+    const body = parseRequest(TeamBodySchema, request.body, "body");
+    await nameFree(body.name, current.id);
+    const team: TeamRecord = { ...body, id: current.id, createdAt: current.createdAt, updatedAt: now(), ...(current.modelConfig ? { modelConfig: current.modelConfig } : {}) };
+    await stored(async () => {
+      if (!(await teams.store.replace(team))) throw new RequestError(`team ${current.id} not found`, 404);
+    });
+    return toJson(team);
+  });
+
+  scope.delete("/api/agent-teams/:id", async (request) => {
+    const team = await findWritable(request.params);
+    if (!(await teams.store.delete(team.id))) throw new RequestError(`team ${team.id} not found`, 404);
+    request.log.info({ teamId: team.id, team: team.name }, "team deleted through the API");
+    return { id: team.id, deleted: true };
+  });
+
+  scope.get("/api/agent-teams/:id/config", async (request) => maskedConfig(await find(request.params)));
+
+  scope.put("/api/agent-teams/:id/config", async (request) => {
+    const current = await findWritable(request.params);
+    const body = parseRequest(TeamModelConfigSchema, request.body, "body");
+    // A form that shows the masked key and sends it back unchanged means "keep the key".
+    const previousKey = current.modelConfig?.apiKey;
+    const apiKey = body.apiKey !== undefined && previousKey !== undefined && body.apiKey === maskSecret(previousKey) ? previousKey : body.apiKey;
+    const team: TeamRecord = { ...current, modelConfig: { ...body, ...(apiKey === undefined ? {} : { apiKey }) }, updatedAt: now() };
+    await stored(() => teams.store.replace(team));
+    request.log.info({ teamId: team.id, team: team.name, model: team.modelConfig?.model }, "team model settings changed through the API");
+    return maskedConfig(team);
+  });
+
+  scope.delete("/api/agent-teams/:id/config", async (request) => {
+    const current = await findWritable(request.params);
+    const { modelConfig: _removed, ...rest } = current;
+    await stored(() => teams.store.replace({ ...rest, updatedAt: now() }));
+    return { id: current.id, modelConfig: {} };
+  });
+}
+
+function maskedConfig(team: TeamRecord): { id: string; modelConfig: Record<string, unknown> } {
+  const config = team.modelConfig ?? {};
+  return { id: team.id, modelConfig: { ...config, ...(config.apiKey === undefined ? {} : { apiKey: maskSecret(config.apiKey) }) } };
+}

@@ -1,0 +1,34 @@
+/**
+ * The models team agents run on, resolved with the providers' factory by `provider/model`: the
+ * agent's own model, else the team's (`modelConfig.model`), else `agent.model`. A team whose model
+ * settings carry their own key or endpoint gets that provider with them in place of the
+ * configured ones. Models are built once per distinct setting and kept.
+ */
+import type { Logger } from "pino";
+import type { Config } from "../../config/schema.js";
+import type { TeamAgent } from "../../config/team.js";
+import { resolveChatModel } from "../../providers/factory.js";
+import type { ChatModel } from "../../providers/chat-model.js";
+import { parseModelRef } from "../../providers/resilient-model.js";
+import type { TeamRecord } from "../../store/team-record.js";
+import type { ResolveTeamModel } from "./runner.js";
+
+export function createTeamModels(config: Config, options: { logger?: Logger; fetch?: typeof fetch } = {}): ResolveTeamModel {
+  const built = new Map<string, ChatModel>();
+  return (team: TeamRecord, agent: TeamAgent | undefined) => {
+    const reference = agent?.model ?? team.modelConfig?.model ?? config.agent.model;
+    const { apiKey, baseURL } = team.modelConfig ?? {};
+    const key = JSON.stringify([reference, apiKey ?? null, baseURL ?? null]);
+    const existing = built.get(key);
+    if (existing) return existing;
+    let effective = config;
+    if (apiKey !== undefined || baseURL !== undefined) {
+      const { provider } = parseModelRef(reference);
+      const configured = config.providers[provider] ?? {};
+      effective = { ...config, providers: { ...config.providers, [provider]: { ...configured, ...(apiKey ? { apiKey } : {}), ...(baseURL ? { baseURL } : {}) } } };
+    }
+    const model = resolveChatModel(effective, { model: reference, logger: options.logger, fetch: options.fetch });
+    built.set(key, model);
+    return model;
+  };
+}

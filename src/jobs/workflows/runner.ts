@@ -1,0 +1,113 @@
+/**
+ * Runs one node of a team: its own ReAct loop (the main agent's `runReactLoop`) with the prompt
+ * from ./prompts.ts, the subagents' tool subset, and the model, temperature and iteration cap the
+ * agent and its team ask for. No history: the prompt carries everything the node builds on.
+ */
+import { type TurnListener, runReactLoop } from "../../agent/react-loop.js";
+import { SYSTEM_CHANNEL, replyTarget } from "../../bus/message.js";
+import type { TeamAgent } from "../../config/team.js";
+import { CancelledError, ProviderError } from "../../errors.js";
+import type { ChatModel } from "../../providers/chat-model.js";
+import type { NodeState, TeamRecord, WorkflowRun } from "../../store/team-record.js";
+import type { TaskToolCall } from "../../store/task-record.js";
+import type { ToolRegistry } from "../../tools/registry.js";
+import { taskToolCall } from "../subagents/runner.js";
+
+export interface TeamAgentRequest {
+  run: WorkflowRun;
+  node: NodeState;
+  /** Undefined for the council's synthesis, which is no member. */
+  agent: TeamAgent | undefined;
+  system: string;
+  input: string;
+  /** Fires on cancel, shutdown or the node's timeout. */
+  signal: AbortSignal;
+  onToolCall(call: TaskToolCall): void | Promise<void>;
+}
+
+export interface TeamAgentResult {
+  output: string;
+  /** `provider/model` that answered. */
+  model: string;
+}
+
+/** Runs one node to its output. Throws on failure; throws once `signal` fired. */
+export type RunTeamAgent = (request: TeamAgentRequest) => Promise<TeamAgentResult>;
+
+/** The model an agent of a team runs on: its own, else the team's, else the deployment's. */
+export type ResolveTeamModel = (team: TeamRecord, agent: TeamAgent | undefined) => ChatModel;
+
+export interface TeamAgentRunnerOptions {
+  resolveModel: ResolveTeamModel;
+  /** The subagents' tool subset (no spawn, no message, no memory, no workflow_run). */
+  tools: ToolRegistry;
+  /** Absolute, realpath'd workspace root. */
+  workspace: string;
+  restrictToWorkspace?: boolean;
+  maxRetries?: number;
+  retryDelayMs?: number;
+  /** Used when neither the agent nor its team sets them (`agent.temperature`, `agent.maxTokens`). */
+  defaults: { temperature?: number; maxTokens?: number };
+  now?: () => number;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Sees every event of every node (audit log). */
+  listener?: (run: WorkflowRun, node: NodeState) => TurnListener;
+}
+
+/** The settings a node runs with: the agent's own, else its team's, else the defaults. */
+export function agentSettings(team: TeamRecord, agent: TeamAgent | undefined, defaults: TeamAgentRunnerOptions["defaults"]) {
+  return {
+    maxIterations: agent?.maxIterations ?? team.maxIterations,
+    temperature: agent?.temperature ?? team.modelConfig?.temperature ?? defaults.temperature,
+    maxTokens: team.modelConfig?.maxTokens ?? defaults.maxTokens,
+  };
+}
+
+export function createTeamAgentRunner(options: TeamAgentRunnerOptions): RunTeamAgent {
+  return async (request) => {
+    const { run, node, agent, signal } = request;
+    if (signal.aborted) throw new CancelledError(`node ${node.id} of run ${run.id} was cancelled before it started`);
+    const model = options.resolveModel(run.team, agent);
+    const settings = agentSettings(run.team, agent, options.defaults);
+    const observer = options.listener?.(run, node);
+    const listener: TurnListener = async (event) => {
+      if (event.type === "tool-result") await request.onToolCall(taskToolCall(event.record));
+      await observer?.(event);
+    };
+    // Tools see the origin chat, as the main agent's tools would (logs, audit records).
+    const origin = run.sessionKey ? replyTarget({ channel: SYSTEM_CHANNEL, chatId: run.sessionKey }) : { channel: "workflow", chatId: run.id };
+    const result = await runReactLoop({
+      model,
+      tools: options.tools,
+      messages: [
+        { role: "system", content: request.system },
+        { role: "user", content: request.input },
+      ],
+      maxIterations: settings.maxIterations,
+      maxRetries: options.maxRetries ?? 3,
+      retryDelayMs: options.retryDelayMs ?? 1_000,
+      temperature: settings.temperature,
+      maxTokens: settings.maxTokens,
+      toolContext: {
+        sessionKey: run.sessionKey || `workflow:${run.id}`,
+        channel: origin.channel,
+        chatId: origin.chatId,
+        workspace: options.workspace,
+        restrictToWorkspace: options.restrictToWorkspace ?? true,
+      },
+      signal,
+      listener,
+      now: options.now,
+      sleep: options.sleep,
+    });
+    if (result.stopReason === "cancelled") throw new CancelledError(`node ${node.id} of run ${run.id} was cancelled`);
+    if (result.stopReason === "error") throw result.error ?? new ProviderError("the model request failed", { kind: "unknown" });
+    if (result.stopReason === "completed") {
+      // The contribution is the closing message; text before tool calls was narration along the way.
+      const last = result.transcript.at(-1);
+      const report = last?.role === "assistant" ? last.content.trim() : "";
+      if (report !== "") return { output: report, model: result.model };
+    }
+    return { output: result.reply.trim(), model: result.model };
+  };
+}

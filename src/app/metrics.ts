@@ -13,7 +13,11 @@ export interface PrometheusMetrics extends Metrics {
   /** The text exposition format, for `/metrics`. */
   render(): Promise<string>;
   /** Adds what is read at scrape time. */
-  watch(sources: { bus?: Pick<MessageBus, "stats">; leaders?: () => Array<{ name: string; leading: boolean }> }): void;
+  watch(sources: {
+    bus?: Pick<MessageBus, "stats">;
+    leaders?: () => Array<{ name: string; leading: boolean }>;
+    queues?: () => Promise<Array<{ queue: string; waiting: number; active: number; failed: number }>>;
+  }): void;
 }
 
 export function createPrometheusMetrics(options: { role: string }): PrometheusMetrics {
@@ -68,6 +72,18 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
     collect() {
       this.reset();
       for (const leader of sources.leaders?.() ?? []) this.set({ name: leader.name }, leader.leading ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "countbot_jobs",
+    help: "Background jobs (subagents, team agents) waiting, running and failed, per queue.",
+    labelNames: ["queue", "state"],
+    registers: [registry],
+    async collect() {
+      if (!sources.queues) return;
+      for (const counts of await sources.queues()) {
+        for (const state of ["waiting", "active", "failed"] as const) this.set({ queue: counts.queue, state }, counts[state]);
+      }
     },
   });
   return {

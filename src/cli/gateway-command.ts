@@ -11,6 +11,8 @@ export async function runGatewayCommand(): Promise<number> {
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
   // Jobs are created here only to cancel tasks and team runs through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
+  const metrics = createPrometheusMetrics({ role: "gateway" });
+  metrics.watch({ queues: () => jobs.queueCounts() });
   const gateway = createGateway({
     config,
     logger,
@@ -18,7 +20,7 @@ export async function runGatewayCommand(): Promise<number> {
     subagents: jobs.subagents,
     workflows: jobs.workflows,
     teams: jobs.teams,
-    metrics: createPrometheusMetrics({ role: "gateway" }),
+    metrics,
     apiToken,
     onReloadRequest: () => reloader.reload("api"),
   });

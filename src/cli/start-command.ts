@@ -44,6 +44,7 @@ export async function runStartCommand(): Promise<number> {
     await infrastructure.close().catch(() => undefined);
     throw error;
   }
+  metrics.watch({ queues: () => worker.jobs.queueCounts() });
   const running = worker.run();
   const unannounce = infrastructure.announce("start");
   logger.info({ ...address, model: worker.model.id, bus: infrastructure.kind }, "countbot started");

@@ -34,6 +34,7 @@ export async function runWorkerCommand(): Promise<number> {
       throw error;
     }
   }
+  metrics.watch({ queues: () => worker.jobs.queueCounts() });
   const running = worker.run();
   const unannounce = infrastructure.announce("worker");
   const reloader = await reloaderFor(logger, infrastructure, config, (next) => worker.reload(next));

@@ -19,7 +19,7 @@ import { Queue, WaitingError, Worker, type Job as BullJob } from "bullmq";
 import type { BullmqConnection } from "../redis/client.js";
 import type { Logger } from "pino";
 import { CancelledError, errorMessage } from "../errors.js";
-import type { JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./job-queue.js";
+import type { JobCounts, JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./job-queue.js";
 import { finishesWithin } from "./finishes-within.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -140,6 +140,11 @@ class BullmqQueue<Data> implements JobQueue<Data> {
     worker.on("stalled", (jobId) => logger?.warn({ queue: this.options.name, jobId }, "job stalled: its worker stopped renewing the lock"));
     worker.on("error", (error) => logger?.warn({ err: error, queue: this.options.name }, "job worker error"));
     await worker.waitUntilReady();
+  }
+
+  async counts(): Promise<JobCounts> {
+    const counts = await this.queue.getJobCounts("waiting", "prioritized", "delayed", "active", "failed");
+    return { waiting: (counts.waiting ?? 0) + (counts.prioritized ?? 0) + (counts.delayed ?? 0), active: counts.active ?? 0, failed: counts.failed ?? 0 };
   }
 
   async cancel(jobId: string): Promise<void> {

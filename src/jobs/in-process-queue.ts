@@ -5,7 +5,7 @@
  */
 import type { Logger } from "pino";
 import { CancelledError, errorMessage } from "../errors.js";
-import type { Job, JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./job-queue.js";
+import type { Job, JobCounts, JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./job-queue.js";
 import { finishesWithin } from "./finishes-within.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -78,6 +78,10 @@ class InProcessQueue<Data> implements JobQueue<Data> {
     // One process is the whole deployment: the global limit is a local one.
     this.concurrency = Math.min(options.concurrency, options.globalConcurrency ?? Number.POSITIVE_INFINITY);
     this.pump();
+  }
+
+  async counts(): Promise<JobCounts> {
+    return { waiting: this.queued.length, active: this.running.size, failed: 0 };
   }
 
   async cancel(jobId: string): Promise<void> {

@@ -48,4 +48,13 @@ export interface JobQueue<Data> {
   cancel(jobId: string): Promise<void>;
   /** Stop taking jobs; running ones get `graceMs`, then their signals fire. */
   close(graceMs?: number): Promise<void>;
+  /** How many jobs wait and run (deployment-wide over BullMQ; this process's in memory), for metrics. */
+  counts(): Promise<JobCounts>;
+}
+
+export interface JobCounts {
+  waiting: number;
+  active: number;
+  /** Failed and kept (BullMQ); the in-process queue keeps none. */
+  failed: number;
 }

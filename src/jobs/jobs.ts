@@ -14,7 +14,7 @@ import type { Store } from "../store/store.js";
 import type { Scheduler } from "./cron/scheduler.js";
 import { type DeliveryCounter, type Heartbeat, createHeartbeat, isHeartbeatPrompt, isSilentHeartbeatReply } from "./heartbeat.js";
 import { type RunSubagentTask, SUBAGENT_QUEUE, type SubagentJobData, type SubagentManager, createSubagentManager } from "./subagents/manager.js";
-import type { JobQueue, JobQueueEvents } from "./job-queue.js";
+import type { JobCounts, JobQueue, JobQueueEvents } from "./job-queue.js";
 import type { TurnIntercept } from "../agent/turn-consumer.js";
 import type { Subscription } from "../bus/message-bus.js";
 import { WORKFLOW_QUEUE, type WorkflowEngine, type WorkflowJobData, createWorkflowEngine } from "./workflows/engine.js";
@@ -35,6 +35,8 @@ export interface Jobs {
   heartbeat?: Heartbeat;
   /** Drops a silent heartbeat reply (HEARTBEAT_OK) and counts a delivered one toward the daily cap. */
   replyFilter(messages: InboundMessage[], reply: string): boolean;
+  /** Jobs waiting and running per queue (`subagents`, `workflows`), for metrics. */
+  queueCounts(): Promise<Array<{ queue: string } & JobCounts>>;
   /** Run jobs in this process: subagents, scheduled firings, the heartbeat (workers and `start`). */
   start(): Promise<void>;
   close(): Promise<void>;
@@ -178,6 +180,12 @@ export function createJobs(options: JobsOptions): Jobs {
   let heartbeatLeadership: Leadership | undefined;
   let cleanupTimer: NodeJS.Timeout | undefined;
   return {
+    async queueCounts() {
+      return Promise.all([
+        queue.counts().then((counts) => ({ queue: SUBAGENT_QUEUE, ...counts })),
+        workflowQueue.counts().then((counts) => ({ queue: WORKFLOW_QUEUE, ...counts })),
+      ]);
+    },
     subagents: manager,
     workflows,
     teams,

@@ -95,6 +95,33 @@ export function runJobQueueSuite(name: string, factory: JobQueueFactory): void {
       expect(failures).toEqual([]);
     });
 
+    it("counts the jobs waiting and running", async () => {
+      await open();
+      expect(await queue.counts()).toEqual({ waiting: 0, active: 0, failed: 0 });
+      for (const label of ["a", "b", "c"]) await queue.add("count", { label }, { jobId: `count-${label}` });
+      expect(await queue.counts()).toMatchObject({ waiting: 3, active: 0 });
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const started: string[] = [];
+      await queue.process(async (job) => {
+        started.push(job.id);
+        await gate;
+      }, { concurrency: 1 });
+      await waitFor(() => (started.length === 1 ? true : undefined), "one job to start");
+      const countsUntil = async (done: (counts: Awaited<ReturnType<typeof queue.counts>>) => boolean, what: string) => {
+        const deadline = Date.now() + 10_000;
+        for (;;) {
+          const counts = await queue.counts();
+          if (done(counts)) return counts;
+          if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(counts)}`);
+          await sleep(10);
+        }
+      };
+      await countsUntil((counts) => counts.active === 1 && counts.waiting === 2, "one running and two waiting");
+      release();
+      await countsUntil((counts) => counts.active === 0 && counts.waiting === 0, "all done");
+    });
+
     it("hands the data over as it was added", async () => {
       await open();
       const data: TestData = {

@@ -2,7 +2,7 @@
  * `/metrics` after a few turns: the web chat on the shared runtime, a worker with a scripted model
  * and one tool call, all in one process; the counters move and the text parses as Prometheus reads it.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pino from "pino";
@@ -50,6 +50,7 @@ describe("/metrics", () => {
     cleanups.push(() => worker.close());
     const gateway: Gateway = createGateway({ config, logger, infrastructure, subagents: worker.jobs.subagents, workflows: worker.jobs.workflows, teams: worker.jobs.teams, metrics, plugins: [webChannel] });
     cleanups.push(() => gateway.close());
+    metrics.watch({ queues: () => worker.jobs.queueCounts() });
     const { url } = await gateway.start();
     void worker.run();
 
@@ -77,9 +78,28 @@ describe("/metrics", () => {
     expect(samples.get('countbot_bus_sessions{state="ready"}')).toBe(0);
     expect(samples.get("countbot_dead_letters")).toBe(0);
     expect(samples.get('countbot_leader{name="web"}')).toBe(1);
+    expect(samples.get('countbot_jobs{queue="subagents",state="waiting"}')).toBe(0);
+    expect(samples.get('countbot_jobs{queue="workflows",state="active"}')).toBe(0);
     expect([...samples.keys()].some((key) => key.startsWith("countbot_process_resident_memory_bytes"))).toBe(true);
 
     // Behind the token like the rest of the API.
     expect((await fetch(`${url}/metrics`)).status).toBe(401);
+  });
+});
+
+describe("config/grafana-dashboard.json", () => {
+  it("asks only for metrics CountBot exports", async () => {
+    const dashboard = JSON.parse(await readFile(new URL("../../../config/grafana-dashboard.json", import.meta.url), "utf8")) as {
+      panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
+    };
+    const metrics = createPrometheusMetrics({ role: "test" });
+    const exported = new Set((await metrics.registry.getMetricsAsJSON()).map((metric) => metric.name));
+    const used = dashboard.panels.flatMap((panel) => panel.targets.flatMap((target) => [...target.expr.matchAll(/\bcountbot_[a-z0-9_]+/g)].map((match) => match[0])));
+    expect(used.length).toBeGreaterThan(10);
+    for (const name of used) {
+      // A histogram's series are its name plus _bucket, _sum, _count.
+      const base = name.replace(/_(bucket|sum|count)$/, "");
+      expect(exported.has(name) || exported.has(base), `${name} is exported`).toBe(true);
+    }
   });
 });

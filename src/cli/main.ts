@@ -11,6 +11,7 @@ import { runChatCommand } from "./chat-command.js";
 import { runConfigCommand } from "./config-command.js";
 import { runDoctorCommand } from "./doctor-command.js";
 import { runGatewayCommand } from "./gateway-command.js";
+import { type OnboardOptions, runOnboardCommand } from "./onboard-command.js";
 import { runPairingCommand } from "./pairing-command.js";
 import { runRunsCommand } from "./runs-command.js";
 import { runStartCommand } from "./start-command.js";
@@ -83,6 +84,20 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .command("config")
     .description("print the effective configuration, secrets masked")
     .action(() => run(runConfigCommand()));
+
+  program
+    .command("onboard")
+    .description("write a first config file: provider, key, model (tested with one call), Telegram, allowlist")
+    .option("-c, --config <file>", "where to write it (default: COUNTBOT_CONFIG, else config/countbot.json)")
+    .option("--provider <name>", "openai, anthropic, or a name for another OpenAI-compatible API")
+    .option("--base-url <url>", "the provider's API root (needed for other OpenAI-compatible APIs)")
+    .option("--api-key <key>", "the provider's key (otherwise asked, hidden)")
+    .option("--model <model>", "the model's name at the provider, e.g. gpt-4o-mini")
+    .option("--telegram-token <token>", "a Telegram bot token (otherwise asked, hidden; empty: no Telegram)")
+    .option("--allow <ids>", "Telegram user ids allowed in, comma-separated")
+    .option("--no-test", "write without testing the model first")
+    .option("--force", "replace an existing file")
+    .action((options: OnboardOptions) => run(runOnboardCommand(options)));
 
   program
     .command("doctor")

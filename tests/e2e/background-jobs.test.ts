@@ -191,12 +191,15 @@ describe("background jobs over Redis, through Telegram", () => {
   });
 });
 
+const EMBEDDED_TOKEN = "embedded-api-token-0123456789";
+
 describe("background jobs embedded (countbot start, no Redis)", () => {
   it("runs the same spawn and cron scenarios in one process", { timeout: 60_000 }, async () => {
     const service = startService(["start"], {
       HOME: root,
       COUNTBOT_DATA_DIR: path.join(root, "embedded-data"),
       COUNTBOT_API_PORT: "0",
+      COUNTBOT_API_TOKEN: EMBEDDED_TOKEN,
       OPENAI_API_KEY: "sk-embedded-0123456789",
       OPENAI_BASE_URL: llm.url,
       LOG_LEVEL: "info",
@@ -206,7 +209,7 @@ describe("background jobs embedded (countbot start, no Redis)", () => {
     const base = String(started.url);
     const finals: string[] = [];
     const notices: string[] = [];
-    const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=embedded`);
+    const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=embedded`, { headers: { authorization: `Bearer ${EMBEDDED_TOKEN}` } });
     socket.on("message", (data) => {
       const event = JSON.parse(String(data)) as { type: string; content: string };
       if (event.type === "message") finals.push(event.content);
@@ -214,7 +217,7 @@ describe("background jobs embedded (countbot start, no Redis)", () => {
     });
     await new Promise((resolve) => socket.once("open", resolve));
     const post = (content: string) =>
-      fetch(`${base}/api/chat/embedded/messages`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ content }) });
+      fetch(`${base}/api/chat/embedded/messages`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${EMBEDDED_TOKEN}` }, body: JSON.stringify({ content }) });
 
     await post("please count files in the background");
     await until(() => finals.find((text) => text.includes("[lister] started")), "the started reply");

@@ -23,6 +23,9 @@ import { createToolHistory } from "../tools/tool-history.js";
 import { type ApiToken, assertTokenFitsBinding } from "./api-token.js";
 import type { Infrastructure } from "./infrastructure.js";
 import { type PrometheusMetrics, registerMetricsRoute } from "./metrics.js";
+import { createQueueBoard } from "./queue-board.js";
+import { SUBAGENT_QUEUE } from "../jobs/subagents/manager.js";
+import { WORKFLOW_QUEUE } from "../jobs/workflows/engine.js";
 
 export interface Gateway {
   api: ApiServer;
@@ -36,7 +39,7 @@ export interface Gateway {
 export interface GatewayOptions {
   config: ResolvedConfig;
   logger: Logger;
-  infrastructure: Pick<Infrastructure, "bus" | "store" | "elect" | "checks">;
+  infrastructure: Pick<Infrastructure, "bus" | "store" | "elect" | "checks" | "bullmq">;
   /** Extra readiness checks (the embedded worker's, say). */
   checks?: () => Promise<Readiness["checks"]>;
   /** Cancels subagent tasks wherever they run (the tasks API). */
@@ -87,6 +90,8 @@ export function createGateway(options: GatewayOptions): Gateway {
   const plugins = options.plugins ?? channelPlugins;
   const instances = createChannels(config, logger, bus, plugins, options.now);
   const { metrics } = options;
+  // The BullMQ dashboard, over Redis; behind the token like the rest of the API.
+  const board = infrastructure.bullmq && createQueueBoard({ ...infrastructure.bullmq, queues: [SUBAGENT_QUEUE, WORKFLOW_QUEUE] });
   const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics }));
   metrics?.watch({ bus, leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })) });
   const api = createApiServer({
@@ -104,6 +109,7 @@ export function createGateway(options: GatewayOptions): Gateway {
         registerWorkflowRunRoutes(scope, { workflows: options.workflows, teams: options.teams });
         registerToolHistoryRoutes(scope, toolHistory);
         if (metrics) registerMetricsRoute(scope, metrics);
+        board?.register(scope);
         const { onReloadRequest } = options;
         if (onReloadRequest) {
           scope.post("/api/config/reload", async (_request, reply) => {
@@ -139,6 +145,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     async close() {
       for (const channel of channels) await channel.stop();
       await api.close();
+      await board?.close();
       await toolHistory.close();
     },
   };

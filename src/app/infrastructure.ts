@@ -23,7 +23,7 @@ import type { Scheduler } from "../jobs/cron/scheduler.js";
 import { createInProcessQueue } from "../jobs/in-process-queue.js";
 import type { JobQueue, JobQueueEvents } from "../jobs/job-queue.js";
 import { checkRedis } from "../redis/checks.js";
-import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
+import { type BullmqConnection, connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
 import { createFileStore } from "../store/file-store.js";
 import { createRedisStore } from "../store/redis-store.js";
 import type { Store } from "../store/store.js";
@@ -55,6 +55,8 @@ export type QueueFactory = <Data>(name: string, events?: JobQueueEvents<Data>) =
 export interface Infrastructure {
   /** `memory`: one process (in-memory bus, file store); `redis`: gateways and workers share Redis. */
   kind: "memory" | "redis";
+  /** Redis deployments: the connection BullMQ tools (the queue dashboard) are handed. */
+  bullmq?: { connection: BullmqConnection; prefix: string };
   bus: MessageBus;
   store: Store;
   leaseTtlMs: number;
@@ -166,6 +168,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
   const counterKey = (key: string) => `{${prefix}}:${key}`;
   return {
     kind: "redis",
+    bullmq: { connection: redis, prefix },
     bus,
     store,
     leaseTtlMs,

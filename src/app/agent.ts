@@ -8,7 +8,7 @@ import path from "node:path";
 import type { Logger } from "pino";
 import { Agent } from "../agent/agent.js";
 import { ContextBuilder } from "../agent/context-builder.js";
-import { createMemoryStore } from "../agent/memory.js";
+import { type MemoryStore, createFileMemoryStore } from "../agent/memory.js";
 import { createMemoryTool } from "../agent/memory-tool.js";
 import { TurnConsumer } from "../agent/turn-consumer.js";
 import type { MessageBus } from "../bus/message-bus.js";
@@ -50,6 +50,8 @@ export interface RuntimeOverrides {
   /** Use this model instead of the configured providers (tests, benchmarks). */
   model?: ChatModel;
   store?: Store;
+  /** Long-term memory; default: `MEMORY.md` files in the workspace. */
+  memory?: MemoryStore;
   /** Lets the message tool reach chats other than the current one. */
   bus?: MessageBus;
   /** Subagents and scheduled messages: adds the spawn and cron tools. */
@@ -60,7 +62,7 @@ export interface RuntimeOverrides {
 }
 
 /** The tools the main agent gets, as the config allows them: the built-in set plus its own. */
-export function createTools(config: ResolvedConfig, dependencies: { memory: ReturnType<typeof createMemoryStore>; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics }): ToolRegistry {
+export function createTools(config: ResolvedConfig, dependencies: { memory: MemoryStore; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics }): ToolRegistry {
   const { bus, jobs } = dependencies;
   const extra: Tool[] = [createMemoryTool(dependencies.memory)];
   if (jobs) extra.push(createSpawnTool(jobs.subagents), createCronTool(jobs.scheduler));
@@ -85,7 +87,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   await mkdir(config.dataDir, { recursive: true });
   const workspace = await realpath(config.workspace);
   const store = overrides.store ?? createFileStore({ dataDir: config.dataDir, now: overrides.now });
-  const memory = createMemoryStore({ workspace, scope: config.memory.scope });
+  const memory = overrides.memory ?? createFileMemoryStore({ workspace, scope: config.memory.scope, now: overrides.now });
   const tools = createTools(config, { memory, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics });
   if (config.tools.exec.enabled) {
     const sandbox = chooseSandbox(config.tools.exec.sandbox);
@@ -177,7 +179,8 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     },
   });
   const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, now: overrides.now });
-  const runtime = await createAgentRuntime(config, logger, { ...overrides, model, store: infrastructure.store, bus: infrastructure.bus, jobs });
+  const memory = infrastructure.memory({ workspace, scope: config.memory.scope });
+  const runtime = await createAgentRuntime(config, logger, { ...overrides, model, store: infrastructure.store, memory, bus: infrastructure.bus, jobs });
   auditRef.log = runtime.audit;
   const consumer = new TurnConsumer({
     bus: infrastructure.bus,

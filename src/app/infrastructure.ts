@@ -1,12 +1,14 @@
 /**
  * The one place that decides "memory or Redis": everything shared between processes (bus, store,
- * job queues, the scheduler, leader election, counters) comes from here, built once per process.
- * No other module chooses.
+ * long-term memory, job queues, the scheduler, leader election, counters) comes from here, built
+ * once per process. No other module chooses.
  */
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import type { RedisConnection } from "../redis/client.js";
 import type { Logger } from "pino";
+import { type MemoryScope, type MemoryStore, createFileMemoryStore } from "../agent/memory.js";
+import { createRedisMemoryStore } from "../agent/redis-memory.js";
 import { type ElectLeader, electLeader, soleLeader } from "../bus/leader.js";
 import { createMemoryBus } from "../bus/memory-bus.js";
 import type { MessageBus } from "../bus/message-bus.js";
@@ -35,11 +37,20 @@ export interface Counters {
 /** Builds a job queue; the composition root wires its consumers. */
 export type QueueFactory = <Data>(name: string, events?: JobQueueEvents<Data>) => JobQueue<Data>;
 
+/** What a memory store is built with: the workspace (for `MEMORY.md` files) and the configured scope. */
+export interface MemoryOptions {
+  workspace: string;
+  scope: MemoryScope;
+  maxBytes?: number;
+}
+
 export interface Infrastructure {
   /** `memory`: one process (in-memory bus, file store); `redis`: gateways and workers share Redis. */
   kind: "memory" | "redis";
   bus: MessageBus;
   store: Store;
+  /** Long-term memory: `MEMORY.md` files in the workspace, or Redis (shared by every worker). */
+  memory(options: MemoryOptions): MemoryStore;
   leaseTtlMs: number;
   queue: QueueFactory;
   /** Scheduled messages: BullMQ job schedulers, or a file-backed scheduler in this process. */
@@ -86,6 +97,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     kind: "memory",
     bus,
     store,
+    memory: (options) => createFileMemoryStore({ ...options, now }),
     leaseTtlMs,
     queue: (name, events) => createInProcessQueue({ name, events, logger, now }),
     scheduler: () => createInProcessScheduler({ file: path.join(config.dataDir, "cron", "jobs.json"), now, logger }),
@@ -142,6 +154,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     kind: "redis",
     bus,
     store,
+    memory: (options) => createRedisMemoryStore({ redis, prefix, scope: options.scope, maxBytes: options.maxBytes, now }),
     leaseTtlMs,
     queue: (name, events) =>
       createBullmqQueue({

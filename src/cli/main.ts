@@ -11,6 +11,7 @@ import { runChatCommand } from "./chat-command.js";
 import { runConfigCommand } from "./config-command.js";
 import { runDoctorCommand } from "./doctor-command.js";
 import { runGatewayCommand } from "./gateway-command.js";
+import { runMemoryCommand } from "./memory-command.js";
 import { runPairingCommand } from "./pairing-command.js";
 import { runStartCommand } from "./start-command.js";
 import { runTasksCommand } from "./tasks-command.js";
@@ -125,6 +126,25 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .description("stop a pending or running task (through the running process's API)")
     .argument("<id>", "the task's id")
     .action((id: string) => run(runTasksCommand(["cancel", id])));
+
+  const memory = program.command("memory").description("a chat's long-term memory as Markdown: show, export, import");
+  memory
+    .command("show")
+    .description("print a chat's memory and where it is kept")
+    .argument("<session>", "the session key (channel:chat_id)")
+    .action((session: string) => run(runMemoryCommand({ action: "show", session })));
+  memory
+    .command("export")
+    .description("write a chat's memory as Markdown to stdout or a file")
+    .argument("<session>", "the session key (channel:chat_id)")
+    .option("-o, --output <file>", "write it to this file instead of stdout")
+    .action((session: string, options: { output?: string }) => run(runMemoryCommand({ action: "export", session, output: options.output })));
+  memory
+    .command("import")
+    .description("replace a chat's memory with a Markdown file")
+    .argument("<session>", "the session key (channel:chat_id)")
+    .argument("<file>", "the Markdown file (- for stdin)")
+    .action((session: string, file: string) => run(runMemoryCommand({ action: "import", session, input: file })));
 
   // Every command: unknown options and stray arguments are mistakes, answered with a suggestion.
   for (const command of [program, ...allCommands(program)]) {

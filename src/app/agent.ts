@@ -29,7 +29,7 @@ import { type AuditLog, auditEntryOf, createAuditLog } from "../tools/audit-log.
 import { chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
 import { createMessageTool } from "../tools/message.js";
 import type { ToolRegistry } from "../tools/registry.js";
-import { createToolHistory } from "../tools/tool-history.js";
+import { type ToolHistory, createFileToolHistory } from "../tools/tool-history.js";
 import { createToolSet } from "../tools/tool-set.js";
 import type { Tool } from "../tools/tool.js";
 import { type Infrastructure, createInfrastructure } from "./infrastructure.js";
@@ -52,6 +52,8 @@ export interface RuntimeOverrides {
   store?: Store;
   /** Long-term memory; default: `MEMORY.md` files in the workspace. */
   memory?: MemoryStore;
+  /** Where tool calls are recorded per session; default: JSONL files under the data directory. */
+  toolHistory?: (secrets: readonly string[]) => ToolHistory;
   /** Lets the message tool reach chats other than the current one. */
   bus?: MessageBus;
   /** Subagents and scheduled messages: adds the spawn and cron tools. */
@@ -112,7 +114,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
         onError: (error) => logger.warn({ err: error }, "audit log write failed"),
       })
     : undefined;
-  const toolHistory = createToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets, now: overrides.now });
+  const toolHistory = overrides.toolHistory?.(secrets) ?? createFileToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets, now: overrides.now });
   const context = new ContextBuilder({
     workspace,
     persona: config.agent.persona,
@@ -180,7 +182,15 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
   });
   const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, now: overrides.now });
   const memory = infrastructure.memory({ workspace, scope: config.memory.scope });
-  const runtime = await createAgentRuntime(config, logger, { ...overrides, model, store: infrastructure.store, memory, bus: infrastructure.bus, jobs });
+  const runtime = await createAgentRuntime(config, logger, {
+    ...overrides,
+    model,
+    store: infrastructure.store,
+    memory,
+    toolHistory: (secrets) => infrastructure.toolHistory({ secrets }),
+    bus: infrastructure.bus,
+    jobs,
+  });
   auditRef.log = runtime.audit;
   const consumer = new TurnConsumer({
     bus: infrastructure.bus,

@@ -3,7 +3,6 @@
  * shared channel runtime, and the HTTP API with the channels' routes and webhooks, pairing, tasks
  * and tool history.
  */
-import path from "node:path";
 import type { Logger } from "pino";
 import { channelPlugins } from "../../channels/index.js";
 import { registerPairingRoutes } from "../api/pairing-routes.js";
@@ -15,7 +14,6 @@ import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
 import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-runtime.js";
 import type { SubagentManager } from "../jobs/subagents/manager.js";
-import { createToolHistory } from "../tools/tool-history.js";
 import type { Infrastructure } from "./infrastructure.js";
 import { type PrometheusMetrics, registerMetricsRoute } from "./metrics.js";
 
@@ -29,7 +27,7 @@ export interface Gateway {
 export interface GatewayOptions {
   config: ResolvedConfig;
   logger: Logger;
-  infrastructure: Pick<Infrastructure, "bus" | "store" | "elect" | "checks">;
+  infrastructure: Pick<Infrastructure, "bus" | "store" | "elect" | "checks" | "toolHistory">;
   /** Extra readiness checks (the embedded worker's, say). */
   checks?: () => Promise<Readiness["checks"]>;
   /** Cancels subagent tasks wherever they run (the tasks API). */
@@ -67,8 +65,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     const checks: Readiness["checks"] = { ...(await infrastructure.checks()), ...((await options.checks?.()) ?? {}) };
     return { ready: Object.values(checks).every((check) => check.ok), checks };
   };
-  // Read-only here: workers write it under the shared data directory.
-  const toolHistory = createToolHistory({ directory: path.join(config.dataDir, "tool-history") });
+  // Read-only here: workers write it (in Redis, or under this process's data directory when embedded).
+  const toolHistory = infrastructure.toolHistory();
   const instances = createChannels(config, logger, bus, options.plugins ?? channelPlugins, options.now);
   const { metrics } = options;
   const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics }));

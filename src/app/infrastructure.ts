@@ -1,6 +1,6 @@
 /**
  * The one place that decides "memory or Redis": everything shared between processes (bus, store,
- * long-term memory, job queues, the scheduler, leader election, counters) comes from here, built
+ * long-term memory, tool history, job queues, the scheduler, leader election, counters) comes from here, built
  * once per process. No other module chooses.
  */
 import { mkdir } from "node:fs/promises";
@@ -27,6 +27,8 @@ import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.
 import { createFileStore } from "../store/file-store.js";
 import { createRedisStore } from "../store/redis-store.js";
 import type { Store } from "../store/store.js";
+import { createRedisToolHistory } from "../tools/redis-tool-history.js";
+import { type ToolHistory, createFileToolHistory } from "../tools/tool-history.js";
 
 /** Counts shared by every process of the deployment (the heartbeat's daily cap). */
 export interface Counters {
@@ -51,6 +53,8 @@ export interface Infrastructure {
   store: Store;
   /** Long-term memory: `MEMORY.md` files in the workspace, or Redis (shared by every worker). */
   memory(options: MemoryOptions): MemoryStore;
+  /** Each session's tool calls: JSONL files under the data directory, or a bounded list per session in Redis. */
+  toolHistory(options?: { secrets?: readonly string[] }): ToolHistory;
   leaseTtlMs: number;
   queue: QueueFactory;
   /** Scheduled messages: BullMQ job schedulers, or a file-backed scheduler in this process. */
@@ -98,6 +102,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     bus,
     store,
     memory: (options) => createFileMemoryStore({ ...options, now }),
+    toolHistory: (options = {}) => createFileToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets: options.secrets, now }),
     leaseTtlMs,
     queue: (name, events) => createInProcessQueue({ name, events, logger, now }),
     scheduler: () => createInProcessScheduler({ file: path.join(config.dataDir, "cron", "jobs.json"), now, logger }),
@@ -155,6 +160,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     bus,
     store,
     memory: (options) => createRedisMemoryStore({ redis, prefix, scope: options.scope, maxBytes: options.maxBytes, now }),
+    toolHistory: (options = {}) => createRedisToolHistory({ redis, prefix, secrets: options.secrets, now }),
     leaseTtlMs,
     queue: (name, events) =>
       createBullmqQueue({

@@ -13,6 +13,8 @@ export type RedisArgument = string | number;
 export interface RedisBatch {
   set(key: string, value: string, expiryMode: "PX", milliseconds: number): RedisBatch;
   incr(key: string): RedisBatch;
+  rpush(key: string, ...values: string[]): RedisBatch;
+  ltrim(key: string, start: number, stop: number): RedisBatch;
   pexpire(key: string, milliseconds: number): RedisBatch;
   zcard(key: string): RedisBatch;
   xadd(key: string, ...args: RedisArgument[]): RedisBatch;
@@ -31,6 +33,7 @@ export interface RedisClient {
   set(key: string, value: string): Promise<"OK">;
   set(key: string, value: string, expiryMode: "PX", milliseconds: number, condition: "NX"): Promise<"OK" | null>;
   exists(...keys: string[]): Promise<number>;
+  del(...keys: string[]): Promise<number>;
 
   hget(key: string, field: string): Promise<string | null>;
   hmget(key: string, ...fields: string[]): Promise<Array<string | null>>;

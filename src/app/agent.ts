@@ -25,14 +25,14 @@ import { instrumentModel } from "../providers/instrumented-model.js";
 import type { ChatModel } from "../providers/chat-model.js";
 import { createFileStore } from "../store/file-store.js";
 import type { Store } from "../store/store.js";
-import { type AuditLog, auditEntryOf, createAuditLog } from "../tools/audit-log.js";
+import { type AuditLineOptions, type AuditLog, auditEntryOf, createFileAuditLog } from "../tools/audit-log.js";
 import { chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
 import { createMessageTool } from "../tools/message.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import { type ToolHistory, createFileToolHistory } from "../tools/tool-history.js";
 import { createToolSet } from "../tools/tool-set.js";
 import type { Tool } from "../tools/tool.js";
-import { type Infrastructure, createInfrastructure } from "./infrastructure.js";
+import { type Infrastructure, createInfrastructure, fileAuditOptions } from "./infrastructure.js";
 
 export interface AgentRuntime {
   config: ResolvedConfig;
@@ -52,6 +52,8 @@ export interface RuntimeOverrides {
   store?: Store;
   /** Long-term memory; default: `MEMORY.md` files in the workspace. */
   memory?: MemoryStore;
+  /** The audit log (when `tools.audit.enabled`); default: the rotated file under the data directory. */
+  audit?: (options: AuditLineOptions) => AuditLog;
   /** Where tool calls are recorded per session; default: JSONL files under the data directory. */
   toolHistory?: (secrets: readonly string[]) => ToolHistory;
   /** Lets the message tool reach chats other than the current one. */
@@ -104,15 +106,9 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     else logger.error(sandbox.message);
   }
   const secrets = collectSecrets(config);
+  const auditOptions: AuditLineOptions = { secrets, now: overrides.now, onError: (error) => logger.warn({ err: error }, "audit log write failed") };
   const audit = config.tools.audit.enabled
-    ? createAuditLog({
-        directory: path.join(config.dataDir, "audit"),
-        maxFileBytes: config.tools.audit.maxFileBytes,
-        maxFiles: config.tools.audit.maxFiles,
-        secrets,
-        now: overrides.now,
-        onError: (error) => logger.warn({ err: error }, "audit log write failed"),
-      })
+    ? (overrides.audit?.(auditOptions) ?? createFileAuditLog({ ...fileAuditOptions(config), ...auditOptions }))
     : undefined;
   const toolHistory = overrides.toolHistory?.(secrets) ?? createFileToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets, now: overrides.now });
   const context = new ContextBuilder({
@@ -188,6 +184,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     store: infrastructure.store,
     memory,
     toolHistory: (secrets) => infrastructure.toolHistory({ secrets }),
+    audit: (options) => infrastructure.auditLog(options),
     bus: infrastructure.bus,
     jobs,
   });

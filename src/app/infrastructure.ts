@@ -1,6 +1,6 @@
 /**
  * The one place that decides "memory or Redis": everything shared between processes (bus, store,
- * long-term memory, tool history, job queues, the scheduler, leader election, counters) comes from here, built
+ * long-term memory, tool history, the audit log, job queues, the scheduler, leader election, counters) comes from here, built
  * once per process. No other module chooses.
  */
 import { mkdir } from "node:fs/promises";
@@ -27,6 +27,8 @@ import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.
 import { createFileStore } from "../store/file-store.js";
 import { createRedisStore } from "../store/redis-store.js";
 import type { Store } from "../store/store.js";
+import { type AuditLineOptions, type AuditLog, createFileAuditLog } from "../tools/audit-log.js";
+import { createRedisAuditLog } from "../tools/redis-audit-log.js";
 import { createRedisToolHistory } from "../tools/redis-tool-history.js";
 import { type ToolHistory, createFileToolHistory } from "../tools/tool-history.js";
 
@@ -55,6 +57,11 @@ export interface Infrastructure {
   memory(options: MemoryOptions): MemoryStore;
   /** Each session's tool calls: JSONL files under the data directory, or a bounded list per session in Redis. */
   toolHistory(options?: { secrets?: readonly string[] }): ToolHistory;
+  /**
+   * The audit log: a rotated file under the data directory (one process), or one trimmed Redis
+   * stream that every process appends to (see the README, "What state lives where").
+   */
+  auditLog(options: AuditLineOptions): AuditLog;
   leaseTtlMs: number;
   queue: QueueFactory;
   /** Scheduled messages: BullMQ job schedulers, or a file-backed scheduler in this process. */
@@ -103,6 +110,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     store,
     memory: (options) => createFileMemoryStore({ ...options, now }),
     toolHistory: (options = {}) => createFileToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets: options.secrets, now }),
+    auditLog: (options) => createFileAuditLog({ ...fileAuditOptions(config), now, ...options }),
     leaseTtlMs,
     queue: (name, events) => createInProcessQueue({ name, events, logger, now }),
     scheduler: () => createInProcessScheduler({ file: path.join(config.dataDir, "cron", "jobs.json"), now, logger }),
@@ -161,6 +169,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     store,
     memory: (options) => createRedisMemoryStore({ redis, prefix, scope: options.scope, maxBytes: options.maxBytes, now }),
     toolHistory: (options = {}) => createRedisToolHistory({ redis, prefix, secrets: options.secrets, now }),
+    auditLog: (options) => createRedisAuditLog({ redis, prefix, now, ...options }),
     leaseTtlMs,
     queue: (name, events) =>
       createBullmqQueue({
@@ -195,4 +204,9 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
       await redis.quit().catch(() => undefined);
     },
   };
+}
+
+/** Where the embedded deployment's audit file is and how it rotates (`tools.audit`). */
+export function fileAuditOptions(config: ResolvedConfig): { directory: string; maxFileBytes: number; maxFiles: number } {
+  return { directory: path.join(config.dataDir, "audit"), maxFileBytes: config.tools.audit.maxFileBytes, maxFiles: config.tools.audit.maxFiles };
 }

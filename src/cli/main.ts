@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { ConfigError, errorMessage } from "../errors.js";
 import { runAgentCommand } from "./agent-command.js";
+import { runAuditCommand } from "./audit-command.js";
 import { runChatCommand } from "./chat-command.js";
 import { runConfigCommand } from "./config-command.js";
 import { runDoctorCommand } from "./doctor-command.js";
@@ -145,6 +146,13 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .argument("<session>", "the session key (channel:chat_id)")
     .argument("<file>", "the Markdown file (- for stdin)")
     .action((session: string, file: string) => run(runMemoryCommand({ action: "import", session, input: file })));
+
+  const audit = program.command("audit").description("the audit log of every tool call");
+  audit
+    .command("tail")
+    .description("the newest tool calls, one JSON line each, oldest first")
+    .option("-n, --lines <n>", "how many", positiveWhole, 20)
+    .action((options: { lines: number }) => run(runAuditCommand(options)));
 
   // Every command: unknown options and stray arguments are mistakes, answered with a suggestion.
   for (const command of [program, ...allCommands(program)]) {

@@ -50,6 +50,7 @@ export interface RedisClient {
   llen(key: string): Promise<number>;
 
   xadd(key: string, ...args: RedisArgument[]): Promise<string | null>;
+  xrange(key: string, start: string, end: string): Promise<Array<[id: string, fields: string[]]>>;
   xrevrange(key: string, end: string, start: string, countToken: "COUNT", count: number): Promise<Array<[id: string, fields: string[]]>>;
   xgroup(subcommand: "CREATE", key: string, group: string, id: string, mkstream: "MKSTREAM"): Promise<unknown>;
   xautoclaim(key: string, group: string, consumer: string, minIdleMs: number, start: string, countToken: "COUNT", count: number): Promise<unknown[]>;

@@ -14,6 +14,7 @@ import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
 import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-runtime.js";
 import type { SubagentManager } from "../jobs/subagents/manager.js";
+import { type ChatEventLog, createMemoryChatEventLog } from "../store/chat-event-log.js";
 import type { Infrastructure } from "./infrastructure.js";
 import { type PrometheusMetrics, registerMetricsRoute } from "./metrics.js";
 
@@ -27,7 +28,7 @@ export interface Gateway {
 export interface GatewayOptions {
   config: ResolvedConfig;
   logger: Logger;
-  infrastructure: Pick<Infrastructure, "bus" | "store" | "elect" | "checks" | "toolHistory">;
+  infrastructure: Pick<Infrastructure, "bus" | "store" | "elect" | "checks" | "toolHistory" | "chatEvents">;
   /** Extra readiness checks (the embedded worker's, say). */
   checks?: () => Promise<Readiness["checks"]>;
   /** Cancels subagent tasks wherever they run (the tasks API). */
@@ -40,7 +41,14 @@ export interface GatewayOptions {
 }
 
 /** The channels whose config section says `enabled`, each built by its plugin. Throws ConfigError. */
-export function createChannels(config: ResolvedConfig, logger: Logger, bus: ChannelDependencies["bus"], plugins: readonly ChannelPlugin[], now?: () => number): ChannelInstance[] {
+export function createChannels(
+  config: ResolvedConfig,
+  logger: Logger,
+  bus: ChannelDependencies["bus"],
+  plugins: readonly ChannelPlugin[],
+  now?: () => number,
+  eventLogOf: (channel: string) => ChatEventLog = () => createMemoryChatEventLog(),
+): ChannelInstance[] {
   const instances: ChannelInstance[] = [];
   for (const plugin of plugins) {
     // Loading validated the section against the plugin's schema; a missing section takes the
@@ -53,7 +61,7 @@ export function createChannels(config: ResolvedConfig, logger: Logger, bus: Chan
     }
     const section: ChannelConfig = parsed.data;
     if (!section.enabled) continue;
-    instances.push(plugin.create(section, { logger, dataDir: config.dataDir, bus, now }));
+    instances.push(plugin.create(section, { logger, dataDir: config.dataDir, bus, events: eventLogOf(plugin.name), now }));
   }
   return instances;
 }
@@ -67,7 +75,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   };
   // Read-only here: workers write it (in Redis, or under this process's data directory when embedded).
   const toolHistory = infrastructure.toolHistory();
-  const instances = createChannels(config, logger, bus, options.plugins ?? channelPlugins, options.now);
+  const instances = createChannels(config, logger, bus, options.plugins ?? channelPlugins, options.now, (channel) => infrastructure.chatEvents(channel));
   const { metrics } = options;
   const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics }));
   metrics?.watch({ bus, leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })) });

@@ -1,6 +1,6 @@
 /**
  * The one place that decides "memory or Redis": everything shared between processes (bus, store,
- * long-term memory, tool history, the audit log, job queues, the scheduler, leader election, counters) comes from here, built
+ * long-term memory, tool history, the audit log, the web page's kept replies, job queues, the scheduler, leader election, counters) comes from here, built
  * once per process. No other module chooses.
  */
 import { mkdir } from "node:fs/promises";
@@ -26,6 +26,8 @@ import { checkRedis } from "../redis/checks.js";
 import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
 import { createFileStore } from "../store/file-store.js";
 import { createRedisStore } from "../store/redis-store.js";
+import { type ChatEventLog, createMemoryChatEventLog } from "../store/chat-event-log.js";
+import { createRedisChatEventLog } from "../store/redis-chat-event-log.js";
 import type { Store } from "../store/store.js";
 import { type AuditLineOptions, type AuditLog, createFileAuditLog } from "../tools/audit-log.js";
 import { createRedisAuditLog } from "../tools/redis-audit-log.js";
@@ -62,6 +64,8 @@ export interface Infrastructure {
    * stream that every process appends to (see the README, "What state lives where").
    */
   auditLog(options: AuditLineOptions): AuditLog;
+  /** A channel's log of the events its chats must not miss (the web page's finals): in this process, or in Redis. */
+  chatEvents(channel: string): ChatEventLog;
   leaseTtlMs: number;
   queue: QueueFactory;
   /** Scheduled messages: BullMQ job schedulers, or a file-backed scheduler in this process. */
@@ -111,6 +115,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     memory: (options) => createFileMemoryStore({ ...options, now }),
     toolHistory: (options = {}) => createFileToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets: options.secrets, now }),
     auditLog: (options) => createFileAuditLog({ ...fileAuditOptions(config), now, ...options }),
+    chatEvents: () => createMemoryChatEventLog({ now }),
     leaseTtlMs,
     queue: (name, events) => createInProcessQueue({ name, events, logger, now }),
     scheduler: () => createInProcessScheduler({ file: path.join(config.dataDir, "cron", "jobs.json"), now, logger }),
@@ -170,6 +175,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     memory: (options) => createRedisMemoryStore({ redis, prefix, scope: options.scope, maxBytes: options.maxBytes, now }),
     toolHistory: (options = {}) => createRedisToolHistory({ redis, prefix, secrets: options.secrets, now }),
     auditLog: (options) => createRedisAuditLog({ redis, prefix, now, ...options }),
+    chatEvents: (channel) => createRedisChatEventLog({ redis, prefix, channel }),
     leaseTtlMs,
     queue: (name, events) =>
       createBullmqQueue({

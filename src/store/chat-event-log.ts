@@ -23,8 +23,10 @@ export interface ChatEventLog {
   /**
    * The chat's kept events after `afterId`, oldest first; without it, those after the delivered
    * mark. An `afterId` older than what is kept gets everything kept (the oldest were dropped).
+   * `cursor` is where to continue from: the last event returned, else where this read started
+   * (`afterId`, the delivered mark, or `0-0`).
    */
-  since(chatId: string, afterId?: string): Promise<LoggedEvent[]>;
+  since(chatId: string, afterId?: string): Promise<{ events: LoggedEvent[]; cursor: string }>;
   /** Some client was sent the event `id`: moves the chat's delivered mark up to it (never back). */
   markDelivered(chatId: string, id: string): Promise<void>;
 }
@@ -48,6 +50,8 @@ export interface MemoryChatEventLogOptions {
   maxChats?: number;
   /** Told how many events of a chat were dropped to stay within the bounds. */
   onDrop?: (chatId: string, dropped: number) => void;
+  /** Clock in ms since epoch, the first part of ids. */
+  now?: () => number;
 }
 
 interface ChatLog {
@@ -59,8 +63,11 @@ interface ChatLog {
 export function createMemoryChatEventLog(options: MemoryChatEventLogOptions = {}): ChatEventLog {
   const maxPerChat = options.maxPerChat ?? 50;
   const maxChats = options.maxChats ?? 10_000;
+  const now = options.now ?? Date.now;
   const chats = new Map<string, ChatLog>();
-  let sequence = 0;
+  // Time first, as Redis makes stream ids: a page's token from before a restart stays older than
+  // what comes after it (a bare counter would start again at 1 and hide every new event).
+  let last = { time: 0, sequence: 0 };
 
   return {
     async append(chatId, payload) {
@@ -68,7 +75,9 @@ export function createMemoryChatEventLog(options: MemoryChatEventLogOptions = {}
       // Most recently written last, so the first entry is the one to drop.
       chats.delete(chatId);
       chats.set(chatId, log);
-      const id = `${++sequence}-0`;
+      const time = now();
+      last = time > last.time ? { time, sequence: 0 } : { time: last.time, sequence: last.sequence + 1 };
+      const id = `${last.time}-${last.sequence}`;
       log.events.push({ id, payload });
       if (log.events.length > maxPerChat) {
         const dropped = log.events.splice(0, log.events.length - maxPerChat);
@@ -84,9 +93,9 @@ export function createMemoryChatEventLog(options: MemoryChatEventLogOptions = {}
 
     async since(chatId, afterId) {
       const log = chats.get(chatId);
-      if (!log) return [];
-      const after = afterId ?? log.delivered;
-      return (after === undefined ? log.events : log.events.filter((event) => compareEventIds(event.id, after) > 0)).map((event) => ({ ...event }));
+      const after = afterId ?? log?.delivered ?? "0-0";
+      const events = (log?.events ?? []).filter((event) => compareEventIds(event.id, after) > 0).map((event) => ({ ...event }));
+      return { events, cursor: events.at(-1)?.id ?? after };
     },
 
     async markDelivered(chatId, id) {

@@ -57,15 +57,16 @@ export function createRedisChatEventLog(options: RedisChatEventLogOptions): Chat
 
     async since(chatId, afterId) {
       const keys = keysOf(chatId);
-      const after = afterId ?? (await redis.get(keys.delivered)) ?? undefined;
-      if (after !== undefined && !EVENT_ID_PATTERN.test(after)) throw new Error(`"${after}" is not an event id`);
+      const after = afterId ?? (await redis.get(keys.delivered)) ?? "0-0";
+      if (!EVENT_ID_PATTERN.test(after)) throw new Error(`"${after}" is not an event id`);
       // `(` makes the start exclusive (Redis 6.2).
-      const entries = await redis.xrange(keys.log, after === undefined ? "-" : `(${after}`, "+");
-      return entries.flatMap(([id, fields]): LoggedEvent[] => {
+      const entries = await redis.xrange(keys.log, `(${after}`, "+");
+      const events = entries.flatMap(([id, fields]): LoggedEvent[] => {
         const index = fields.indexOf("payload");
         const payload = index >= 0 && index % 2 === 0 ? fields[index + 1] : undefined;
         return payload === undefined ? [] : [{ id, payload }];
       });
+      return { events, cursor: entries.at(-1)?.[0] ?? after };
     },
 
     async markDelivered(chatId, id) {

@@ -10,7 +10,7 @@ export interface ChatEventLogHarness {
   cleanup(): Promise<void>;
 }
 
-const payloads = (events: Array<{ payload: string }>) => events.map((event) => event.payload);
+const payloads = (read: { events: Array<{ payload: string }> }) => read.events.map((event) => event.payload);
 
 export function runChatEventLogSuite(name: string, makeHarness: () => Promise<ChatEventLogHarness>): void {
   describe(`ChatEventLog conformance: ${name}`, () => {
@@ -31,13 +31,17 @@ export function runChatEventLogSuite(name: string, makeHarness: () => Promise<Ch
       for (const id of ids) expect(id).toMatch(EVENT_ID_PATTERN);
       expect(compareEventIds(ids[0]!, ids[1]!)).toBeLessThan(0);
       expect(compareEventIds(ids[2]!, ids[1]!)).toBeGreaterThan(0);
-      expect(await log.since("chat-1", ids[0])).toEqual([
-        { id: ids[1], payload: "b" },
-        { id: ids[2], payload: "c" },
-      ]);
-      expect(await log.since("chat-1", ids[2])).toEqual([]);
+      expect(await log.since("chat-1", ids[0])).toEqual({
+        events: [
+          { id: ids[1], payload: "b" },
+          { id: ids[2], payload: "c" },
+        ],
+        cursor: ids[2],
+      });
+      // Nothing after: continue from where the read started.
+      expect(await log.since("chat-1", ids[2])).toEqual({ events: [], cursor: ids[2] });
       expect(payloads(await log.since("chat-1", "0-0"))).toEqual(["a", "b", "c"]);
-      expect(await log.since("nobody")).toEqual([]);
+      expect(await log.since("nobody")).toEqual({ events: [], cursor: "0-0" });
     });
 
     it("without an id, returns what no client was sent yet; the mark only moves forward", async () => {
@@ -53,7 +57,7 @@ export function runChatEventLogSuite(name: string, makeHarness: () => Promise<Ch
       // A client with its own resume token still gets what it missed.
       expect(payloads(await log.since("chat-1", first))).toEqual(["b", "c"]);
       await log.markDelivered("chat-1", third);
-      expect(await log.since("chat-1")).toEqual([]);
+      expect(await log.since("chat-1")).toEqual({ events: [], cursor: third });
     });
 
     it("keeps chats apart", async () => {
@@ -62,7 +66,7 @@ export function runChatEventLogSuite(name: string, makeHarness: () => Promise<Ch
       const other = await log.append("chat-1:x", "two");
       await log.markDelivered("chat-1:x", other);
       expect(payloads(await log.since("chat-1"))).toEqual(["one"]);
-      expect(await log.since("chat-1:x")).toEqual([]);
+      expect(await log.since("chat-1:x")).toEqual({ events: [], cursor: other });
     });
 
     it("keeps only the newest events of a chat", async () => {

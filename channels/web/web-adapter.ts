@@ -6,14 +6,16 @@
  * - Inbound: `POST /api/chat/:chatId/messages` becomes a PlatformEvent of a private chat; the
  *   answer says what admission did (202 queued, 200 a retried `clientMessageId`, 429 over the
  *   rate limit). Authentication is the API server's (bearer token), so the policy is open.
- * - Outbound: `GET /ws?chatId=` streams the chat's drafts, tool notices and replies, one JSON
- *   object per WebSocket message (WebEvent). A final that finds no socket open is kept (bounded)
- *   and sent when one connects, so a reply survives a page reload; drafts and notices are only for
- *   whoever is watching.
+ * - Outbound: `GET /ws?chatId=[&after=<seq>]` streams the chat's drafts, tool notices and replies,
+ *   one JSON object per WebSocket message (WebEvent). Finals and task notices are first kept in the
+ *   chat's event log (ChatEventLog: Redis when scaled out, so a gateway restart loses nothing) and
+ *   carry their log id `seq`; a page that reconnects with the last `seq` it saw gets exactly what
+ *   it missed, once (./resumable-delivery.ts); one without gets what no socket was sent yet. Drafts
+ *   and tool-call notices are only for whoever is watching.
  * - Several gateways: every gateway runs this channel (no leader: the page connects to any of
  *   them) and consumes a share of the replies; each event is also fanned out over the bus so the
- *   gateway that holds the chat's socket sends it. A client may see a final twice (once live from
- *   another gateway, once from a buffer here): its id is stable, dedupe on it.
+ *   gateway that holds the chat's socket sends it. The log is shared, so a page gets each final
+ *   once whichever gateway it reaches.
  */
 import { randomUUID } from "node:crypto";
 import type { FastifyInstance } from "fastify";
@@ -21,9 +23,11 @@ import type { Logger } from "pino";
 import type { WebSocket } from "ws";
 import { z } from "zod";
 import type { Subscription } from "../../src/bus/message-bus.js";
-import { ChannelError } from "../../src/errors.js";
-import type { AdmissionOutcome, ChannelAdapter, ChannelCapabilities, ChannelDependencies, EventSink, SendOptions } from "../../src/gateway/channel.js";
+import { ChannelError, errorMessage } from "../../src/errors.js";
+import type { AdmissionOutcome, ChannelAdapter, ChannelCapabilities, ChannelDependencies, EventSink, OutboundPart, SendOptions } from "../../src/gateway/channel.js";
 import { parseRequest } from "../../src/gateway/http-request.js";
+import { type ChatEventLog, EVENT_ID_PATTERN, createMemoryChatEventLog } from "../../src/store/chat-event-log.js";
+import { ResumableDelivery } from "./resumable-delivery.js";
 
 export const WEB_CHANNEL = "web";
 
@@ -47,8 +51,16 @@ export const SendMessageBodySchema = z.strictObject({
 export type SendMessageBody = z.infer<typeof SendMessageBodySchema>;
 
 const ChatParamsSchema = z.object({ chatId: ChatIdSchema });
+const SocketQuerySchema = z.object({
+  chatId: ChatIdSchema,
+  /** The last `seq` the page saw: it gets what was kept after it. */
+  after: z.string().regex(EVENT_ID_PATTERN, "the `seq` of an event this chat received").optional(),
+});
 
-/** What a socket receives, one JSON object per WebSocket message. */
+/**
+ * What a socket receives, one JSON object per WebSocket message. Finals and task notices carry
+ * `seq`, their id in the chat's event log: reconnect with `after=<the last seq seen>`.
+ */
 export type WebEvent =
   | { type: "draft"; replyId: string; text: string }
   /**
@@ -56,12 +68,12 @@ export type WebEvent =
    * `{ runId, team, nodeId, event, status, tool? }`, `event` being node-started, node-tool,
    * node-done, node-failed or node-skipped.
    */
-  | { type: "notice"; id: string; content: string; workflow?: Record<string, unknown> }
+  | { type: "notice"; id: string; content: string; workflow?: Record<string, unknown>; seq?: string }
   /**
    * A reply. `answers`: the ids (from POST) of the messages this reply answers. A reply too long
    * for one message comes in parts, each with `part` (0-based) and `parts`.
    */
-  | { type: "message"; id: string; content: string; answers: string[]; part?: number; parts?: number };
+  | { type: "message"; id: string; content: string; answers: string[]; part?: number; parts?: number; seq?: string };
 
 export const webCapabilities: ChannelCapabilities = {
   // The page renders Markdown itself and takes long replies in one piece.
@@ -75,20 +87,16 @@ export const webCapabilities: ChannelCapabilities = {
 };
 
 export interface WebAdapterOptions extends Pick<ChannelDependencies, "bus" | "logger" | "now" | "newId"> {
-  /** Finals kept per chat while no socket is open; the oldest go first. Default 50. */
+  /** Where finals and task notices are kept until a page has them. Default: in this process, bounded by the two options below. */
+  events?: ChatEventLog;
+  /** Without `events`: finals kept per chat; the oldest go first. Default 50. */
   maxPendingPerChat?: number;
-  /** Chats with kept finals; the chat idle longest is dropped first. Default 10,000. */
+  /** Without `events`: chats with kept finals; the chat written longest ago is dropped first. Default 10,000. */
   maxPendingChats?: number;
   /** Ping every socket this often and drop those that did not answer the last ping. 0: never. Default 30 s. */
   pingIntervalMs?: number;
   /** Skip drafts for a socket with more than this many bytes not yet written (a slow client). Default 1 MiB. */
   maxDraftBacklogBytes?: number;
-}
-
-interface PendingFinal {
-  /** Publish order, so a final put back after a failed send keeps its place. */
-  sequence: number;
-  event: WebEvent & { type: "message" };
 }
 
 /** How the POST is answered, by what admission did. */
@@ -102,13 +110,13 @@ export class WebAdapter implements ChannelAdapter {
   private readonly now: () => number;
   private readonly sockets = new Map<string, Set<WebSocket>>();
   private readonly alive = new WeakMap<WebSocket, boolean>();
-  private readonly pending: PendingFinals;
+  private readonly events: ChatEventLog;
+  private readonly delivery: ResumableDelivery;
   /** `chatId:clientMessageId` → the inbound id it was queued under, to answer a retry with it. */
   private readonly accepted = new BoundedMap<string, string>(10_000);
   private sink: EventSink | undefined;
   private fanIn: Subscription | undefined;
   private pingTimer: NodeJS.Timeout | undefined;
-  private sequence = 0;
   /** Names this gateway in fan-out messages, so it ignores its own. */
   private readonly instance = randomUUID();
 
@@ -116,9 +124,15 @@ export class WebAdapter implements ChannelAdapter {
     this.logger = options.logger.child({ channel: WEB_CHANNEL });
     this.newId = options.newId ?? randomUUID;
     this.now = options.now ?? Date.now;
-    this.pending = new PendingFinals(options.maxPendingPerChat ?? 50, options.maxPendingChats ?? 10_000, (chatId, dropped) =>
-      this.logger.warn({ chatId, dropped }, "web replies dropped: no socket connected and the buffer is full"),
-    );
+    this.events =
+      options.events ??
+      createMemoryChatEventLog({
+        maxPerChat: options.maxPendingPerChat,
+        now: options.now,
+        maxChats: options.maxPendingChats,
+        onDrop: (chatId, dropped) => this.logger.debug({ chatId, dropped }, "older web replies dropped from the chat's log"),
+      });
+    this.delivery = new ResumableDelivery(this.events, this.logger);
   }
 
   async start(sink: EventSink): Promise<void> {
@@ -140,8 +154,6 @@ export class WebAdapter implements ChannelAdapter {
     this.fanIn = undefined;
     for (const sockets of this.sockets.values()) for (const socket of sockets) socket.close(1001, "server shutting down");
     this.sockets.clear();
-    const kept = this.pending.size;
-    if (kept > 0) this.logger.warn({ replies: kept }, "web replies not delivered before shutdown");
   }
 
   /**
@@ -161,9 +173,12 @@ export class WebAdapter implements ChannelAdapter {
       {
         websocket: true,
         // Runs before the upgrade, so a bad chat id is an HTTP 400 and not a socket that closes at once.
-        preValidation: async (request) => void parseRequest(ChatParamsSchema, request.query, "query"),
+        preValidation: async (request) => void parseRequest(SocketQuerySchema, request.query, "query"),
       },
-      (socket, request) => this.attach(parseRequest(ChatParamsSchema, request.query, "query").chatId, socket),
+      (socket, request) => {
+        const query = parseRequest(SocketQuerySchema, request.query, "query");
+        this.attach(query.chatId, socket, query.after);
+      },
     );
   }
 
@@ -221,26 +236,26 @@ export class WebAdapter implements ChannelAdapter {
     return this.sockets.get(chatId)?.size ?? 0;
   }
 
-  /** Finals kept for `chatId` until a socket connects (for tests and metrics). */
-  waiting(chatId: string): number {
-    return this.pending.count(chatId);
+  /** Finals and task notices kept for `chatId` that no socket was sent yet (for tests and metrics). */
+  async waiting(chatId: string): Promise<number> {
+    return (await this.events.since(chatId)).events.length;
   }
 
   async send(chatId: string, text: string, options: SendOptions): Promise<{ platformMessageId: string }> {
     const part = options.outbound;
     if (part?.kind === "notice") {
       const workflow = part.metadata.workflow;
-      const event: WebEvent = { type: "notice", id: part.messageId, content: text };
-      if (typeof workflow === "object" && workflow !== null) event.workflow = workflow as Record<string, unknown>;
-      await this.emit(chatId, event);
+      const notice: WebEvent = { type: "notice", id: part.messageId, content: text };
+      if (typeof workflow === "object" && workflow !== null) notice.workflow = workflow as Record<string, unknown>;
+      if (mustNotMiss(part)) await this.emitKept(chatId, notice);
+      else await this.emit(chatId, notice);
       return { platformMessageId: part.messageId };
     }
     // Without an annotation it is the gateway's own reply (`/help`, `/stop`): a message of its own.
     const id = part?.messageId ?? `gateway-${this.newId()}`;
     const event: WebEvent & { type: "message" } = { type: "message", id, content: text, answers: part?.answers ?? [] };
     if (part && part.chunks > 1) Object.assign(event, { part: part.chunk, parts: part.chunks });
-    this.sendFinal(chatId, { sequence: ++this.sequence, event }, this.openSockets(chatId));
-    await this.fanOut(chatId, event);
+    await this.emitKept(chatId, event);
     return { platformMessageId: id };
   }
 
@@ -262,7 +277,22 @@ export class WebAdapter implements ChannelAdapter {
     await this.fanOut(chatId, event);
   }
 
-  private attach(chatId: string, socket: WebSocket): void {
+  /**
+   * Keeps the event in the chat's log first (a failure is the dispatcher's to retry), then sends
+   * it to the sockets here and fans it out to the other gateways' sockets.
+   */
+  private async emitKept(chatId: string, event: WebEvent & { type: "message" | "notice" }): Promise<void> {
+    let seq: string;
+    try {
+      seq = await this.events.append(chatId, JSON.stringify(event));
+    } catch (error) {
+      throw new ChannelError(`cannot keep the web reply ${event.id} for chat ${chatId}: ${errorMessage(error)}`, WEB_CHANNEL, { cause: error, kind: "network" });
+    }
+    this.delivery.wake(chatId, this.openSockets(chatId));
+    await this.fanOut(chatId, { ...event, seq });
+  }
+
+  private attach(chatId: string, socket: WebSocket, after: string | undefined): void {
     let sockets = this.sockets.get(chatId);
     if (!sockets) {
       sockets = new Set();
@@ -273,8 +303,8 @@ export class WebAdapter implements ChannelAdapter {
     socket.on("pong", () => this.alive.set(socket, true));
     socket.on("close", () => this.detach(chatId, socket));
     socket.on("error", (error) => this.logger.debug({ err: error, chatId }, "web socket error"));
-    // What waited for this chat goes first; anything published after it comes through send().
-    for (const final of this.pending.take(chatId)) this.sendFinal(chatId, final, [socket]);
+    // What this page missed goes first; anything published after it comes through send().
+    this.delivery.attach(chatId, socket, after);
   }
 
   private detach(chatId: string, socket: WebSocket): void {
@@ -293,7 +323,7 @@ export class WebAdapter implements ChannelAdapter {
     }
   }
 
-  /** An event another gateway delivered: only sockets open here get it; nothing is buffered. */
+  /** An event another gateway delivered: only sockets open here get it (the log has it already). */
   private fromOtherGateway(payload: string): void {
     let parsed: { from: string; chatId: string; event: WebEvent };
     try {
@@ -302,8 +332,10 @@ export class WebAdapter implements ChannelAdapter {
       return;
     }
     if (parsed.from === this.instance) return;
-    if (parsed.event.type === "draft") this.sendDraft(parsed.chatId, parsed.event);
-    else this.broadcast(parsed.chatId, parsed.event);
+    const { event } = parsed;
+    if (event.type === "draft") this.sendDraft(parsed.chatId, event);
+    else if (event.seq !== undefined) this.delivery.wake(parsed.chatId, this.openSockets(parsed.chatId));
+    else this.broadcast(parsed.chatId, event);
   }
 
   private sendDraft(chatId: string, event: WebEvent): void {
@@ -316,30 +348,6 @@ export class WebAdapter implements ChannelAdapter {
   private broadcast(chatId: string, event: WebEvent): void {
     const data = JSON.stringify(event);
     for (const socket of this.openSockets(chatId)) socket.send(data);
-  }
-
-  /**
-   * Sends a final to `sockets` without waiting for the writes (one slow client must not hold up
-   * every chat). When no socket is open, or every write fails, the final is kept for the next one.
-   */
-  private sendFinal(chatId: string, final: PendingFinal, sockets: WebSocket[]): void {
-    if (sockets.length === 0) {
-      this.pending.keep(chatId, final);
-      return;
-    }
-    const data = JSON.stringify(final.event);
-    let outstanding = sockets.length;
-    let written = false;
-    for (const socket of sockets) {
-      socket.send(data, (error) => {
-        if (!error) written = true;
-        outstanding -= 1;
-        if (outstanding === 0 && !written) {
-          const open = this.openSockets(chatId).filter((candidate) => !sockets.includes(candidate));
-          this.sendFinal(chatId, final, open);
-        }
-      });
-    }
   }
 
   private openSockets(chatId: string): WebSocket[] {
@@ -363,46 +371,9 @@ export class WebAdapter implements ChannelAdapter {
   }
 }
 
-/** Finals waiting for a socket: at most `perChat` per chat (oldest dropped), at most `chats` chats (least recent dropped). */
-class PendingFinals {
-  private readonly chats = new Map<string, PendingFinal[]>();
-
-  constructor(
-    private readonly perChat: number,
-    private readonly maxChats: number,
-    private readonly onDrop: (chatId: string, dropped: number) => void,
-  ) {}
-
-  get size(): number {
-    let total = 0;
-    for (const finals of this.chats.values()) total += finals.length;
-    return total;
-  }
-
-  keep(chatId: string, final: PendingFinal): void {
-    const finals = this.chats.get(chatId) ?? [];
-    this.chats.delete(chatId);
-    this.chats.set(chatId, finals);
-    let index = finals.length;
-    while (index > 0 && finals[index - 1]!.sequence > final.sequence) index -= 1;
-    finals.splice(index, 0, final);
-    if (finals.length > this.perChat) this.onDrop(chatId, finals.splice(0, finals.length - this.perChat).length);
-    while (this.chats.size > this.maxChats) {
-      const [oldest, dropped] = this.chats.entries().next().value!;
-      this.chats.delete(oldest);
-      this.onDrop(oldest, dropped.length);
-    }
-  }
-
-  count(chatId: string): number {
-    return this.chats.get(chatId)?.length ?? 0;
-  }
-
-  take(chatId: string): PendingFinal[] {
-    const finals = this.chats.get(chatId) ?? [];
-    this.chats.delete(chatId);
-    return finals;
-  }
+/** Task (and team) notices are kept like finals: a page that was away must still learn a task ended. */
+function mustNotMiss(part: OutboundPart): boolean {
+  return part.metadata.task !== undefined || part.metadata.team !== undefined;
 }
 
 /** A Map that forgets its oldest entry beyond `limit`. */

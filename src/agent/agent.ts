@@ -3,8 +3,6 @@
  * ReAct loop, history write) and the session commands. Transport-free: the TurnConsumer feeds it
  * from the bus, `countbot agent -m` calls it directly.
  */
-import { rename } from "node:fs/promises";
-import path from "node:path";
 import type { Logger } from "pino";
 import type { Media } from "../bus/message.js";
 import type { AgentConfig } from "../config/schema.js";
@@ -175,8 +173,8 @@ export class Agent {
   }
 
   /**
-   * Appends an overflow summary to memory. When the memory file is full, it is moved aside (still
-   * readable in the workspace) and a fresh one starts with a pointer to it, so summaries never stop.
+   * Appends an overflow summary to memory. When the memory is full, it is moved aside (still
+   * readable by the operator) and a fresh one starts with a pointer to it, so summaries never stop.
    */
   private async remember(sessionKey: string, summary: string): Promise<void> {
     const { memory } = this.dependencies;
@@ -184,10 +182,7 @@ export class Agent {
       await memory.append(sessionKey, summary);
     } catch (error) {
       if (!(error instanceof ToolError)) throw error;
-      const file = memory.path(sessionKey);
-      const archived = file.replace(/\.md$/, `-until-${new Date(this.now()).toISOString().slice(0, 10)}-${this.now()}.md`);
-      await rename(file, archived);
-      await memory.write(sessionKey, `Older memory is in ${path.basename(archived)} beside this file.\n`);
+      await memory.archive(sessionKey);
       await memory.append(sessionKey, summary);
     }
   }

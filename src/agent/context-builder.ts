@@ -42,7 +42,7 @@ export class ContextBuilder {
   async buildSystemPrompt(context: { sessionKey: string; channel: string }): Promise<string> {
     const { workspace, persona, memory } = this.options;
     const memoryText = truncate(await memory.read(context.sessionKey), MAX_MEMORY_CHARS);
-    const memoryPath = path.relative(workspace, memory.path(context.sessionKey)) || memory.path(context.sessionKey);
+    const memoryPath = memory.location(context.sessionKey);
     const skills = await this.skillSections();
     const sections = [
       identitySection(persona, { channel: context.channel, now: new Date(this.now()), workspace }),

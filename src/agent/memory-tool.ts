@@ -2,7 +2,6 @@
  * The `memory` tool: the model reads, replaces, extends and searches the long-term memory of the
  * session it is serving. Which file that is (per chat or global) is the memory store's business.
  */
-import path from "node:path";
 import { z } from "zod";
 import type { MemoryStore } from "./memory.js";
 import { ToolError } from "../errors.js";
@@ -28,9 +27,7 @@ export function createMemoryTool(memory: MemoryStore): Tool<typeof parameters> {
       "write to replace it all, e.g. to condense it or fix a wrong fact.",
     parameters,
     async execute(args, context) {
-      const file = memory.path(context.sessionKey);
-      const relative = path.relative(context.workspace, file);
-      const shown = relative && !relative.startsWith("..") && !path.isAbsolute(relative) ? relative : file;
+      const shown = memory.location(context.sessionKey);
 
       switch (args.action) {
         case "read": {

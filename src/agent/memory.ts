@@ -1,69 +1,146 @@
 /**
- * Long-term memory: Markdown files in the workspace that the agent reads into its prompt and edits
- * with the memory tool. Plain files, so the user can read and fix them too.
+ * Long-term memory: Markdown text per chat (or one shared by every chat) that the agent reads into
+ * its prompt and edits with the memory tool. Two implementations behind one contract, chosen by
+ * the composition root (src/app/infrastructure.ts):
  *
- * - global scope: every session shares `<workspace>/memory/MEMORY.md`.
- * - chat scope: each session has `<workspace>/memory/chats/<safe name>/MEMORY.md`; search also
- *   looks in the global file, which the operator can keep for facts every chat should know.
+ * - files (one process, `countbot start` without Redis, `countbot agent`): `MEMORY.md` files in
+ *   the workspace, so the user can read and fix them with an editor.
+ *   - global scope: every session shares `<workspace>/memory/MEMORY.md`.
+ *   - chat scope: each session has `<workspace>/memory/chats/<safe name>/MEMORY.md`.
+ * - Redis (./redis-memory.ts, gateways and workers): the same text under the deployment's prefix,
+ *   so a chat's memory follows it to whichever worker serves it; `countbot memory export|import`
+ *   turns it into a Markdown file and back.
+ *
+ * In chat scope, search also looks in the global memory, which the operator can keep for facts
+ * every chat should know.
  */
-import { mkdir, readFile } from "node:fs/promises";
+import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { ToolError } from "../errors.js";
+import { sleep } from "../sleep.js";
 import { createKeyedQueue, safeFileName, writeFileAtomic } from "../store/file-io.js";
 
 export type MemoryScope = "chat" | "global";
 
-export interface MemoryStoreOptions {
-  /** Workspace root; memory lives under `<workspace>/memory`. */
-  workspace: string;
-  scope: MemoryScope;
-  /** Largest memory file in bytes (UTF-8); a write that would exceed it is refused. Default 64 KiB. */
-  maxBytes?: number;
-  /** Clock in ms since epoch, for the date of appended sections. */
-  now?: () => number;
-}
-
 /** One line that matched a search. */
 export interface MemoryMatch {
-  /** The memory file, relative to the workspace, with `/` separators. */
+  /** Where the line is: the memory's {@link MemoryStore.location}. */
   file: string;
   /** 1-based line number. */
   line: number;
   text: string;
 }
 
+/** The memory contract; the file and Redis implementations pass one conformance suite. */
 export interface MemoryStore {
   readonly scope: MemoryScope;
-  /** Absolute path of the memory file the session reads and writes. */
-  path(sessionKey: string): string;
+  /**
+   * Where the session's memory is kept, for the model and the operator: a path relative to the
+   * workspace with `/` separators (`memory/chats/<name>/MEMORY.md`), or the same path behind
+   * `redis:` when it is kept in Redis.
+   */
+  location(sessionKey: string): string;
   /** The session's memory; empty when there is none yet. */
   read(sessionKey: string): Promise<string>;
   /** Replaces the session's memory. Throws ToolError when over the size cap. */
   write(sessionKey: string, content: string): Promise<void>;
-  /** Adds `text` as a new section headed with the current date and time (UTC). */
+  /**
+   * Adds `text` as a new section headed with the current date and time (UTC). Atomic: appends from
+   * several processes at once all land. Throws ToolError (and changes nothing) when over the cap.
+   */
   append(sessionKey: string, text: string): Promise<void>;
   /**
-   * Lines containing `query`, ignoring case: the session's file first, then (chat scope) the
-   * global file. An empty query matches nothing.
+   * Lines containing `query`, ignoring case: the session's memory first, then (chat scope) the
+   * global memory. An empty query matches nothing.
    */
   search(sessionKey: string, query: string): Promise<MemoryMatch[]>;
+  /**
+   * Moves the session's memory aside, still readable by the operator, and starts it again with one
+   * line naming where the old text went. Resolves with that place (a location like the memory's).
+   */
+  archive(sessionKey: string): Promise<string>;
+}
+
+export interface MemoryStoreOptions {
+  scope: MemoryScope;
+  /** Largest memory in bytes (UTF-8); a write that would exceed it is refused. Default 64 KiB. */
+  maxBytes?: number;
+  /** Clock in ms since epoch, for the date of appended sections. */
+  now?: () => number;
+}
+
+export interface FileMemoryStoreOptions extends MemoryStoreOptions {
+  /** Workspace root; memory lives under `<workspace>/memory`. */
+  workspace: string;
+  /** Another process's lock on a memory file older than this is taken to be left by a crash. Default 10 s. */
+  staleLockMs?: number;
 }
 
 export const DEFAULT_MEMORY_MAX_BYTES = 64 * 1024;
 
-export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
+/** The memory's path relative to the workspace, with `/` separators: the file store's file, the Redis store's name. */
+export function memoryPathOf(scope: MemoryScope, sessionKey: string): string {
+  return scope === "global" ? "memory/MEMORY.md" : `memory/chats/${safeFileName(sessionKey)}/MEMORY.md`;
+}
+
+/** `current` with `text` added as a section dated `time`, as both stores append it. */
+export function withSection(current: string, text: string, time: number): string {
+  const section = `## ${formatDate(time)}\n\n${text.trim()}\n`;
+  if (current.trim() === "") return section;
+  return `${current}${current.endsWith("\n") ? "\n" : "\n\n"}${section}`;
+}
+
+/** Throws the ToolError the model reads when `content` would not fit. */
+export function checkMemorySize(location: string, bytes: number, maxBytes: number): void {
+  if (bytes <= maxBytes) return;
+  throw new ToolError(
+    `the memory file ${location} would be ${formatSize(bytes)}, over its ${formatSize(maxBytes)} limit, so nothing was saved`,
+    'Condense it: read the memory, then use action "write" with a shorter version that keeps only lasting facts.',
+  );
+}
+
+/** The lines of `content` that contain `query` (already trimmed and lower-cased). */
+export function matchingLines(location: string, content: string, needle: string): MemoryMatch[] {
+  const matches: MemoryMatch[] = [];
+  content.split(/\r?\n/).forEach((text, index) => {
+    if (text.toLowerCase().includes(needle)) matches.push({ file: location, line: index + 1, text });
+  });
+  return matches;
+}
+
+/** The search both stores run: the session's memory, then the global one in chat scope. */
+export async function searchMemory(
+  store: Pick<MemoryStore, "scope" | "location">,
+  read: (location: "session" | "global") => Promise<string>,
+  sessionKey: string,
+  query: string,
+  globalLocation: string,
+): Promise<MemoryMatch[]> {
+  const needle = query.trim().toLowerCase();
+  if (needle === "") return [];
+  const matches = matchingLines(store.location(sessionKey), await read("session"), needle);
+  if (store.scope === "chat") matches.push(...matchingLines(globalLocation, await read("global"), needle));
+  return matches;
+}
+
+/** `MEMORY-until-2025-06-01-1748781000000.md`: the name an archived memory gets beside the current one. */
+export function archiveNameOf(time: number): string {
+  return `MEMORY-until-${new Date(time).toISOString().slice(0, 10)}-${time}.md`;
+}
+
+/** Memory in `MEMORY.md` files in the workspace. */
+export function createFileMemoryStore(options: FileMemoryStoreOptions): MemoryStore {
   const { workspace, scope } = options;
   const maxBytes = options.maxBytes ?? DEFAULT_MEMORY_MAX_BYTES;
   const now = options.now ?? Date.now;
-  const memoryDir = path.join(workspace, "memory");
-  const globalFile = path.join(memoryDir, "MEMORY.md");
-  // Append is read-modify-write: two in flight for one file would lose one of them.
+  const staleLockMs = options.staleLockMs ?? 10_000;
+  // Append is read-modify-write: in this process a queue per file orders them, across processes
+  // (a CLI import while the bot runs, workers on one shared workspace) a lock file beside it.
   const queue = createKeyedQueue();
 
-  const fileOf = (sessionKey: string) =>
-    scope === "global" ? globalFile : path.join(memoryDir, "chats", safeFileName(sessionKey), "MEMORY.md");
-
-  const display = (file: string) => path.relative(workspace, file).split(path.sep).join("/");
+  const relativeOf = (sessionKey: string) => memoryPathOf(scope, sessionKey);
+  const fileOf = (sessionKey: string) => path.join(workspace, ...relativeOf(sessionKey).split("/"));
+  const globalFile = path.join(workspace, "memory", "MEMORY.md");
 
   async function readIfExists(file: string): Promise<string> {
     try {
@@ -74,54 +151,75 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
     }
   }
 
-  async function save(file: string, content: string): Promise<void> {
-    const bytes = Buffer.byteLength(content, "utf8");
-    if (bytes > maxBytes) {
-      throw new ToolError(
-        `the memory file ${display(file)} would be ${formatSize(bytes)}, over its ${formatSize(maxBytes)} limit, so nothing was saved`,
-        'Condense it: read the memory, then use action "write" with a shorter version that keeps only lasting facts.',
-      );
+  function locked<T>(sessionKey: string, operation: (file: string) => Promise<T>): Promise<T> {
+    let file: string;
+    try {
+      file = fileOf(sessionKey);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    await mkdir(path.dirname(file), { recursive: true });
+    return queue.run(file, async () => {
+      await mkdir(path.dirname(file), { recursive: true });
+      const release = await acquireLock(`${file}.lock`, staleLockMs);
+      try {
+        return await operation(file);
+      } finally {
+        await release();
+      }
+    });
+  }
+
+  async function save(sessionKey: string, file: string, content: string): Promise<void> {
+    checkMemorySize(relativeOf(sessionKey), Buffer.byteLength(content, "utf8"), maxBytes);
     await writeFileAtomic(file, content);
   }
 
-  return {
+  const store: MemoryStore = {
     scope,
-    path: fileOf,
+    location: relativeOf,
 
     read: (sessionKey) => readIfExists(fileOf(sessionKey)),
 
-    write(sessionKey, content) {
-      const file = fileOf(sessionKey);
-      return queue.run(file, () => save(file, content));
-    },
+    write: (sessionKey, content) => locked(sessionKey, (file) => save(sessionKey, file, content)),
 
-    append(sessionKey, text) {
-      const file = fileOf(sessionKey);
-      return queue.run(file, async () => {
-        const current = await readIfExists(file);
-        const section = `## ${formatDate(now())}\n\n${text.trim()}\n`;
-        const separator = current.trim() === "" ? "" : current.endsWith("\n") ? "\n" : "\n\n";
-        await save(file, current.trim() === "" ? section : `${current}${separator}${section}`);
-      });
-    },
+    append: (sessionKey, text) => locked(sessionKey, async (file) => save(sessionKey, file, withSection(await readIfExists(file), text, now()))),
 
-    async search(sessionKey, query) {
-      const needle = query.trim().toLowerCase();
-      if (needle === "") return [];
-      const files = [fileOf(sessionKey)];
-      if (scope === "chat") files.push(globalFile);
-      const matches: MemoryMatch[] = [];
-      for (const file of files) {
-        const lines = (await readIfExists(file)).split(/\r?\n/);
-        lines.forEach((text, index) => {
-          if (text.toLowerCase().includes(needle)) matches.push({ file: display(file), line: index + 1, text });
+    search: (sessionKey, query) =>
+      searchMemory(store, (which) => readIfExists(which === "global" ? globalFile : fileOf(sessionKey)), sessionKey, query, "memory/MEMORY.md"),
+
+    archive: (sessionKey) =>
+      locked(sessionKey, async (file) => {
+        const name = archiveNameOf(now());
+        await rename(file, path.join(path.dirname(file), name)).catch((error: unknown) => {
+          if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
         });
-      }
-      return matches;
-    },
+        await writeFileAtomic(file, `Older memory is in ${name} beside this one.\n`);
+        return relativeOf(sessionKey).replace(/MEMORY\.md$/, name);
+      }),
   };
+  return store;
+}
+
+/** Takes `lockFile` (created exclusively); a lock older than `staleMs` is a crashed holder's and is taken over. */
+async function acquireLock(lockFile: string, staleMs: number): Promise<() => Promise<void>> {
+  const deadline = Date.now() + 5 * staleMs;
+  for (;;) {
+    try {
+      const handle = await open(lockFile, "wx", 0o600);
+      await handle.writeFile(`${process.pid}\n`);
+      await handle.close();
+      return () => rm(lockFile, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    const info = await stat(lockFile).catch(() => undefined);
+    if (info && Date.now() - info.mtimeMs > staleMs) {
+      await rm(lockFile, { force: true });
+      continue;
+    }
+    if (Date.now() > deadline) throw new Error(`${lockFile} is held by another process; remove it if no countbot process is running`);
+    await sleep(10);
+  }
 }
 
 /** `2025-06-01 14:03 UTC`: UTC so sections written from different hosts sort and compare. */

@@ -8,7 +8,7 @@ import path from "node:path";
 import type { Logger } from "pino";
 import { Agent } from "../agent/agent.js";
 import { ContextBuilder } from "../agent/context-builder.js";
-import { createMemoryStore } from "../agent/memory.js";
+import { type MemoryStore, createFileMemoryStore } from "../agent/memory.js";
 import { createMemoryTool } from "../agent/memory-tool.js";
 import { TurnConsumer } from "../agent/turn-consumer.js";
 import type { MessageBus } from "../bus/message-bus.js";
@@ -28,14 +28,14 @@ import { instrumentModel } from "../providers/instrumented-model.js";
 import type { ChatModel } from "../providers/chat-model.js";
 import { createFileStore } from "../store/file-store.js";
 import type { Store } from "../store/store.js";
-import { type AuditLog, auditEntryOf, createAuditLog } from "../tools/audit-log.js";
+import { type AuditLineOptions, type AuditLog, auditEntryOf, createFileAuditLog } from "../tools/audit-log.js";
 import { chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
 import { createMessageTool } from "../tools/message.js";
 import type { ToolRegistry } from "../tools/registry.js";
-import { createToolHistory } from "../tools/tool-history.js";
+import { type ToolHistory, createFileToolHistory } from "../tools/tool-history.js";
 import { createToolSet } from "../tools/tool-set.js";
 import type { Tool } from "../tools/tool.js";
-import { type Infrastructure, createInfrastructure } from "./infrastructure.js";
+import { type Infrastructure, createInfrastructure, fileAuditOptions } from "./infrastructure.js";
 
 export interface AgentRuntime {
   config: ResolvedConfig;
@@ -55,6 +55,12 @@ export interface RuntimeOverrides {
   /** Use this model instead of the configured providers (tests, benchmarks). */
   model?: ChatModel;
   store?: Store;
+  /** Long-term memory; default: `MEMORY.md` files in the workspace. */
+  memory?: MemoryStore;
+  /** The audit log (when `tools.audit.enabled`); default: the rotated file under the data directory. */
+  audit?: (options: AuditLineOptions) => AuditLog;
+  /** Where tool calls are recorded per session; default: JSONL files under the data directory. */
+  toolHistory?: (secrets: readonly string[]) => ToolHistory;
   /** Lets the message tool reach chats other than the current one. */
   bus?: MessageBus;
   /** Subagents and scheduled messages: adds the spawn and cron tools. */
@@ -65,7 +71,7 @@ export interface RuntimeOverrides {
 }
 
 /** The tools the main agent gets, as the config allows them: the built-in set plus its own. */
-export function createTools(config: ResolvedConfig, dependencies: { memory: ReturnType<typeof createMemoryStore>; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics }): ToolRegistry {
+export function createTools(config: ResolvedConfig, dependencies: { memory: MemoryStore; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics }): ToolRegistry {
   const { bus, jobs } = dependencies;
   const extra: Tool[] = [createMemoryTool(dependencies.memory)];
   if (jobs) extra.push(createSpawnTool(jobs.subagents), createCronTool(jobs.scheduler), createWorkflowRunTool({ catalog: jobs.teams, engine: jobs.workflows }));
@@ -90,7 +96,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   await mkdir(config.dataDir, { recursive: true });
   const workspace = await realpath(config.workspace);
   const store = overrides.store ?? createFileStore({ dataDir: config.dataDir, now: overrides.now });
-  const memory = createMemoryStore({ workspace, scope: config.memory.scope });
+  const memory = overrides.memory ?? createFileMemoryStore({ workspace, scope: config.memory.scope, now: overrides.now });
   const tools = createTools(config, { memory, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics });
   if (config.tools.exec.enabled) {
     const sandbox = chooseSandbox(config.tools.exec.sandbox);
@@ -105,17 +111,11 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     else logger.error(sandbox.message);
   }
   const secrets = collectSecrets(config);
+  const auditOptions: AuditLineOptions = { secrets, now: overrides.now, onError: (error) => logger.warn({ err: error }, "audit log write failed") };
   const audit = config.tools.audit.enabled
-    ? createAuditLog({
-        directory: path.join(config.dataDir, "audit"),
-        maxFileBytes: config.tools.audit.maxFileBytes,
-        maxFiles: config.tools.audit.maxFiles,
-        secrets,
-        now: overrides.now,
-        onError: (error) => logger.warn({ err: error }, "audit log write failed"),
-      })
+    ? (overrides.audit?.(auditOptions) ?? createFileAuditLog({ ...fileAuditOptions(config), ...auditOptions }))
     : undefined;
-  const toolHistory = createToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets, now: overrides.now });
+  const toolHistory = overrides.toolHistory?.(secrets) ?? createFileToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets, now: overrides.now });
   const context = new ContextBuilder({
     workspace,
     persona: config.agent.persona,
@@ -197,7 +197,17 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     },
   });
   const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, runTeamAgent, teamToolNames: teamTools.names(), now: overrides.now });
-  const runtime = await createAgentRuntime(config, logger, { ...overrides, model, store: infrastructure.store, bus: infrastructure.bus, jobs });
+  const memory = infrastructure.memory({ workspace, scope: config.memory.scope });
+  const runtime = await createAgentRuntime(config, logger, {
+    ...overrides,
+    model,
+    store: infrastructure.store,
+    memory,
+    toolHistory: (secrets) => infrastructure.toolHistory({ secrets }),
+    audit: (options) => infrastructure.auditLog(options),
+    bus: infrastructure.bus,
+    jobs,
+  });
   auditRef.log = runtime.audit;
   const consumer = new TurnConsumer({
     bus: infrastructure.bus,

@@ -3,7 +3,6 @@
  * shared channel runtime, and the HTTP API with the channels' routes and webhooks, pairing, tasks,
  * agent teams and their runs, and tool history.
  */
-import path from "node:path";
 import type { Logger } from "pino";
 import { channelPlugins } from "../../channels/index.js";
 import { registerPairingRoutes } from "../api/pairing-routes.js";
@@ -19,8 +18,8 @@ import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-ru
 import type { SubagentManager } from "../jobs/subagents/manager.js";
 import type { WorkflowEngine } from "../jobs/workflows/engine.js";
 import type { TeamCatalog } from "../jobs/workflows/team-catalog.js";
-import { createToolHistory } from "../tools/tool-history.js";
 import { type ApiToken, assertTokenFitsBinding } from "./api-token.js";
+import { type ChatEventLog, createMemoryChatEventLog } from "../store/chat-event-log.js";
 import type { Infrastructure } from "./infrastructure.js";
 import { type PrometheusMetrics, registerMetricsRoute } from "./metrics.js";
 import { createQueueBoard } from "./queue-board.js";
@@ -39,7 +38,7 @@ export interface Gateway {
 export interface GatewayOptions {
   config: ResolvedConfig;
   logger: Logger;
-  infrastructure: Pick<Infrastructure, "bus" | "store" | "elect" | "checks" | "bullmq">;
+  infrastructure: Pick<Infrastructure, "bus" | "store" | "elect" | "checks" | "bullmq" | "toolHistory" | "chatEvents">;
   /** Extra readiness checks (the embedded worker's, say). */
   checks?: () => Promise<Readiness["checks"]>;
   /** Cancels subagent tasks wherever they run (the tasks API). */
@@ -60,7 +59,14 @@ export interface GatewayOptions {
 }
 
 /** The channels whose config section says `enabled`, each built by its plugin. Throws ConfigError. */
-export function createChannels(config: ResolvedConfig, logger: Logger, bus: ChannelDependencies["bus"], plugins: readonly ChannelPlugin[], now?: () => number): ChannelInstance[] {
+export function createChannels(
+  config: ResolvedConfig,
+  logger: Logger,
+  bus: ChannelDependencies["bus"],
+  plugins: readonly ChannelPlugin[],
+  now?: () => number,
+  eventLogOf: (channel: string) => ChatEventLog = () => createMemoryChatEventLog(),
+): ChannelInstance[] {
   const instances: ChannelInstance[] = [];
   for (const plugin of plugins) {
     // Loading validated the section against the plugin's schema; a missing section takes the
@@ -73,7 +79,7 @@ export function createChannels(config: ResolvedConfig, logger: Logger, bus: Chan
     }
     const section: ChannelConfig = parsed.data;
     if (!section.enabled) continue;
-    instances.push(plugin.create(section, { logger, dataDir: config.dataDir, bus, now }));
+    instances.push(plugin.create(section, { logger, dataDir: config.dataDir, bus, events: eventLogOf(plugin.name), now }));
   }
   return instances;
 }
@@ -85,10 +91,10 @@ export function createGateway(options: GatewayOptions): Gateway {
     const checks: Readiness["checks"] = { ...(await infrastructure.checks()), ...((await options.checks?.()) ?? {}) };
     return { ready: Object.values(checks).every((check) => check.ok), checks };
   };
-  // Read-only here: workers write it under the shared data directory.
-  const toolHistory = createToolHistory({ directory: path.join(config.dataDir, "tool-history") });
+  // Read-only here: workers write it (in Redis, or under this process's data directory when embedded).
+  const toolHistory = infrastructure.toolHistory();
   const plugins = options.plugins ?? channelPlugins;
-  const instances = createChannels(config, logger, bus, plugins, options.now);
+  const instances = createChannels(config, logger, bus, plugins, options.now, (channel) => infrastructure.chatEvents(channel));
   const { metrics } = options;
   // The BullMQ dashboard, over Redis; behind the token like the rest of the API.
   const board = infrastructure.bullmq && createQueueBoard({ ...infrastructure.bullmq, queues: [SUBAGENT_QUEUE, WORKFLOW_QUEUE] });

@@ -1,7 +1,7 @@
 /**
  * The one place that decides "memory or Redis": everything shared between processes (bus, store,
- * job queues, the scheduler, leader election, counters) comes from here, built once per process.
- * No other module chooses.
+ * long-term memory, tool history, the audit log, the web page's kept replies, job queues, the scheduler, leader election, counters) comes from here, built
+ * once per process. No other module chooses.
  */
 import { randomUUID } from "node:crypto";
 import { mkdir } from "node:fs/promises";
@@ -9,6 +9,8 @@ import { hostname } from "node:os";
 import path from "node:path";
 import type { RedisConnection } from "../redis/client.js";
 import type { Logger } from "pino";
+import { type MemoryScope, type MemoryStore, createFileMemoryStore } from "../agent/memory.js";
+import { createRedisMemoryStore } from "../agent/redis-memory.js";
 import { type ElectLeader, electLeader, soleLeader } from "../bus/leader.js";
 import { createMemoryBus } from "../bus/memory-bus.js";
 import type { MessageBus } from "../bus/message-bus.js";
@@ -26,7 +28,13 @@ import { checkRedis } from "../redis/checks.js";
 import { type BullmqConnection, connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
 import { createFileStore } from "../store/file-store.js";
 import { createRedisStore } from "../store/redis-store.js";
+import { type ChatEventLog, createMemoryChatEventLog } from "../store/chat-event-log.js";
+import { createRedisChatEventLog } from "../store/redis-chat-event-log.js";
 import type { Store } from "../store/store.js";
+import { type AuditLineOptions, type AuditLog, createFileAuditLog } from "../tools/audit-log.js";
+import { createRedisAuditLog } from "../tools/redis-audit-log.js";
+import { createRedisToolHistory } from "../tools/redis-tool-history.js";
+import { type ToolHistory, createFileToolHistory } from "../tools/tool-history.js";
 
 /** Counts shared by every process of the deployment (the heartbeat's daily cap). */
 export interface Counters {
@@ -52,6 +60,13 @@ const ANNOUNCE_EVERY_MS = 10_000;
 /** Builds a job queue; the composition root wires its consumers. */
 export type QueueFactory = <Data>(name: string, events?: JobQueueEvents<Data>) => JobQueue<Data>;
 
+/** What a memory store is built with: the workspace (for `MEMORY.md` files) and the configured scope. */
+export interface MemoryOptions {
+  workspace: string;
+  scope: MemoryScope;
+  maxBytes?: number;
+}
+
 export interface Infrastructure {
   /** `memory`: one process (in-memory bus, file store); `redis`: gateways and workers share Redis. */
   kind: "memory" | "redis";
@@ -59,6 +74,17 @@ export interface Infrastructure {
   bullmq?: { connection: BullmqConnection; prefix: string };
   bus: MessageBus;
   store: Store;
+  /** Long-term memory: `MEMORY.md` files in the workspace, or Redis (shared by every worker). */
+  memory(options: MemoryOptions): MemoryStore;
+  /** Each session's tool calls: JSONL files under the data directory, or a bounded list per session in Redis. */
+  toolHistory(options?: { secrets?: readonly string[] }): ToolHistory;
+  /**
+   * The audit log: a rotated file under the data directory (one process), or one trimmed Redis
+   * stream that every process appends to (see the README, "What state lives where").
+   */
+  auditLog(options: AuditLineOptions): AuditLog;
+  /** A channel's log of the events its chats must not miss (the web page's finals): in this process, or in Redis. */
+  chatEvents(channel: string): ChatEventLog;
   leaseTtlMs: number;
   queue: QueueFactory;
   /** Scheduled messages: BullMQ job schedulers, or a file-backed scheduler in this process. */
@@ -112,6 +138,10 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     kind: "memory",
     bus,
     store,
+    memory: (options) => createFileMemoryStore({ ...options, now }),
+    toolHistory: (options = {}) => createFileToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets: options.secrets, now }),
+    auditLog: (options) => createFileAuditLog({ ...fileAuditOptions(config), now, ...options }),
+    chatEvents: () => createMemoryChatEventLog({ now }),
     leaseTtlMs,
     queue: (name, events) => createInProcessQueue({ name, events, logger, now }),
     scheduler: () => createInProcessScheduler({ file: path.join(config.dataDir, "cron", "jobs.json"), now, logger }),
@@ -171,6 +201,10 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     bullmq: { connection: redis, prefix },
     bus,
     store,
+    memory: (options) => createRedisMemoryStore({ redis, prefix, scope: options.scope, maxBytes: options.maxBytes, now }),
+    toolHistory: (options = {}) => createRedisToolHistory({ redis, prefix, secrets: options.secrets, now }),
+    auditLog: (options) => createRedisAuditLog({ redis, prefix, now, ...options }),
+    chatEvents: (channel) => createRedisChatEventLog({ redis, prefix, channel }),
     leaseTtlMs,
     queue: (name, events) =>
       createBullmqQueue({
@@ -225,4 +259,9 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
       await redis.quit().catch(() => undefined);
     },
   };
+}
+
+/** Where the embedded deployment's audit file is and how it rotates (`tools.audit`). */
+export function fileAuditOptions(config: ResolvedConfig): { directory: string; maxFileBytes: number; maxFiles: number } {
+  return { directory: path.join(config.dataDir, "audit"), maxFileBytes: config.tools.audit.maxFileBytes, maxFiles: config.tools.audit.maxFiles };
 }

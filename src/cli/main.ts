@@ -7,11 +7,13 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { ConfigError, errorMessage } from "../errors.js";
 import { runAgentCommand } from "./agent-command.js";
+import { runAuditCommand } from "./audit-command.js";
 import { runChatCommand } from "./chat-command.js";
 import { runConfigCommand } from "./config-command.js";
 import { runDoctorCommand } from "./doctor-command.js";
 import { runGatewayCommand } from "./gateway-command.js";
 import { type OnboardOptions, runOnboardCommand } from "./onboard-command.js";
+import { runMemoryCommand } from "./memory-command.js";
 import { runPairingCommand } from "./pairing-command.js";
 import { runRunsCommand } from "./runs-command.js";
 import { runStartCommand } from "./start-command.js";
@@ -194,6 +196,31 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .description("stop a run (through the running process's API)")
     .argument("<id>", "the run's id")
     .action((id: string) => run(runRunsCommand(["cancel", id])));
+  const memory = program.command("memory").description("a chat's long-term memory as Markdown: show, export, import");
+  memory
+    .command("show")
+    .description("print a chat's memory and where it is kept")
+    .argument("<session>", "the session key (channel:chat_id)")
+    .action((session: string) => run(runMemoryCommand({ action: "show", session })));
+  memory
+    .command("export")
+    .description("write a chat's memory as Markdown to stdout or a file")
+    .argument("<session>", "the session key (channel:chat_id)")
+    .option("-o, --output <file>", "write it to this file instead of stdout")
+    .action((session: string, options: { output?: string }) => run(runMemoryCommand({ action: "export", session, output: options.output })));
+  memory
+    .command("import")
+    .description("replace a chat's memory with a Markdown file")
+    .argument("<session>", "the session key (channel:chat_id)")
+    .argument("<file>", "the Markdown file (- for stdin)")
+    .action((session: string, file: string) => run(runMemoryCommand({ action: "import", session, input: file })));
+
+  const audit = program.command("audit").description("the audit log of every tool call");
+  audit
+    .command("tail")
+    .description("the newest tool calls, one JSON line each, oldest first")
+    .option("-n, --lines <n>", "how many", positiveWhole, 20)
+    .action((options: { lines: number }) => run(runAuditCommand(options)));
 
   // Every command: unknown options and stray arguments are mistakes, answered with a suggestion.
   for (const command of [program, ...allCommands(program)]) {

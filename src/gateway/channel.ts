@@ -14,6 +14,7 @@ import type { Logger } from "pino";
 import type { z } from "zod";
 import type { ChatType, Media } from "../bus/message.js";
 import type { MessageBus } from "../bus/message-bus.js";
+import type { ChatEventLog } from "../store/chat-event-log.js";
 
 export type { ChatType } from "../bus/message.js";
 
@@ -210,6 +211,12 @@ export interface ChannelDependencies {
   dataDir: string;
   /** Fan-out to every gateway, for channels whose users hold a connection to one gateway (web sockets). */
   bus: Pick<MessageBus, "broadcast" | "onBroadcast">;
+  /**
+   * This channel's log of the events its users must not miss while away (the web page's finals),
+   * per chat: in Redis when scaled out, so it survives a gateway restart and every gateway shares it.
+   * The gateway always passes it; absent (a test building one plugin), the channel keeps them in memory.
+   */
+  events?: ChatEventLog;
   /** Clock and ids, injected for tests. */
   now?: () => number;
   newId?: () => string;

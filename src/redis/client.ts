@@ -13,6 +13,8 @@ export type RedisArgument = string | number;
 export interface RedisBatch {
   set(key: string, value: string, expiryMode: "PX", milliseconds: number): RedisBatch;
   incr(key: string): RedisBatch;
+  rpush(key: string, ...values: string[]): RedisBatch;
+  ltrim(key: string, start: number, stop: number): RedisBatch;
   pexpire(key: string, milliseconds: number): RedisBatch;
   zcard(key: string): RedisBatch;
   xadd(key: string, ...args: RedisArgument[]): RedisBatch;
@@ -28,8 +30,10 @@ export interface RedisClient {
   eval(script: string, keyCount: number, ...keysAndArgs: RedisArgument[]): Promise<unknown>;
 
   get(key: string): Promise<string | null>;
+  set(key: string, value: string): Promise<"OK">;
   set(key: string, value: string, expiryMode: "PX", milliseconds: number, condition: "NX"): Promise<"OK" | null>;
   exists(...keys: string[]): Promise<number>;
+  del(...keys: string[]): Promise<number>;
 
   hget(key: string, field: string): Promise<string | null>;
   hmget(key: string, ...fields: string[]): Promise<Array<string | null>>;
@@ -47,6 +51,8 @@ export interface RedisClient {
   llen(key: string): Promise<number>;
 
   xadd(key: string, ...args: RedisArgument[]): Promise<string | null>;
+  xrange(key: string, start: string, end: string): Promise<Array<[id: string, fields: string[]]>>;
+  xrevrange(key: string, end: string, start: string, countToken: "COUNT", count: number): Promise<Array<[id: string, fields: string[]]>>;
   xgroup(subcommand: "CREATE", key: string, group: string, id: string, mkstream: "MKSTREAM"): Promise<unknown>;
   xautoclaim(key: string, group: string, consumer: string, minIdleMs: number, start: string, countToken: "COUNT", count: number): Promise<unknown[]>;
   xreadgroup(

@@ -1,13 +1,18 @@
 /**
- * The audit log: one JSONL line per tool call at `<directory>/tool-calls.jsonl` (session, chat, tool,
- * arguments, outcome, a result preview, duration, attempts), secrets redacted, rotated by size to
- * `tool-calls.1.jsonl` … `tool-calls.<maxFiles>.jsonl` (1 is the newest).
+ * The audit log: one JSON line per tool call (session, chat, tool, arguments, outcome, a result
+ * preview, duration, attempts), secrets redacted. Two implementations behind one contract, chosen
+ * by the composition root:
+ *
+ * - a file (one process: `countbot start` without Redis, `countbot agent`):
+ *   `<directory>/tool-calls.jsonl`, rotated by size to `tool-calls.1.jsonl` …
+ *   `tool-calls.<maxFiles>.jsonl` (1 is the newest). One process owns a directory: appends are
+ *   serialized in memory and the size is cached, so several processes must not share one.
+ * - a Redis stream (./redis-audit-log.ts), for gateways and workers on any number of machines.
  *
  * Auditing is best effort by design: `record` never rejects, and a failed write goes to `onError`
- * so a full disk cannot break a tool call. One process owns a directory: appends are serialized in
- * memory, not with file locks.
+ * so a full disk cannot break a tool call.
  */
-import { appendFile, mkdir, open, readdir, rename, rm } from "node:fs/promises";
+import { appendFile, mkdir, open, readFile, readdir, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { createRedactor, isSecretField, maskSecret } from "../config/mask.js";
 import { errorMessage } from "../errors.js";
@@ -29,12 +34,8 @@ export interface AuditEntry {
   attempts: number;
 }
 
-export interface AuditLogOptions {
-  directory: string;
-  /** The current file is rotated before a line would take it past this size. */
-  maxFileBytes: number;
-  /** Rotated files kept besides the current one; older ones are deleted. */
-  maxFiles: number;
+/** What every audit log is built with. */
+export interface AuditLineOptions {
   /** Known secret values (collectSecrets(config)), scrubbed wherever they appear. */
   secrets: readonly string[];
   /** Clock in ms since epoch; injected so tests are deterministic. */
@@ -43,9 +44,19 @@ export interface AuditLogOptions {
   onError?: (error: Error) => void;
 }
 
+export interface AuditLogOptions extends AuditLineOptions {
+  directory: string;
+  /** The current file is rotated before a line would take it past this size. */
+  maxFileBytes: number;
+  /** Rotated files kept besides the current one; older ones are deleted. */
+  maxFiles: number;
+}
+
 export interface AuditLog {
   /** Appends one line, timed now (the call's end). Resolves when it is written or has failed; never rejects. */
   record(entry: AuditEntry): Promise<void>;
+  /** The newest `limit` lines as written (JSON text, redacted), oldest first (`countbot audit tail`). */
+  tail(limit: number): Promise<string[]>;
   /** Waits for pending lines; later records go to `onError`. */
   close(): Promise<void>;
 }
@@ -72,28 +83,12 @@ export function auditEntryOf(record: ToolCallRecord, context: Pick<ToolContext, 
   };
 }
 
-export function createAuditLog(options: AuditLogOptions): AuditLog {
+/** Makes the line (JSON, no newline) a call is kept as: timed now, every string redacted, arguments cut. */
+export function auditLineMaker(options: Pick<AuditLineOptions, "secrets" | "now">): (entry: AuditEntry) => string {
   const now = options.now ?? Date.now;
-  const file = path.join(options.directory, `${BASE_NAME}.jsonl`);
-  const rotatedFile = (index: number) => path.join(options.directory, `${BASE_NAME}.${index}.jsonl`);
   const redactor = createToolCallRedactor(options.secrets);
   const scrubLine = createRedactor(options.secrets);
-  const queue = createKeyedQueue();
-  /** Bytes in the current file; unknown until the first write and after any failure. */
-  let size: number | undefined;
-  /** The current file ends mid-line (a crash during an append): start the next line on its own. */
-  let endsMidLine = false;
-  let closed = false;
-
-  const report = (error: unknown) => {
-    try {
-      options.onError?.(new Error(`cannot write the audit log ${file}: ${errorMessage(error)}`, { cause: error }));
-    } catch {
-      // A failing error handler must not break the tool call either.
-    }
-  };
-
-  function serialize(entry: AuditEntry): string {
+  return (entry) => {
     // Redact before cutting, so a secret across the cut cannot half-survive.
     const text = JSON.stringify({
       time: new Date(now()).toISOString(),
@@ -111,8 +106,33 @@ export function createAuditLog(options: AuditLogOptions): AuditLog {
     // Every string was redacted before serializing, so masks never meet JSON escaping. This last
     // pass over the line as written is a safety net, kept only if the line is still JSON.
     const scrubbed = scrubLine(text);
-    return `${scrubbed !== text && isJson(scrubbed) ? scrubbed : text}\n`;
-  }
+    return scrubbed !== text && isJson(scrubbed) ? scrubbed : text;
+  };
+}
+
+/** Calls `report` with `error`; a failing error handler must not break the tool call either. */
+export function reporterOf(onError: AuditLineOptions["onError"], where: string): (error: unknown) => void {
+  return (error) => {
+    try {
+      onError?.(new Error(`cannot write the audit log ${where}: ${errorMessage(error)}`, { cause: error }));
+    } catch {
+      // ignored on purpose
+    }
+  };
+}
+
+export function createFileAuditLog(options: AuditLogOptions): AuditLog {
+  const file = path.join(options.directory, `${BASE_NAME}.jsonl`);
+  const rotatedFile = (index: number) => path.join(options.directory, `${BASE_NAME}.${index}.jsonl`);
+  const lineOf = auditLineMaker(options);
+  const queue = createKeyedQueue();
+  /** Bytes in the current file; unknown until the first write and after any failure. */
+  let size: number | undefined;
+  /** The current file ends mid-line (a crash during an append): start the next line on its own. */
+  let endsMidLine = false;
+  let closed = false;
+
+  const report = reporterOf(options.onError, file);
 
   async function currentSize(): Promise<number> {
     if (size !== undefined) return size;
@@ -169,12 +189,24 @@ export function createAuditLog(options: AuditLogOptions): AuditLog {
       }
       let line: string;
       try {
-        line = serialize(entry);
+        line = `${lineOf(entry)}\n`;
       } catch (error) {
         report(error);
         return;
       }
       await queue.run(BASE_NAME, () => append(line)).catch(report);
+    },
+    async tail(limit) {
+      // Newest file first, until enough lines are in: the current one, then 1, 2, ...
+      const lines: string[] = [];
+      for (let index = 0; index <= options.maxFiles && lines.length < limit; index++) {
+        const text = await readFile(index === 0 ? file : rotatedFile(index), "utf8").catch((error: unknown) => {
+          if ((error as NodeJS.ErrnoException | undefined)?.code === "ENOENT") return "";
+          throw error;
+        });
+        lines.unshift(...text.split("\n").filter((line) => line.trim() !== ""));
+      }
+      return lines.slice(-Math.max(0, limit));
     },
     async close() {
       closed = true;

@@ -2,11 +2,14 @@
  * The tool conversation history (the Python CountBot's `conversation_history`): what each session's
  * tools were asked and answered, queryable per session, newest first.
  *
- * One JSONL file per session at `<directory>/<safeFileName(sessionKey)>.jsonl`, one line per call.
  * Kept small on purpose: results, user messages and string arguments are cut, secrets are redacted
- * as in the audit log, and a session keeps its last `maxEntries` calls (the file is compacted once
- * it holds twice that, so most adds are a plain append). One process owns a directory: operations
- * on one session are serialized in memory, not with file locks.
+ * as in the audit log, and a session keeps its last `maxEntries` calls. Two implementations behind
+ * one contract (the composition root chooses): files here, for one process, and a list per session
+ * in Redis (./redis-tool-history.ts), which every gateway reads whichever worker made the calls.
+ *
+ * Files: one JSONL file per session at `<directory>/<safeFileName(sessionKey)>.jsonl`, one line per
+ * call, compacted once it holds twice `maxEntries` (so most adds are a plain append). One process
+ * owns a directory: operations on one session are serialized in memory, not with file locks.
  */
 import { mkdir, open, readFile, rm } from "node:fs/promises";
 import path from "node:path";
@@ -57,8 +60,8 @@ export interface ToolHistory {
   close(): Promise<void>;
 }
 
-export interface ToolHistoryOptions {
-  directory: string;
+/** How entries are made, whatever keeps them. */
+export interface ToolHistoryEntryOptions {
   /** Clock in ms since epoch; injected so tests are deterministic. */
   now?: () => number;
   /** Results and user messages are cut to this many characters. Default 2,000. */
@@ -69,15 +72,44 @@ export interface ToolHistoryOptions {
   secrets?: readonly string[];
 }
 
+export interface ToolHistoryOptions extends ToolHistoryEntryOptions {
+  directory: string;
+}
+
+export const DEFAULT_TOOL_HISTORY_ENTRIES = 500;
+
 const SUFFIX = ".jsonl";
 /** String arguments are cut harder than results: they are rarely what one looks for here. */
 const ARGUMENT_STRING_CHARS = 1_000;
 
-export function createToolHistory(options: ToolHistoryOptions): ToolHistory {
+/** Makes the entry a call is kept as: timed now, redacted, cut. */
+export function toolHistoryEntryMaker(options: ToolHistoryEntryOptions): (input: ToolHistoryInput) => ToolHistoryEntry {
   const now = options.now ?? Date.now;
   const maxTextChars = options.maxTextChars ?? 2_000;
-  const maxEntries = options.maxEntries ?? 500;
   const redactor = createToolCallRedactor(options.secrets ?? []);
+  return (input) => ({
+    at: now(),
+    tool: input.tool,
+    // Redact before cutting, so a secret across the cut cannot half-survive.
+    arguments: capStrings(redactor.value(input.arguments), ARGUMENT_STRING_CHARS),
+    userMessage: truncateText(redactor.text(input.userMessage), maxTextChars),
+    result: truncateText(redactor.text(input.result), maxTextChars),
+    durationMs: input.durationMs,
+    success: input.success,
+  });
+}
+
+/** Newest first, filtered and limited as `list` promises; `entries` oldest first. */
+export function selectEntries(entries: ToolHistoryEntry[], options: ToolHistoryListOptions): ToolHistoryEntry[] {
+  const matching = options.tool === undefined ? entries : entries.filter((entry) => entry.tool === options.tool);
+  const newestFirst = matching.reverse();
+  return options.limit === undefined ? newestFirst : newestFirst.slice(0, Math.max(0, options.limit));
+}
+
+/** The tool history in JSONL files, one per session. */
+export function createFileToolHistory(options: ToolHistoryOptions): ToolHistory {
+  const maxEntries = options.maxEntries ?? DEFAULT_TOOL_HISTORY_ENTRIES;
+  const entryOf = toolHistoryEntryMaker(options);
   const queue = createKeyedQueue();
   /** Lines in each session's file, counted on first use. */
   const counts = new Map<string, number>();
@@ -108,16 +140,7 @@ export function createToolHistory(options: ToolHistoryOptions): ToolHistory {
   return {
     add(input) {
       return serialized(input.sessionKey, async (name) => {
-        const entry: ToolHistoryEntry = {
-          at: now(),
-          tool: input.tool,
-          // Redact before cutting, so a secret across the cut cannot half-survive.
-          arguments: capStrings(redactor.value(input.arguments), ARGUMENT_STRING_CHARS),
-          userMessage: truncateText(redactor.text(input.userMessage), maxTextChars),
-          result: truncateText(redactor.text(input.result), maxTextChars),
-          durationMs: input.durationMs,
-          success: input.success,
-        };
+        const entry = entryOf(input);
         const count = counts.get(name) ?? (await readEntries(name)).length;
         await mkdir(options.directory, { recursive: true });
         await appendLine(fileOf(name), `${JSON.stringify(entry)}\n`);
@@ -132,10 +155,8 @@ export function createToolHistory(options: ToolHistoryOptions): ToolHistory {
 
     list(sessionKey, listOptions = {}) {
       return serialized(sessionKey, async (name) => {
-        const entries = await readEntries(name);
-        const matching = listOptions.tool === undefined ? entries : entries.filter((entry) => entry.tool === listOptions.tool);
-        const newestFirst = matching.reverse();
-        return listOptions.limit === undefined ? newestFirst : newestFirst.slice(0, Math.max(0, listOptions.limit));
+        // The file may hold up to twice as many until it is compacted; the session keeps maxEntries.
+        return selectEntries((await readEntries(name)).slice(-maxEntries), listOptions);
       });
     },
 
@@ -153,7 +174,8 @@ export function createToolHistory(options: ToolHistoryOptions): ToolHistory {
   };
 }
 
-function parseEntry(line: string): ToolHistoryEntry | undefined {
+/** One stored entry, or undefined for a torn or foreign one. */
+export function parseEntry(line: string): ToolHistoryEntry | undefined {
   if (line.trim() === "") return undefined;
   try {
     const parsed = ToolHistoryEntrySchema.safeParse(JSON.parse(line));

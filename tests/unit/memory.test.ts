@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promis
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createMemoryStore } from "../../src/agent/memory.js";
+import { createFileMemoryStore } from "../../src/agent/memory.js";
 import { ToolError } from "../../src/errors.js";
 import { createMemoryTool } from "../../src/agent/memory-tool.js";
 import { ToolRegistry } from "../../src/tools/registry.js";
@@ -29,75 +29,25 @@ async function filesUnder(directory: string): Promise<string[]> {
     .sort();
 }
 
-describe("memory store", () => {
-  it("keeps one file per chat in chat scope", async () => {
-    const memory = createMemoryStore({ workspace, scope: "chat" });
-    await memory.write("telegram:-100123", "likes tea");
-    await memory.write("discord:42", "likes coffee");
-
-    expect(memory.path("telegram:-100123")).toBe(path.join(workspace, "memory", "chats", "telegram%3A-100123", "MEMORY.md"));
-    expect(await memory.read("telegram:-100123")).toBe("likes tea");
-    expect(await memory.read("discord:42")).toBe("likes coffee");
-    expect(await memory.read("cli:direct")).toBe("");
-  });
-
-  it("shares one file between all sessions in global scope", async () => {
-    const memory = createMemoryStore({ workspace, scope: "global" });
-    await memory.write("telegram:1", "shared fact");
-    expect(memory.path("discord:2")).toBe(path.join(workspace, "memory", "MEMORY.md"));
-    expect(await memory.read("discord:2")).toBe("shared fact");
+describe("file memory store (the contract itself: tests/conformance/memory.suite.ts)", () => {
+  it("keeps chat files under memory/chats and the global one at memory/MEMORY.md", async () => {
+    const chats = createFileMemoryStore({ workspace, scope: "chat" });
+    await chats.write("telegram:-100123", "likes tea");
+    await createFileMemoryStore({ workspace, scope: "global" }).write("discord:2", "shared fact");
+    expect(await readFile(path.join(workspace, "memory", "chats", "telegram%3A-100123", "MEMORY.md"), "utf8")).toBe("likes tea");
+    expect(await readFile(path.join(workspace, "memory", "MEMORY.md"), "utf8")).toBe("shared fact");
   });
 
   it("keeps chat files inside memory/chats whatever the key", async () => {
-    const memory = createMemoryStore({ workspace, scope: "chat" });
+    const memory = createFileMemoryStore({ workspace, scope: "chat" });
     for (const key of ["../../escape", "..", "/etc/passwd", "a\\..\\b"]) await memory.write(key, key);
     const files = await filesUnder(workspace);
     expect(files).toHaveLength(4);
     for (const file of files) expect(file).toMatch(/^memory\/chats\/[^/]+\/MEMORY\.md$/);
   });
 
-  it("appends dated sections", async () => {
-    let clock = NOON;
-    const memory = createMemoryStore({ workspace, scope: "chat", now: () => clock });
-    await memory.append("cli:direct", "User's name is Ada.");
-    clock += 24 * 60 * 60 * 1000;
-    await memory.append("cli:direct", "  Prefers metric units.\n");
-    expect(await memory.read("cli:direct")).toBe(
-      "## 2025-06-01 12:30 UTC\n\nUser's name is Ada.\n\n## 2025-06-02 12:30 UTC\n\nPrefers metric units.\n",
-    );
-  });
-
-  it("serializes concurrent appends so none is lost", async () => {
-    const memory = createMemoryStore({ workspace, scope: "chat", now: () => NOON });
-    await Promise.all(Array.from({ length: 20 }, (_unused, index) => memory.append("cli:direct", `note ${index}`)));
-    const content = await memory.read("cli:direct");
-    for (let index = 0; index < 20; index++) expect(content).toContain(`note ${index}\n`);
-  });
-
-  it("searches case-insensitively with line numbers, the chat file first and then the global file", async () => {
-    const memory = createMemoryStore({ workspace, scope: "chat" });
-    await mkdir(path.join(workspace, "memory"), { recursive: true });
-    await writeFile(path.join(workspace, "memory", "MEMORY.md"), "# Global\nThe office WiFi is 'Coffee'.\n");
-    await memory.write("cli:direct", "# Chat\nfavourite drink: coffee\nnothing here\nCOFFEE beans from Kenya");
-    await memory.write("cli:other", "coffee in another chat");
-
-    expect(await memory.search("cli:direct", "Coffee")).toEqual([
-      { file: "memory/chats/cli%3Adirect/MEMORY.md", line: 2, text: "favourite drink: coffee" },
-      { file: "memory/chats/cli%3Adirect/MEMORY.md", line: 4, text: "COFFEE beans from Kenya" },
-      { file: "memory/MEMORY.md", line: 2, text: "The office WiFi is 'Coffee'." },
-    ]);
-    expect(await memory.search("cli:direct", "tea")).toEqual([]);
-    expect(await memory.search("cli:direct", "   ")).toEqual([]);
-  });
-
-  it("searches only the global file in global scope", async () => {
-    const memory = createMemoryStore({ workspace, scope: "global" });
-    await memory.write("any", "alpha\nbeta");
-    expect(await memory.search("other", "BETA")).toEqual([{ file: "memory/MEMORY.md", line: 2, text: "beta" }]);
-  });
-
-  it("writes atomically, leaving no temporary files behind", async () => {
-    const memory = createMemoryStore({ workspace, scope: "chat", now: () => NOON });
+  it("writes atomically, leaving no temporary or lock files behind", async () => {
+    const memory = createFileMemoryStore({ workspace, scope: "chat", now: () => NOON });
     await memory.write("cli:direct", "one");
     await memory.write("cli:direct", "two");
     await memory.append("cli:direct", "three");
@@ -105,21 +55,21 @@ describe("memory store", () => {
     expect(await filesUnder(workspace)).toEqual(["memory/chats/cli%3Adirect/MEMORY.md", "memory/chats/cli%3Aother/MEMORY.md"]);
   });
 
-  it("refuses a write or an append over the size cap and keeps the old content", async () => {
-    const memory = createMemoryStore({ workspace, scope: "chat", maxBytes: 100, now: () => NOON });
-    await memory.write("cli:direct", "small");
-    await expect(memory.write("cli:direct", "x".repeat(101))).rejects.toThrow(/101 bytes, over its 100 bytes limit/);
-    await expect(memory.append("cli:direct", "y".repeat(90))).rejects.toBeInstanceOf(ToolError);
-    expect(await memory.read("cli:direct")).toBe("small");
-    // Bytes, not characters: 40 three-byte characters are 120 bytes.
-    await expect(memory.write("cli:direct", "€".repeat(40))).rejects.toThrow(/over its 100 bytes limit/);
-    expect(await filesUnder(workspace)).toEqual(["memory/chats/cli%3Adirect/MEMORY.md"]);
+  it("keeps an archived memory as a file beside the current one", async () => {
+    const memory = createFileMemoryStore({ workspace, scope: "chat", now: () => NOON });
+    await memory.write("cli:direct", "old facts");
+    await memory.archive("cli:direct");
+    expect(await readFile(path.join(workspace, "memory", "chats", "cli%3Adirect", `MEMORY-until-2025-06-01-${NOON}.md`), "utf8")).toBe("old facts");
   });
 
-  it("caps at 64 KiB by default", async () => {
-    const memory = createMemoryStore({ workspace, scope: "global" });
-    await memory.write("k", "x".repeat(64 * 1024));
-    await expect(memory.write("k", "x".repeat(64 * 1024 + 1))).rejects.toThrow(/64 KiB limit/);
+  it("takes over a lock file left by a crashed process", async () => {
+    await mkdir(path.join(workspace, "memory"), { recursive: true });
+    const lock = path.join(workspace, "memory", "MEMORY.md.lock");
+    await writeFile(lock, "12345\n");
+    const memory = createFileMemoryStore({ workspace, scope: "global", staleLockMs: 30, now: () => NOON });
+    await memory.append("any", "fact");
+    expect(await memory.read("any")).toContain("fact");
+    expect(await filesUnder(workspace)).toEqual(["memory/MEMORY.md"]);
   });
 });
 
@@ -134,7 +84,7 @@ describe("memory tool", () => {
   });
 
   it("reads, writes, appends and searches the calling session's memory", async () => {
-    const memory = createMemoryStore({ workspace, scope: "chat", now: () => NOON });
+    const memory = createFileMemoryStore({ workspace, scope: "chat", now: () => NOON });
     const tool = createMemoryTool(memory);
 
     expect(await tool.execute({ action: "read" }, context())).toMatch(/^Memory is empty \(memory\/chats\/cli%3Adirect\/MEMORY\.md\)/);
@@ -149,7 +99,7 @@ describe("memory tool", () => {
   });
 
   it("throws a ToolError naming the missing argument", async () => {
-    const tool = createMemoryTool(createMemoryStore({ workspace, scope: "chat" }));
+    const tool = createMemoryTool(createFileMemoryStore({ workspace, scope: "chat" }));
     const cases = [
       [{ action: "write" }, "`content` is required for action \"write\""],
       [{ action: "append" }, "`content` is required for action \"append\""],
@@ -166,7 +116,7 @@ describe("memory tool", () => {
   });
 
   it("gives the model error values it can act on through the registry", async () => {
-    const registry = new ToolRegistry().register(createMemoryTool(createMemoryStore({ workspace, scope: "chat", maxBytes: 10 })));
+    const registry = new ToolRegistry().register(createMemoryTool(createFileMemoryStore({ workspace, scope: "chat", maxBytes: 10 })));
     const call = (argumentsText: string) => registry.execute({ id: "call-1", name: "memory", arguments: argumentsText }, context());
 
     const missing = await call(JSON.stringify({ action: "write", content: null }));
@@ -182,7 +132,7 @@ describe("memory tool", () => {
 });
 
 it("leaves the workspace's memory file readable as plain Markdown", async () => {
-  const memory = createMemoryStore({ workspace, scope: "global", now: () => NOON });
+  const memory = createFileMemoryStore({ workspace, scope: "global", now: () => NOON });
   await memory.append("cli:direct", "- fact");
   expect(await readFile(path.join(workspace, "memory", "MEMORY.md"), "utf8")).toBe("## 2025-06-01 12:30 UTC\n\n- fact\n");
 });

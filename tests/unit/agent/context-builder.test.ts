@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ContextBuilder } from "../../../src/agent/context-builder.js";
-import { createMemoryStore } from "../../../src/agent/memory.js";
+import { createFileMemoryStore } from "../../../src/agent/memory.js";
 
 let workspace: string;
 const persona = { name: "Nova", userName: "Captain", personality: "concise" as const };
@@ -16,7 +16,7 @@ afterEach(async () => {
 });
 
 function builder() {
-  const memory = createMemoryStore({ workspace, scope: "chat" });
+  const memory = createFileMemoryStore({ workspace, scope: "chat" });
   return { memory, context: new ContextBuilder({ workspace, persona, memory, now: () => Date.UTC(2026, 10, 30) }) };
 }
 

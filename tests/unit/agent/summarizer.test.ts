@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type MemoryStore, createMemoryStore } from "../../../src/agent/memory.js";
+import { type MemoryStore, createFileMemoryStore } from "../../../src/agent/memory.js";
 import { compactHistory } from "../../../src/agent/summarizer.js";
 import { BusError, ProviderError } from "../../../src/errors.js";
 import { createFileStore } from "../../../src/store/file-store.js";
@@ -17,7 +17,7 @@ const key = "test:a";
 beforeEach(async () => {
   root = await mkdtemp(path.join(tmpdir(), "countbot-summary-"));
   store = createFileStore({ dataDir: path.join(root, "data") });
-  memory = createMemoryStore({ workspace: path.join(root, "workspace"), scope: "chat" });
+  memory = createFileMemoryStore({ workspace: path.join(root, "workspace"), scope: "chat" });
 });
 afterEach(async () => {
   await store.close();

@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import pino from "pino";
 import { TurnConsumer } from "../../../src/agent/turn-consumer.js";
-import { createMemoryStore } from "../../../src/agent/memory.js";
+import { createFileMemoryStore } from "../../../src/agent/memory.js";
 import type { ChatMessage } from "../../../src/providers/chat-model.js";
 import { type Harness, gate, startHarness } from "../../support/agent-harness.js";
 import { scriptedModel } from "../../support/scripted-model.js";
@@ -181,7 +181,7 @@ describe("Agent context overflow", () => {
       await harness.waitForFinals(index + 1);
     }
     // Fill the chat's memory to just under its cap: the next summary cannot be appended.
-    const chatMemory = createMemoryStore({ workspace: harness.runtime.workspace, scope: "chat" });
+    const chatMemory = createFileMemoryStore({ workspace: harness.runtime.workspace, scope: "chat" });
     await chatMemory.write("test:a", "x".repeat(64 * 1024 - 10));
     await harness.send("a", "message 3");
     await harness.waitForFinals(4);
@@ -191,7 +191,7 @@ describe("Agent context overflow", () => {
     const memoryText = await chatMemory.read("test:a");
     expect(memoryText).toContain("Older memory is in");
     expect(memoryText).toContain("summary of the early chat");
-    const siblings = await readdir(path.dirname(chatMemory.path("test:a")));
+    const siblings = await readdir(path.dirname(path.join(harness.runtime.workspace, chatMemory.location("test:a"))));
     expect(siblings.some((name) => name.startsWith("MEMORY-until-"))).toBe(true);
   });
 });

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type ApiServer, createApiServer } from "../../../src/api/server.js";
 import { registerToolHistoryRoutes } from "../../../src/api/tool-history-routes.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
-import { type ToolHistory, createToolHistory } from "../../../src/tools/tool-history.js";
+import { type ToolHistory, createFileToolHistory } from "../../../src/tools/tool-history.js";
 
 let root: string;
 let history: ToolHistory;
@@ -16,7 +16,7 @@ const token = "history-token-0123456789";
 
 beforeEach(async () => {
   root = await mkdtemp(path.join(tmpdir(), "countbot-history-api-"));
-  history = createToolHistory({ directory: root });
+  history = createFileToolHistory({ directory: root });
   server = createApiServer({
     bus: createMemoryBus(),
     config: { host: "127.0.0.1", port: 0, token },

@@ -38,8 +38,8 @@ interface Client {
   closed: Promise<number>;
 }
 
-async function connect(url: string, chatId: string): Promise<Client> {
-  const socket = new WebSocket(`${url.replace("http", "ws")}/ws?chatId=${chatId}`, { headers: auth });
+async function connect(url: string, chatId: string, after?: string): Promise<Client> {
+  const socket = new WebSocket(`${url.replace("http", "ws")}/ws?chatId=${chatId}${after === undefined ? "" : `&after=${after}`}`, { headers: auth });
   const events: WebEvent[] = [];
   socket.on("message", (data: Buffer) => events.push(JSON.parse(data.toString("utf8")) as WebEvent));
   const closed = new Promise<number>((resolve) => socket.on("close", (code) => resolve(code)));
@@ -54,9 +54,9 @@ async function connect(url: string, chatId: string): Promise<Client> {
   return { events, socket, closed };
 }
 
-async function until(condition: () => boolean, what: string): Promise<void> {
+async function until(condition: () => boolean | Promise<boolean>, what: string): Promise<void> {
   const deadline = Date.now() + 5_000;
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
@@ -132,7 +132,7 @@ describe("commands", () => {
     expect(await response.json()).toEqual({ id: "message-2", command: "stop" });
     expect(cancelled).toEqual(["web:busy-room"]);
     await until(() => client.events.length === 1, "the gateway's answer");
-    expect(client.events).toEqual([{ type: "message", id: expect.stringMatching(/^gateway-/), content: "Stopping.", answers: [] }]);
+    expect(client.events).toEqual([{ type: "message", id: expect.stringMatching(/^gateway-/), content: "Stopping.", answers: [], seq: "5000-0" }]);
     // Nothing was queued behind the turn.
     await bus.ack(claim!);
     expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
@@ -199,11 +199,11 @@ describe("streaming", () => {
       { type: "draft", replyId: "in-1:0", text: "Hel" },
       { type: "notice", id: "in-1:1", content: "read_file(notes.md)" },
       { type: "draft", replyId: "in-1:0", text: "Hello" },
-      { type: "message", id: "in-1:0", content: "reply in-1:0", answers: ["in-1"] },
+      { type: "message", id: "in-1:0", content: "reply in-1:0", answers: ["in-1"], seq: "5000-0" },
     ]);
     expect(other.events).toEqual([
       { type: "draft", replyId: "in-2:0", text: "for b" },
-      { type: "message", id: "in-2:0", content: "reply in-2:0", answers: ["in-2"] },
+      { type: "message", id: "in-2:0", content: "reply in-2:0", answers: ["in-2"], seq: "5000-1" },
     ]);
   });
 
@@ -221,17 +221,17 @@ describe("streaming", () => {
     await bus.publishOutbound(outbound("later", "in-1:1", { kind: "notice" }));
     await publishFinal(bus, "later", "in-1:0", ["in-1"]);
     await publishFinal(bus, "later", "in-2:0", ["in-2"]);
-    await until(() => web.waiting("later") === 2, "the finals to be kept");
+    await until(async () => (await web.waiting("later")) === 2, "the finals to be kept");
 
     const client = await connect(url, "later");
     await publishFinal(bus, "later", "in-3:0", ["in-3"]);
     await until(() => client.events.length === 3, "the kept finals and the new one");
     expect(client.events).toEqual([
-      { type: "message", id: "in-1:0", content: "reply in-1:0", answers: ["in-1"] },
-      { type: "message", id: "in-2:0", content: "reply in-2:0", answers: ["in-2"] },
-      { type: "message", id: "in-3:0", content: "reply in-3:0", answers: ["in-3"] },
+      { type: "message", id: "in-1:0", content: "reply in-1:0", answers: ["in-1"], seq: "5000-0" },
+      { type: "message", id: "in-2:0", content: "reply in-2:0", answers: ["in-2"], seq: "5000-1" },
+      { type: "message", id: "in-3:0", content: "reply in-3:0", answers: ["in-3"], seq: "5000-2" },
     ]);
-    expect(web.waiting("later")).toBe(0);
+    expect(await web.waiting("later")).toBe(0);
 
     // Sent once: a second socket does not get them again.
     const second = await connect(url, "later");
@@ -243,7 +243,7 @@ describe("streaming", () => {
   it("keeps only the newest finals of a chat when too many wait", async () => {
     const { bus, web, url } = await start({ maxPendingPerChat: 2 });
     for (const id of ["in-1:0", "in-2:0", "in-3:0"]) await publishFinal(bus, "busy", id);
-    await until(() => web.waiting("busy") === 2, "the buffer to fill");
+    await until(async () => (await web.waiting("busy")) === 2, "the buffer to fill");
     const client = await connect(url, "busy");
     await until(() => client.events.length === 2, "the kept finals");
     expect(client.events.map((event) => (event.type === "message" ? event.id : event.type))).toEqual(["in-2:0", "in-3:0"]);
@@ -263,7 +263,7 @@ describe("streaming", () => {
     await publishFinal(bus, "away", "in-3:0");
     await publishFinal(bus, "away", "in-3:0");
     await publishFinal(bus, "away", "in-4:0");
-    await until(() => web.waiting("away") === 2, "the kept finals");
+    await until(async () => (await web.waiting("away")) === 2, "the kept finals");
     const late = await connect(url, "away");
     await until(() => late.events.length === 2, "the kept finals");
     expect(late.events.map((event) => (event.type === "message" ? event.id : event.type))).toEqual(["in-3:0", "in-4:0"]);
@@ -291,5 +291,59 @@ describe("streaming", () => {
     // The outbound consumer stopped: the bus keeps what comes next for the next process.
     await publishFinal(bus, "bye", "in-1:0");
     expect(await bus.markDelivered("in-1:0#0")).toBe(true);
+  });
+});
+
+describe("resuming", () => {
+  const ids = (client: Client) => client.events.map((event) => (event.type === "draft" ? event.type : event.id));
+  const seqOf = (client: Client, id: string) => {
+    const event = client.events.find((candidate) => candidate.type !== "draft" && candidate.id === id);
+    return event && event.type !== "draft" ? event.seq : undefined;
+  };
+
+  it("gives a page that reconnects with the last seq it saw exactly what it missed, once, even when another tab had it", async () => {
+    const { bus, url } = await start();
+    const otherTab = await connect(url, "resume");
+    const page = await connect(url, "resume");
+    await publishFinal(bus, "resume", "in-1:0");
+    await publishFinal(bus, "resume", "in-2:0");
+    await until(() => page.events.length === 2 && otherTab.events.length === 2, "both finals on both tabs");
+    const lastSeen = seqOf(page, "in-2:0")!;
+    expect(lastSeen).toMatch(/^\d+-\d+$/);
+    page.socket.close();
+    await page.closed;
+
+    await publishFinal(bus, "resume", "in-3:0");
+    await bus.publishOutbound(outbound("resume", "task-1-completed-100", { kind: "notice", content: "Subagent [x] completed", metadata: { task: { id: "1" } } }));
+    await bus.publishOutbound(outbound("resume", "in-4:1", { kind: "notice", content: "exec(ls)" }));
+    await until(() => otherTab.events.length === 5, "the other tab to get them live");
+
+    const back = await connect(url, "resume", lastSeen);
+    await publishFinal(bus, "resume", "in-5:0");
+    await until(() => back.events.length === 3, "what was missed and the next final");
+    // The task notice is kept like a final; a tool-call notice is only for whoever watched.
+    expect(ids(back)).toEqual(["in-3:0", "task-1-completed-100", "in-5:0"]);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(back.events).toHaveLength(3);
+
+    // A page without a token gets what no socket was sent: nothing, here.
+    const fresh = await connect(url, "resume");
+    await publishFinal(bus, "resume", "in-6:0");
+    await until(() => fresh.events.length === 1, "the next final");
+    expect(ids(fresh)).toEqual(["in-6:0"]);
+  });
+
+  it("refuses a resume token that is not a seq before the upgrade", async () => {
+    const { url } = await start();
+    const status = await new Promise<number>((resolve, reject) => {
+      const socket = new WebSocket(`${url.replace("http", "ws")}/ws?chatId=room&after=yesterday`, { headers: auth });
+      socket.on("unexpected-response", (_request, response) => {
+        resolve(response.statusCode ?? 0);
+        socket.terminate();
+      });
+      socket.on("open", () => reject(new Error("the socket opened")));
+      socket.on("error", reject);
+    });
+    expect(status).toBe(400);
   });
 });

@@ -2,7 +2,7 @@ import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type AuditEntry, auditEntryOf, createAuditLog, createToolCallRedactor } from "../../../src/tools/audit-log.js";
+import { type AuditEntry, auditEntryOf, createFileAuditLog, createToolCallRedactor } from "../../../src/tools/audit-log.js";
 
 const NOON = Date.UTC(2025, 5, 1, 12, 0);
 const CONFIG_SECRET = "config-secret-value-7f3a9c";
@@ -43,7 +43,7 @@ async function readLines(file = "tool-calls.jsonl"): Promise<Record<string, unkn
 
 describe("audit log", () => {
   it("writes one JSON line per call with the session, tool, arguments, outcome and timing", async () => {
-    const log = createAuditLog({ directory, maxFileBytes: 1_000_000, maxFiles: 3, secrets: [], now: () => NOON });
+    const log = createFileAuditLog({ directory, maxFileBytes: 1_000_000, maxFiles: 3, secrets: [], now: () => NOON });
     await log.record(entry());
     await log.record(entry({ tool: "exec", arguments: { command: "false" }, success: false, result: "Error: exit 1.", attempts: 3 }));
     await log.close();
@@ -67,7 +67,7 @@ describe("audit log", () => {
   });
 
   it("keeps secrets in arguments, results and header strings out of the file", async () => {
-    const log = createAuditLog({ directory, maxFileBytes: 1_000_000, maxFiles: 3, secrets: [CONFIG_SECRET] });
+    const log = createFileAuditLog({ directory, maxFileBytes: 1_000_000, maxFiles: 3, secrets: [CONFIG_SECRET] });
     const leaks = [
       CONFIG_SECRET,
       "argument-api-key-0a1b2c3d",
@@ -106,7 +106,7 @@ describe("audit log", () => {
   });
 
   it("redacts a secret that straddles the end of the result preview", async () => {
-    const log = createAuditLog({ directory, maxFileBytes: 1_000_000, maxFiles: 3, secrets: [CONFIG_SECRET] });
+    const log = createFileAuditLog({ directory, maxFileBytes: 1_000_000, maxFiles: 3, secrets: [CONFIG_SECRET] });
     await log.record(entry({ result: `${"x".repeat(490)}${CONFIG_SECRET}${"y".repeat(100)}` }));
     await log.close();
     const text = await readFile(path.join(directory, "tool-calls.jsonl"), "utf8");
@@ -117,7 +117,7 @@ describe("audit log", () => {
   });
 
   it("cuts long string arguments", async () => {
-    const log = createAuditLog({ directory, maxFileBytes: 1_000_000, maxFiles: 3, secrets: [] });
+    const log = createFileAuditLog({ directory, maxFileBytes: 1_000_000, maxFiles: 3, secrets: [] });
     await log.record(entry({ tool: "write_file", arguments: { path: "big.txt", content: "z".repeat(50_000) } }));
     await log.close();
     const [line] = await readLines();
@@ -127,7 +127,7 @@ describe("audit log", () => {
   });
 
   it("rotates by size and keeps only maxFiles rotated files, newest in .1", async () => {
-    const log = createAuditLog({ directory, maxFileBytes: 700, maxFiles: 2, secrets: [] });
+    const log = createFileAuditLog({ directory, maxFileBytes: 700, maxFiles: 2, secrets: [] });
     for (let index = 0; index < 30; index++) await log.record(entry({ arguments: { index } }));
     await log.close();
 
@@ -147,14 +147,14 @@ describe("audit log", () => {
   it("deletes rotated files beyond maxFiles left by an earlier, larger setting", async () => {
     await writeFile(path.join(directory, "tool-calls.jsonl"), `${"{}".padEnd(600, " ")}\n`);
     await writeFile(path.join(directory, "tool-calls.5.jsonl"), "{}\n");
-    const log = createAuditLog({ directory, maxFileBytes: 700, maxFiles: 1, secrets: [] });
+    const log = createFileAuditLog({ directory, maxFileBytes: 700, maxFiles: 1, secrets: [] });
     await log.record(entry());
     await log.close();
     expect((await readdir(directory)).sort()).toEqual(["tool-calls.1.jsonl", "tool-calls.jsonl"]);
   });
 
   it("writes concurrent records as whole lines, none lost, also across rotations", async () => {
-    const log = createAuditLog({ directory, maxFileBytes: 200_000, maxFiles: 50, secrets: [] });
+    const log = createFileAuditLog({ directory, maxFileBytes: 200_000, maxFiles: 50, secrets: [] });
     const payload = "p".repeat(900);
     await Promise.all(Array.from({ length: 200 }, (_, index) => log.record(entry({ arguments: { index, payload } }))));
     await log.close();
@@ -170,7 +170,7 @@ describe("audit log", () => {
 
   it("starts a new line after a line torn by a crash", async () => {
     await writeFile(path.join(directory, "tool-calls.jsonl"), '{"time":"torn');
-    const log = createAuditLog({ directory, maxFileBytes: 1_000_000, maxFiles: 3, secrets: [] });
+    const log = createFileAuditLog({ directory, maxFileBytes: 1_000_000, maxFiles: 3, secrets: [] });
     await log.record(entry());
     await log.close();
     const lines = (await readFile(path.join(directory, "tool-calls.jsonl"), "utf8")).split("\n");
@@ -182,14 +182,14 @@ describe("audit log", () => {
     const blocker = path.join(directory, "not-a-directory");
     await writeFile(blocker, "");
     const errors: Error[] = [];
-    const log = createAuditLog({ directory: blocker, maxFileBytes: 1_000, maxFiles: 1, secrets: [], onError: (error) => errors.push(error) });
+    const log = createFileAuditLog({ directory: blocker, maxFileBytes: 1_000, maxFiles: 1, secrets: [], onError: (error) => errors.push(error) });
 
     await expect(log.record(entry())).resolves.toBeUndefined();
     expect(errors).toHaveLength(1);
     expect(errors[0]?.message).toMatch(/^cannot write the audit log .*tool-calls\.jsonl: /);
     expect(errors[0]?.cause).toBeInstanceOf(Error);
 
-    const throwing = createAuditLog({
+    const throwing = createFileAuditLog({
       directory: blocker,
       maxFileBytes: 1_000,
       maxFiles: 1,
@@ -203,7 +203,7 @@ describe("audit log", () => {
 
   it("reports records after close instead of writing them", async () => {
     const errors: Error[] = [];
-    const log = createAuditLog({ directory, maxFileBytes: 1_000, maxFiles: 1, secrets: [], onError: (error) => errors.push(error) });
+    const log = createFileAuditLog({ directory, maxFileBytes: 1_000, maxFiles: 1, secrets: [], onError: (error) => errors.push(error) });
     await log.close();
     await log.record(entry());
     expect(errors.map((error) => error.message)).toEqual([expect.stringContaining("closed")]);

@@ -1,0 +1,114 @@
+/**
+ * Delivery of the events a web page must not miss (finals, task notices) to its sockets, from the
+ * chat's event log: a socket that opens with `after=<seq>` gets everything the log kept after that
+ * id, one without gets what no socket was sent yet, and then everything that comes.
+ *
+ * The log is the only source: a new event (kept here, or fanned out by another gateway) only wakes
+ * the chat's sockets, and each socket reads the log from the last id it was sent. So a socket gets
+ * every event once and in log order, with no gap, even when two gateways log events at once and
+ * their fan-outs cross (an event logged first may be announced last); the `seq` a page saw last
+ * is always a correct resume token. An event the socket was sent already (by id and part, when a
+ * re-run turn logged it twice) is skipped. A write that succeeded marks the event delivered in the
+ * log, for a page that comes back without a token.
+ */
+import type { Logger } from "pino";
+import type { WebSocket } from "ws";
+import type { ChatEventLog } from "../../src/store/chat-event-log.js";
+
+interface SocketState {
+  /** Where this socket's next read starts; unknown until the first read (no token). */
+  cursor?: string;
+  reading: boolean;
+  /** Woken during a read: read again once it is done. */
+  again: boolean;
+  /** Events sent (type, id and part), so a duplicate in the log is sent once. */
+  sent: Set<string>;
+}
+
+/** Events remembered per socket for the duplicate check; a log keeps far fewer than this. */
+const MAX_REMEMBERED = 1_000;
+
+export class ResumableDelivery {
+  private readonly states = new WeakMap<WebSocket, SocketState>();
+
+  constructor(
+    private readonly events: ChatEventLog,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Starts `socket` on `chatId` from `after` (or from what no socket was sent yet). */
+  attach(chatId: string, socket: WebSocket, after: string | undefined): void {
+    const state: SocketState = { cursor: after, reading: false, again: false, sent: new Set() };
+    this.states.set(socket, state);
+    this.read(chatId, socket, state);
+  }
+
+  /** The chat's log has something new: these sockets read it. */
+  wake(chatId: string, sockets: WebSocket[]): void {
+    for (const socket of sockets) {
+      const state = this.states.get(socket);
+      if (state) this.read(chatId, socket, state);
+    }
+  }
+
+  /** One read at a time per socket; a wake-up during one makes another after it. */
+  private read(chatId: string, socket: WebSocket, state: SocketState): void {
+    if (state.reading) {
+      state.again = true;
+      return;
+    }
+    state.reading = true;
+    void (async () => {
+      do {
+        state.again = false;
+        try {
+          const { events, cursor } = await this.events.since(chatId, state.cursor);
+          for (const logged of events) this.write(chatId, socket, state, logged.id, logged.payload);
+          state.cursor = cursor;
+        } catch (error) {
+          // What was not read stays in the log: the next event, or a reconnect, brings it.
+          this.logger.warn({ err: error, chatId }, "could not read a web chat's kept replies");
+        }
+      } while (state.again && socket.readyState === socket.OPEN);
+      state.reading = false;
+    })();
+  }
+
+  private write(chatId: string, socket: WebSocket, state: SocketState, seq: string, payload: string): void {
+    state.cursor = seq;
+    const event = parseEvent(payload);
+    if (!event) return;
+    const key = `${event.type}:${event.id}#${event.part ?? 0}`;
+    if (state.sent.has(key)) {
+      this.markDelivered(chatId, seq);
+      return;
+    }
+    if (socket.readyState !== socket.OPEN) return;
+    state.sent.add(key);
+    if (state.sent.size > MAX_REMEMBERED) state.sent.delete(state.sent.values().next().value!);
+    // Not awaited: one slow client must not hold up every chat. A failed write leaves the event
+    // undelivered in the log, for the page's next socket.
+    socket.send(JSON.stringify({ ...event, seq }), (error) => {
+      if (!error) this.markDelivered(chatId, seq);
+    });
+  }
+
+  private markDelivered(chatId: string, seq: string): void {
+    this.events.markDelivered(chatId, seq).catch((error: unknown) => this.logger.warn({ err: error, chatId }, "could not mark a web reply delivered"));
+  }
+}
+
+interface KeptEvent {
+  type: "message" | "notice";
+  id: string;
+  part?: number;
+}
+
+function parseEvent(payload: string): KeptEvent | undefined {
+  try {
+    const event = JSON.parse(payload) as KeptEvent;
+    return event && (event.type === "message" || event.type === "notice") && typeof event.id === "string" ? event : undefined;
+  } catch {
+    return undefined; // not ours
+  }
+}

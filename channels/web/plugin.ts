@@ -37,6 +37,7 @@ export function webChannelOf(adapter: WebAdapter, config: Omit<WebConfig, "enabl
     // The id the POST answers with is the inbound message's: replies' `answers` name it.
     inboundIdOf: (event) => event.platformMessageId,
     showNotices: config.showNotices,
+    showTransientNotices: config.showNotices,
     annotateSends: true,
   };
 }

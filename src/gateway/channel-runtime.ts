@@ -47,6 +47,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     logger,
     showNotices: channel.showNotices,
     annotateSends: channel.annotateSends,
+    showTransientNotices: channel.showTransientNotices,
     metrics: options.metrics,
   });
   const admission = createAdmission({

@@ -240,6 +240,8 @@ export interface ChannelInstance {
   inboundIdOf?: (event: PlatformEvent) => string;
   /** Send tool-call notices to the chat. Default false. */
   showNotices?: boolean;
+  /** Also send transient notices (a team agent's streamed text): for pages that show progress live. Default false. */
+  showTransientNotices?: boolean;
   /** Tell the adapter what each send is (SendOptions.outbound). Default false. */
   annotateSends?: boolean;
 }

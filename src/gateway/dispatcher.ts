@@ -51,6 +51,8 @@ export interface DispatcherOptions {
   retryDelayMs?: number;
   /** Send notices (tool-call lines) to the chat too. Default false. */
   showNotices?: boolean;
+  /** Send transient notices (`metadata.transient`: a team agent's streamed text) too. Default false. */
+  showTransientNotices?: boolean;
   /** Counts chunks delivered and platform calls tried again. */
   metrics?: Pick<Metrics, "outbound" | "deliveryRetried">;
   /**
@@ -192,6 +194,7 @@ class OutboundDispatcher implements Dispatcher {
       return this.onDraft({ replyId: message.id, channel: message.channel, chatId: message.chatId, text: message.content, replyTo: message.replyTo, chatType: message.chatType });
     }
     if (message.kind === "notice" && !this.options.showNotices) return;
+    if (message.kind === "notice" && message.metadata.transient === true && !this.options.showTransientNotices) return;
     await this.onMessage(message);
   }
 

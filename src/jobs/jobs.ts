@@ -138,14 +138,24 @@ export function createJobs(options: JobsOptions): Jobs {
       if (text === undefined || !node || separator <= 0) return;
       void bus
         .publishOutbound({
-          id: `workflow-${run.id}-${node.id}-${notice.type}-${node.attempts}-${node.toolCalls.length}`,
+          id: `workflow-${run.id}-${node.id}-${notice.type}-${node.attempts}-${node.toolCalls.length}${notice.text === undefined ? "" : `-${notice.text.length}`}`,
           channel: run.sessionKey.slice(0, separator),
           chatId: run.sessionKey.slice(separator + 1),
           content: text,
           kind: "notice",
           media: [],
           metadata: {
-            workflow: { runId: run.id, team: run.teamName, nodeId: node.id, event: notice.type, status: node.status, ...(notice.toolCall ? { tool: notice.toolCall.name } : {}) },
+            workflow: {
+              runId: run.id,
+              team: run.teamName,
+              nodeId: node.id,
+              event: notice.type,
+              status: node.status,
+              ...(notice.toolCall ? { tool: notice.toolCall.name } : {}),
+              ...(notice.text === undefined ? {} : { text: notice.text }),
+            },
+            // Streamed text is for pages that show it as it comes (the web page), not for every chat that shows notices.
+            ...(notice.type === "node-chunk" ? { transient: true } : {}),
           },
         })
         .catch((error: unknown) => logger.warn({ err: error, runId: run.id }, "workflow notice failed"));

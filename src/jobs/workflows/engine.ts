@@ -120,6 +120,8 @@ export interface WorkflowEngine {
 /** A node run this often (the first run included) whose worker went away is failed, not run again. */
 const MAX_NODE_RUNS = 2;
 const MAX_TOOL_CALLS = 100;
+const CHUNK_INTERVAL_MS = 1_000;
+const MAX_CHUNK_CHARS = 4_000;
 const UNFINISHED_RUN = ["pending", "running"] as const;
 const RUNNING_RUN = ["running"] as const;
 
@@ -132,9 +134,9 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
   const starting = new Map<string, Promise<unknown>>();
   let closing = false;
 
-  function emit(type: WorkflowNoticeType, run: WorkflowRun, node?: NodeState, toolCall?: TaskToolCall): void {
+  function emit(type: WorkflowNoticeType, run: WorkflowRun, node?: NodeState, toolCall?: TaskToolCall, text?: string): void {
     try {
-      options.notify?.({ type, run, node, ...(toolCall ? { toolCall } : {}) });
+      options.notify?.({ type, run, node, ...(toolCall ? { toolCall } : {}), ...(text === undefined ? {} : { text }) });
     } catch (error) {
       logger?.warn({ err: error, runId: run.id }, "a workflow notice listener threw");
     }
@@ -299,7 +301,14 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
     const agent = run.team.agents.find((candidate) => candidate.id === node.agentId);
     let outcome: { output: string; model: string } | { error: string };
     try {
-      outcome = await options.runAgent({ run: started, node: current, agent, system: prompt.system, input: prompt.input, signal: controller.signal, onToolCall });
+      // Streamed text, at most once a second per node: lossy by design, the output is kept whole on the run.
+      let chunkAt = Number.NEGATIVE_INFINITY;
+      const onText = (text: string) => {
+        if (now() - chunkAt < CHUNK_INTERVAL_MS) return;
+        chunkAt = now();
+        emit("node-chunk", started, current, undefined, text.slice(-MAX_CHUNK_CHARS));
+      };
+      outcome = await options.runAgent({ run: started, node: current, agent, system: prompt.system, input: prompt.input, signal: controller.signal, onToolCall, onText });
     } catch (error) {
       if (timedOut) outcome = { error: `timed out after ${run.team.nodeTimeoutSeconds} s (nodeTimeoutSeconds)` };
       else if (job.signal.aborted) {

@@ -9,7 +9,7 @@ import type { TaskToolCall } from "../../store/task-record.js";
 import type { NodeState, WorkflowRun } from "../../store/team-record.js";
 import { describeNode } from "./plan.js";
 
-export type WorkflowNoticeType = "run-started" | "node-started" | "node-tool" | "node-done" | "node-failed" | "node-skipped" | "run-completed" | "run-failed" | "run-cancelled";
+export type WorkflowNoticeType = "run-started" | "node-started" | "node-chunk" | "node-tool" | "node-done" | "node-failed" | "node-skipped" | "run-completed" | "run-failed" | "run-cancelled";
 /** What the engine tells its listeners: a run started or ended, or one of its nodes changed or called a tool. */
 export interface WorkflowNotice {
   type: WorkflowNoticeType;
@@ -17,6 +17,8 @@ export interface WorkflowNotice {
   node?: NodeState;
   /** `node-tool`: the call that just finished. */
   toolCall?: TaskToolCall;
+  /** `node-chunk`: what the agent has written so far (its newest model call), for pages that stream it. */
+  text?: string;
 }
 
 /** The longest result quoted in the end message; the whole result stays on the run. */
@@ -35,6 +37,8 @@ export function noticeText(notice: WorkflowNotice): string | undefined {
   switch (notice.type) {
     case "node-started":
       return `${head}: ${name} started`;
+    case "node-chunk":
+      return `${head}: ${name} is writing`;
     case "node-tool":
       return `${head}: ${name} ran ${notice.toolCall?.name ?? "a tool"}${notice.toolCall?.success === false ? " (failed)" : ""}`;
     case "node-done":

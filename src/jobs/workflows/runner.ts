@@ -23,6 +23,8 @@ export interface TeamAgentRequest {
   /** Fires on cancel, shutdown or the node's timeout. */
   signal: AbortSignal;
   onToolCall(call: TaskToolCall): void | Promise<void>;
+  /** The text the agent has written so far in this model call, as it streams. */
+  onText?(text: string): void;
 }
 
 export interface TeamAgentResult {
@@ -70,7 +72,12 @@ export function createTeamAgentRunner(options: TeamAgentRunnerOptions): RunTeamA
     const model = options.resolveModel(run.team, agent);
     const settings = agentSettings(run.team, agent, options.defaults);
     const observer = options.listener?.(run, node);
+    let written = "";
     const listener: TurnListener = async (event) => {
+      if (event.type === "delta") {
+        written += event.text;
+        request.onText?.(written);
+      } else if (event.type === "tool-start") written = "";
       if (event.type === "tool-result") await request.onToolCall(taskToolCall(event.record));
       await observer?.(event);
     };

@@ -334,6 +334,17 @@ describe("outbound dispatcher", () => {
     expect(platform.calls.map((call) => call.method)).toEqual(["send", "edit", "draft", "draft"]);
   });
 
+  it("sends transient notices (a team agent's streamed text) only to channels that asked for them", async () => {
+    const transient = (chatId: string) => reply(chatId, "Team [X]: analyst is writing", { kind: "notice", metadata: { transient: true } });
+    const plain = await setup({}, { showNotices: true });
+    await plain.bus.publishOutbound(transient("A"));
+    await plain.bus.publishOutbound(reply("A", "Team [X]: analyst done", { kind: "notice" }));
+    await vi.waitFor(() => expect(plain.platform.shown("A")).toEqual(["Team [X]: analyst done"]));
+    const live = await setup({}, { showNotices: true, showTransientNotices: true });
+    await live.bus.publishOutbound(transient("B"));
+    await vi.waitFor(() => expect(live.platform.shown("B")).toEqual(["Team [X]: analyst is writing"]));
+  });
+
   it("gives every chunk an idempotency key stable across a redelivery", async () => {
     const { bus, platform } = await setup({ maxMessageLength: 30 });
     await bus.publishOutbound(reply("A", "first part of A.\n\nsecond part of A.", { id: "in-key:0" }));

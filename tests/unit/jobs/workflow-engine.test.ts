@@ -403,3 +403,18 @@ describe("crash recovery", () => {
     }
   });
 });
+
+describe("streamed text", () => {
+  it("tells listeners what each agent writes as it streams (node-chunk), the whole output staying on the run", async () => {
+    const h = await harness({ respond: (call) => ({ text: `${call.role} says hello` }) });
+    const run = await h.engine.start({ team: analysis, goal: "review the shop", sessionKey: SESSION });
+    await vi.waitFor(async () => expect((await h.engine.get(run.id))?.status).toBe("completed"));
+    const chunks = h.notices.filter((notice) => notice.type === "node-chunk");
+    expect(chunks.map((notice) => [notice.node?.id, notice.text]).sort()).toEqual([
+      ["backend", "Backend analyst says hello"],
+      ["database", "Database expert says hello"],
+      ["frontend", "Frontend analyst says hello"],
+      ["integrator", "Architect says hello"],
+    ]);
+  });
+});

@@ -16,6 +16,7 @@ import { checkRedis } from "../redis/checks.js";
 import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
 import { chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
 import { createChannels } from "./gateway.js";
+import { checkWorkspaceMarkers, workspaceWarning } from "./workspace-markers.js";
 
 export interface DoctorCheck {
   name: string;
@@ -45,7 +46,10 @@ export async function runDoctor(config: ResolvedConfig, logger: Logger, options:
   };
 
   await run(`model ${config.agent.model}`, () => checkModel(config, logger));
-  if (config.redis.url) await run("redis", () => checkRedisServer(config));
+  if (config.redis.url) {
+    await run("redis", () => checkRedisServer(config));
+    await run("workspace shared", () => checkSharedWorkspace(config));
+  }
   await run("data directory", () => checkDirectory(config.dataDir, "dataDir (COUNTBOT_DATA_DIR)"));
   await run("workspace", () => checkDirectory(config.workspace, "workspace (COUNTBOT_WORKSPACE)"));
   await run("exec sandbox", () => checkSandbox(config));
@@ -92,6 +96,20 @@ async function checkRedisServer(config: ResolvedConfig): Promise<string> {
       throw new Error(`Redis ${checked.version} at ${redactedRedisUrl(url)} keeps no AOF (appendonly ${appendonly}): a Redis restart loses queued messages; run it with --appendonly yes`);
     }
     return `Redis ${checked.version}, maxmemory-policy ${checked.evictionPolicy ?? "unknown"}, appendonly ${appendonly ?? "unknown"}`;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function checkSharedWorkspace(config: ResolvedConfig): Promise<string> {
+  const redis = connectRedis(config.redis.url!, { name: "countbot-doctor" });
+  redis.on("error", () => undefined);
+  try {
+    await waitUntilReady(redis, config.redis.connectTimeoutMs);
+    const check = await checkWorkspaceMarkers(redis, config.redis.prefix, config.workspace);
+    const warning = workspaceWarning(check, config.workspace);
+    if (warning) throw new Error(warning);
+    return check.checked === 0 ? "no worker has left a marker yet (each does at start)" : `sees the markers of all ${check.checked} worker(s)`;
   } finally {
     redis.disconnect();
   }

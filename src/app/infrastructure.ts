@@ -25,6 +25,7 @@ import type { Scheduler } from "../jobs/cron/scheduler.js";
 import { createInProcessQueue } from "../jobs/in-process-queue.js";
 import type { JobQueue, JobQueueEvents } from "../jobs/job-queue.js";
 import { checkRedis } from "../redis/checks.js";
+import { type WorkspaceCheck, type WorkspaceMarker, checkWorkspaceMarkers, placeWorkspaceMarker } from "./workspace-markers.js";
 import { type BullmqConnection, connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
 import { createFileStore } from "../store/file-store.js";
 import { createRedisStore } from "../store/redis-store.js";
@@ -72,6 +73,10 @@ export interface Infrastructure {
   kind: "memory" | "redis";
   /** Redis deployments: the connection BullMQ tools (the queue dashboard) are handed. */
   bullmq?: { connection: BullmqConnection; prefix: string };
+  /** Redis deployments: leaves this worker's marker in its workspace, to tell whether workers share one (see workspace-markers.ts). */
+  markWorkspace?(workspace: string): Promise<WorkspaceMarker>;
+  /** Redis deployments: which other workers' markers `workspace` lacks. */
+  checkWorkspace?(workspace: string): Promise<WorkspaceCheck>;
   bus: MessageBus;
   store: Store;
   /** Long-term memory: `MEMORY.md` files in the workspace, or Redis (shared by every worker). */
@@ -199,6 +204,8 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
   return {
     kind: "redis",
     bullmq: { connection: redis, prefix },
+    markWorkspace: (workspace) => placeWorkspaceMarker(redis, prefix, workspace),
+    checkWorkspace: (workspace) => checkWorkspaceMarkers(redis, prefix, workspace),
     bus,
     store,
     memory: (options) => createRedisMemoryStore({ redis, prefix, scope: options.scope, maxBytes: options.maxBytes, now }),

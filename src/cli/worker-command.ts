@@ -1,6 +1,7 @@
 /** `countbot worker`: agent turns from the Redis bus, as many processes as you like. */
 import { createWorker } from "../app/agent.js";
 import { createInfrastructure } from "../app/infrastructure.js";
+import { workspaceWarning } from "../app/workspace-markers.js";
 import { createPrometheusMetrics, registerMetricsRoute } from "../app/metrics.js";
 import { type ApiServer, createApiServer } from "../api/server.js";
 import { reloaderFor, untilSignalled } from "./lifecycle.js";
@@ -35,12 +36,18 @@ export async function runWorkerCommand(): Promise<number> {
     }
   }
   metrics.watch({ queues: () => worker.jobs.queueCounts() });
+  // Workers on several machines must share one workspace: say so at start when they do not.
+  const marker = await infrastructure.markWorkspace?.(worker.workspace);
+  const shared = marker && (await marker.check());
+  const warning = shared && workspaceWarning(shared, worker.workspace);
+  if (warning) logger.warn(warning);
   const running = worker.run();
   const unannounce = infrastructure.announce("worker");
   const reloader = await reloaderFor(logger, infrastructure, config, (next) => worker.reload(next));
   logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns }, "worker started");
   return untilSignalled(logger, async () => {
     await unannounce();
+    await marker?.remove();
     await reloader.close();
     await worker.consumer.stop(config.shutdownGraceMs);
     await running;

@@ -5,6 +5,7 @@
 import { benchAgentLoop } from "./agent-loop.js";
 import { benchBus } from "./bus.js";
 import { benchMemory } from "./memory.js";
+import { benchMemoryStore } from "./memory-store.js";
 import { benchScale } from "./scale.js";
 import { benchTeams } from "./teams.js";
 
@@ -14,6 +15,7 @@ const benches: Record<string, () => Promise<void>> = {
   bus: benchBus,
   scale: benchScale,
   memory: benchMemory,
+  "memory-store": benchMemoryStore,
   teams: benchTeams,
 };
 

@@ -32,7 +32,11 @@ function entry(overrides: Partial<AuditEntry> = {}): AuditEntry {
   };
 }
 
-export function runAuditLogSuite(name: string, makeHarness: () => Promise<AuditLogHarness>): void {
+/**
+ * `manyWriters`: the implementation promises whole lines with several writing processes (the Redis
+ * stream does; the rotated file is one process's by design, so that case is not registered for it).
+ */
+export function runAuditLogSuite(name: string, makeHarness: () => Promise<AuditLogHarness>, options: { manyWriters: boolean }): void {
   describe(`AuditLog conformance: ${name}`, () => {
     const harnesses: AuditLogHarness[] = [];
     const start = async () => {
@@ -98,9 +102,8 @@ export function runAuditLogSuite(name: string, makeHarness: () => Promise<AuditL
       expect(errors.map((error) => error.message).join("\n")).toMatch(/closed/);
     });
 
-    it("keeps every line whole when several processes write at once", async (context) => {
+    if (options.manyWriters) it("keeps every line whole when several processes write at once", async () => {
       const harness = await start();
-      if (!harness.manyWriters) context.skip();
       const writers = await Promise.all(Array.from({ length: 4 }, () => harness.open({ secrets: [] })));
       await Promise.all(Array.from({ length: 200 }, (_, index) => writers[index % 4]!.record(entry({ arguments: { index, padding: "x".repeat(900) } }))));
       await Promise.all(writers.map((writer) => writer.close()));

@@ -25,7 +25,7 @@ runAuditLogSuite("rotated file", async () => {
     manyWriters: false,
     cleanup: () => rm(directory, { recursive: true, force: true }),
   };
-});
+}, { manyWriters: false });
 
 runAuditLogSuite("Redis stream", async () => {
   const prefix = `countbot-test-${randomUUID()}`;
@@ -43,7 +43,7 @@ runAuditLogSuite("Redis stream", async () => {
       await deleteKeys(redis, prefix);
     },
   };
-});
+}, { manyWriters: true });
 
 describe("Redis audit stream", () => {
   it("is one stream under {prefix}:audit, trimmed as it grows", async () => {

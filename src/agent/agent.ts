@@ -3,7 +3,6 @@
  * ReAct loop, history write) and the session commands. Transport-free: the TurnConsumer feeds it
  * from the bus, `countbot agent -m` calls it directly.
  */
-import { rename } from "node:fs/promises";
 import path from "node:path";
 import type { Logger } from "pino";
 import type { Media } from "../bus/message.js";
@@ -185,9 +184,9 @@ export class Agent {
     } catch (error) {
       if (!(error instanceof ToolError)) throw error;
       const file = memory.path(sessionKey);
-      const archived = file.replace(/\.md$/, `-until-${new Date(this.now()).toISOString().slice(0, 10)}-${this.now()}.md`);
-      await rename(file, archived);
-      await memory.write(sessionKey, `Older memory is in ${path.basename(archived)} beside this file.\n`);
+      const archived = path.basename(file).replace(/\.md$/, `-until-${new Date(this.now()).toISOString().slice(0, 10)}-${this.now()}.md`);
+      await memory.archive(sessionKey, archived);
+      await memory.write(sessionKey, `Older memory is in ${archived} beside this file.\n`);
       await memory.append(sessionKey, summary);
     }
   }

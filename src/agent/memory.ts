@@ -5,11 +5,15 @@
  * - global scope: every session shares `<workspace>/memory/MEMORY.md`.
  * - chat scope: each session has `<workspace>/memory/chats/<safe name>/MEMORY.md`; search also
  *   looks in the global file, which the operator can keep for facts every chat should know.
+ *
+ * The files live in the workspace, where exec can replace them with links, so every access goes
+ * through the file tools' own layer (../tools/workspace-files.ts): a MEMORY.md or a chat directory
+ * turned into a symlink out of the workspace is refused, never read into a prompt or written through.
  */
-import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { ToolError } from "../errors.js";
-import { createKeyedQueue, safeFileName, writeFileAtomic } from "../store/file-io.js";
+import { createKeyedQueue, safeFileName } from "../store/file-io.js";
+import { isMissing, readResolvedFile, renameInDirectory, writeResolvedFile, type WorkspaceGuard } from "../tools/workspace-files.js";
 
 export type MemoryScope = "chat" | "global";
 
@@ -40,6 +44,8 @@ export interface MemoryStore {
   read(sessionKey: string): Promise<string>;
   /** Replaces the session's memory. Throws ToolError when over the size cap. */
   write(sessionKey: string, content: string): Promise<void>;
+  /** Moves the session's memory file aside under `newName` (same directory); the next read is empty. */
+  archive(sessionKey: string, newName: string): Promise<void>;
   /** Adds `text` as a new section headed with the current date and time (UTC). */
   append(sessionKey: string, text: string): Promise<void>;
   /**
@@ -59,6 +65,8 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
   const globalFile = path.join(memoryDir, "MEMORY.md");
   // Append is read-modify-write: two in flight for one file would lose one of them.
   const queue = createKeyedQueue();
+  // Memory is always inside the workspace, whatever tools.restrictToWorkspace says.
+  const guard: WorkspaceGuard = { workspace, restrictToWorkspace: true };
 
   const fileOf = (sessionKey: string) =>
     scope === "global" ? globalFile : path.join(memoryDir, "chats", safeFileName(sessionKey), "MEMORY.md");
@@ -67,9 +75,9 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
 
   async function readIfExists(file: string): Promise<string> {
     try {
-      return await readFile(file, "utf8");
+      return (await readResolvedFile(file, display(file), guard)).data.toString("utf8");
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return "";
+      if (isMissing(error)) return "";
       throw error;
     }
   }
@@ -82,8 +90,7 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
         'Condense it: read the memory, then use action "write" with a shorter version that keeps only lasting facts.',
       );
     }
-    await mkdir(path.dirname(file), { recursive: true });
-    await writeFileAtomic(file, content);
+    await writeResolvedFile(file, display(file), content, guard);
   }
 
   return {
@@ -95,6 +102,11 @@ export function createMemoryStore(options: MemoryStoreOptions): MemoryStore {
     write(sessionKey, content) {
       const file = fileOf(sessionKey);
       return queue.run(file, () => save(file, content));
+    },
+
+    archive(sessionKey, newName) {
+      const file = fileOf(sessionKey);
+      return queue.run(file, () => renameInDirectory(file, newName, guard));
     },
 
     append(sessionKey, text) {

@@ -69,7 +69,7 @@ export const ToolsSchema = z
         maxOutputChars: positiveInt.default(10_000).describe("Output beyond this keeps its head and tail."),
         denyPatterns: z.array(z.string()).default([]).describe("Extra regular expressions refused in any command segment, on top of the built-in ones (rm -r, mkfs, dd to devices, fork bombs, shutdown, ...)."),
         allowPatterns: z.array(z.string()).default([]).describe("When set, EVERY segment of a command must fully match one of these regular expressions."),
-        sandbox: z.enum(["auto", "bwrap", "none"]).default("auto").describe("`auto`: isolate with bubblewrap when `bwrap` is installed; `bwrap`: require it; `none`: pattern filter only."),
+        sandbox: z.enum(["auto", "bwrap", "none"]).default("auto").describe("`auto` and `bwrap`: run every command inside bubblewrap (uid 65534, own PID namespace, no network); where no sandbox works, exec refuses every command. `none`: run without a sandbox, behind the pattern filter only (an explicit, unsafe opt-out)."),
       })
       .prefault({}),
     web: z

@@ -22,7 +22,7 @@ import type { WebSocket } from "ws";
 import { z } from "zod";
 import type { Subscription } from "../../src/bus/message-bus.js";
 import { ChannelError } from "../../src/errors.js";
-import type { AdmissionOutcome, ChannelAdapter, ChannelCapabilities, ChannelDependencies, EventSink, SendOptions } from "../../src/gateway/channel.js";
+import { type AdmissionOutcome, type ChannelAdapter, type ChannelCapabilities, type ChannelDependencies, type EventSink, type SendOptions, compositeKey } from "../../src/gateway/channel.js";
 import { parseRequest } from "../../src/gateway/http-request.js";
 
 export const WEB_CHANNEL = "web";
@@ -98,7 +98,7 @@ export class WebAdapter implements ChannelAdapter {
   private readonly sockets = new Map<string, Set<WebSocket>>();
   private readonly alive = new WeakMap<WebSocket, boolean>();
   private readonly pending: PendingFinals;
-  /** `chatId:clientMessageId` → the inbound id it was queued under, to answer a retry with it. */
+  /** compositeKey(chatId, clientMessageId) → the inbound id it was queued under, to answer a retry with it. */
   private readonly accepted = new BoundedMap<string, string>(10_000);
   private sink: EventSink | undefined;
   private fanIn: Subscription | undefined;
@@ -167,8 +167,9 @@ export class WebAdapter implements ChannelAdapter {
     const sink = this.sink;
     if (!sink) return { status: 503, body: { error: "the web channel is not running" } };
     const id = this.newId();
-    // Scoped to the chat, because the bus dedupes per channel and pages may number their own messages.
-    const retryKey = body.clientMessageId === undefined ? undefined : `${chatId}:${body.clientMessageId}`;
+    // Scoped to the chat, because the bus dedupes per channel and pages may number their own
+    // messages; length-prefixed, because chat ids may contain `:` (`a:b` + `1` is not `a` + `b:1`).
+    const retryKey = body.clientMessageId === undefined ? undefined : compositeKey(chatId, body.clientMessageId);
     const outcome: AdmissionOutcome = await sink({
       eventId: retryKey ?? id,
       chatId,

@@ -115,6 +115,19 @@ describe("sending", () => {
     expect(room?.messages[0]?.metadata).toEqual({ clientMessageId: "c-1", platformMessageId: "message-1" });
     expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
   });
+
+  it("keeps dedupe keys of different chats apart even when the ids contain the separator (a:b + 1 vs a + b:1)", async () => {
+    const { bus, url } = await start();
+    const first = await send(url, "a:b", { content: "from chat a:b", clientMessageId: "1" });
+    const second = await send(url, "a", { content: "from chat a", clientMessageId: "b:1" });
+    expect(first.status).toBe(202);
+    expect(second.status).toBe(202);
+    expect(await second.json()).toEqual({ id: "message-2" });
+    const claims = [await bus.claimSession({ timeoutMs: 1_000 }), await bus.claimSession({ timeoutMs: 1_000 })];
+    expect(claims.map((claim) => claim?.sessionKey).sort()).toEqual(["web:a", "web:a:b"]);
+    // Each chat's own retry is still a duplicate.
+    expect((await send(url, "a", { content: "from chat a", clientMessageId: "b:1" })).status).toBe(200);
+  });
 });
 
 describe("commands", () => {

@@ -37,7 +37,10 @@ export const AgentSchema = z
     maxConcurrentTurns: positiveInt.max(10_000).default(256).describe("Turns one worker runs at once (different chats)."),
     debounceMs: z.number().int().min(0).max(60_000).default(0).describe("Wait this long after a message for more before starting a turn."),
     providerRetries: z.number().int().min(0).max(10).default(3).describe("Retries of a model call on 429/5xx/timeouts (never after output began)."),
-    requestTimeoutMs: positiveInt.default(120_000).describe("Timeout of one model request."),
+    requestTimeoutMs: positiveInt
+      .default(120_000)
+      .describe("Longest wait for a model's answer to start, and longest silence inside its stream (chunks without content, keep-alives, do not count as progress)."),
+    requestDeadlineMs: positiveInt.default(600_000).describe("Longest one model request may take in all, however lively its stream; then the turn reports the failure."),
     persona: PersonaSchema.describe("The assistant's identity."),
   })
   .prefault({});

@@ -170,20 +170,15 @@ export class WebAdapter implements ChannelAdapter {
     // Scoped to the chat, because the bus dedupes per channel and pages may number their own
     // messages; length-prefixed, because chat ids may contain `:` (`a:b` + `1` is not `a` + `b:1`).
     const retryKey = body.clientMessageId === undefined ? undefined : compositeKey(chatId, body.clientMessageId);
-    const outcome: AdmissionOutcome = await sink({
-      eventId: retryKey ?? id,
-      chatId,
-      chatType: "private",
-      senderId: body.senderId ?? "web-user",
-      senderIsBot: false,
-      text: body.content,
-      mentionsBot: false,
-      repliesToBot: false,
-      platformMessageId: id,
-      media: [],
-      receivedAt: this.now(),
-      metadata: body.clientMessageId === undefined ? {} : { clientMessageId: body.clientMessageId },
-    });
+    let outcome: AdmissionOutcome;
+    try {
+      outcome = await this.admit(sink, id, chatId, retryKey, body);
+    } catch (error) {
+      // Accepted means stored: a message the bus could not store (Redis away) is an error the
+      // page retries, with the same clientMessageId so a publish that did land is not queued twice.
+      this.logger.warn({ err: error, sessionKey: `${WEB_CHANNEL}:${chatId}`, clientMessageId: body.clientMessageId }, "web message not stored");
+      return { status: 503, body: { error: "the message could not be stored; send it again (with the same clientMessageId)" } };
+    }
     const fields = { sessionKey: `${WEB_CHANNEL}:${chatId}`, clientMessageId: body.clientMessageId };
     switch (outcome) {
       case "published":
@@ -205,6 +200,23 @@ export class WebAdapter implements ChannelAdapter {
       default:
         return { status: 202, body: { id, outcome } };
     }
+  }
+
+  private admit(sink: EventSink, id: string, chatId: string, retryKey: string | undefined, body: SendMessageBody): Promise<AdmissionOutcome> {
+    return sink({
+      eventId: retryKey ?? id,
+      chatId,
+      chatType: "private",
+      senderId: body.senderId ?? "web-user",
+      senderIsBot: false,
+      text: body.content,
+      mentionsBot: false,
+      repliesToBot: false,
+      platformMessageId: id,
+      media: [],
+      receivedAt: this.now(),
+      metadata: body.clientMessageId === undefined ? {} : { clientMessageId: body.clientMessageId },
+    });
   }
 
   /** Whether it takes messages (started, not stopped). */

@@ -164,6 +164,8 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
       },
     },
     async checks() {
+      // While the connection is down a PING would wait in the offline queue: say "not ready" now.
+      if (redis.status !== "ready") return { redis: { ok: false, detail: `Redis connection ${redis.status}` } };
       try {
         return { redis: { ok: (await redis.ping()) === "PONG" } };
       } catch (error) {

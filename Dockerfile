@@ -18,8 +18,8 @@ ENV NODE_ENV=production \
     COUNTBOT_API_PORT=8787
 WORKDIR /app
 # bubblewrap: the exec tool's sandbox. Inside a container it needs user namespaces, which Docker's
-# default seccomp profile refuses; docker-compose.yml says how to allow them. Where it cannot build
-# its sandbox, exec logs a warning at start and runs behind the command filter only.
+# default seccomp profile refuses; docker-compose.yml allows them for the worker. Where it cannot
+# build its sandbox, exec refuses every command (and says so at start and in `countbot doctor`).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends bubblewrap \
  && rm -rf /var/lib/apt/lists/*

@@ -95,7 +95,7 @@ export class BusError extends Error {
   override name = "BusError";
   constructor(
     message: string,
-    readonly code: "lease-lost" | "closed" | "invalid",
+    readonly code: "lease-lost" | "closed" | "invalid" | "unavailable",
     options?: { cause?: unknown },
   ) {
     super(message, options);

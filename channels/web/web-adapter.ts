@@ -24,7 +24,7 @@ import type { WebSocket } from "ws";
 import { z } from "zod";
 import type { Subscription } from "../../src/bus/message-bus.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
-import type { AdmissionOutcome, ChannelAdapter, ChannelCapabilities, ChannelDependencies, EventSink, OutboundPart, SendOptions } from "../../src/gateway/channel.js";
+import { type AdmissionOutcome, type ChannelAdapter, type ChannelCapabilities, type ChannelDependencies, type EventSink, type OutboundPart, type SendOptions, compositeKey } from "../../src/gateway/channel.js";
 import { parseRequest } from "../../src/gateway/http-request.js";
 import { type ChatEventLog, EVENT_ID_PATTERN, createMemoryChatEventLog } from "../../src/store/chat-event-log.js";
 import { ResumableDelivery } from "./resumable-delivery.js";
@@ -112,7 +112,7 @@ export class WebAdapter implements ChannelAdapter {
   private readonly alive = new WeakMap<WebSocket, boolean>();
   private readonly events: ChatEventLog;
   private readonly delivery: ResumableDelivery;
-  /** `chatId:clientMessageId` → the inbound id it was queued under, to answer a retry with it. */
+  /** compositeKey(chatId, clientMessageId) → the inbound id it was queued under, to answer a retry with it. */
   private readonly accepted = new BoundedMap<string, string>(10_000);
   private sink: EventSink | undefined;
   private fanIn: Subscription | undefined;
@@ -187,22 +187,18 @@ export class WebAdapter implements ChannelAdapter {
     const sink = this.sink;
     if (!sink) return { status: 503, body: { error: "the web channel is not running" } };
     const id = this.newId();
-    // Scoped to the chat, because the bus dedupes per channel and pages may number their own messages.
-    const retryKey = body.clientMessageId === undefined ? undefined : `${chatId}:${body.clientMessageId}`;
-    const outcome: AdmissionOutcome = await sink({
-      eventId: retryKey ?? id,
-      chatId,
-      chatType: "private",
-      senderId: body.senderId ?? "web-user",
-      senderIsBot: false,
-      text: body.content,
-      mentionsBot: false,
-      repliesToBot: false,
-      platformMessageId: id,
-      media: [],
-      receivedAt: this.now(),
-      metadata: body.clientMessageId === undefined ? {} : { clientMessageId: body.clientMessageId },
-    });
+    // Scoped to the chat, because the bus dedupes per channel and pages may number their own
+    // messages; length-prefixed, because chat ids may contain `:` (`a:b` + `1` is not `a` + `b:1`).
+    const retryKey = body.clientMessageId === undefined ? undefined : compositeKey(chatId, body.clientMessageId);
+    let outcome: AdmissionOutcome;
+    try {
+      outcome = await this.admit(sink, id, chatId, retryKey, body);
+    } catch (error) {
+      // Accepted means stored: a message the bus could not store (Redis away) is an error the
+      // page retries, with the same clientMessageId so a publish that did land is not queued twice.
+      this.logger.warn({ err: error, sessionKey: `${WEB_CHANNEL}:${chatId}`, clientMessageId: body.clientMessageId }, "web message not stored");
+      return { status: 503, body: { error: "the message could not be stored; send it again (with the same clientMessageId)" } };
+    }
     const fields = { sessionKey: `${WEB_CHANNEL}:${chatId}`, clientMessageId: body.clientMessageId };
     switch (outcome) {
       case "published":
@@ -224,6 +220,23 @@ export class WebAdapter implements ChannelAdapter {
       default:
         return { status: 202, body: { id, outcome } };
     }
+  }
+
+  private admit(sink: EventSink, id: string, chatId: string, retryKey: string | undefined, body: SendMessageBody): Promise<AdmissionOutcome> {
+    return sink({
+      eventId: retryKey ?? id,
+      chatId,
+      chatType: "private",
+      senderId: body.senderId ?? "web-user",
+      senderIsBot: false,
+      text: body.content,
+      mentionsBot: false,
+      repliesToBot: false,
+      platformMessageId: id,
+      media: [],
+      receivedAt: this.now(),
+      metadata: body.clientMessageId === undefined ? {} : { clientMessageId: body.clientMessageId },
+    });
   }
 
   /** Whether it takes messages (started, not stopped). */

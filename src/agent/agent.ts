@@ -14,7 +14,7 @@ import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../tools/tool-history.js";
 import type { ContextBuilder } from "./context-builder.js";
 import type { MemoryStore } from "./memory.js";
-import { isShutdown } from "./cancellation.js";
+import { leavesNoTrace } from "./cancellation.js";
 import { compactHistory } from "./summarizer.js";
 import { type TurnListener, type TurnResult, runReactLoop } from "./react-loop.js";
 
@@ -127,8 +127,8 @@ export class Agent {
       sleep: this.dependencies.sleep,
     });
 
-    // Cut short by a shutdown: leave no trace, another worker runs the turn again.
-    if (isShutdown(input.signal)) return result;
+    // Cut short by a shutdown or a lost lease: leave no trace, the turn runs again elsewhere.
+    if (leavesNoTrace(input.signal)) return result;
     await input.assertOwnership?.();
     const at = this.now();
     const entries: HistoryEntry[] = [

@@ -7,6 +7,7 @@ import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Media } from "../bus/message.js";
 import type { PersonaConfig } from "../config/schema.js";
+import { ToolError } from "../errors.js";
 import type { ChatMessage, ImageContentPart, TextContentPart, UserContent } from "../providers/chat-model.js";
 import type { HistoryEntry } from "../store/store.js";
 import type { MemoryStore } from "./memory.js";
@@ -41,7 +42,14 @@ export class ContextBuilder {
 
   async buildSystemPrompt(context: { sessionKey: string; channel: string }): Promise<string> {
     const { workspace, persona, memory } = this.options;
-    const memoryText = truncate(await memory.read(context.sessionKey), MAX_MEMORY_CHARS);
+    // A memory file the wall refuses (a link out of the workspace) must not fail every turn of the chat.
+    const memoryText = truncate(
+      await memory.read(context.sessionKey).catch((error: unknown) => {
+        if (error instanceof ToolError) return `[the memory file cannot be read: ${error.message}]`;
+        throw error;
+      }),
+      MAX_MEMORY_CHARS,
+    );
     const memoryPath = memory.location(context.sessionKey);
     const skills = await this.skillSections();
     const sections = [

@@ -14,11 +14,12 @@
  * In chat scope, search also looks in the global memory, which the operator can keep for facts
  * every chat should know.
  */
-import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
+import { mkdir, open, realpath, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { ToolError } from "../errors.js";
 import { sleep } from "../sleep.js";
-import { createKeyedQueue, safeFileName, writeFileAtomic } from "../store/file-io.js";
+import { createKeyedQueue, safeFileName } from "../store/file-io.js";
+import { type WorkspaceGuard, isMissing, readResolvedFile, renameInDirectory, writeResolvedFile } from "../tools/workspace-files.js";
 
 export type MemoryScope = "chat" | "global";
 
@@ -141,13 +142,25 @@ export function createFileMemoryStore(options: FileMemoryStoreOptions): MemorySt
   const relativeOf = (sessionKey: string) => memoryPathOf(scope, sessionKey);
   const fileOf = (sessionKey: string) => path.join(workspace, ...relativeOf(sessionKey).split("/"));
   const globalFile = path.join(workspace, "memory", "MEMORY.md");
+  // The files live in the workspace, where exec can swap them for links: every read and write goes
+  // through the file tools' own wall (../tools/workspace-files.ts), whatever tools.restrictToWorkspace says.
+  const guard: WorkspaceGuard = { workspace, restrictToWorkspace: true };
+  const shown = (file: string) => path.relative(workspace, file).split(path.sep).join("/");
 
   async function readIfExists(file: string): Promise<string> {
     try {
-      return await readFile(file, "utf8");
+      return (await readResolvedFile(file, shown(file), guard)).data.toString("utf8");
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return "";
+      if (isMissing(error)) return "";
       throw error;
+    }
+  }
+
+  /** The lock file is made with a plain open: first make sure the directory is the workspace's own. */
+  async function insideWorkspace(directory: string): Promise<void> {
+    const [real, root] = await Promise.all([realpath(directory), realpath(workspace)]);
+    if (real !== root && !real.startsWith(`${root}${path.sep}`)) {
+      throw new ToolError(`the memory directory ${shown(directory)} is a link to outside the workspace`, "Remove the link; memory stays inside the workspace.");
     }
   }
 
@@ -160,6 +173,7 @@ export function createFileMemoryStore(options: FileMemoryStoreOptions): MemorySt
     }
     return queue.run(file, async () => {
       await mkdir(path.dirname(file), { recursive: true });
+      await insideWorkspace(path.dirname(file));
       const release = await acquireLock(`${file}.lock`, staleLockMs);
       try {
         return await operation(file);
@@ -171,7 +185,7 @@ export function createFileMemoryStore(options: FileMemoryStoreOptions): MemorySt
 
   async function save(sessionKey: string, file: string, content: string): Promise<void> {
     checkMemorySize(relativeOf(sessionKey), Buffer.byteLength(content, "utf8"), maxBytes);
-    await writeFileAtomic(file, content);
+    await writeResolvedFile(file, shown(file), content, guard);
   }
 
   const store: MemoryStore = {
@@ -190,10 +204,10 @@ export function createFileMemoryStore(options: FileMemoryStoreOptions): MemorySt
     archive: (sessionKey) =>
       locked(sessionKey, async (file) => {
         const name = archiveNameOf(now());
-        await rename(file, path.join(path.dirname(file), name)).catch((error: unknown) => {
-          if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+        await renameInDirectory(file, name, guard).catch((error: unknown) => {
+          if (!isMissing(error) && (error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
         });
-        await writeFileAtomic(file, `Older memory is in ${name} beside this one.\n`);
+        await writeResolvedFile(file, shown(file), `Older memory is in ${name} beside this one.\n`, guard);
         return relativeOf(sessionKey).replace(/MEMORY\.md$/, name);
       }),
   };

@@ -12,7 +12,8 @@
  * How to ...
  * ```
  */
-import { readFile, readdir, stat } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open, readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
@@ -72,7 +73,7 @@ export async function loadSkills(workspace: string): Promise<LoadedSkills> {
     const file = path.join(directoryPath, SKILL_FILE);
     let text: string;
     try {
-      text = await readFile(file, "utf8");
+      text = await readRegularFile(file);
     } catch (error) {
       const missing = (error as NodeJS.ErrnoException).code === "ENOENT";
       errors.push({ path: file, message: missing ? `no ${SKILL_FILE} in skills/${directory}` : String(error) });
@@ -110,6 +111,21 @@ function parseSkill(text: string, directory: string, file: string): Skill | Skil
   }
   const { name, description, always } = result.data;
   return { name: name ?? directory, description, always, body: text.slice(match[0].length).trim(), path: file };
+}
+
+/**
+ * The file's text, refusing anything but a regular file without blocking: a FIFO planted as a
+ * SKILL.md (exec can make one) would otherwise hold a thread of the pool on open, every turn.
+ * Links are followed on purpose: operators link skills in from elsewhere.
+ */
+async function readRegularFile(file: string): Promise<string> {
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  try {
+    if (!(await handle.stat()).isFile()) throw new Error(`${file} is not a regular file`);
+    return await handle.readFile("utf8");
+  } finally {
+    await handle.close();
+  }
 }
 
 async function isDirectory(candidate: string): Promise<boolean> {

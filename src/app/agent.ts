@@ -29,7 +29,7 @@ import type { ChatModel } from "../providers/chat-model.js";
 import { createFileStore } from "../store/file-store.js";
 import type { Store } from "../store/store.js";
 import { type AuditLineOptions, type AuditLog, auditEntryOf, createFileAuditLog } from "../tools/audit-log.js";
-import { chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
+import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
 import { createMessageTool } from "../tools/message.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import { type ToolHistory, createFileToolHistory } from "../tools/tool-history.js";
@@ -103,11 +103,10 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     if (sandbox.kind === "bwrap") {
       // Installed is not working: a container without user namespaces has bwrap but no sandbox.
       const probe = await probeBwrap(sandbox.bwrapPath, workspace);
-      if (probe.ok) logger.info({ bwrap: sandbox.bwrapPath }, "exec runs inside bubblewrap");
-      else if (config.tools.exec.sandbox === "bwrap") logger.error({ reason: probe.message }, "bubblewrap cannot build its sandbox here and tools.exec.sandbox is \"bwrap\": exec will refuse every command");
-      else logger.warn({ reason: probe.message }, "bubblewrap is installed but cannot build its sandbox here (in Docker: allow user namespaces, see docker-compose.yml): exec runs WITHOUT a sandbox, behind the command filter only");
+      if (probe.ok) logger.info({ bwrap: sandbox.bwrapPath }, "exec runs inside bubblewrap (uid 65534, own PID namespace, no network)");
+      else logger.error({ reason: probe.message }, brokenSandboxMessage(probe.message));
     }
-    else if (sandbox.kind === "none") logger.warn("exec runs WITHOUT a sandbox: only the command pattern filter stands between the model and this machine (install bubblewrap)");
+    else if (sandbox.kind === "none") logger.warn('EXEC WITHOUT A SANDBOX: tools.exec.sandbox is "none", so only the command pattern filter stands between the model and this machine (install bubblewrap and remove the setting)');
     else logger.error(sandbox.message);
   }
   const secrets = collectSecrets(config);

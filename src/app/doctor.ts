@@ -14,7 +14,7 @@ import type { ChannelPlugin } from "../gateway/channel.js";
 import { resolveChatModel } from "../providers/factory.js";
 import { checkRedis } from "../redis/checks.js";
 import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
-import { chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
+import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
 import { createChannels } from "./gateway.js";
 import { checkWorkspaceMarkers, workspaceWarning } from "./workspace-markers.js";
 
@@ -133,17 +133,13 @@ async function checkDirectory(directory: string, field: string): Promise<string 
 async function checkSandbox(config: ResolvedConfig): Promise<string | { warning: string }> {
   if (!config.tools.exec.enabled) return "exec is off";
   const choice = chooseSandbox(config.tools.exec.sandbox);
-  if (choice.kind === "unavailable") throw new Error(choice.message);
-  if (choice.kind === "none") {
-    if (config.tools.exec.sandbox === "none") return { warning: 'tools.exec.sandbox is "none": exec runs behind the command filter only' };
-    return { warning: "bubblewrap is not installed: exec runs behind the command filter only (apt-get install bubblewrap)" };
-  }
+  // No sandbox means exec refuses every command: a failure, unless the operator opted out of it.
+  if (choice.kind === "unavailable") throw new Error(`${choice.message} (apt-get install bubblewrap)`);
+  if (choice.kind === "none") return { warning: 'tools.exec.sandbox is "none": exec runs WITHOUT a sandbox, behind the command filter only' };
   await mkdir(config.workspace, { recursive: true });
   const probe = await probeBwrap(choice.bwrapPath, await realpath(config.workspace));
-  if (probe.ok) return `bubblewrap at ${choice.bwrapPath} builds its sandbox`;
-  const message = `bubblewrap is installed but cannot build its sandbox here (${probe.message}); in Docker allow user namespaces (docker-compose.yml)`;
-  if (config.tools.exec.sandbox === "bwrap") throw new Error(message);
-  return { warning: `${message}: exec runs behind the command filter only` };
+  if (probe.ok) return `bubblewrap at ${choice.bwrapPath} builds its sandbox (uid 65534, own PID namespace, no network)`;
+  throw new Error(brokenSandboxMessage(probe.message));
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

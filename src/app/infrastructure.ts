@@ -254,6 +254,8 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
       return records.filter((record) => now - record.seenAt <= PROCESS_TTL_MS).sort((a, b) => b.startedAt - a.startedAt);
     },
     async checks() {
+      // While the connection is down a PING would wait in the offline queue: say "not ready" now.
+      if (redis.status !== "ready") return { redis: { ok: false, detail: `Redis connection ${redis.status}` } };
       try {
         return { redis: { ok: (await redis.ping()) === "PONG" } };
       } catch (error) {

@@ -1,9 +1,22 @@
 /**
  * The Redis MessageBus: mailbox per session + ready set + fenced lease, as DESIGN.md describes.
- * Every state change that must be atomic is a Lua script in ./lua. Times are passed in from the
- * client clock (hosts need NTP; the lease TTL is far larger than any sane skew), which also lets
- * the conformance suite drive time by hand.
+ * Every state change that must be atomic is a Lua script in ./lua.
+ *
+ * Redis dying mid-flight: ioredis queues commands while the connection is down and resends those
+ * whose reply died with it, so every command here is safe to arrive twice or late:
+ * - time: the scripts take Redis's own clock (TIME) unless a clock was injected (the conformance
+ *   suite drives time by hand), so a lease is never judged with the time a command was queued;
+ * - publish: the dedupe marker holds the message id, so a replayed publish finds itself (accepted,
+ *   queued once), with or without a platform event id;
+ * - claim: each call carries a claim id, so a replayed claim hands back the same lease;
+ * - ack, dead letter: a `done:<token>` marker, so a replayed ack succeeds;
+ * - fenced publish: a `published:<token>:<id>` marker, so a replay adds no second entry;
+ * - delivery mark: holds a token of its own call, so a replayed mark is still ours to send;
+ * - outbound reads: after a reconnect the consumer reads its own pending entries first;
+ * - inbound publish fails fast (BusError "unavailable") while Redis is away, so a message is
+ *   accepted only once Redis has it.
  */
+import { randomUUID } from "node:crypto";
 import type { RedisClient } from "../redis/client.js";
 import { BusError } from "../errors.js";
 import { runScript, loadScript } from "../redis/scripts.js";
@@ -26,16 +39,19 @@ import type {
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
   enqueue: loadScript(scriptsDirectory, "enqueue-5.lua"),
-  claim: loadScript(scriptsDirectory, "claim-5.lua"),
-  ack: loadScript(scriptsDirectory, "ack-6.lua"),
-  deadLetter: loadScript(scriptsDirectory, "dead-letter-7.lua"),
+  claim: loadScript(scriptsDirectory, "claim-6.lua"),
+  ack: loadScript(scriptsDirectory, "ack-7.lua"),
+  deadLetter: loadScript(scriptsDirectory, "dead-letter-8.lua"),
   renew: loadScript(scriptsDirectory, "renew-2.lua"),
   holds: loadScript(scriptsDirectory, "holds-2.lua"),
   release: loadScript(scriptsDirectory, "release-5.lua"),
-  publishFenced: loadScript(scriptsDirectory, "publish-fenced-3.lua"),
+  publishFenced: loadScript(scriptsDirectory, "publish-fenced-4.lua"),
+  markDelivered: loadScript(scriptsDirectory, "mark-delivered-1.lua"),
 };
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** How long a publish of a message without a platform event id is remembered, to recognise its replay. */
+const REPLAY_WINDOW_MS = 60 * 60 * 1000;
 
 export interface RedisBusOptions extends BusOptions {
   /** Commands. The bus duplicates it for its blocking reads and its cancel subscription. */
@@ -51,6 +67,8 @@ export interface RedisBusOptions extends BusOptions {
   redeliveryDelayMs?: number;
   /** Close `redis` too when the bus closes. */
   ownsConnection?: boolean;
+  /** An inbound publish that Redis has not confirmed within this long fails (BusError "unavailable"). Default 5 s. */
+  publishTimeoutMs?: number;
   onError?: (error: unknown) => void;
 }
 
@@ -62,6 +80,8 @@ class RedisBus implements MessageBus {
   private readonly redis: RedisClient;
   private readonly keys: BusKeys;
   private readonly now: () => number;
+  /** What the scripts get as "now": the injected clock, or "" for Redis's own. */
+  private readonly clock: () => string;
   private readonly leaseTtlMs: number;
   private readonly debounceMs: number;
   private readonly dedupeTtlMs: number;
@@ -72,11 +92,19 @@ class RedisBus implements MessageBus {
   private readonly listeners = new Map<string, Set<(message: string) => void>>();
   private readonly subscriptions = new Set<Subscription>();
   private closed = false;
+  /** Whether the connection has been ready once: before that (start-up), commands may wait for it. */
+  private connected = false;
 
   constructor(private readonly options: RedisBusOptions) {
     this.redis = options.redis;
+    this.connected = options.redis.status === "ready";
+    options.redis.on("ready", () => {
+      this.connected = true;
+    });
     this.keys = busKeys(options.prefix);
     this.now = options.now ?? Date.now;
+    const injected = options.now;
+    this.clock = injected ? () => String(injected()) : () => "";
     this.leaseTtlMs = options.leaseTtlMs ?? 30_000;
     this.debounceMs = options.debounceMs ?? 0;
     this.dedupeTtlMs = options.dedupeTtlMs ?? DAY_MS;
@@ -86,13 +114,20 @@ class RedisBus implements MessageBus {
 
   async publishInbound(message: InboundMessage): Promise<PublishResult> {
     this.assertOpen();
+    // Accepting a message means Redis has it: while Redis is away (the connection was up and is
+    // not now), say so at once instead of queueing the publish offline and answering much later.
+    if (this.connected && this.redis.status !== undefined && this.redis.status !== "ready") throw unavailable(this.redis.status);
     const sessionKey = sessionKeyOf(message);
     const eventId = message.platformEventId;
-    const queued = await runScript(
-      this.redis,
-      scripts.enqueue,
-      [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.lease, this.keys.wake, this.keys.seen(message.channel, eventId ?? "-")],
-      [JSON.stringify(message), sessionKey, this.now(), this.debounceMs, this.dedupeTtlMs, eventId === undefined ? "0" : "1"],
+    const marker = eventId === undefined ? this.keys.queued(message.id) : this.keys.seen(message.channel, eventId);
+    const queued = await withTimeout(
+      runScript(
+        this.redis,
+        scripts.enqueue,
+        [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.lease, this.keys.wake, marker],
+        [JSON.stringify(message), sessionKey, this.clock(), this.debounceMs, eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs, message.id],
+      ),
+      this.options.publishTimeoutMs ?? 5_000,
     );
     return { accepted: queued === 1 };
   }
@@ -102,11 +137,13 @@ class RedisBus implements MessageBus {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (this.closed || options.signal?.aborted) return null;
+      // A claim id per call: the call replayed after a lost reply hands back the same claim.
+      const claimId = randomUUID();
       const reply = (await runScript(
         this.redis,
         scripts.claim,
-        [this.keys.ready, this.keys.lease, this.keys.own, this.keys.fence, this.keys.attempts],
-        [this.now(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch],
+        [this.keys.ready, this.keys.lease, this.keys.own, this.keys.fence, this.keys.attempts, this.keys.claimed(claimId)],
+        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch],
       )) as [string, number | string, number?, string[]?];
       if (reply[0] !== "") {
         const [sessionKey, token, attempt, messages] = reply;
@@ -121,12 +158,12 @@ class RedisBus implements MessageBus {
   }
 
   async renew(claim: Claim): Promise<boolean> {
-    const held = await runScript(this.redis, scripts.renew, [this.keys.own, this.keys.lease], [claim.sessionKey, claim.token, this.now(), this.leaseTtlMs]);
+    const held = await runScript(this.redis, scripts.renew, [this.keys.own, this.keys.lease], [claim.sessionKey, claim.token, this.clock(), this.leaseTtlMs]);
     return held === 1;
   }
 
   async holds(claim: Claim): Promise<boolean> {
-    const held = await runScript(this.redis, scripts.holds, [this.keys.own, this.keys.lease], [claim.sessionKey, claim.token, this.now()]);
+    const held = await runScript(this.redis, scripts.holds, [this.keys.own, this.keys.lease], [claim.sessionKey, claim.token, this.clock()]);
     return held === 1;
   }
 
@@ -135,8 +172,8 @@ class RedisBus implements MessageBus {
       runScript(
         this.redis,
         scripts.ack,
-        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts],
-        [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.now(), claim.messages[0]?.id ?? ""],
+        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)],
+        [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()],
       ),
     );
   }
@@ -146,7 +183,7 @@ class RedisBus implements MessageBus {
       this.redis,
       scripts.release,
       [this.keys.own, this.keys.lease, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake],
-      [claim.sessionKey, claim.token, this.now()],
+      [claim.sessionKey, claim.token, this.clock()],
     );
   }
 
@@ -155,8 +192,8 @@ class RedisBus implements MessageBus {
       runScript(
         this.redis,
         scripts.deadLetter,
-        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.dead],
-        [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.now(), claim.messages[0]?.id ?? "", reason, 1_000],
+        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.dead, this.keys.done(claim.token)],
+        [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", reason, 1_000, randomUUID()],
       ),
     );
   }
@@ -189,7 +226,12 @@ class RedisBus implements MessageBus {
       return;
     }
     await this.fenced(claim, () =>
-      runScript(this.redis, scripts.publishFenced, [this.keys.own, this.keys.lease, stream], [claim.sessionKey, claim.token, this.now(), event, this.streamMaxLength]),
+      runScript(
+        this.redis,
+        scripts.publishFenced,
+        [this.keys.own, this.keys.lease, stream, this.keys.published(claim.token, message.id)],
+        [claim.sessionKey, claim.token, this.clock(), event, this.streamMaxLength],
+      ),
     );
   }
 
@@ -227,7 +269,8 @@ class RedisBus implements MessageBus {
   }
 
   async markDelivered(outboundId: string): Promise<boolean> {
-    return (await this.redis.set(this.keys.sent(outboundId), "1", "PX", 7 * DAY_MS, "NX")) === "OK";
+    // A token of this call: replayed after a lost reply, the mark finds itself and stays ours.
+    return (await runScript(this.redis, scripts.markDelivered, [this.keys.sent(outboundId)], [randomUUID(), 7 * DAY_MS])) === 1;
   }
 
   async requestCancel(sessionKey: string): Promise<void> {
@@ -309,4 +352,17 @@ class RedisBus implements MessageBus {
   private assertOpen(): void {
     if (this.closed) throw new BusError("the bus is closed", "closed");
   }
+}
+
+function unavailable(status: string): BusError {
+  return new BusError(`Redis is not reachable (connection ${status}); nothing was stored`, "unavailable");
+}
+
+/** The publish, or BusError "unavailable" when Redis does not confirm it in time (it may still land: retry with the same id). */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new BusError(`Redis did not confirm the message within ${ms} ms`, "unavailable")), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

@@ -14,6 +14,14 @@ export interface BusKeys {
   attempts: string;
   dead: string;
   seen(channel: string, eventId: string): string;
+  /** Dedupe marker of a message published without a platform event id (replays of one publish). */
+  queued(messageId: string): string;
+  /** What one claim call made, so the call replayed hands back the same claim. */
+  claimed(claimId: string): string;
+  /** Set once a lease (by its token) is acked, so the ack replayed succeeds. */
+  done(token: number): string;
+  /** The stream entry a fenced publish added, so the publish replayed adds no second one. */
+  published(token: number, outboundId: string): string;
   outbound(channel: string): string;
   draft(replyId: string): string;
   sent(outboundId: string): string;
@@ -36,6 +44,10 @@ export function busKeys(prefix: string): BusKeys {
     attempts: `${tag}:attempts`,
     dead: `${tag}:dead`,
     seen: (channel, eventId) => `${tag}:seen:${channel}:${eventId}`,
+    queued: (messageId) => `${tag}:queued:${messageId}`,
+    claimed: (claimId) => `${tag}:claimed:${claimId}`,
+    done: (token) => `${tag}:done:${token}`,
+    published: (token, outboundId) => `${tag}:published:${token}:${outboundId}`,
     outbound: (channel) => `${tag}:out:${channel}`,
     draft: (replyId) => `${tag}:draft:${replyId}`,
     sent: (outboundId) => `${tag}:sent:${outboundId}`,

@@ -4,6 +4,11 @@
  * and stays pending until it is delivered; entries left pending by a dead consumer are claimed
  * (XAUTOCLAIM) once they have been idle long enough. Drafts carry only the reply id: the newest
  * text is read from its key at delivery time, and drafts of a delivered reply are skipped.
+ *
+ * A read whose answer dies with the connection leaves its entries pending to this very consumer
+ * (Redis delivered them; we never saw them), and ioredis's replay of the read asks only for new
+ * ones. So after every reconnect, and after any failed round, the consumer first reads its own
+ * pending entries (XREADGROUP from id 0) instead of leaving them to the reclaim a minute later.
  */
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
@@ -92,7 +97,12 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
   };
 
   const enqueue = (entry: Entry) => {
-    if (!entry || inFlight.has(entry[0])) return;
+    if (!entry || inFlight.has(entry[0]) || acks.some((ack) => ack.id === entry[0])) return;
+    // An entry trimmed from the stream while pending comes back without fields: nothing to deliver.
+    if (!entry[1]) {
+      acks.push({ id: entry[0] });
+      return;
+    }
     const raw = entry[1][entry[1].indexOf("event") + 1];
     const event = raw ? (JSON.parse(raw) as StreamEvent) : undefined;
     const chat = event?.type === "message" ? event.message.chatId : event?.type === "draft" ? event.draft.chatId : "";
@@ -110,11 +120,25 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
     });
   };
 
+  // Set on every (re)connect of the reading connection and after a failed round.
+  let readOwnPending = true;
+  options.blocking.on("ready", () => {
+    readOwnPending = true;
+  });
+
   const run = async () => {
     while (!closed) {
       try {
         // Bounded memory: at most MAX_IN_FLIGHT entries between read and acknowledgement.
         while (inFlight.size >= MAX_IN_FLIGHT && !closed) await new Promise<void>((resolve) => (laneFinished = resolve));
+        if (readOwnPending) {
+          readOwnPending = false;
+          const own = (await options.blocking.xreadgroup("GROUP", DELIVERY_GROUP, consumer, "COUNT", 1000, "BLOCK", 1, "STREAMS", stream, "0")) as Array<[string, Entry[]]> | null;
+          for (const [, entries] of own ?? []) {
+            for (const entry of entries) enqueue(entry);
+            if (entries.length >= 1000) readOwnPending = true;
+          }
+        }
         const reclaimed = (await redis.xautoclaim(stream, DELIVERY_GROUP, consumer, options.reclaimIdleMs, "0-0", "COUNT", 100)) as [string, Entry[]];
         for (const entry of reclaimed[1]) enqueue(entry);
         const result = (await options.blocking.xreadgroup("GROUP", DELIVERY_GROUP, consumer, "COUNT", 100, "BLOCK", 1000, "STREAMS", stream, ">")) as
@@ -126,6 +150,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
         await flushAcks();
       } catch (error) {
         if (closed) break;
+        readOwnPending = true;
         options.onError?.(error);
         await sleep(500);
       }

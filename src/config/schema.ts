@@ -38,7 +38,10 @@ export const AgentSchema = z
     maxConcurrentTurns: positiveInt.max(10_000).default(256).describe("Turns one worker runs at once (different chats)."),
     debounceMs: z.number().int().min(0).max(60_000).default(0).describe("Wait this long after a message for more before starting a turn."),
     providerRetries: z.number().int().min(0).max(10).default(3).describe("Retries of a model call on 429/5xx/timeouts (never after output began)."),
-    requestTimeoutMs: positiveInt.default(120_000).describe("Timeout of one model request."),
+    requestTimeoutMs: positiveInt
+      .default(120_000)
+      .describe("Longest wait for a model's answer to start, and longest silence inside its stream (chunks without content, keep-alives, do not count as progress)."),
+    requestDeadlineMs: positiveInt.default(600_000).describe("Longest one model request may take in all, however lively its stream; then the turn reports the failure."),
     persona: PersonaSchema.describe("The assistant's identity."),
   })
   .prefault({});
@@ -70,7 +73,7 @@ export const ToolsSchema = z
         maxOutputChars: positiveInt.default(10_000).describe("Output beyond this keeps its head and tail."),
         denyPatterns: z.array(z.string()).default([]).describe("Extra regular expressions refused in any command segment, on top of the built-in ones (rm -r, mkfs, dd to devices, fork bombs, shutdown, ...)."),
         allowPatterns: z.array(z.string()).default([]).describe("When set, EVERY segment of a command must fully match one of these regular expressions."),
-        sandbox: z.enum(["auto", "bwrap", "none"]).default("auto").describe("`auto`: isolate with bubblewrap when `bwrap` is installed; `bwrap`: require it; `none`: pattern filter only."),
+        sandbox: z.enum(["auto", "bwrap", "none"]).default("auto").describe("`auto` and `bwrap`: run every command inside bubblewrap (uid 65534, own PID namespace, no network); where no sandbox works, exec refuses every command. `none`: run without a sandbox, behind the pattern filter only (an explicit, unsafe opt-out)."),
       })
       .prefault({}),
     web: z

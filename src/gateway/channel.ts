@@ -277,3 +277,12 @@ export interface ChannelConfig {
 export function defineChannel<Config extends ChannelConfig>(plugin: ChannelPlugin<Config>): ChannelPlugin<Config> {
   return plugin;
 }
+
+/**
+ * One key from several parts that may contain any character (chat ids, client-chosen ids): each
+ * part is prefixed with its length, so `a:b` + `1` and `a` + `b:1` can never give the same key,
+ * as a plain `${chatId}:${id}` would. Use it wherever a dedupe key joins user-supplied strings.
+ */
+export function compositeKey(...parts: string[]): string {
+  return parts.map((part) => `${part.length}:${part}`).join("");
+}

@@ -12,7 +12,7 @@ import type {
   Tool,
 } from "@anthropic-ai/sdk/resources/messages";
 import { ProviderError } from "../errors.js";
-import { startIdleTimer } from "./idle-timer.js";
+import { DEFAULT_DEADLINE_MS, startIdleTimer } from "./idle-timer.js";
 import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
 import type { ChatMessage, ChatRequest, FinishReason, LlmProvider, StreamPart, ToolDefinition, Usage } from "./chat-model.js";
 
@@ -24,8 +24,10 @@ export interface AnthropicProviderOptions {
   baseURL?: string;
   /** Extra HTTP headers sent with every request. */
   headers?: Record<string, string>;
-  /** Longest wait for the response to start and longest silence inside a stream. Default 120 000. */
+  /** Longest wait for the response to start and longest silence (no content) inside a stream. Default 120 000. */
   timeoutMs?: number;
+  /** Longest one request may take in all, however lively its stream. Default 600 000. */
+  deadlineMs?: number;
   /** Output limit when a request sets none: the Messages API requires one. Default 4096. */
   defaultMaxTokens?: number;
   fetch?: typeof fetch;
@@ -34,6 +36,13 @@ export interface AnthropicProviderOptions {
 }
 
 const anthropicErrors: SdkErrorClasses = Anthropic;
+
+/** Whether an event that produced no part still moved the answer on (an empty delta does not; the SDK drops `ping`s itself). */
+function carriesProgress(event: RawMessageStreamEvent): boolean {
+  if (event.type !== "content_block_delta") return true;
+  const delta = event.delta as { text?: string; partial_json?: string; thinking?: string; signature?: string };
+  return Boolean(delta.text || delta.partial_json || delta.thinking || delta.signature);
+}
 
 export function createAnthropicProvider(options: AnthropicProviderOptions): LlmProvider {
   const name = options.name ?? "anthropic";
@@ -51,7 +60,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
 
   async function* stream(request: ChatRequest): AsyncGenerator<StreamPart> {
     const model = `${name}/${request.model}`;
-    const timer = startIdleTimer(timeoutMs, request.signal);
+    const timer = startIdleTimer(timeoutMs, request.signal, options.deadlineMs ?? DEFAULT_DEADLINE_MS);
     const context: ErrorContext = { model, phase: "request", signal: request.signal, timer, now };
     try {
       const { system, messages } = toAnthropicMessages(request.messages);
@@ -75,6 +84,8 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
       try {
         for await (const event of events) {
           const parts = reader.read(event);
+          // Only content is progress: empty deltas leave the silence running.
+          if (parts.length === 0 && !carriesProgress(event)) continue;
           // The consumer's own pace must not count as server silence.
           timer.stop();
           for (const part of parts) yield part;

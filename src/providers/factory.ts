@@ -71,7 +71,7 @@ export function createProviderRegistry(config: Config, options: ProviderRegistry
     }
     const apiKey = configured?.apiKey || undefined;
     if (!apiKey && !known?.keyless && !isLoopback(baseURL)) throw missingApiKey(name, forModel, known);
-    const common = { name, apiKey, baseURL, headers: configured?.headers, timeoutMs: config.agent.requestTimeoutMs, fetch: options.fetch, now: options.now };
+    const common = { name, apiKey, baseURL, headers: configured?.headers, timeoutMs: config.agent.requestTimeoutMs, deadlineMs: config.agent.requestDeadlineMs, fetch: options.fetch, now: options.now };
     if (type === "anthropic") return createAnthropicProvider(common);
     // api.openai.com's reasoning models refuse `max_tokens`; compatible servers often refuse its replacement.
     const maxTokensField = new URL(baseURL).hostname === "api.openai.com" ? "max_completion_tokens" : "max_tokens";

@@ -13,7 +13,7 @@ import type {
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
 import { ProviderError } from "../errors.js";
-import { startIdleTimer } from "./idle-timer.js";
+import { DEFAULT_DEADLINE_MS, startIdleTimer } from "./idle-timer.js";
 import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
 import type {
   ChatMessage,
@@ -39,8 +39,10 @@ export interface OpenAICompatibleProviderOptions {
   baseURL: string;
   /** Extra HTTP headers sent with every request. */
   headers?: Record<string, string>;
-  /** Longest wait for the response to start and longest silence inside a stream. Default 120 000. */
+  /** Longest wait for the response to start and longest silence (no content) inside a stream. Default 120 000. */
   timeoutMs?: number;
+  /** Longest one request may take in all, however lively its stream. Default 600 000. */
+  deadlineMs?: number;
   /**
    * Which body field carries `maxTokens`. Default `max_tokens`: OpenAI deprecated it for
    * `max_completion_tokens`, but most compatible servers (older vLLM, Ollama, several hosted
@@ -62,6 +64,7 @@ type UsageWithDeepSeekCache = CompletionUsage & { prompt_cache_hit_tokens?: numb
 
 export function createOpenAICompatibleProvider(options: OpenAICompatibleProviderOptions): LlmProvider {
   const timeoutMs = options.timeoutMs ?? 120_000;
+  const deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
   const now = options.now ?? Date.now;
   const maxTokensField = options.maxTokensField ?? "max_tokens";
   const client = new OpenAI({
@@ -79,7 +82,7 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
 
   async function* stream(request: ChatRequest): AsyncGenerator<StreamPart> {
     const model = `${options.name}/${request.model}`;
-    const timer = startIdleTimer(timeoutMs, request.signal);
+    const timer = startIdleTimer(timeoutMs, request.signal, deadlineMs);
     const context: ErrorContext = { model, phase: "request", signal: request.signal, timer, now };
     try {
       const body: ChatCompletionCreateParamsStreaming = {
@@ -102,6 +105,8 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
       try {
         for await (const chunk of chunks) {
           const parts = reader.read(chunk);
+          // Only content is progress: a server dripping empty keep-alive chunks stays silent.
+          if (parts.length === 0 && !carriesProgress(chunk)) continue;
           // The consumer's own pace must not count as server silence.
           timer.stop();
           for (const part of parts) yield part;
@@ -119,6 +124,15 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
   }
 
   return { name: options.name, stream };
+}
+
+/** Whether a chunk brought anything but air: tool-call pieces, a finish or usage (text and reasoning show up as parts). */
+function carriesProgress(chunk: ChatCompletionChunk): boolean {
+  if (chunk.usage) return true;
+  const choice = chunk.choices?.[0];
+  if (!choice) return false;
+  if (choice.finish_reason) return true;
+  return (choice.delta?.tool_calls ?? []).some((call) => Boolean(call.id || call.function?.name || call.function?.arguments));
 }
 
 interface PendingToolCall {

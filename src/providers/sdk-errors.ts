@@ -47,7 +47,7 @@ export function toProviderError(error: unknown, classes: SdkErrorClasses, contex
 
   // The SDKs turn every abort into their own error or into a silent end; the signals say which abort it was.
   if (context.signal?.aborted) return make("aborted", "request aborted");
-  if (context.timer.expired) return make("timeout", "no response from the server in time");
+  if (context.timer.expired) return make("timeout", context.timer.expiredBecause ?? "no response from the server in time");
   if (error instanceof classes.APIConnectionTimeoutError) return make("timeout", "connection timed out");
   if (error instanceof classes.APIUserAbortError) return make("aborted", "request aborted");
   if (error instanceof classes.APIConnectionError) return make("network", `cannot reach the server: ${describeCause(error)}`);

@@ -78,6 +78,10 @@ export interface RedisClient {
   info(section: string): Promise<string>;
   config(subcommand: "GET", parameter: string): Promise<unknown>;
 
+  /** `ready` once connected and usable; anything else while connecting or reconnecting (ioredis's status). */
+  readonly status?: string;
+  on(event: "ready", listener: () => void): unknown;
+
   /** Another connection to the same server (for blocking reads and subscriptions). */
   duplicate(): RedisClient;
   /** Closes after the replies of the commands already sent. */

@@ -25,6 +25,7 @@
  * Entries are stored as canonical JSON (object keys sorted), so `compact` recognizes a kept entry
  * whatever the key order of the object the caller passes.
  */
+import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { busKeys } from "../bus/redis-keys.js";
 import { BusError, ConfigError } from "../errors.js";
@@ -64,14 +65,16 @@ export interface RedisStoreKeys {
   /** ZSET session key → updatedAt. */
   sessions: string;
   session(key: string): SessionKeys;
+  /** Marker of one write (by its id), so the write replayed is not done twice. */
+  write(id: string): string;
 }
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
   load: loadScript(scriptsDirectory, "load-session-2.lua"),
-  append: loadScript(scriptsDirectory, "append-history-5.lua"),
-  compact: loadScript(scriptsDirectory, "compact-history-5.lua"),
-  reset: loadScript(scriptsDirectory, "reset-session-5.lua"),
+  append: loadScript(scriptsDirectory, "append-history-6.lua"),
+  compact: loadScript(scriptsDirectory, "compact-history-6.lua"),
+  reset: loadScript(scriptsDirectory, "reset-session-6.lua"),
 };
 
 /** Sessions whose meta `list` asks for in one batch of pipelined commands. */
@@ -89,6 +92,7 @@ export function redisStoreKeys(prefix: string): RedisStoreKeys {
   const tag = hashTag(prefix);
   return {
     sessions: `${tag}:sessions`,
+    write: (id) => `${tag}:write:${id}`,
     session(key) {
       const base = `${tag}:session:${key}`;
       return { meta: `${base}:meta`, history: `${base}:history`, archive: (generation) => `${base}:archive:${generation}` };
@@ -196,10 +200,18 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     }
   }
 
+  /**
+   * The keys of one write. Its own `write:<id>` marker makes the write happen once even when
+   * ioredis resends it after the connection died before the reply came.
+   */
   function writeKeys(key: string): string[] {
     const session = keys.session(key);
-    return [session.meta, session.history, keys.sessions, lease.own, lease.lease];
+    return [session.meta, session.history, keys.sessions, lease.own, lease.lease, keys.write(randomUUID())];
   }
+
+  // The scripts judge the lease by Redis's clock unless a clock was injected (tests): a write that
+  // reaches Redis late must not be judged with the time it was sent.
+  const scriptNow = (): number | string => (options.now ? now() : "");
 
   const sessions: SessionStore = {
     load(key) {
@@ -219,7 +231,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         // still learns that its lease is gone.
         if (entries.length === 0 && fence === undefined) return;
         await fencedWrite(key, fence, (token) =>
-          runScript(redis, scripts.append, writeKeys(key), [key, now(), token, ...entries.map(canonicalJson)]),
+          runScript(redis, scripts.append, writeKeys(key), [key, scriptNow(), token, ...entries.map(canonicalJson)]),
         );
       });
     },
@@ -227,13 +239,13 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     compact(key, input, fence) {
       return serialized(key, async () => {
         const keep = validEntries(input);
-        await fencedWrite(key, fence, (token) => runScript(redis, scripts.compact, writeKeys(key), [key, now(), token, ...keep.map(canonicalJson)]));
+        await fencedWrite(key, fence, (token) => runScript(redis, scripts.compact, writeKeys(key), [key, scriptNow(), token, ...keep.map(canonicalJson)]));
       });
     },
 
     reset(key, fence) {
       return serialized(key, async () => {
-        await fencedWrite(key, fence, (token) => runScript(redis, scripts.reset, writeKeys(key), [key, now(), token]));
+        await fencedWrite(key, fence, (token) => runScript(redis, scripts.reset, writeKeys(key), [key, scriptNow(), token]));
       });
     },
 

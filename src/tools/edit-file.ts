@@ -2,12 +2,11 @@
  * The `edit_file` tool: replaces one exact piece of text in a workspace file. The text must occur
  * exactly once, so the model never edits a place it did not mean; the write is atomic.
  */
-import { readFile, stat } from "node:fs/promises";
 import { z } from "zod";
 import { ToolError } from "../errors.js";
-import { writeFileAtomic } from "./atomic-write.js";
 import { defineTool, type Tool } from "./tool.js";
-import { resolveWorkspacePath, workspaceRelative } from "./workspace-path.js";
+import { readWorkspaceFile, writeResolvedFile } from "./workspace-files.js";
+import { workspaceRelative } from "./workspace-path.js";
 
 const parameters = z.object({
   path: z.string().min(1).describe("File path, relative to the workspace."),
@@ -29,14 +28,9 @@ export function createEditFileTool(options: EditFileToolOptions): Tool<typeof pa
     description: "Replace an exact piece of text in a workspace file with new text. old_text must match exactly once; read the file first to copy it.",
     parameters,
     async execute(args, context) {
-      const file = await resolveWorkspacePath(args.path, context);
-      const info = await stat(file).catch(() => undefined);
-      if (!info) throw new ToolError(`file "${args.path}" does not exist`, "Check the name with list_dir, or create it with write_file.");
-      if (info.isDirectory()) throw new ToolError(`"${args.path}" is a directory`, "Give the path of a file.");
-      if (info.size > options.maxBytes) {
-        throw new ToolError(`"${args.path}" has ${info.size} bytes, more than the ${options.maxBytes}-byte edit limit`, "Edit a smaller file, or use exec with a tool made for large files.");
-      }
-      const original = await readFile(file, "utf8");
+      // The same read as read_file's: regular files only, no links followed, hard links refused.
+      const { file, data } = await readWorkspaceFile(args.path, context, { refuseAboveBytes: options.maxBytes });
+      const original = data.toString("utf8");
       const offsets = occurrences(original, args.old_text);
       if (offsets.length === 0) {
         throw new ToolError(`old_text was not found in "${args.path}"`, "Read the file first and copy the text exactly, including whitespace and line breaks.");
@@ -55,7 +49,7 @@ export function createEditFileTool(options: EditFileToolOptions): Tool<typeof pa
       if (size > options.maxBytes) {
         throw new ToolError(`the edited file would be ${size} bytes, more than the ${options.maxBytes}-byte limit`, "Make a smaller edit.");
       }
-      await writeFileAtomic(file, updated, context);
+      await writeResolvedFile(file, args.path, updated, context);
       return `Edited ${workspaceRelative(file, context.workspace)} at line ${lineOf(original, offset)} (${size} bytes now).`;
     },
   });

@@ -13,7 +13,7 @@
 import path from "node:path";
 import { ConfigError } from "../errors.js";
 import { analyzeCommand, type CommandAnalysis, type Segment } from "./exec-analysis.js";
-import { SHELLS } from "./exec-wrappers.js";
+import { SHELLS, isLongOption } from "./exec-wrappers.js";
 
 export interface DenyRule {
   /** Short name shown in refusals, e.g. "recursive rm". */
@@ -52,10 +52,10 @@ function optionArguments(segment: Segment): { value: string; dynamic: boolean }[
   return segment.argv.slice(1, end === -1 ? undefined : end).map((value, index) => ({ value, dynamic: segment.dynamic[index + 1] ?? false }));
 }
 
-/** An option given short (in any cluster: `-rf`, `-fR`) or long. */
+/** An option given short (in any cluster: `-rf`, `-fR`) or long, whole or abbreviated (`--rec`). */
 function hasOption(segment: Segment, letters: string[], long: string): boolean {
   return optionArguments(segment).some(
-    ({ value }) => value === long || value.startsWith(`${long}=`) || (/^-[^-]/.test(value) && letters.some((letter) => value.slice(1).includes(letter))),
+    ({ value }) => isLongOption(value, long) || (/^-[^-]/.test(value) && letters.some((letter) => value.slice(1).includes(letter))),
   );
 }
 
@@ -68,7 +68,7 @@ function writtenOperands(segment: Segment): string[] {
   const name = commandName(segment);
   const operands = segment.argv.slice(1).filter((value) => !value.startsWith("-")).map((value) => path.posix.normalize(value));
   if (name === "tee" || name === "truncate" || name === "shred") return operands;
-  if (name === "sed" && segment.argv.some((value) => /^-[^-]*i|^--in-place/.test(value))) return operands;
+  if (name === "sed" && segment.argv.some((value) => /^-[^-]*i/.test(value) || isLongOption(value, "--in-place"))) return operands;
   if (["cp", "mv", "install", "ln", "rsync"].includes(name)) return operands.slice(-1);
   return [];
 }

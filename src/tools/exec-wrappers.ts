@@ -66,6 +66,29 @@ for (const shell of SHELLS) {
   WRAPPERS[shell] = { kind: "shell", withArgument: ["-o", "+o", "-O", "+O", "--rcfile", "--init-file"], scriptOptions: ["--command"] };
 }
 
+/**
+ * Whether the word `value` names the long option `long` as GNU getopt_long would take it: the
+ * whole name or any prefix of it (`--rec` for `--recursive`), with or without `=argument`. A
+ * prefix another option of the tool shares is refused by the tool itself, so counting every
+ * prefix errs on the side of the rule.
+ */
+export function isLongOption(value: string, long: string): boolean {
+  if (!value.startsWith("--")) return false;
+  const equals = value.indexOf("=");
+  const name = equals === -1 ? value : value.slice(0, equals);
+  return name.length > 2 && long.startsWith(name);
+}
+
+/** The option of `known` that `name` (a `--name` word without `=...`) stands for: itself, or the one it is a prefix of. */
+function resolveLongOption(name: string, known: Iterable<string>): string {
+  let match: string | undefined;
+  for (const option of known) {
+    if (option === name) return option;
+    if (!match && isLongOption(name, option)) match = option;
+  }
+  return match ?? name;
+}
+
 export interface Unwrapped {
   prefix: string[];
   /** The innermost command's words; undefined when the command was wholly a script wrapper. */
@@ -157,7 +180,7 @@ export function unwrap(words: Word[]): Unwrapped {
     index += Math.min(spec.operands ?? 0, after.length - index);
     // `flock FILE -c '...'`: a script option may follow the operands.
     const late = after[index];
-    if (late && options.script === undefined && spec.scriptOptions?.some((option) => late.value === option || late.value.startsWith(`${option}=`))) {
+    if (late && options.script === undefined && spec.scriptOptions?.some((option) => (option.startsWith("--") ? isLongOption(late.value, option) : late.value === option))) {
       const equals = late.value.indexOf("=");
       options.script = equals === -1 ? after[index + 1]?.value : late.value.slice(equals + 1);
       index += equals === -1 ? 2 : 1;
@@ -224,7 +247,8 @@ function parseOptions(words: Word[], spec: WrapperSpec): ParsedOptions {
     parsed.next += 1;
     if (value.startsWith("--")) {
       const equals = value.indexOf("=");
-      const option = equals === -1 ? value : value.slice(0, equals);
+      // `--spl` is `--split-string` to env, as to every getopt_long tool.
+      const option = resolveLongOption(equals === -1 ? value : value.slice(0, equals), [...scriptOptions, ...withArgument]);
       if (equals !== -1) take(option, value.slice(equals + 1));
       else if (withArgument.has(option) || scriptOptions.has(option)) take(option, words[parsed.next++]?.value);
       continue;
@@ -249,9 +273,10 @@ function suScript(words: Word[]): { value: string; word: Word; option?: Word } |
   for (let index = 1; index < words.length; index += 1) {
     const word = words[index] as Word;
     if (word.value === "--") return undefined;
-    if (word.value.startsWith("--command=")) return { value: word.value.slice("--command=".length), word };
+    const equals = word.value.indexOf("=");
+    if (equals !== -1 && isLongOption(word.value, "--command")) return { value: word.value.slice(equals + 1), word };
     const next = words[index + 1];
-    if ((word.value === "-c" || word.value === "--command") && next) return { value: next.value, word: next, option: word };
+    if ((word.value === "-c" || isLongOption(word.value, "--command")) && next) return { value: next.value, word: next, option: word };
   }
   return undefined;
 }

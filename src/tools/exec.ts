@@ -7,14 +7,30 @@
  * - a minimal environment: PATH, HOME (the workspace), LANG, TERM=dumb and the configured extras.
  *   Nothing else of the gateway's environment is inherited, so API keys and tokens stay out.
  * - a time limit that kills the whole process group, background children included, and a cap on
- *   the output that keeps its head and tail.
- * - bubblewrap isolation (exec-sandbox.ts) when `bwrap` is available.
+ *   the output that keeps its head and tail. Without the sandbox's PID namespace, a child that left
+ *   the group (`setsid`) is found by a marker variable in its environment and killed too.
+ * - bubblewrap isolation (exec-sandbox.ts), required: with no working sandbox every command is
+ *   refused, unless the operator set `tools.exec.sandbox: "none"`.
  */
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { readdir, readFile } from "node:fs/promises";
 import { z } from "zod";
 import { ToolError } from "../errors.js";
 import { checkCommand, compileExecPolicy } from "./exec-policy.js";
-import { buildBwrapArgs, chooseSandbox, findExecutable, probeBwrap, probeRootLayout, type SandboxMode } from "./exec-sandbox.js";
+import {
+  brokenSandboxMessage,
+  buildBwrapArgs,
+  chooseSandbox,
+  findExecutable,
+  probeBwrap,
+  probeEtcLayout,
+  probeRootLayout,
+  sandboxIdentity,
+  type SandboxFile,
+  type SandboxMode,
+  writeSandboxFiles,
+} from "./exec-sandbox.js";
 import { defineTool, type Tool } from "./tool.js";
 
 const parameters = z.object({
@@ -30,7 +46,7 @@ export interface ExecToolOptions {
   denyPatterns?: string[];
   /** When non-empty, every segment must fully match one of these regular expressions. */
   allowPatterns?: string[];
-  /** `auto` (default): bubblewrap when it works here; `bwrap`: required; `none`: filter only. */
+  /** `auto` (default) and `bwrap`: bubblewrap, every command refused when it cannot run; `none`: filter only (explicit opt-out). */
   sandbox?: SandboxMode;
   /** Variables added to the minimal environment (PATH, HOME, LANG, TERM), e.g. GIT_AUTHOR_NAME. */
   env?: Record<string, string>;
@@ -46,7 +62,7 @@ const DRAIN_GRACE_MS = 2_000;
 export function createExecTool(options: ExecToolOptions): Tool<typeof parameters> {
   const policy = compileExecPolicy(options);
   const choice = chooseSandbox(options.sandbox ?? "auto", options.findExecutable ?? findExecutable);
-  const layout = choice.kind === "bwrap" ? probeRootLayout() : [];
+  const layout = choice.kind === "bwrap" ? [...probeRootLayout(), ...probeEtcLayout()] : [];
   let usable: Promise<{ ok: true } | { ok: false; message: string }> | undefined;
 
   return defineTool({
@@ -68,19 +84,19 @@ export function createExecTool(options: ExecToolOptions): Tool<typeof parameters
             : "This is blocked on purpose; do not try to get around it. Do the task another way, or ask the user to do this step.",
         );
       }
-      if (choice.kind === "unavailable") return `Error: ${choice.message}. Next: tell the user to install bubblewrap or set tools.exec.sandbox to "auto".`;
+      const refusedHint = 'tell the user exec needs bubblewrap (or an explicit tools.exec.sandbox "none"); do the task with the other tools.';
+      if (choice.kind === "unavailable") return `Error: ${choice.message}. Next: ${refusedHint}`;
 
       let file = "/bin/sh";
       let argv = ["-c", args.command];
+      let files: SandboxFile[] = [];
       if (choice.kind === "bwrap") {
         usable ??= probeBwrap(choice.bwrapPath, context.workspace, layout);
         const probe = await usable;
-        if (probe.ok) {
-          file = choice.bwrapPath;
-          argv = buildBwrapArgs({ workspace: context.workspace, command: args.command, layout });
-        } else if (options.sandbox === "bwrap") {
-          return `Error: bwrap is installed but cannot create its sandbox here (${probe.message}). Next: tell the user exec is unavailable until bubblewrap works or tools.exec.sandbox is changed.`;
-        }
+        if (!probe.ok) return `Error: ${brokenSandboxMessage(probe.message)}. Next: ${refusedHint}`;
+        file = choice.bwrapPath;
+        files = sandboxIdentity(context.workspace);
+        argv = buildBwrapArgs({ workspace: context.workspace, command: args.command, layout, files });
       }
 
       const result = await runProcess({
@@ -91,6 +107,7 @@ export function createExecTool(options: ExecToolOptions): Tool<typeof parameters
         timeoutMs: options.timeoutSeconds * 1000,
         signal: context.signal,
         maxOutputChars: options.maxOutputChars,
+        files,
       });
       if (result.aborted) throw new ToolError("the command was cancelled; its process group was killed");
       const output = formatOutput(result.stdout, result.stderr, options.maxOutputChars);
@@ -164,6 +181,8 @@ interface RunOptions {
   timeoutMs: number;
   signal: AbortSignal;
   maxOutputChars: number;
+  /** For bwrap: contents written into descriptors 3, 4, ... */
+  files: SandboxFile[];
 }
 
 interface RunResult {
@@ -175,19 +194,33 @@ interface RunResult {
   aborted: boolean;
 }
 
+/** The variable that marks every process of one call, so one that left the group is found. */
+const RUN_MARKER = "COUNTBOT_EXEC_RUN";
+
 /**
  * Runs the process as the leader of its own process group (`detached`), so one kill of `-pid`
  * reaches everything it started. The group is killed on timeout, on abort, and when the shell
- * exits (nothing it left in the background outlives the call).
+ * exits (nothing it left in the background outlives the call). A process that started a session
+ * of its own (`setsid`) is outside the group: it still carries the run's marker in its
+ * environment, so it is found in /proc and killed as well. (Under bubblewrap the PID namespace
+ * already ends with the command; a process that cleared its environment can only hide from this
+ * outside the sandbox, which is why running without one takes an explicit opt-in.)
  */
 function runProcess(options: RunOptions): Promise<RunResult> {
   if (options.signal.aborted) return Promise.resolve({ stdout: new BoundedText(0), stderr: new BoundedText(0), exitCode: null, exitSignal: null, timedOut: false, aborted: true });
   return new Promise((resolve, reject) => {
-    const child = spawn(options.file, options.args, { cwd: options.cwd, env: options.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const marker = randomUUID();
+    const child = spawn(options.file, options.args, {
+      cwd: options.cwd,
+      env: { ...options.env, [RUN_MARKER]: marker },
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe", ...options.files.map(() => "pipe" as const)],
+    });
+    writeSandboxFiles(child, options.files);
     const stdout = new BoundedText(options.maxOutputChars);
     const stderr = new BoundedText(options.maxOutputChars);
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => stdout.append(chunk));
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => stderr.append(chunk));
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => stdout.append(chunk));
+    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => stderr.append(chunk));
     let timedOut = false;
     let aborted = false;
     let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
@@ -200,6 +233,7 @@ function runProcess(options: RunOptions): Promise<RunResult> {
       } catch {
         // The group is already gone.
       }
+      void killMarked(`${RUN_MARKER}=${marker}`);
     };
     const timer = setTimeout(() => {
       timedOut = true;
@@ -230,11 +264,31 @@ function runProcess(options: RunOptions): Promise<RunResult> {
       killGroup();
       // A process that left the group (setsid) may still hold the pipes: stop waiting for it.
       drainTimer = setTimeout(() => {
-        child.stdout.destroy();
-        child.stderr.destroy();
+        child.stdout!.destroy();
+        child.stderr!.destroy();
         finish();
       }, DRAIN_GRACE_MS);
     });
     child.on("close", finish);
   });
+}
+
+/**
+ * SIGKILLs every process whose environment carries `entry` (a run's marker), twice over, so a
+ * child forked while the first sweep ran is caught by the second. Best effort: /proc may be absent.
+ */
+async function killMarked(entry: string): Promise<void> {
+  for (let sweep = 0; sweep < 2; sweep += 1) {
+    const names = await readdir("/proc").catch(() => [] as string[]);
+    for (const name of names) {
+      if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+      const environment = await readFile(`/proc/${name}/environ`, "latin1").catch(() => "");
+      if (!environment.split("\0").includes(entry)) continue;
+      try {
+        process.kill(Number(name), "SIGKILL");
+      } catch {
+        // Gone already.
+      }
+    }
+  }
 }

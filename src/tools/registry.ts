@@ -7,9 +7,8 @@ import path from "node:path";
 import { z } from "zod";
 import { ToolError, errorMessage } from "../errors.js";
 import type { ToolCallRequest, ToolDefinition } from "../providers/chat-model.js";
-import { writeFileAtomic } from "./atomic-write.js";
 import type { Tool, ToolContext } from "./tool.js";
-import { resolveWorkspacePath } from "./workspace-path.js";
+import { writeWorkspaceFile } from "./workspace-files.js";
 
 export interface ToolOutcome {
   /** What goes back to the model. */
@@ -111,8 +110,7 @@ export class ToolRegistry {
     if (result.length <= this.maxResultChars) return result;
     const relative = path.join(".countbot", "tool-results", `${safeName(call.id)}.txt`);
     // Through the workspace guard: the model could have made `.countbot` a symlink out of it.
-    const absolute = await resolveWorkspacePath(relative, context);
-    await writeFileAtomic(absolute, result, context);
+    await writeWorkspaceFile(relative, result, context);
     const notice = `\n\n[result truncated: ${result.length} characters in all; the whole text is in ${relative} — read it with read_file using offset/limit]`;
     return result.slice(0, Math.max(0, this.maxResultChars - notice.length)) + notice;
   }

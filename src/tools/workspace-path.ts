@@ -6,8 +6,8 @@
  *
  * The tools then work on the returned real path, never on the text the model sent, so a symlink
  * in the request cannot redirect the operation. What remains is a race with another process that
- * swaps a directory for a symlink between this check and the use; the write path re-checks the
- * opened file (see atomic-write.ts), and exec's bubblewrap sandbox is the real wall for processes.
+ * swaps a directory for a symlink between this check and the use: workspace-files.ts closes it by
+ * opening the returned path component by component without following links.
  */
 import { lstat, readlink, realpath } from "node:fs/promises";
 import path from "node:path";

@@ -4,9 +4,9 @@
  */
 import { z } from "zod";
 import { ToolError } from "../errors.js";
-import { writeFileAtomic } from "./atomic-write.js";
 import { defineTool, type Tool } from "./tool.js";
-import { resolveWorkspacePath, workspaceRelative } from "./workspace-path.js";
+import { writeWorkspaceFile } from "./workspace-files.js";
+import { workspaceRelative } from "./workspace-path.js";
 
 const parameters = z.object({
   path: z.string().min(1).describe("File path, relative to the workspace. Missing parent directories are created."),
@@ -31,9 +31,8 @@ export function createWriteFileTool(options: WriteFileToolOptions): Tool<typeof 
           "Write a smaller file, or split the content over several files.",
         );
       }
-      const file = await resolveWorkspacePath(args.path, context);
-      const written = await writeFileAtomic(file, args.content, context);
-      return `Wrote ${written} bytes to ${workspaceRelative(file, context.workspace)}.`;
+      const { file, bytes } = await writeWorkspaceFile(args.path, args.content, context);
+      return `Wrote ${bytes} bytes to ${workspaceRelative(file, context.workspace)}.`;
     },
   });
 }

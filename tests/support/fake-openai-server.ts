@@ -78,6 +78,12 @@ export interface FakeOpenAIStep {
   hangMs?: number;
   /** The model name reported in chunks; default: the requested model. */
   model?: string;
+  /**
+   * After the content chunks, keep the stream open forever and send a chunk every `everyMs`: an
+   * empty keep-alive (`delta: {content: ""}`, as some servers do) or, with `text`, that text each
+   * time (a lively stream that never finishes). Ends only when the client goes away.
+   */
+  drip?: { everyMs: number; text?: string };
 }
 
 export interface FakeOpenAIServer {
@@ -171,6 +177,11 @@ async function streamAnswer(step: FakeOpenAIStep, request: RecordedRequest, mode
     return !response.destroyed;
   };
   for (const event of content) if (!(await send(event))) return;
+  if (step.drip) {
+    const drop = step.drip.text === undefined ? { content: "" } : { content: step.drip.text };
+    while (await wait(step.drip.everyMs, response)) if (!(await send(chunk(drop)))) return;
+    return;
+  }
   if (step.hangMs && !(await wait(step.hangMs, response))) return;
   for (const event of ending) if (!(await send(event))) return;
   response.end();

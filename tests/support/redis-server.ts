@@ -1,6 +1,8 @@
 /**
  * A redis-server of the test's own on a free loopback port, for tests that need one set up a
- * particular way (an eviction policy, no AOF) or that stop it. Stopped by pid.
+ * particular way (an eviction policy, no AOF) or that stop it. Stopped by pid; `kill` and
+ * `restart` take it down with SIGKILL and bring it back on the same port and directory (with
+ * `--appendonly yes`, from its AOF).
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -12,6 +14,10 @@ import { Redis } from "ioredis";
 export interface OwnRedis {
   url: string;
   port: number;
+  /** SIGKILL, keeping its directory (and AOF) for `restart`. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port and directory; resolves once it answers PING. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -26,31 +32,40 @@ async function freePort(): Promise<number> {
 export async function startRedisServer(args: string[] = []): Promise<OwnRedis> {
   const directory = await mkdtemp(path.join(tmpdir(), "countbot-redis-"));
   const port = await freePort();
-  const child: ChildProcess = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--dir", directory, ...args], { stdio: "ignore" });
   const url = `redis://127.0.0.1:${port}`;
-  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  probe.on("error", () => undefined);
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    try {
-      await probe.connect();
-      await probe.ping();
-      break;
-    } catch (error) {
-      if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not start: ${String(error)}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
+  let child: ChildProcess;
+  const start = async () => {
+    child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--dir", directory, ...args], { stdio: "ignore" });
+    const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    probe.on("error", () => undefined);
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      try {
+        await probe.connect();
+        await probe.ping();
+        break;
+      } catch (error) {
+        if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not start: ${String(error)}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
     }
-  }
-  probe.disconnect();
+    probe.disconnect();
+  };
+  const kill = async () => {
+    if (child.exitCode === null && child.signalCode === null && child.pid) {
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      process.kill(child.pid, "SIGKILL");
+      await exited;
+    }
+  };
+  await start();
   return {
     url,
     port,
+    kill,
+    restart: start,
     async stop() {
-      if (child.exitCode === null && child.pid) {
-        const exited = new Promise((resolve) => child.once("exit", resolve));
-        process.kill(child.pid, "SIGKILL");
-        await exited;
-      }
+      await kill();
       await rm(directory, { recursive: true, force: true });
     },
   };

@@ -58,6 +58,11 @@ describe("docker-compose.yml", () => {
     expect(gateway.build).toEqual(worker.build);
   });
 
+  it("lets the worker build exec's bubblewrap sandbox (user namespaces need the seccomp filter lifted)", () => {
+    // Without a sandbox exec refuses every command, so the shipped compose file must allow it.
+    expect((worker as { security_opt?: string[] }).security_opt).toContain("seccomp=unconfined");
+  });
+
   it("lets the worker scale: no container_name, no published ports", () => {
     expect(worker.container_name).toBeUndefined();
     expect(worker.ports).toBeUndefined();

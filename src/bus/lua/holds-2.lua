@@ -5,12 +5,13 @@
   KEYS[2] lease   ZSET sid -> lease expiry (ms)
   ARGV[1] sid
   ARGV[2] token
-  ARGV[3] now (ms)
+  ARGV[3] now (ms), or "" for Redis's clock
   Output: 1 held, 0 not
 ]]
 --- @include "includes/lease-held"
+--- @include "includes/clock"
 
-if leaseLost(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then
+if leaseLost(KEYS[1], KEYS[2], ARGV[1], ARGV[2], clockOf(ARGV[3])) then
   return 0
 end
 return 1

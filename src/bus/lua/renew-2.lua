@@ -5,14 +5,16 @@
   KEYS[2] lease   ZSET sid -> lease expiry (ms)
   ARGV[1] sid
   ARGV[2] token
-  ARGV[3] now (ms)
+  ARGV[3] now (ms), or "" for Redis's clock
   ARGV[4] lease TTL (ms)
   Output: 1 extended, 0 lost
 ]]
 --- @include "includes/lease-held"
+--- @include "includes/clock"
 
-if leaseLost(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]) then
+local now = clockOf(ARGV[3])
+if leaseLost(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now) then
   return 0
 end
-redis.call("ZADD", KEYS[2], "XX", tonumber(ARGV[3]) + tonumber(ARGV[4]), ARGV[1])
+redis.call("ZADD", KEYS[2], "XX", now + tonumber(ARGV[4]), ARGV[1])
 return 1

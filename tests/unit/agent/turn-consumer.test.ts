@@ -240,6 +240,24 @@ describe("TurnConsumer after crashes and during shutdown", () => {
     expect(model.requests).toHaveLength(2);
   });
 
+  it("writes nothing for a turn cancelled because its lease renewal failed, though the lease still looks held", async () => {
+    // A renewal judged with a stale clock (replayed after an outage) says "lost" while holds() still
+    // says "held": the abort is the lease's, not the user's, so no "[stopped]" may be saved.
+    const model = scriptedModel([{ text: "Working", hang: true }, { text: "the real answer" }]);
+    harness = await startHarness(model, { config: { redis: { leaseTtlMs: 1_000 } } });
+    const bus = harness.runtime.bus;
+    const renew = bus.renew.bind(bus);
+    let failures = 1;
+    bus.renew = async (claim) => (failures-- > 0 ? false : renew(claim));
+    await harness.send("a", "long job");
+    while (model.requests.length === 0 || harness.runtime.consumer.active > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(harness.finals).toHaveLength(0);
+    expect((await harness.runtime.store.sessions.load("test:a")).history).toEqual([]);
+    // The lease runs out and the turn runs again: the real answer, not a repeated "[stopped]".
+    const [final] = await harness.waitForFinals(1);
+    expect(final?.content).toBe("the real answer");
+  });
+
   it("gives a turn cut short by shutdown back to the bus instead of answering [stopped]", async () => {
     const model = scriptedModel([{ text: "Working", hang: true }]);
     harness = await startHarness(model);

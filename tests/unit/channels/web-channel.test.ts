@@ -4,6 +4,7 @@ import type { WebEvent } from "../../../channels/web/web-adapter.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
 import type { OutboundMessage } from "../../../src/bus/message.js";
 import type { MessageBus } from "../../../src/bus/message-bus.js";
+import { BusError } from "../../../src/errors.js";
 import { startWebGateway } from "../../support/web-gateway.js";
 
 const TOKEN = "web-test-token";
@@ -114,6 +115,35 @@ describe("sending", () => {
     expect(room?.messages[0]?.senderId).toBe("web-user");
     expect(room?.messages[0]?.metadata).toEqual({ clientMessageId: "c-1", platformMessageId: "message-1" });
     expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+  });
+
+  it("answers 503, not 202, when the bus could not store the message; the retry is accepted", async () => {
+    const { bus, url } = await start();
+    const publish = bus.publishInbound.bind(bus);
+    let down = true;
+    bus.publishInbound = async (message) => {
+      if (down) throw new BusError("Redis is not reachable", "unavailable");
+      return publish(message);
+    };
+    const body = { content: "store me", clientMessageId: "s-1" };
+    const refused = await send(url, "room", body);
+    expect(refused.status).toBe(503);
+    expect(await refused.json()).toMatchObject({ error: expect.stringMatching(/could not be stored/) });
+    down = false;
+    expect((await send(url, "room", body)).status).toBe(202);
+  });
+
+  it("keeps dedupe keys of different chats apart even when the ids contain the separator (a:b + 1 vs a + b:1)", async () => {
+    const { bus, url } = await start();
+    const first = await send(url, "a:b", { content: "from chat a:b", clientMessageId: "1" });
+    const second = await send(url, "a", { content: "from chat a", clientMessageId: "b:1" });
+    expect(first.status).toBe(202);
+    expect(second.status).toBe(202);
+    expect(await second.json()).toEqual({ id: "message-2" });
+    const claims = [await bus.claimSession({ timeoutMs: 1_000 }), await bus.claimSession({ timeoutMs: 1_000 })];
+    expect(claims.map((claim) => claim?.sessionKey).sort()).toEqual(["web:a", "web:a:b"]);
+    // Each chat's own retry is still a duplicate.
+    expect((await send(url, "a", { content: "from chat a", clientMessageId: "b:1" })).status).toBe(200);
   });
 });
 

@@ -231,6 +231,21 @@ describe("openai-compatible provider", () => {
     expect(failure.error.kind).toBe("timeout");
   });
 
+  it("times out a stream that only drips empty keep-alive chunks: they are not progress", async () => {
+    const { provider } = await setup([{ text: "first", drip: { everyMs: 50 } }], { timeoutMs: 300 });
+    const failure = await collectFailure(provider.stream({ model: "m", messages: hello }));
+    expect(textOf(failure.parts)).toBe("first");
+    expect(failure.error.kind).toBe("timeout");
+  }, 10_000);
+
+  it("cuts a lively stream that never finishes at the overall deadline", async () => {
+    const { provider } = await setup([{ text: "start", drip: { everyMs: 20, text: "." } }], { timeoutMs: 5_000, deadlineMs: 400 });
+    const failure = await collectFailure(provider.stream({ model: "m", messages: hello }));
+    expect(textOf(failure.parts)).toMatch(/^start\.+$/);
+    expect(failure.error.kind).toBe("timeout");
+    expect(failure.error.message).toMatch(/400 ms/);
+  }, 10_000);
+
   it("times out a server that never answers", async () => {
     const { provider } = await setup([{ text: "late", delayMs: 60_000 }], { timeoutMs: 300 });
     const failure = await collectFailure(provider.stream({ model: "m", messages: hello }));

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../../src/errors.js";
 import { analyzeCommand, splitCommand } from "../../../src/tools/exec-analysis.js";
 import { checkCommand, compileExecPolicy, isForkBomb } from "../../../src/tools/exec-policy.js";
-import { buildBwrapArgs, chooseSandbox } from "../../../src/tools/exec-sandbox.js";
+import { buildBwrapArgs, chooseSandbox, sandboxIdentity } from "../../../src/tools/exec-sandbox.js";
 import { decodeAnsiC } from "../../../src/tools/shell-lexer.js";
 
 const defaults = compileExecPolicy({});
@@ -50,6 +50,27 @@ describe("splitCommand", () => {
     for (const command of ["echo 'open", 'echo "open', "echo $(open", "echo `open", "echo ${open"]) {
       expect(analyzeCommand(command).problems).not.toEqual([]);
     }
+  });
+});
+
+describe("abbreviated long options (GNU tools take any unambiguous prefix)", () => {
+  it.each([
+    ["rm --rec --fo /x", "recursive rm"],
+    ["rm --r /x", "recursive rm"],
+    ["rm --recursive=yes /x", "recursive rm"],
+    ["chmod --rec 777 /", "recursive chmod/chown on a system directory"],
+    ["chown --recur nobody /etc", "recursive chmod/chown on a system directory"],
+    ["sed --in-pl -e s/a/b/ /etc/passwd", "write into /etc"],
+    ["sed --in-place=.bak -e s/a/b/ /etc/passwd", "write into /etc"],
+    ["env --spl 'rm -rf /x'", "recursive rm"],
+    ["env --split-s='rm -rf /x'", "recursive rm"],
+    ["su --comm 'rm -rf /x' root", "recursive rm"],
+    ["su --co='rm -rf /x'", "recursive rm"],
+    ["zsh --comm='rm -rf /x'", "recursive rm"],
+    ["rm --verb --fo notes.txt", "allowed"],
+    ["rm -- --recursive", "allowed"],
+  ])("%s: %s", (command, rule) => {
+    expect(ruleOf(command)).toBe(rule);
   });
 });
 
@@ -212,18 +233,26 @@ describe("bubblewrap", () => {
     { path: "/usr", kind: "directory" as const },
     { path: "/bin", kind: "symlink" as const, target: "usr/bin" },
     { path: "/lib64", kind: "symlink" as const, target: "usr/lib64" },
-    { path: "/etc", kind: "directory" as const },
+    { path: "/etc/ld.so.cache", kind: "file" as const },
   ];
 
-  it("builds the argument list: read-only system, fresh /tmp, the workspace read-write, no network", () => {
-    expect(buildBwrapArgs({ workspace: "/srv/ws", command: "ls -la", layout })).toEqual([
+  it("builds the argument list: unprivileged uid, own PID namespace, read-only system, chosen /etc entries, fresh /tmp, the workspace read-write, no network", () => {
+    expect(buildBwrapArgs({ workspace: "/srv/ws", command: "ls -la", layout, files: sandboxIdentity("/srv/ws") })).toEqual([
       "--die-with-parent",
       "--unshare-all",
+      "--unshare-user",
+      "--unshare-pid",
+      "--uid", "65534",
+      "--gid", "65534",
+      "--cap-drop", "ALL",
       "--new-session",
+      "--dir", "/etc",
       "--ro-bind", "/usr", "/usr",
       "--symlink", "usr/bin", "/bin",
       "--symlink", "usr/lib64", "/lib64",
-      "--ro-bind", "/etc", "/etc",
+      "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
+      "--ro-bind-data", "3", "/etc/passwd",
+      "--ro-bind-data", "4", "/etc/group",
       "--proc", "/proc",
       "--dev", "/dev",
       "--tmpfs", "/tmp",
@@ -236,7 +265,8 @@ describe("bubblewrap", () => {
 
   it("chooses the sandbox from the mode and what is installed", () => {
     expect(chooseSandbox("auto", () => "/usr/bin/bwrap")).toEqual({ kind: "bwrap", bwrapPath: "/usr/bin/bwrap" });
-    expect(chooseSandbox("auto", () => undefined)).toEqual({ kind: "none" });
+    // No silent fallback: without bwrap, `auto` refuses; only an explicit "none" runs unsandboxed.
+    expect(chooseSandbox("auto", () => undefined)).toMatchObject({ kind: "unavailable", message: expect.stringMatching(/tools\.exec\.sandbox "none"/) });
     expect(chooseSandbox("none", () => "/usr/bin/bwrap")).toEqual({ kind: "none" });
     expect(chooseSandbox("bwrap", () => undefined)).toMatchObject({ kind: "unavailable" });
   });

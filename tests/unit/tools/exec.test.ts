@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -149,6 +149,27 @@ describe("exec attacks: disguised commands", () => {
   });
 });
 
+describe("exec attacks: abbreviated long options", () => {
+  // GNU tools take any unambiguous prefix of a long option, so the filter must too. Rules about
+  // system paths (chmod -R on `/`, sed -i on /etc) are shown on the policy alone in
+  // exec-policy.test.ts: a test must never run a command aimed at the real system.
+  attack("rm --rec --fo, rm --r and rm -f --recursiv (recursive delete, abbreviated)", async () => {
+    await expectRefused(`rm --rec --fo ${victim}`, RM);
+    await expectRefused(`rm --r ${victim}`, RM);
+    await expectRefused(`rm -f --recursiv ${victim}`, RM);
+  });
+  attack("wrapper options abbreviated: env --spl, env --split-s=, su --comm, zsh --comm=", async () => {
+    await expectRefused(`env --spl 'rm -rf ${victim}'`, RM);
+    await expectRefused(`env --split-s='rm -rf ${victim}'`, RM);
+    await expectRefused(`su --comm 'rm -rf ${victim}' root`, RM);
+    await expectRefused(`zsh --comm='rm -rf ${victim}'`, RM);
+  });
+  allowed("abbreviated options that are harmless still run: rm --verb --fo", async () => {
+    await writeFile(path.join(workspace, "old.txt"), "x");
+    expect((await run("rm --verb --fo old.txt")).content).toMatch(/removed 'old\.txt'/);
+  });
+});
+
 describe("exec attacks: the system", () => {
   attack("fork bombs, classic and renamed", async () => {
     await expectRefused(`touch ${sentinel}; :(){ :|:& };:`, /deny rule "fork bomb"/);
@@ -243,6 +264,24 @@ describe("exec attacks: process and environment", () => {
   });
 });
 
+/** Whether, within a few seconds, no live process has `needle` in its command line (NUL-separated). */
+async function noProcessWith(needle: string): Promise<boolean> {
+  for (let attempt = 0; attempt < 100; attempt += 1) {
+    const alive = readdirSync("/proc")
+      .filter((name) => /^\d+$/.test(name))
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(needle) && processState(Number(pid)) !== "Z";
+        } catch {
+          return false;
+        }
+      });
+    if (alive.length === 0) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return false;
+}
+
 /** Whether the process is gone: kill(pid, 0) throws ESRCH (a zombie awaiting its reaper counts as gone). */
 async function gone(pid: number): Promise<boolean> {
   for (let attempt = 0; attempt < 40; attempt += 1) {
@@ -308,6 +347,21 @@ describe("exec: allowed uses", () => {
     expect(await gone(Number(readFileSync(path.join(workspace, "pid"), "utf8")))).toBe(true);
   });
 
+  attack('no sandbox available and tools.exec.sandbox not set to "none": every command is refused', async () => {
+    const outcome = await run(`touch ${sentinel}`, { sandbox: "auto", findExecutable: () => undefined });
+    expect(outcome.success).toBe(false);
+    expect(outcome.content).toMatch(/^Error: exec is refused: no sandbox is available/);
+    expect(outcome.content).toMatch(/tools\.exec\.sandbox "none"/);
+    expect(existsSync(sentinel)).toBe(false);
+  });
+
+  attack('a setsid child does not outlive the call (sandbox "none": its session is tracked and killed)', async () => {
+    const marker = `${4000 + Math.floor(Math.random() * 1000)}.${process.pid}`;
+    const outcome = await run(`setsid sh -c 'sleep ${marker} > /dev/null 2>&1 < /dev/null &'; echo started`);
+    expect(outcome.content).toMatch(/^started/);
+    expect(await noProcessWith(`sleep\0${marker}`)).toBe(true);
+  });
+
   it('sandbox "bwrap" without bwrap installed is a clear error, not a crash', async () => {
     const outcome = await run("ls", { sandbox: "bwrap", findExecutable: () => undefined });
     expect(outcome.success).toBe(false);
@@ -332,5 +386,24 @@ describe("exec under bubblewrap", () => {
     expect(outcome.content).toBe("inside\nRead-only file system\nNo such file\nNo such file\n[exit code 0]");
     expect(await readFile(path.join(workspace, "made.txt"), "utf8")).toBe("inside\n");
     expect(existsSync("/usr/countbot-test")).toBe(false);
+  });
+
+  it.skipIf(!works || !existsSync("/etc/shadow"))("attack: cat /etc/shadow inside the sandbox fails; the command runs as an unprivileged uid", async () => {
+    const outcome = await run("id -u; cat /etc/shadow; ls /etc/shadow /etc/gshadow /etc/sudoers 2>&1 | grep -c 'No such file'", { sandbox: "bwrap" });
+    expect(outcome.content).not.toMatch(/^root:/m);
+    expect(outcome.content).toMatch(/^65534\n/);
+    expect(outcome.content).toMatch(/\n3\n/);
+  });
+
+  it.skipIf(!works)("attack: a setsid child inside the sandbox does not outlive the call", async () => {
+    const marker = `${5000 + Math.floor(Math.random() * 1000)}.${process.pid}`;
+    const outcome = await run(`setsid sh -c 'sleep ${marker} > /dev/null 2>&1 < /dev/null &'; echo started`, { sandbox: "bwrap" });
+    expect(outcome.content).toMatch(/^started/);
+    expect(await noProcessWith(`sleep\0${marker}`)).toBe(true);
+  });
+
+  it.skipIf(!works)("allowed: everyday commands work with the minimal /etc (names, alternatives, libraries)", async () => {
+    const outcome = await run("echo a b | awk '{print $2}'; whoami; ls -l notes.txt | grep -c nobody; date -u +%Y > /dev/null && echo dated", { sandbox: "bwrap" });
+    expect(outcome.content).toBe("b\nnobody\n1\ndated\n[exit code 0]");
   });
 });

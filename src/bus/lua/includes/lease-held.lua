@@ -1,7 +1,7 @@
 --[[
   Included (`--- @include`) by every script that acts only while a session's lease is held: the
   token is the session's current one and the lease has not expired. Expiry <= now counts as
-  expired, the bound claim-5's reaper uses, so a lease is never both reapable and held.
+  expired, the bound claim-6's reaper uses, so a lease is never both reapable and held.
 
   leaseLost(ownKey, leaseKey, sid, token, now)
   ownKey    own     HASH sid -> token of the current lease

@@ -1,6 +1,8 @@
 --[[
   Ends a turn: drops the messages it consumed, releases the lease and, when more messages wait
-  (they arrived mid-turn), makes the session ready at once. Refused when the lease is not held.
+  (they arrived mid-turn), makes the session ready at once. Refused when the lease is not held,
+  unless this very ack call (ARGV[6]) acked it already: the call replayed after its reply was lost
+  succeeds, while a second ack of the claim is still refused.
 
   KEYS[1] in:<sid>   mailbox
   KEYS[2] ready      ZSET sid -> due time
@@ -8,19 +10,27 @@
   KEYS[4] own        HASH sid -> token
   KEYS[5] wake       LIST of wake-up tokens
   KEYS[6] attempts   HASH first message id -> claims
+  KEYS[7] done:<token>  the id of the ack call that ended this lease (10 minutes)
   ARGV[1] sid
   ARGV[2] token
   ARGV[3] messages consumed
-  ARGV[4] now (ms)
+  ARGV[4] now (ms), or "" for Redis's clock
   ARGV[5] id of the batch's first message
+  ARGV[6] id of this ack call
   Output: 1, or the error LEASE_LOST
 ]]
 --- @include "includes/lease-held"
+--- @include "includes/clock"
 
-local lost = leaseLost(KEYS[4], KEYS[3], ARGV[1], ARGV[2], ARGV[4])
+local now = clockOf(ARGV[4])
+local lost = leaseLost(KEYS[4], KEYS[3], ARGV[1], ARGV[2], now)
 if lost then
+  if redis.call("GET", KEYS[7]) == ARGV[6] then
+    return 1
+  end
   return redis.error_reply("LEASE_LOST " .. lost)
 end
+redis.call("SET", KEYS[7], ARGV[6], "PX", 600000)
 redis.call("HDEL", KEYS[6], ARGV[5])
 local consumed = tonumber(ARGV[3])
 if consumed > 0 then
@@ -29,7 +39,7 @@ end
 redis.call("ZREM", KEYS[3], ARGV[1])
 redis.call("HDEL", KEYS[4], ARGV[1])
 if redis.call("LLEN", KEYS[1]) > 0 then
-  redis.call("ZADD", KEYS[2], "NX", tonumber(ARGV[4]), ARGV[1])
+  redis.call("ZADD", KEYS[2], "NX", now, ARGV[1])
   redis.call("LPUSH", KEYS[5], "1")
   redis.call("LTRIM", KEYS[5], 0, 63)
 end

@@ -1,20 +1,31 @@
 --[[
   Claims the session that has been ready longest: bumps the fencing token, leases the session and
   returns its backlog (oldest first, at most ARGV[4] messages). Expired leases are reaped first,
-  so the sessions of dead workers become ready again.
+  so the sessions of dead workers become ready again. Each call carries a claim id: the same call
+  replayed (its reply lost with the connection) hands back the claim it made, not a second one,
+  so no lease is orphaned and no attempt counted twice.
 
   KEYS[1] ready      ZSET sid -> due time (ms)
   KEYS[2] lease      ZSET sid -> lease expiry (ms)
   KEYS[3] own        HASH sid -> token of the current lease
   KEYS[4] fence      counter of tokens (strictly increasing)
   KEYS[5] attempts   HASH first message id -> claims of that batch
-  ARGV[1] now (ms)
+  KEYS[6] claimed:<claim id>  the claim this call made (JSON), kept for the lease TTL
+  ARGV[1] now (ms), or "" for Redis's clock
   ARGV[2] lease TTL (ms)
   ARGV[3] mailbox key prefix ("{p}:in:"); mailboxes share the hash tag of the other keys
   ARGV[4] most messages per claim
   Output: { sid, token, attempt, { message JSON, ... } }, or { "", next due time or -1 }
 ]]
-local now = tonumber(ARGV[1])
+--- @include "includes/clock"
+
+local replayed = redis.call("GET", KEYS[6])
+if replayed then
+  local made = cjson.decode(replayed)
+  return { made.sid, made.token, made.attempt, redis.call("LRANGE", ARGV[3] .. made.sid, 0, tonumber(ARGV[4]) - 1) }
+end
+
+local now = clockOf(ARGV[1])
 
 local expired = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now, "LIMIT", 0, 100)
 for _, sid in ipairs(expired) do
@@ -40,6 +51,7 @@ while true do
     local messages = redis.call("LRANGE", mailbox, 0, tonumber(ARGV[4]) - 1)
     local firstId = cjson.decode(messages[1])["id"]
     local attempt = redis.call("HINCRBY", KEYS[5], firstId, 1)
+    redis.call("SET", KEYS[6], cjson.encode({ sid = sid, token = token, attempt = attempt }), "PX", tonumber(ARGV[2]))
     return { sid, token, attempt, messages }
   end
 end

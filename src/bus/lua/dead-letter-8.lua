@@ -1,6 +1,6 @@
 --[[
-  Parks the first messages of a poison batch in the dead-letter list, then acks them like ack-6.
-  Refused when the lease is not held.
+  Parks the first messages of a poison batch in the dead-letter list, then acks them like ack-7.
+  Refused when the lease is not held, unless this very call (ARGV[8]) did it already (a replay).
 
   KEYS[1] in:<sid>   mailbox
   KEYS[2] ready      ZSET sid -> due time
@@ -9,24 +9,32 @@
   KEYS[5] wake       LIST of wake-up tokens
   KEYS[6] attempts   HASH first message id -> claims
   KEYS[7] dead       LIST of dead letters (JSON), newest first
+  KEYS[8] done:<token>  the id of the call that ended this lease (10 minutes)
   ARGV[1] sid
   ARGV[2] token
   ARGV[3] messages to park
-  ARGV[4] now (ms)
+  ARGV[4] now (ms), or "" for Redis's clock
   ARGV[5] id of the batch's first message
   ARGV[6] reason
   ARGV[7] dead letters kept
+  ARGV[8] id of this call
   Output: 1, or the error LEASE_LOST
 ]]
 --- @include "includes/lease-held"
+--- @include "includes/clock"
 
-local lost = leaseLost(KEYS[4], KEYS[3], ARGV[1], ARGV[2], ARGV[4])
+local now = clockOf(ARGV[4])
+local lost = leaseLost(KEYS[4], KEYS[3], ARGV[1], ARGV[2], now)
 if lost then
+  if redis.call("GET", KEYS[8]) == ARGV[8] then
+    return 1
+  end
   return redis.error_reply("LEASE_LOST " .. lost)
 end
+redis.call("SET", KEYS[8], ARGV[8], "PX", 600000)
 local count = tonumber(ARGV[3])
 local parked = redis.call("LRANGE", KEYS[1], 0, count - 1)
-local letter = cjson.encode({ sessionKey = ARGV[1], reason = ARGV[6], at = tonumber(ARGV[4]), messages = parked })
+local letter = cjson.encode({ sessionKey = ARGV[1], reason = ARGV[6], at = now, messages = parked })
 redis.call("LPUSH", KEYS[7], letter)
 redis.call("LTRIM", KEYS[7], 0, tonumber(ARGV[7]) - 1)
 redis.call("HDEL", KEYS[6], ARGV[5])
@@ -34,7 +42,7 @@ redis.call("LTRIM", KEYS[1], count, -1)
 redis.call("ZREM", KEYS[3], ARGV[1])
 redis.call("HDEL", KEYS[4], ARGV[1])
 if redis.call("LLEN", KEYS[1]) > 0 then
-  redis.call("ZADD", KEYS[2], "NX", tonumber(ARGV[4]), ARGV[1])
+  redis.call("ZADD", KEYS[2], "NX", now, ARGV[1])
   redis.call("LPUSH", KEYS[5], "1")
   redis.call("LTRIM", KEYS[5], 0, 63)
 end

@@ -8,8 +8,10 @@
   KEYS[3] sessions                ZSET session key -> updatedAt
   KEYS[4] own                     HASH session key -> token of the current lease (the bus's)
   KEYS[5] lease                   ZSET session key -> lease expiry in ms (the bus's)
+  KEYS[6] write:<write id>        marker of this very write (1 hour): replayed after its reply
+                                  was lost (ioredis resends it), the write is not done twice
   ARGV[1] session key
-  ARGV[2] now (ms)
+  ARGV[2] now (ms), or "" for Redis's clock
   ARGV[3] fencing token, or "" for an unfenced reset
   Output: the new generation, or the error LEASE_LOST (then nothing changed)
 
@@ -17,8 +19,14 @@
   generation is only known here. It carries the same hash tag, so it lives in the same slot.
 ]]
 --- @include "../../bus/lua/includes/lease-held"
+--- @include "../../bus/lua/includes/clock"
 
-local sessionKey, now, token = ARGV[1], ARGV[2], ARGV[3]
+local sessionKey, now, token = ARGV[1], clockOf(ARGV[2]), ARGV[3]
+
+-- The same write replayed: it happened already (the caller never learns its first reply).
+if redis.call("EXISTS", KEYS[6]) == 1 then
+  return 0
+end
 
 if token ~= "" then
   local lost = leaseLost(KEYS[4], KEYS[5], sessionKey, token, now)
@@ -26,6 +34,7 @@ if token ~= "" then
     return redis.error_reply("LEASE_LOST " .. lost)
   end
 end
+redis.call("SET", KEYS[6], "1", "PX", 3600000)
 
 local suffix = ":history"
 if string.sub(KEYS[2], -#suffix) ~= suffix then

@@ -109,12 +109,16 @@ describe("team triggers in a chat (embedded)", () => {
     expect(result!.content).toMatch(/^Relayed: \[Background event\] Team \[Analysts\] \(run ID: wf-[0-9a-f]{32}\) completed\.\n\nResult:\nReporter says: done/);
     // The main agent was called once, for the background event; the trigger went to no model.
     expect(model.prompts.filter((prompt) => !prompt.startsWith("# Team agent"))).toHaveLength(1);
-    expect(harness.notices.map((notice) => notice.content)).toEqual([
+    // What every chat that shows notices gets; the streamed text comes as transient notices beside it.
+    const lasting = harness.notices.filter((notice) => notice.metadata.transient !== true);
+    expect(lasting.map((notice) => notice.content)).toEqual([
       "Team [Analysts]: UI analyst (ui) started",
       "Team [Analysts]: UI analyst (ui) done",
       "Team [Analysts]: Reporter (report) started",
       "Team [Analysts]: Reporter (report) done",
     ]);
+    const streamed = harness.notices.filter((notice) => notice.metadata.transient === true);
+    expect(streamed.map((notice) => (notice.metadata.workflow as { event: string; nodeId: string }).nodeId).sort()).toEqual(["report", "ui"]);
     const { history } = await harness.runtime.store.sessions.load("test:a");
     expect(history.map((entry) => entry.role)).toEqual(["user", "assistant", "user", "assistant"]);
     expect(history[0]).toMatchObject({ content: "@analysts review the checkout page", messageIds: [trigger.id] });

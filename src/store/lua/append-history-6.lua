@@ -16,23 +16,15 @@
   ARGV[4..] entries (JSON)
   Output: the history length, or the error LEASE_LOST (then nothing was written)
 ]]
---- @include "../../bus/lua/includes/lease-held"
+--- @include "includes/fenced-write"
 --- @include "../../bus/lua/includes/clock"
 
 local sessionKey, now, token = ARGV[1], clockOf(ARGV[2]), ARGV[3]
 
--- The same write replayed: it happened already (the caller never learns its first reply).
-if redis.call("EXISTS", KEYS[6]) == 1 then
-  return 0
+local refused = fencedWriteRefused(KEYS[6], KEYS[4], KEYS[5], sessionKey, token, now)
+if refused ~= nil then
+  return refused
 end
-
-if token ~= "" then
-  local lost = leaseLost(KEYS[4], KEYS[5], sessionKey, token, now)
-  if lost then
-    return redis.error_reply("LEASE_LOST " .. lost)
-  end
-end
-redis.call("SET", KEYS[6], "1", "PX", 3600000)
 
 if #ARGV < 4 then
   return redis.call("LLEN", KEYS[2])

@@ -20,23 +20,15 @@
   The archive key, session:<key>:archive:<generation>, is KEYS[2] with "history" replaced: the
   generation is only known here. It carries the same hash tag, so it lives in the same slot.
 ]]
---- @include "../../bus/lua/includes/lease-held"
+--- @include "includes/fenced-write"
 --- @include "../../bus/lua/includes/clock"
 
 local sessionKey, now, token = ARGV[1], clockOf(ARGV[2]), ARGV[3]
 
--- The same write replayed: it happened already (the caller never learns its first reply).
-if redis.call("EXISTS", KEYS[6]) == 1 then
-  return 0
+local refused = fencedWriteRefused(KEYS[6], KEYS[4], KEYS[5], sessionKey, token, now)
+if refused ~= nil then
+  return refused
 end
-
-if token ~= "" then
-  local lost = leaseLost(KEYS[4], KEYS[5], sessionKey, token, now)
-  if lost then
-    return redis.error_reply("LEASE_LOST " .. lost)
-  end
-end
-redis.call("SET", KEYS[6], "1", "PX", 3600000)
 
 local suffix = ":history"
 if string.sub(KEYS[2], -#suffix) ~= suffix then

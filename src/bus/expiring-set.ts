@@ -1,9 +1,10 @@
 /**
- * A set whose members expire after a fixed time, oldest first. Backs the in-memory dedupe of
- * platform event ids and delivered outbound ids without growing forever.
+ * A map whose entries expire a fixed time after they were last set, oldest first, and which holds
+ * at most `maxSize` of them. Backs the in-memory dedupe and draft bookkeeping of the memory bus
+ * without growing forever.
  */
-export class ExpiringSet {
-  private expiries = new Map<string, number>();
+export class ExpiringMap<V> {
+  private readonly entries = new Map<string, { value: V; expiresAt: number }>();
 
   constructor(
     private readonly ttlMs: number,
@@ -11,31 +12,52 @@ export class ExpiringSet {
     private readonly maxSize = 200_000,
   ) {}
 
-  /** Adds `member`; false when it was already present and unexpired (SET NX semantics). */
-  add(member: string): boolean {
-    this.sweep();
-    const expiresAt = this.expiries.get(member);
-    if (expiresAt !== undefined && expiresAt > this.now()) return false;
-    this.expiries.delete(member);
-    this.expiries.set(member, this.now() + this.ttlMs);
-    if (this.expiries.size > this.maxSize) {
-      const oldest = this.expiries.keys().next().value;
-      if (oldest !== undefined) this.expiries.delete(oldest);
-    }
-    return true;
+  get(key: string): V | undefined {
+    const entry = this.entries.get(key);
+    return entry !== undefined && entry.expiresAt > this.now() ? entry.value : undefined;
   }
 
-  has(member: string): boolean {
-    const expiresAt = this.expiries.get(member);
-    return expiresAt !== undefined && expiresAt > this.now();
+  has(key: string): boolean {
+    const entry = this.entries.get(key);
+    return entry !== undefined && entry.expiresAt > this.now();
+  }
+
+  set(key: string, value: V): void {
+    this.sweep();
+    // Re-inserted, so insertion order stays expiry order (the TTL is constant).
+    this.entries.delete(key);
+    this.entries.set(key, { value, expiresAt: this.now() + this.ttlMs });
+    if (this.entries.size > this.maxSize) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
   }
 
   private sweep(): void {
     const now = this.now();
-    // Insertion order is expiry order because the TTL is constant.
-    for (const [member, expiresAt] of this.expiries) {
-      if (expiresAt > now) break;
-      this.expiries.delete(member);
+    for (const [key, entry] of this.entries) {
+      if (entry.expiresAt > now) break;
+      this.entries.delete(key);
     }
+  }
+}
+
+/** A set whose members expire after a fixed time: an ExpiringMap with SET NX semantics. */
+export class ExpiringSet {
+  private readonly members: ExpiringMap<true>;
+
+  constructor(ttlMs: number, now: () => number, maxSize = 200_000) {
+    this.members = new ExpiringMap(ttlMs, now, maxSize);
+  }
+
+  /** Adds `member`; false when it was already present and unexpired. */
+  add(member: string): boolean {
+    if (this.members.has(member)) return false;
+    this.members.set(member, true);
+    return true;
+  }
+
+  has(member: string): boolean {
+    return this.members.has(member);
   }
 }

@@ -7,7 +7,7 @@ import { EventEmitter } from "node:events";
 import { BusError } from "../errors.js";
 import { sleep } from "../sleep.js";
 import { ChatLane } from "./chat-lane.js";
-import { ExpiringSet } from "./expiring-set.js";
+import { ExpiringMap, ExpiringSet } from "./expiring-set.js";
 import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
 import { ReadyQueue } from "./ready-queue.js";
 import type {
@@ -59,6 +59,7 @@ class MemoryBus implements MessageBus {
   private readonly waiters: Waiter[] = [];
   private readonly seenEvents: ExpiringSet;
   private readonly delivered: ExpiringSet;
+  private readonly draftMessages: ExpiringMap<string>;
   private readonly outbound = new Map<string, OutboundQueue>();
   private readonly cancels = new EventEmitter();
   private fence = 0;
@@ -76,6 +77,7 @@ class MemoryBus implements MessageBus {
     this.redeliveryDelayMs = options.redeliveryDelayMs ?? 50;
     this.seenEvents = new ExpiringSet(options.dedupeTtlMs ?? DAY_MS, this.now);
     this.delivered = new ExpiringSet(DAY_MS, this.now);
+    this.draftMessages = new ExpiringMap(DAY_MS, this.now);
     this.cancels.setMaxListeners(0);
   }
 
@@ -183,6 +185,14 @@ class MemoryBus implements MessageBus {
 
   async markDelivered(outboundId: string): Promise<boolean> {
     return this.delivered.add(outboundId);
+  }
+
+  async recordDraftMessage(channel: string, replyId: string, platformMessageId: string): Promise<void> {
+    this.draftMessages.set(`${channel}:${replyId}`, platformMessageId);
+  }
+
+  async draftMessageOf(channel: string, replyId: string): Promise<string | undefined> {
+    return this.draftMessages.get(`${channel}:${replyId}`);
   }
 
   async requestCancel(sessionKey: string): Promise<void> {

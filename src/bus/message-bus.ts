@@ -97,6 +97,14 @@ export interface MessageBus {
    * (delivery dedupe: a re-run turn repeats its ids).
    */
   markDelivered(outboundId: string): Promise<boolean>;
+  /**
+   * Remember the platform message that shows a reply's streamed draft (edit streaming), for a day:
+   * whichever gateway goes on with the reply (another, after a failover) edits that message
+   * instead of sending a second one beside the partial text.
+   */
+  recordDraftMessage(channel: string, replyId: string, platformMessageId: string): Promise<void>;
+  /** The platform message recorded for a reply's draft, if any. */
+  draftMessageOf(channel: string, replyId: string): Promise<string | undefined>;
   /** Ask whichever worker runs this session's turn to cancel it. */
   requestCancel(sessionKey: string): Promise<void>;
   /** Called on every worker when a cancel is requested for any session. */

@@ -273,6 +273,14 @@ class RedisBus implements MessageBus {
     return (await runScript(this.redis, scripts.markDelivered, [this.keys.sent(outboundId)], [randomUUID(), 7 * DAY_MS])) === 1;
   }
 
+  async recordDraftMessage(channel: string, replyId: string, platformMessageId: string): Promise<void> {
+    await this.redis.set(this.keys.draftMessage(channel, replyId), platformMessageId, "PX", DAY_MS);
+  }
+
+  async draftMessageOf(channel: string, replyId: string): Promise<string | undefined> {
+    return (await this.redis.get(this.keys.draftMessage(channel, replyId))) ?? undefined;
+  }
+
   async requestCancel(sessionKey: string): Promise<void> {
     await this.redis.publish(this.keys.cancel, sessionKey);
   }

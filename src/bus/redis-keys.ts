@@ -24,6 +24,8 @@ export interface BusKeys {
   published(token: number, outboundId: string): string;
   outbound(channel: string): string;
   draft(replyId: string): string;
+  /** The platform message showing a reply's streamed draft (edit streaming), across gateways. */
+  draftMessage(channel: string, replyId: string): string;
   sent(outboundId: string): string;
   /** Set by the consumer once a final is handled: drafts of that reply queued after it are skipped. */
   finished(replyId: string): string;
@@ -50,6 +52,7 @@ export function busKeys(prefix: string): BusKeys {
     published: (token, outboundId) => `${tag}:published:${token}:${outboundId}`,
     outbound: (channel) => `${tag}:out:${channel}`,
     draft: (replyId) => `${tag}:draft:${replyId}`,
+    draftMessage: (channel, replyId) => `${tag}:draftmsg:${channel}:${replyId}`,
     sent: (outboundId) => `${tag}:sent:${outboundId}`,
     finished: (replyId) => `${tag}:finished:${replyId}`,
     cancel: `${tag}:cancel`,

@@ -106,6 +106,8 @@ interface DraftState {
   mode: "draft" | "edit";
   /** Edit mode: the platform message the drafts edit (and the final's first chunk replaces). */
   platformMessageId?: string;
+  /** Edit mode: whether the bus was asked for a draft message another gateway sent (a failover). */
+  recalled?: boolean;
   /** What that message shows now, as sent. */
   shown?: string;
   /** The newest text not shown yet. */
@@ -215,7 +217,7 @@ class OutboundDispatcher implements Dispatcher {
 
   private async deliver(message: OutboundMessage, delivery: Delivery): Promise<void> {
     const fields = { chatId: message.chatId, sessionKey: `${message.channel}:${message.chatId}`, messageId: message.id };
-    const draft = this.drafts.get(message.id);
+    const draft = (await this.recallDraftMessage(message)) ?? this.drafts.get(message.id);
     if (draft) draft.finished = true;
     this.finishReply(message.id);
     try {
@@ -338,25 +340,42 @@ class OutboundDispatcher implements Dispatcher {
   }
 
   private onDraft(draft: Draft): void {
-    const { streaming } = this.adapter.capabilities;
-    if (streaming === "none" || this.finishedReplies.has(draft.replyId)) return;
+    if (this.finishedReplies.has(draft.replyId)) return;
     this.noteChatType(draft.chatId, draft.chatType);
+    const mode = this.streamingIn(draft.chatId);
+    if (mode === "none") return;
     let state = this.drafts.get(draft.replyId);
     if (!state) {
-      const asDraft = streaming === "draft" && this.adapter.draft !== undefined && this.chatTypeOf(draft.chatId) === "private";
-      state = {
-        replyId: draft.replyId,
-        chatId: draft.chatId,
-        replyTo: draft.replyTo,
-        mode: asDraft ? "draft" : "edit",
-        lastShownAt: Number.NEGATIVE_INFINITY,
-        scheduled: false,
-        finished: false,
-      };
+      state = { replyId: draft.replyId, chatId: draft.chatId, replyTo: draft.replyTo, mode, lastShownAt: Number.NEGATIVE_INFINITY, scheduled: false, finished: false };
       remember(this.drafts, draft.replyId, state);
     }
     state.pending = draft.text;
     this.scheduleDraft(state);
+  }
+
+  /** How a reply streams into a chat: a platform draft in private chats, else one edited message. */
+  private streamingIn(chatId: string): "none" | DraftState["mode"] {
+    const { streaming } = this.adapter.capabilities;
+    if (streaming === "none") return "none";
+    return streaming === "draft" && this.adapter.draft !== undefined && this.chatTypeOf(chatId) === "private" ? "draft" : "edit";
+  }
+
+  /**
+   * Edit streaming: a final this gateway holds no draft message for may still have one, sent by
+   * a gateway that died mid-stream. The bus recorded it; the final is edited into it (returned
+   * as the draft state), not sent beside the partial text.
+   */
+  private async recallDraftMessage(message: OutboundMessage): Promise<DraftState | undefined> {
+    if (message.kind !== "final" || message.metadata.gateway === true || this.streamingIn(message.chatId) !== "edit") return undefined;
+    const known = this.drafts.get(message.id);
+    if (known?.platformMessageId || known?.recalled) return undefined;
+    const platformMessageId = await this.bus.draftMessageOf(this.adapter.name, message.id);
+    if (known) known.recalled = true;
+    if (platformMessageId === undefined) return undefined;
+    const state: DraftState = known ?? { replyId: message.id, chatId: message.chatId, replyTo: message.replyTo, mode: "edit", lastShownAt: Number.NEGATIVE_INFINITY, scheduled: false, finished: true };
+    state.platformMessageId = platformMessageId;
+    remember(this.drafts, message.id, state);
+    return state;
   }
 
   /** Shows the newest draft text once the draft interval has passed, in the chat's lane. */
@@ -412,6 +431,10 @@ class OutboundDispatcher implements Dispatcher {
     const lane = this.laneFor(state.chatId);
     let body = head.rendered + suffix;
     let format = head.format;
+    if (!state.platformMessageId && !state.recalled) {
+      state.recalled = true;
+      state.platformMessageId = await this.bus.draftMessageOf(this.adapter.name, state.replyId);
+    }
     for (;;) {
       if (body === state.shown) return;
       await this.pace(lane);
@@ -421,6 +444,7 @@ class OutboundDispatcher implements Dispatcher {
         } else {
           const options = { replyTo: state.replyTo, format, ...this.chatTypeOption(state.chatId), idempotencyKey: `${state.replyId}#draft` };
           state.platformMessageId = (await this.adapter.send(state.chatId, body, options)).platformMessageId;
+          await this.recordDraftMessage(state);
         }
         state.shown = body;
         return;
@@ -431,6 +455,16 @@ class OutboundDispatcher implements Dispatcher {
       } finally {
         lane.lastSendAt = this.now();
       }
+    }
+  }
+
+  /** Lossy like the draft itself: a bus that cannot record it costs a duplicate only on a failover. */
+  private async recordDraftMessage(state: DraftState): Promise<void> {
+    if (state.platformMessageId === undefined) return;
+    try {
+      await this.bus.recordDraftMessage(this.adapter.name, state.replyId, state.platformMessageId);
+    } catch (error) {
+      this.logger.warn({ sessionKey: `${this.adapter.name}:${state.chatId}`, messageId: state.replyId, error: errorMessage(error) }, "could not record the draft message");
     }
   }
 

@@ -31,6 +31,7 @@ export interface RedisClient {
 
   get(key: string): Promise<string | null>;
   set(key: string, value: string): Promise<"OK">;
+  set(key: string, value: string, expiryMode: "PX", milliseconds: number): Promise<"OK">;
   set(key: string, value: string, expiryMode: "PX", milliseconds: number, condition: "NX"): Promise<"OK" | null>;
   exists(...keys: string[]): Promise<number>;
   del(...keys: string[]): Promise<number>;

@@ -228,6 +228,15 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       expect(await bus.markDelivered("reply-1:1")).toBe(true);
     });
 
+    it("remembers which platform message shows a reply's draft, per channel", async () => {
+      await open();
+      expect(await bus.draftMessageOf("test", "reply-d")).toBeUndefined();
+      await bus.recordDraftMessage("test", "reply-d", "m-17");
+      expect(await bus.draftMessageOf("test", "reply-d")).toBe("m-17");
+      expect(await bus.draftMessageOf("other", "reply-d")).toBeUndefined();
+      expect(await bus.draftMessageOf("test", "reply-e")).toBeUndefined();
+    });
+
     it("delivers a channel's outbound messages in order, drafts before their final and never after", async () => {
       await open();
       const seen: string[] = [];

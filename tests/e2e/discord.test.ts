@@ -64,6 +64,8 @@ beforeAll(async () => {
       const history = (body.messages as Array<{ role: string }>).filter((message) => message.role === "user").length - 1;
       if (text.includes("long reply")) return { text: longReply() };
       if (text.includes("crash job")) return { text: "survived the crash", delayMs: 4_000 };
+      // Streams its text, then stalls before finishing: the draft message is up when the gateway dies.
+      if (text.includes("crash draft")) return { text: ["the draft shows ", "this text"], hangMs: 5_000 };
       if (text.includes("how many")) return { text: `you said ${history} things before` };
       return { text: `echo: ${text}` };
     },
@@ -254,6 +256,24 @@ describe("Discord through gateway and worker processes", () => {
     await replyWith(chatId, mark, "survived the crash");
     await pause(1_500);
     expect(since(chatId, mark).map((item) => item.content)).toEqual(["survived the crash"]);
+  });
+
+  it("edits the draft message into the final when the gateway showing it is killed mid-stream", async () => {
+    const standby = startService(["gateway"], env);
+    await standby.waitForLog(/standing for the leader lease/);
+    const chatId = discord.dmChannelId(second);
+    const mark = discord.sentIn(chatId).length;
+    discord.sendDM({ from: second, content: "the crash draft" });
+    const draft = await replyWith(chatId, mark, "the draft shows this text");
+    await gateway.stop("SIGKILL");
+    const killedAt = discord.requests.length;
+    gateway = standby;
+    await gateway.waitForLog(/discord channel started/, 40_000);
+    // The final, edited into the draft message by the gateway that took over.
+    const finalEdit = () => discord.requests.slice(killedAt).find((request) => request.route === "editMessage" && request.path.includes(draft.id));
+    await discord.waitFor(() => finalEdit(), { timeoutMs: 30_000, what: "the final edited into the draft message" });
+    await pause(1_500);
+    expect(since(chatId, mark).map((item) => item.content)).toEqual(["the draft shows this text"]);
   });
 
   it("resumes a dropped gateway connection and answers what comes next", async () => {

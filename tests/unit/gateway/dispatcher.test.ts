@@ -292,6 +292,39 @@ describe("outbound dispatcher", () => {
     expect(platform.calls.map((call) => call.method)).toEqual(["send", "edit", "send"]);
   });
 
+  it("edit streaming across a failover: the gateway taking over edits the draft message another gateway sent", async () => {
+    const { bus, platform, dispatcher } = await setup({ streaming: "edit" });
+    const replyId = "in-failover:0";
+    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "42", text: "The first half", replyTo: "5" });
+    await vi.waitFor(() => expect(platform.shown("42")).toEqual(["The first half"]));
+    await dispatcher.stop(); // the first gateway is gone; its in-memory draft state with it
+    const time = fakeTime();
+    const successor = createDispatcher({ bus, adapter: platform, logger: pino({ level: "silent" }), now: time.now, sleep: time.sleep });
+    await successor.start();
+    cleanups.push(() => successor.stop());
+    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "42", text: "The first half and", replyTo: "5" });
+    await vi.waitFor(() => expect(platform.shown("42")).toEqual(["The first half and"]));
+    await bus.publishOutbound(reply("42", "The first half and the second.", { id: replyId, replyTo: "5" }));
+    await vi.waitFor(() => expect(platform.shown("42")).toEqual(["The first half and the second."]));
+    expect(platform.sends()).toHaveLength(1);
+  });
+
+  it("edit streaming across a failover: a final with no draft state here edits the recorded draft message", async () => {
+    const { bus, platform, dispatcher } = await setup({ streaming: "edit" });
+    const replyId = "in-failover-final:0";
+    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "42", text: "Almost all of it" });
+    await vi.waitFor(() => expect(platform.shown("42")).toEqual(["Almost all of it"]));
+    await dispatcher.stop();
+    const time = fakeTime();
+    const successor = createDispatcher({ bus, adapter: platform, logger: pino({ level: "silent" }), now: time.now, sleep: time.sleep });
+    await successor.start();
+    cleanups.push(() => successor.stop());
+    await bus.publishOutbound(reply("42", "Almost all of it, and the end.", { id: replyId }));
+    await vi.waitFor(() => expect(platform.shown("42")).toEqual(["Almost all of it, and the end."]));
+    expect(platform.sends()).toHaveLength(1);
+    expect(platform.calls.at(-1)).toMatchObject({ method: "edit", text: "Almost all of it, and the end." });
+  });
+
   it("draft streaming in a private chat uses adapter.draft, then sends the final as a real message", async () => {
     const { bus, platform } = await setup({ streaming: "draft" });
     const replyId = "in-draft:0";

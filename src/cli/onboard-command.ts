@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import readline from "node:readline";
+import { Writable } from "node:stream";
 import pino from "pino";
 import { channelPlugins } from "../../channels/index.js";
 import { type ResolvedConfig, defineConfigSchema } from "../config/schema.js";
@@ -91,12 +92,15 @@ function createAsker() {
   let ended = false;
   const buffered: string[] = [];
   const waiting: Array<(line: string) => void> = [];
-  const output = {
-    write(text: string) {
-      if (!muted) process.stdout.write(text);
-      return true;
+  // The terminal readline draws on: stdout, except while a secret is typed (its echo is dropped).
+  const output = new Writable({
+    write(chunk: Buffer | string, _encoding, done) {
+      if (!muted) process.stdout.write(chunk);
+      done();
     },
-  } as unknown as NodeJS.WritableStream;
+  });
+  Object.defineProperty(output, "columns", { get: () => process.stdout.columns });
+  process.stdout.on("resize", () => output.emit("resize"));
   const open = () => {
     if (lines) return;
     lines = readline.createInterface({ input: process.stdin, output, terminal: Boolean(process.stdin.isTTY) });

@@ -3,12 +3,13 @@
  * call, the file written 0600 with no secret echoed, an existing file kept unless --force, nothing
  * written when the model does not answer.
  */
+import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
-import { runCli } from "../support/run-cli.js";
+import { cleanEnvironment, countbotBin, runCli } from "../support/run-cli.js";
 
 let root: string;
 let llm: FakeOpenAIServer;
@@ -27,6 +28,32 @@ afterAll(async () => {
 });
 
 const env = () => ({ HOME: root, COUNTBOT_DATA_DIR: path.join(root, "data") });
+
+/** tmux on its own socket: a real terminal for the command in its one pane. */
+function tmux(socket: string, ...args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile("tmux", ["-L", socket, ...args], { encoding: "utf8" }, (error, stdout, stderr) => (error ? reject(new Error(`tmux ${args[0]}: ${stderr || error.message}`)) : resolve(stdout)));
+  });
+}
+
+/** The pane's command's exit status, once it has exited. */
+async function exitStatus(socket: string): Promise<string> {
+  for (let attempt = 0; attempt < 300; attempt++) {
+    const [dead, status] = (await tmux(socket, "display-message", "-p", "-t", "onboard", "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}")).trim().split(" ");
+    if (dead === "1") return status || "killed by a signal";
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error("the command on the terminal did not exit");
+}
+
+async function screenShows(socket: string, text: string): Promise<string> {
+  for (let attempt = 0; attempt < 300; attempt++) {
+    const screen = await tmux(socket, "capture-pane", "-p", "-S", "-100", "-t", "onboard");
+    if (screen.includes(text)) return screen;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`the terminal never showed "${text}":\n${await tmux(socket, "capture-pane", "-p", "-S", "-100", "-t", "onboard")}`);
+}
 
 describe("countbot onboard", () => {
   it("asks for what is missing, tests the model, writes the file 0600 and echoes no secret", async () => {
@@ -62,6 +89,48 @@ describe("countbot onboard", () => {
     expect(result.stderr).toMatch(/^countbot: the model did not answer, nothing was written: .*invalid api key/);
     expect(result.stderr + result.stdout).not.toContain(KEY);
     await expect(stat(file)).rejects.toThrow();
+  });
+
+  it("on a real terminal, hides the typed key and token and still reads them", async () => {
+    const file = path.join(root, "tty", "countbot.json");
+    const socket = `countbot-onboard-${process.pid}-${Date.now()}`;
+    const variables = Object.entries(cleanEnvironment(env())).map(([name, value]) => `${name}=${value ?? ""}`);
+    let serverPid: number | undefined;
+    try {
+      await tmux(socket, "new-session", "-d", "-s", "onboard", "-x", "200", "-y", "50", "env", "-i", ...variables, process.execPath, countbotBin, "onboard", "-c", file);
+      serverPid = Number((await tmux(socket, "display-message", "-p", "-t", "onboard", "#{pid}")).trim());
+      await tmux(socket, "set-option", "-t", "onboard", "remain-on-exit", "on");
+      const type = async (prompt: string, answer: string) => {
+        await screenShows(socket, prompt);
+        await tmux(socket, "send-keys", "-t", "onboard", "-l", answer);
+        await tmux(socket, "send-keys", "-t", "onboard", "Enter");
+      };
+      await type("Model provider", "mycloud");
+      await type("Base URL of the mycloud API", llm.url);
+      await type("API key for mycloud (hidden)", KEY);
+      await type("Model [", "tty-model");
+      await type("Telegram bot token (hidden", "777:tty-telegram-secret");
+      await type("Telegram user ids allowed", "42");
+      const screen = await screenShows(socket, "it answers");
+      expect(screen).not.toContain(KEY);
+      expect(screen).not.toContain("tty-telegram-secret");
+      expect(screen).toContain("tty-model"); // what is not secret is echoed as typed
+      expect(await exitStatus(socket)).toBe("0");
+      expect(JSON.parse(await readFile(file, "utf8"))).toMatchObject({
+        agent: { model: "mycloud/tty-model" },
+        providers: { mycloud: { apiKey: KEY } },
+        channels: { telegram: { token: "777:tty-telegram-secret", allowFrom: ["42"] } },
+      });
+    } finally {
+      await tmux(socket, "kill-server").catch(() => undefined);
+      if (serverPid) {
+        try {
+          process.kill(serverPid, "SIGKILL");
+        } catch {
+          // gone already
+        }
+      }
+    }
   });
 
   it("names a bad flag's field", async () => {

@@ -80,13 +80,13 @@ export function createOpenAiEndpoint(options: OpenAiEndpointOptions): OpenAiEndp
   const created = Math.floor(now() / 1000);
   let running = false;
 
-  /** Queues the message as its own turn; the promise of its reply. */
-  async function askAgent(sessionKey: string, senderId: string, text: string, signal: AbortSignal, onText: (delta: string) => void): Promise<Promise<Reply>> {
+  /** Queues the message as its own turn; the promise of its reply (wrapped: an async function would wait for it). */
+  async function askAgent(sessionKey: string, senderId: string, text: string, signal: AbortSignal, onText: (delta: string) => void): Promise<{ reply: Promise<Reply> }> {
     if (!running) throw new OpenAiError("the endpoint is not running", 503, { type: "server_error", code: "unavailable" });
     // Acted on at once, as every channel does: queued, it would wait for the turn it stops.
     if (parseCommand(text) === "stop") {
       await bus.requestCancel(sessionKey);
-      return Promise.resolve({ content: STOP_ACKNOWLEDGEMENT });
+      return { reply: Promise.resolve({ content: STOP_ACKNOWLEDGEMENT }) };
     }
     const id = `oai-${newId()}`;
     const expected = replies.expect(id, sessionKey, { signal, onText });
@@ -111,7 +111,7 @@ export function createOpenAiEndpoint(options: OpenAiEndpointOptions): OpenAiEndp
       throw new OpenAiError("the message could not be queued; send it again", 503, { type: "server_error", code: "unavailable" });
     }
     logger.debug({ sessionKey, message: id }, "OpenAI request queued");
-    return expected.reply;
+    return { reply: expected.reply };
   }
 
   async function answer(reply: FastifyReply, headers: IncomingHttpHeaders, body: unknown): Promise<void> {
@@ -133,7 +133,7 @@ export function createOpenAiEndpoint(options: OpenAiEndpointOptions): OpenAiEndp
     try {
       // Anything refused before the answer starts is an HTTP error (a team that does not exist, a bus that is down).
       const team = teamNameOf(request.model);
-      const pending = team === undefined ? await askAgent(sessionKey, keyIdOf(key), text, abort.signal, (delta) => stream?.text(delta)) : teams.result(await teams.start(team, text), abort.signal);
+      const pending = team === undefined ? (await askAgent(sessionKey, keyIdOf(key), text, abort.signal, (delta) => stream?.text(delta))).reply : teams.result(await teams.start(team, text), abort.signal);
       if (!stream) {
         const result = await pending;
         return void reply.send(completionObject(header, result.content, result.usage));

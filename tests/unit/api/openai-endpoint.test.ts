@@ -46,6 +46,7 @@ const textOf = (message: Message | undefined) => (typeof message?.content === "s
 function script(body: Record<string, unknown>): FakeOpenAIStep {
   const messages = body.messages as Message[];
   const role = /^You are (.+?), one agent/m.exec(textOf(messages[0]))?.[1];
+  if (role === "Sleeper") return { text: "woke up", until: never.promise };
   if (role) return { text: `${role} says: ${/^Goal: (.*)$/m.exec(textOf(messages[1]))?.[1] ?? "?"} looks fine`, usage: TEAM_USAGE };
   const userText = textOf([...messages].reverse().find((message) => message.role === "user"));
   const afterTool = messages.at(-1)?.role === "tool";
@@ -60,6 +61,7 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
 interface Deployment {
   url: string;
   gateway: Gateway;
+  worker: Worker;
   infrastructure: Infrastructure;
   client(key?: string): OpenAI;
   close(): Promise<void>;
@@ -85,6 +87,7 @@ async function startDeployment(llm: FakeOpenAIServer, options: { prefix?: string
           ],
         },
         Retired: { mode: "graph", enabled: false, agents: [{ id: "old", role: "Old", task: "nothing" }] },
+        Sleepers: { mode: "graph", agents: [{ id: "sleeper", role: "Sleeper", task: "take forever" }] },
       },
     }),
   );
@@ -100,6 +103,7 @@ async function startDeployment(llm: FakeOpenAIServer, options: { prefix?: string
   return {
     url,
     gateway,
+    worker,
     infrastructure,
     client: (key = CLIENT_KEY) => new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0 }),
     async close() {
@@ -253,11 +257,31 @@ describe("the OpenAI-compatible endpoint on one process", () => {
     expect(missing).toMatchObject({ status: 404, code: "model_not_found", param: "model" });
   });
 
+  it("cancels the team run of a client that went away", async () => {
+    const leaving = new AbortController();
+    const request = deployment.client().chat.completions.create({ model: "team:Sleepers", messages: [{ role: "user", content: "sleep on it" }] }, { signal: leaving.signal });
+    request.catch(() => undefined);
+    const run = await until(async () => (await deployment.worker.jobs.workflows.list()).find((candidate) => candidate.teamName === "Sleepers" && candidate.nodes[0]!.status === "running"), "the run's agent to start");
+    leaving.abort();
+    await until(async () => (await deployment.worker.jobs.workflows.get(run.id))?.status === "cancelled", "the run to be cancelled");
+    expect(run.goal).toBe("sleep on it");
+    expect(run.sessionKey).toBe("");
+  });
+
+  it("starts the session over on /new", async () => {
+    const client = deployment.client();
+    await client.chat.completions.create({ model: "countbot", messages: [{ role: "user", content: "remember the-old-topic" }], user: "renewer" });
+    const reset = await client.chat.completions.create({ model: "countbot", messages: [{ role: "user", content: "/new" }], user: "renewer" });
+    expect(reset.choices[0]!.message.content).toBe("Started a new conversation.");
+    await client.chat.completions.create({ model: "countbot", messages: [{ role: "user", content: "renewer starts afresh" }], user: "renewer" });
+    expect(agentRequestsWith(llm, "renewer starts afresh").flat().join("\n")).not.toContain("the-old-topic");
+  });
+
   it("lists the agent and the enabled teams as models", async () => {
     const client = deployment.client();
     const ids: string[] = [];
     for await (const model of client.models.list()) ids.push(model.id);
-    expect(ids).toEqual(["countbot", "team:Reviewers"]);
+    expect(ids).toEqual(["countbot", "team:Reviewers", "team:Sleepers"]);
     expect(await client.models.retrieve("team:Reviewers")).toMatchObject({ id: "team:Reviewers", object: "model", owned_by: "countbot" });
     await expect(client.models.retrieve("team:Retired")).rejects.toBeInstanceOf(NotFoundError);
   });

@@ -64,10 +64,12 @@ interface Deployment {
   worker: Worker;
   infrastructure: Infrastructure;
   client(key?: string): OpenAI;
+  /** With `gateways: 2`: a client of the second gateway. */
+  secondClient?: () => OpenAI;
   close(): Promise<void>;
 }
 
-async function startDeployment(llm: FakeOpenAIServer, options: { prefix?: string } = {}): Promise<Deployment> {
+async function startDeployment(llm: FakeOpenAIServer, options: { prefix?: string; gateways?: 2 } = {}): Promise<Deployment> {
   const root = await mkdtemp(path.join(tmpdir(), "countbot-openai-endpoint-"));
   const file = path.join(root, "countbot.json");
   await writeFile(
@@ -99,6 +101,10 @@ async function startDeployment(llm: FakeOpenAIServer, options: { prefix?: string
   const worker: Worker = await createWorker(config, logger, workerInfrastructure);
   const gateway = createGateway({ config, logger, infrastructure, subagents: worker.jobs.subagents, workflows: worker.jobs.workflows, teams: worker.jobs.teams, plugins: [] });
   const { url } = await gateway.start();
+  // A second gateway on its own connections: the replies on the bus are shared between the two.
+  const secondInfrastructure = options.gateways === 2 ? await createInfrastructure(config, logger) : undefined;
+  const second = secondInfrastructure && createGateway({ config, logger, infrastructure: secondInfrastructure, subagents: worker.jobs.subagents, workflows: worker.jobs.workflows, teams: worker.jobs.teams, plugins: [] });
+  const secondUrl = second && (await second.start()).url;
   void worker.run();
   return {
     url,
@@ -106,7 +112,10 @@ async function startDeployment(llm: FakeOpenAIServer, options: { prefix?: string
     worker,
     infrastructure,
     client: (key = CLIENT_KEY) => new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0 }),
+    ...(secondUrl ? { secondClient: () => new OpenAI({ baseURL: `${secondUrl}/v1`, apiKey: CLIENT_KEY, maxRetries: 0 }) } : {}),
     async close() {
+      await second?.close();
+      await secondInfrastructure?.close();
       await gateway.close();
       await worker.close();
       if (workerInfrastructure !== infrastructure) await workerInfrastructure.close();
@@ -339,7 +348,7 @@ describe("the OpenAI-compatible endpoint over Redis", () => {
   let redis: Redis;
   beforeAll(async () => {
     redis = new Redis(redisUrl);
-    deployment = await startDeployment(llm, { prefix });
+    deployment = await startDeployment(llm, { prefix, gateways: 2 });
   }, 30_000);
   afterAll(async () => {
     await deployment?.close();
@@ -357,5 +366,24 @@ describe("the OpenAI-compatible endpoint over Redis", () => {
     for await (const chunk of stream) content += chunk.choices[0]?.delta.content ?? "";
     expect(content).toBe("echo: redis again");
     expect(agentRequestsWith(llm, "redis again")[0]!.join("\n")).toContain("echo: redis hello");
+  });
+
+  it("answers each request at the gateway that holds it, whichever gateway took the reply off the bus", async () => {
+    // The two gateways' consumers take turns at the channel's replies, so some of each gateway's
+    // replies reach the other first and are handed over.
+    const clients = [deployment.client(), deployment.secondClient!()];
+    for (let round = 0; round < 6; round++) {
+      const client = clients[round % 2]!;
+      const content = `round ${round} at gateway ${round % 2}`;
+      if (round % 4 < 2) {
+        const completion = await client.chat.completions.create({ model: "countbot", messages: [{ role: "user", content }], user: "two-gateways" });
+        expect(completion.choices[0]!.message.content).toBe(`echo: ${content}`);
+      } else {
+        const stream = await client.chat.completions.create({ model: "countbot", messages: [{ role: "user", content }], user: "two-gateways", stream: true });
+        let text = "";
+        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+        expect(text).toBe(`echo: ${content}`);
+      }
+    }
   });
 });

@@ -15,7 +15,7 @@ import { z } from "zod";
 import type { MessageBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelWebhook } from "../gateway/channel.js";
-import { parseRequest } from "../gateway/http-request.js";
+import { RequestError, parseRequest } from "../gateway/http-request.js";
 
 /** The `api` section of the config. */
 export interface ApiServerConfig {
@@ -140,7 +140,9 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500) request.log.error({ err: error, method: request.method, route: request.routeOptions.url }, "request failed");
-    void reply.code(status).send(errorBody(request.url, { status, message: status >= 500 ? "internal error" : error.message, error }));
+    // A RequestError's message is written for the client, whatever its status (a 503 saying why).
+    const message = status >= 500 && !(error instanceof RequestError) ? "internal error" : error.message;
+    void reply.code(status).send(errorBody(request.url, { status, message, error }));
   });
 
   // text/plain is what a cross-site form or no-cors fetch can send without a preflight: JSON only.

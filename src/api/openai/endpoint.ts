@@ -20,10 +20,12 @@ import { createHash, randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import type { Logger } from "pino";
+import { z } from "zod";
 import { parseCommand } from "../../agent/commands.js";
 import type { InboundMessage } from "../../bus/message.js";
 import type { MessageBus } from "../../bus/message-bus.js";
 import { STOP_ACKNOWLEDGEMENT } from "../../gateway/admission.js";
+import { parseRequest } from "../../gateway/http-request.js";
 import type { WorkflowEngine } from "../../jobs/workflows/engine.js";
 import type { TeamCatalog } from "../../jobs/workflows/team-catalog.js";
 import { type RouteFamily, presentedKey } from "../server.js";
@@ -34,6 +36,8 @@ import { type AnswerHeader, OpenAiError, SessionIdSchema, completionObject, open
 
 /** The model name of the agent in `/v1/models`; any name but `team:<name>` reaches it too. */
 export const AGENT_MODEL = "countbot";
+
+const ModelParamsSchema = z.object({ model: z.string().min(1) });
 
 /** Clients send the whole conversation each time. */
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -160,7 +164,7 @@ export function createOpenAiEndpoint(options: OpenAiEndpointOptions): OpenAiEndp
       scope.post("/v1/chat/completions", { bodyLimit: MAX_BODY_BYTES }, (request, reply) => answer(reply, request.headers, request.body));
       scope.get("/v1/models", async () => ({ object: "list", data: (await modelNames()).map(modelObject) }));
       scope.get("/v1/models/:model", async (request) => {
-        const { model } = request.params as { model: string };
+        const { model } = parseRequest(ModelParamsSchema, request.params, "params");
         if (!(await modelNames()).includes(model)) throw new OpenAiError(`model "${model}" does not exist (GET /v1/models lists the models)`, 404, { param: "model", code: "model_not_found" });
         return modelObject(model);
       });

@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
-import OpenAI, { type APIError, AuthenticationError, BadRequestError, NotFoundError } from "openai";
+import OpenAI, { type APIError, AuthenticationError, BadRequestError, InternalServerError, NotFoundError } from "openai";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Worker, createWorker } from "../../../src/app/agent.js";
@@ -47,6 +47,7 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   const messages = body.messages as Message[];
   const role = /^You are (.+?), one agent/m.exec(textOf(messages[0]))?.[1];
   if (role === "Sleeper") return { text: "woke up", until: never.promise };
+  if (role === "Broken") return { error: { status: 400, message: "the broken agent's model refused" } };
   if (role) return { text: `${role} says: ${/^Goal: (.*)$/m.exec(textOf(messages[1]))?.[1] ?? "?"} looks fine`, usage: TEAM_USAGE };
   const userText = textOf([...messages].reverse().find((message) => message.role === "user"));
   const afterTool = messages.at(-1)?.role === "tool";
@@ -90,6 +91,7 @@ async function startDeployment(llm: FakeOpenAIServer, options: { prefix?: string
         },
         Retired: { mode: "graph", enabled: false, agents: [{ id: "old", role: "Old", task: "nothing" }] },
         Sleepers: { mode: "graph", agents: [{ id: "sleeper", role: "Sleeper", task: "take forever" }] },
+        Fragile: { mode: "graph", agents: [{ id: "broken", role: "Broken", task: "fail" }] },
       },
     }),
   );
@@ -261,6 +263,11 @@ describe("the OpenAI-compatible endpoint on one process", () => {
     for await (const chunk of stream) content += chunk.choices[0]?.delta.content ?? "";
     expect(content).toBe("Critic says: check the streamed plan looks fine");
 
+    const failed = await client.chat.completions.create({ model: "team:Fragile", messages: [{ role: "user", content: "try it" }] }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(InternalServerError);
+    expect(failed).toMatchObject({ status: 502, code: "team_run_failed", type: "server_error" });
+    expect((failed as APIError).message).toContain("the broken agent's model refused");
+
     const missing = await client.chat.completions.create({ model: "team:Retired", messages: [{ role: "user", content: "x" }] }).catch((error: unknown) => error);
     expect(missing).toBeInstanceOf(NotFoundError);
     expect(missing).toMatchObject({ status: 404, code: "model_not_found", param: "model" });
@@ -290,7 +297,7 @@ describe("the OpenAI-compatible endpoint on one process", () => {
     const client = deployment.client();
     const ids: string[] = [];
     for await (const model of client.models.list()) ids.push(model.id);
-    expect(ids).toEqual(["countbot", "team:Reviewers", "team:Sleepers"]);
+    expect(ids).toEqual(["countbot", "team:Fragile", "team:Reviewers", "team:Sleepers"]);
     expect(await client.models.retrieve("team:Reviewers")).toMatchObject({ id: "team:Reviewers", object: "model", owned_by: "countbot" });
     await expect(client.models.retrieve("team:Retired")).rejects.toBeInstanceOf(NotFoundError);
   });

@@ -67,14 +67,15 @@ export class Agent {
    * lost in a crash), the reply saved then and how many of the ids it answered: that part must
    * not run again. A batch can be longer than the answered one because more messages arrived.
    */
-  async previousAnswer(sessionKey: string, messageIds: string[]): Promise<{ reply: string; count: number } | undefined> {
+  async previousAnswer(sessionKey: string, messageIds: string[]): Promise<{ reply: string; count: number; usage?: HistoryEntry["usage"] } | undefined> {
     if (messageIds.length === 0) return undefined;
     const { history } = await this.dependencies.store.sessions.load(sessionKey);
     for (let index = history.length - 1; index >= 0; index -= 1) {
       const entry = history[index]!;
       if (entry.role === "user" && isPrefix(entry.messageIds, messageIds)) {
         const answer = history[index + 1];
-        return answer?.role === "assistant" ? { reply: answer.content, count: entry.messageIds!.length } : undefined;
+        if (answer?.role !== "assistant") return undefined;
+        return { reply: answer.content, count: entry.messageIds!.length, ...(answer.usage ? { usage: answer.usage } : {}) };
       }
     }
     return undefined;

@@ -1,7 +1,9 @@
 /**
  * Consumes the bus: claims sessions (bounded concurrency across sessions, one turn at a time per
  * session), runs their turns, streams drafts and tool notices, publishes the final reply fenced
- * by the lease, then acks. Messages that arrived during a turn are claimed together as the next.
+ * by the lease (with the turn's token usage in its `metadata.usage`), then acks. Messages that
+ * arrived during a turn are claimed together as the next, except those marked
+ * `metadata.ownTurn` (a request that waits for its own answer: the OpenAI-compatible endpoint's).
  */
 import type { Logger } from "pino";
 import { type InboundMessage, type OutboundMessage, SYSTEM_CHANNEL, replyTarget } from "../bus/message.js";
@@ -13,6 +15,7 @@ import { isShutdown, shutdownReason } from "./cancellation.js";
 import { type ChatCommand, helpText, parseCommand } from "./commands.js";
 import type { TurnEvent } from "./react-loop.js";
 import type { Metrics } from "../metrics.js";
+import type { Usage } from "../providers/chat-model.js";
 
 export interface TurnConsumerOptions {
   bus: MessageBus;
@@ -157,16 +160,17 @@ export class TurnConsumer {
     }
     try {
       let reply: string;
+      let usage: Usage | undefined;
       const answered = batch.command ? undefined : await this.options.agent.previousAnswer(claim.sessionKey, batch.messages.map((message) => message.id));
       if (answered) {
         // A crash after the history write: repeat the saved reply (same id, so delivery dedupes it).
         batch = { messages: batch.messages.slice(0, answered.count) };
-        reply = answered.reply;
+        ({ reply, usage } = answered);
       } else if (batch.command) {
         reply = await this.runCommand(batch.command, claim);
       } else {
         const taken = batch.interceptable ? await intercept?.take(first, claim) : undefined;
-        reply = taken ?? (await this.answerClaim(claim, batch.messages, controller.signal));
+        ({ reply, usage } = taken === undefined ? await this.answerClaim(claim, batch.messages, controller.signal) : { reply: taken, usage: undefined });
       }
       if (leaseLost) return;
       if (isShutdown(controller.signal)) {
@@ -175,7 +179,9 @@ export class TurnConsumer {
         return;
       }
       if (this.options.replyFilter?.(batch.messages, reply) ?? true) {
-        await bus.publishOutbound(answering(finalMessage(first, reply), batch.messages), claim);
+        const final = finalMessage(first, reply);
+        if (usage) final.metadata.usage = { ...usage };
+        await bus.publishOutbound(answering(final, batch.messages), claim);
       }
       await bus.ack(claim, batch.messages.length);
       done(controller.signal.aborted ? "cancelled" : "answered");
@@ -221,7 +227,7 @@ export class TurnConsumer {
     }
   }
 
-  private async answerClaim(claim: Claim, messages: InboundMessage[], signal: AbortSignal): Promise<string> {
+  private async answerClaim(claim: Claim, messages: InboundMessage[], signal: AbortSignal): Promise<{ reply: string; usage: Usage }> {
     const { bus, agent } = this.options;
     const first = messages[0]!;
     const target = replyTarget(first);
@@ -268,7 +274,7 @@ export class TurnConsumer {
           await bus.publishOutbound({ ...finalMessage(first, content), id: outboundId(first, sequence), media }, claim);
         },
       });
-      return result.reply;
+      return { reply: result.reply, usage: result.usage };
     } finally {
       drafts.stop();
     }
@@ -277,14 +283,20 @@ export class TurnConsumer {
 
 /**
  * A claim's leading messages that form one turn: one command, one message the intercept may take,
- * or a run of ordinary messages.
+ * one message that asked for a turn of its own, or a run of ordinary messages.
  */
 function takeBatch(messages: InboundMessage[], mayTake?: (message: InboundMessage) => boolean): { messages: InboundMessage[]; command?: ChatCommand; interceptable?: boolean } {
   const command = parseCommand(messages[0]!.content);
   if (command) return { messages: messages.slice(0, 1), command };
   if (mayTake?.(messages[0]!)) return { messages: messages.slice(0, 1), interceptable: true };
-  const end = messages.findIndex((message) => parseCommand(message.content) !== undefined || mayTake?.(message) === true);
+  if (wantsOwnTurn(messages[0]!)) return { messages: messages.slice(0, 1) };
+  const end = messages.findIndex((message) => parseCommand(message.content) !== undefined || mayTake?.(message) === true || wantsOwnTurn(message));
   return { messages: end === -1 ? messages : messages.slice(0, end) };
+}
+
+/** A message whose sender waits for the answer to it alone (an HTTP request): never coalesced. */
+function wantsOwnTurn(message: InboundMessage): boolean {
+  return message.metadata.ownTurn === true;
 }
 
 /** One user turn from a burst: texts in order; senders named when several people spoke. */

@@ -1,7 +1,9 @@
 /**
  * The HTTP API (Fastify): health and readiness probes, session control, and the routes the
- * composition root hands it (channels' routes and webhooks, pairing, tasks, tool history). Closed by default: bound beyond loopback it will not start without a bearer token, and
- * with a token every `/api` and `/ws` request must carry it.
+ * composition root hands it (channels' routes and webhooks, pairing, tasks, tool history, the
+ * OpenAI-compatible endpoint). Closed by default: bound beyond loopback it will not start without
+ * a bearer token, and with a token every request but the probes and webhooks must carry it. A
+ * route family (`/v1/`) may take more keys and answers its errors in its own shape.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { BlockList } from "node:net";
@@ -13,7 +15,7 @@ import { z } from "zod";
 import type { MessageBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelWebhook } from "../gateway/channel.js";
-import { parseRequest } from "../gateway/http-request.js";
+import { RequestError, parseRequest } from "../gateway/http-request.js";
 
 /** The `api` section of the config. */
 export interface ApiServerConfig {
@@ -46,6 +48,8 @@ export interface ApiServerOptions {
   readinessTimeoutMs?: number;
   /** More routes behind the bearer token: the web channel's, pairing approval, tasks, ... */
   routes?: ReadonlyArray<(scope: FastifyInstance) => void>;
+  /** Route families with their own keys and error shape (their routes come in `routes`). */
+  families?: readonly RouteFamily[];
   /**
    * Platform webhooks (Telegram posts updates here). They carry their own proof (a secret header,
    * a signature) that the handler checks on the raw body before parsing it, so the bearer token
@@ -60,6 +64,29 @@ export interface ApiServer {
   listen(): Promise<{ url: string; port: number }>;
   /** Closes the server (and with it every socket). */
   close(): Promise<void>;
+}
+
+/**
+ * Routes under one path prefix that speak another API's dialect (the OpenAI-compatible `/v1/`):
+ * the same origin, token and content-type rules, but their own bearer keys besides the API token,
+ * and every error (refusals, bad bodies, unknown paths, failures) in their own shape.
+ */
+export interface RouteFamily {
+  /** Path prefix, e.g. `/v1/`. */
+  prefix: string;
+  /** Bearer keys these routes take besides the API token (secrets). */
+  keys?: readonly string[];
+  /** The JSON body of an error answer; `error` is what was thrown, when something was. */
+  errorBody(refusal: Refusal): unknown;
+}
+
+/** An error answer about to be sent. */
+export interface Refusal {
+  status: number;
+  message: string;
+  /** A short machine-readable reason: `invalid_api_key`, `origin_not_allowed`, `not_found`, ... */
+  code?: string;
+  error?: unknown;
 }
 
 /** Routes anyone may call: probes for orchestrators and load balancers, the login (plus platform webhooks). */
@@ -90,6 +117,10 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   const webhookRoutes = new Set((options.webhooks ?? []).map((webhook) => webhook.path));
   const publicRoutes = new Set([...probeRoutes, ...webhookRoutes]);
   const allowedOrigins = new Set(config.allowedOrigins ?? []);
+  const families = options.families ?? [];
+  const familyOf = (url: string) => families.find((family) => url.startsWith(family.prefix));
+  /** The body of an error answer: the family's shape on its routes, `{ error }` elsewhere. */
+  const errorBody = (url: string, refusal: Refusal): unknown => familyOf(url)?.errorBody(refusal) ?? { error: refusal.message };
 
   // Typed with Fastify's own logger interface, which pino's Logger satisfies (its generics do not).
   const fastifyLogger: FastifyBaseLogger = logger;
@@ -109,7 +140,9 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500) request.log.error({ err: error, method: request.method, route: request.routeOptions.url }, "request failed");
-    void reply.code(status).send({ error: status >= 500 ? "internal error" : error.message });
+    // A RequestError's message is written for the client, whatever its status (a 503 saying why).
+    const message = status >= 500 && !(error instanceof RequestError) ? "internal error" : error.message;
+    void reply.code(status).send(errorBody(request.url, { status, message, error }));
   });
 
   // text/plain is what a cross-site form or no-cors fetch can send without a preflight: JSON only.
@@ -128,19 +161,29 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
       if (origin === undefined || !changesState(request.method, request.headers.upgrade)) return;
       if (isAllowedOrigin(origin, request.headers.host, allowedOrigins)) return;
       logger.warn({ origin, method: request.method, route }, "cross-origin request refused");
-      return reply.code(403).send({ error: `origin ${origin} may not use this API (api.allowedOrigins lists the ones that may)` });
+      const message = `origin ${origin} may not use this API (api.allowedOrigins lists the ones that may)`;
+      return reply.code(403).send(errorBody(request.url, { status: 403, message, code: "origin_not_allowed" }));
     });
-    if (token !== undefined) {
-      const expected = digest(token);
-      // On the matched route, not the raw URL: no spelling of a path can skip the check.
-      scope.addHook("onRequest", async (request, reply) => {
-        const route = request.routeOptions.url;
-        if (route !== undefined && publicRoutes.has(route)) return;
-        if (bearerMatches(request.headers.authorization, expected) || cookieMatches(request.headers.cookie, expected)) return;
-        return reply.code(401).header("www-authenticate", 'Bearer realm="countbot"').send({ error: "missing or wrong bearer token" });
-      });
-    }
-    scope.setNotFoundHandler((request, reply) => void reply.code(404).send({ error: `not found: ${request.method} ${request.url.split("?")[0]}` }));
+    const expected = token === undefined ? undefined : digest(token);
+    const familyKeys = new Map(families.map((family) => [family, (family.keys ?? []).map(digest)]));
+    // On the matched route, not the raw URL: no spelling of a path can skip the check, or reach
+    // another route with a family's key. An unknown path under a family's prefix is refused like
+    // its routes, so a wrong key cannot tell which paths exist.
+    scope.addHook("onRequest", async (request, reply) => {
+      const route = request.routeOptions.url;
+      if (route !== undefined && publicRoutes.has(route)) return;
+      const family = familyOf(route ?? request.url);
+      const keys = [...(expected ? [expected] : []), ...((family && familyKeys.get(family)) ?? [])];
+      if (keys.length === 0) return; // no token at all: a loopback-only API (assertSafeBinding)
+      if (keys.some((key) => bearerMatches(request.headers.authorization, key))) return;
+      if (expected && cookieMatches(request.headers.cookie, expected)) return;
+      const message = family ? "missing or wrong API key (send it as `Authorization: Bearer <key>`)" : "missing or wrong bearer token";
+      return reply.code(401).header("www-authenticate", 'Bearer realm="countbot"').send(errorBody(request.url, { status: 401, message, code: "invalid_api_key" }));
+    });
+    scope.setNotFoundHandler((request, reply) => {
+      const message = `not found: ${request.method} ${request.url.split("?")[0]}`;
+      return void reply.code(404).send(errorBody(request.url, { status: 404, message, code: "not_found" }));
+    });
 
     scope.get("/health", async () => ({ status: "ok" }));
 
@@ -268,28 +311,44 @@ function digest(value: string): Buffer {
   return createHash("sha256").update(value, "utf8").digest();
 }
 
-/** The token cookie, compared like the bearer header. */
-function cookieMatches(header: string | undefined, expected: Buffer): boolean {
-  if (header === undefined) return false;
+/**
+ * The key a request that passed the token check came with: its bearer token, else its token
+ * cookie; undefined when it carried neither (an API without a token). For routes that keep
+ * something per key (the OpenAI endpoint's sessions).
+ */
+export function presentedKey(headers: { authorization?: string; cookie?: string }): string | undefined {
+  return bearerOf(headers.authorization) ?? cookieTokenOf(headers.cookie);
+}
+
+function cookieTokenOf(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
   const pair = header
     .split(";")
     .map((part) => part.trim())
     .find((part) => part.startsWith(`${TOKEN_COOKIE}=`));
-  if (pair === undefined) return false;
-  let value: string;
+  if (pair === undefined) return undefined;
   try {
-    value = decodeURIComponent(pair.slice(TOKEN_COOKIE.length + 1));
+    return decodeURIComponent(pair.slice(TOKEN_COOKIE.length + 1));
   } catch {
-    return false;
+    return undefined;
   }
-  return timingSafeEqual(digest(value), expected);
+}
+
+function bearerOf(header: string | undefined): string | undefined {
+  return /^Bearer[ ]+(\S+)[ ]*$/i.exec(header ?? "")?.[1];
+}
+
+/** The token cookie, compared like the bearer header. */
+function cookieMatches(header: string | undefined, expected: Buffer): boolean {
+  const value = cookieTokenOf(header);
+  return value !== undefined && timingSafeEqual(digest(value), expected);
 }
 
 /** Compares digests, so the time taken says nothing about the token, not even its length. */
 function bearerMatches(header: string | undefined, expected: Buffer): boolean {
-  const match = /^Bearer[ ]+(\S+)[ ]*$/i.exec(header ?? "");
-  const equal = timingSafeEqual(digest(match?.[1] ?? ""), expected);
-  return match !== null && equal;
+  const given = bearerOf(header);
+  const equal = timingSafeEqual(digest(given ?? ""), expected);
+  return given !== undefined && equal;
 }
 
 async function checkReadiness(readiness: () => Promise<Readiness>, timeoutMs: number): Promise<Readiness> {

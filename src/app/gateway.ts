@@ -1,11 +1,12 @@
 /**
  * The gateway half of the composition root: every enabled channel from the plugin registry on the
  * shared channel runtime, and the HTTP API with the channels' routes and webhooks, pairing, tasks,
- * agent teams and their runs, and tool history.
+ * agent teams and their runs, tool history, and the OpenAI-compatible endpoint (`/v1/`).
  */
 import type { Logger } from "pino";
 import { channelPlugins } from "../../channels/index.js";
 import { registerPairingRoutes } from "../api/pairing-routes.js";
+import { type OpenAiEndpoint, createOpenAiEndpoint } from "../api/openai/endpoint.js";
 import { type ApiServer, type Readiness, createApiServer } from "../api/server.js";
 import { registerTaskRoutes } from "../api/task-routes.js";
 import { registerTeamRoutes } from "../api/team-routes.js";
@@ -29,6 +30,8 @@ import { WORKFLOW_QUEUE } from "../jobs/workflows/engine.js";
 export interface Gateway {
   api: ApiServer;
   channels: ChannelRuntime[];
+  /** `/v1/chat/completions` and `/v1/models`, unless `api.openai.enabled` is off. */
+  openai?: OpenAiEndpoint;
   /** Applies the channels' new admission policies (a config reload). */
   reload(config: ResolvedConfig): void;
   start(): Promise<{ url: string; port: number }>;
@@ -43,8 +46,8 @@ export interface GatewayOptions {
   checks?: () => Promise<Readiness["checks"]>;
   /** Cancels subagent tasks wherever they run (the tasks API). */
   subagents: Pick<SubagentManager, "cancel">;
-  /** Team runs: listed, shown and cancelled wherever their nodes run (the workflow-runs API). */
-  workflows: Pick<WorkflowEngine, "get" | "list" | "cancel">;
+  /** Team runs: listed, shown and cancelled wherever their nodes run (the workflow-runs API), started by the OpenAI endpoint. */
+  workflows: Pick<WorkflowEngine, "start" | "get" | "list" | "cancel">;
   /** The config file's and the store's teams (the agent-teams API). */
   teams: TeamCatalog;
   /** The platforms to offer. Default: every plugin in `channels/index.ts`. */
@@ -100,14 +103,19 @@ export function createGateway(options: GatewayOptions): Gateway {
   const board = infrastructure.bullmq && createQueueBoard({ ...infrastructure.bullmq, queues: [SUBAGENT_QUEUE, WORKFLOW_QUEUE] });
   const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics }));
   metrics?.watch({ bus, leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })) });
+  const openai = config.api.openai.enabled
+    ? createOpenAiEndpoint({ bus, teams: options.teams, workflows: options.workflows, config: config.api.openai, logger, now: options.now })
+    : undefined;
   const api = createApiServer({
     bus,
     config: { ...config.api, token: options.apiToken?.token ?? config.api.token },
     logger,
     readiness,
     webhooks: instances.flatMap((channel) => (channel.webhook ? [channel.webhook] : [])),
+    families: openai ? [openai.family] : [],
     routes: [
       ...instances.flatMap((channel) => (channel.routes ? [channel.routes] : [])),
+      ...(openai ? [openai.routes] : []),
       (scope) => {
         registerPairingRoutes(scope, store);
         registerTaskRoutes(scope, { tasks: store.tasks, cancel: (id) => options.subagents.cancel(id) });
@@ -129,6 +137,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   return {
     api,
     channels,
+    openai,
     reload(next) {
       for (const channel of channels) {
         const plugin = plugins.find((candidate) => candidate.name === channel.name);
@@ -142,7 +151,9 @@ export function createGateway(options: GatewayOptions): Gateway {
       const address = await api.listen();
       try {
         for (const channel of channels) await channel.start();
+        await openai?.start();
       } catch (error) {
+        await openai?.stop();
         await api.close();
         throw new Error(`a channel failed to start: ${errorMessage(error)}`, { cause: error });
       }
@@ -150,6 +161,8 @@ export function createGateway(options: GatewayOptions): Gateway {
     },
     async close() {
       for (const channel of channels) await channel.stop();
+      // Before the server: requests still waiting for the agent are answered (503), not held open.
+      await openai?.stop();
       await api.close();
       await board?.close();
       await toolHistory.close();

@@ -4,7 +4,7 @@
  */
 
 /** Fields whose value is a secret wherever they appear (compared without case). */
-const secretFields = new Set(["apikey", "token", "appsecret", "secret", "password", "braveapikey", "encryptkey", "verificationtoken"]);
+const secretFields = new Set(["apikey", "apikeys", "token", "appsecret", "secret", "password", "braveapikey", "encryptkey", "verificationtoken"]);
 
 /** HTTP headers (in `providers.*.headers`) that carry credentials. */
 const secretHeader = /auth|key|token|secret|cookie|password|credential/i;
@@ -28,7 +28,8 @@ export function maskSecret(secret: string): string {
 
 /**
  * A deep copy of `config` with every secret masked: fields named apiKey, token, appSecret, secret,
- * password or braveApiKey; credential headers; and the password in URLs such as `redis://:pw@host`.
+ * password or braveApiKey and the items of lists named apiKeys; credential headers; and the
+ * password in URLs such as `redis://:pw@host`.
  */
 export function maskSecrets<T>(config: T): T {
   return mapSecrets(config, maskSecret) as T;
@@ -84,7 +85,8 @@ function mapSecrets(value: unknown, replace: (secret: string) => string, key?: s
   if (typeof value === "string") {
     return key !== undefined && isSecretField(key, parentKey) ? replace(value) : replaceUrlPassword(value, replace);
   }
-  if (Array.isArray(value)) return value.map((item) => mapSecrets(item, replace, undefined, key));
+  // A list under a secret's name (`apiKeys`) is a list of secrets.
+  if (Array.isArray(value)) return value.map((item) => mapSecrets(item, replace, key !== undefined && isSecretField(key, parentKey) ? key : undefined, key));
   if (typeof value === "object" && value !== null) {
     return Object.fromEntries(Object.entries(value).map(([name, item]) => [name, mapSecrets(item, replace, name, key)]));
   }

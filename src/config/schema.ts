@@ -171,6 +171,24 @@ export const RedisSchema = z
   })
   .prefault({});
 
+export const OpenAiEndpointSchema = z
+  .strictObject({
+    enabled: z.boolean().default(true).describe("Serve `/v1/chat/completions` and `/v1/models`: any OpenAI client talks to the agent (or, with the model `team:<name>`, runs a team)."),
+    apiKeys: z
+      .array(
+        z
+          .string()
+          .trim()
+          .refine((key) => key === "" || key.length >= 16, "at least 16 characters"),
+      )
+      .default([])
+      // An empty one is an unset `${VAR}`: no key.
+      .transform((keys) => keys.filter((key) => key !== ""))
+      .describe("Bearer keys (secrets) the endpoint takes besides the API token, one per client: each key gets sessions of its own. Use `${ENV_VAR}`; an empty one is left out."),
+    timeoutSeconds: z.number().int().min(1).max(86_400).default(900).describe("A request that has no answer after this long gets a 504 (the turn goes on and lands in the session's history)."),
+  })
+  .prefault({});
+
 export const ApiSchema = z
   .strictObject({
     host: z.string().default("127.0.0.1").describe("Bind address of the HTTP API."),
@@ -180,6 +198,7 @@ export const ApiSchema = z
       .array(z.url().transform((url) => new URL(url).origin))
       .default([])
       .describe("Browser origins (`https://console.example.com`) besides the API's own that may open its WebSocket and send it POST, PUT and DELETE requests. Others get 403."),
+    openai: OpenAiEndpointSchema.describe("The OpenAI-compatible endpoint (`POST /v1/chat/completions`, `GET /v1/models`)."),
   })
   .prefault({});
 

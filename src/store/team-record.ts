@@ -57,6 +57,8 @@ export const NodeStateSchema = z.strictObject({
   toolCalls: z.array(TaskToolCallSchema),
   /** `provider/model` that answered. */
   model: z.string().optional(),
+  /** Tokens its model calls took, as the provider reported them (nodes that finished). */
+  usage: z.strictObject({ inputTokens: z.number(), outputTokens: z.number() }).optional(),
   queuedAt: z.number().optional(),
   startedAt: z.number().optional(),
   completedAt: z.number().optional(),

@@ -62,7 +62,7 @@ describe("loadConfig", () => {
     // The web chat is on unless switched off; every platform is off until configured.
     expect(config.channels).toEqual({ web: { enabled: true, showNotices: true } });
     expect(config.redis).toEqual({ prefix: "countbot", leaseTtlMs: 30_000, connectTimeoutMs: 5_000, evictionPolicy: "warn" });
-    expect(config.api).toEqual({ host: "127.0.0.1", port: 8787, allowedOrigins: [] });
+    expect(config.api).toEqual({ host: "127.0.0.1", port: 8787, allowedOrigins: [], openai: { enabled: true, apiKeys: [], timeoutSeconds: 900 } });
     expect(config.log.level).toBe("info");
     expect(config.heartbeat).toEqual({ enabled: false, intervalMinutes: 30, dailyCap: 10 });
     expect(config.dataDir).toBe(join(home, ".countbot"));
@@ -296,6 +296,12 @@ describe("maskSecrets", () => {
     );
     expect(maskSecrets({ redis: { url: "redis://localhost:6379" } }).redis.url).toBe("redis://localhost:6379");
     expect(maskSecrets({ nested: [{ password: "hunter2hunter2" }], secret: "s" })).toEqual({ nested: [{ password: "****ter2" }], secret: "****" });
+  });
+
+  it("masks every key of a list of keys (api.openai.apiKeys), and finds them for redaction", () => {
+    const config = { api: { openai: { apiKeys: ["client-one-key-0123456789", "client-two-key-9876543210"] } }, agent: { names: ["visible"] } };
+    expect(maskSecrets(config)).toEqual({ api: { openai: { apiKeys: ["****6789", "****3210"] } }, agent: { names: ["visible"] } });
+    expect(collectSecrets(config)).toEqual(["client-one-key-0123456789", "client-two-key-9876543210"]);
   });
 });
 

@@ -299,7 +299,7 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
       }
     };
     const agent = run.team.agents.find((candidate) => candidate.id === node.agentId);
-    let outcome: { output: string; model: string } | { error: string };
+    let outcome: { output: string; model: string; usage?: NodeState["usage"] } | { error: string };
     try {
       // Streamed text, at most once a second per node: lossy by design, the output is kept whole on the run.
       let chunkAt = Number.NEGATIVE_INFINITY;
@@ -323,7 +323,10 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
       clearTimeout(timer);
       job.signal.removeEventListener("abort", onAbort);
     }
-    const patch = "error" in outcome ? { error: outcome.error, toolCalls: toolCalls.slice(-MAX_TOOL_CALLS) } : { output: outcome.output, model: outcome.model, toolCalls: toolCalls.slice(-MAX_TOOL_CALLS) };
+    const patch =
+      "error" in outcome
+        ? { error: outcome.error, toolCalls: toolCalls.slice(-MAX_TOOL_CALLS) }
+        : { output: outcome.output, model: outcome.model, toolCalls: toolCalls.slice(-MAX_TOOL_CALLS), ...(outcome.usage ? { usage: outcome.usage } : {}) };
     if ("error" in outcome) log?.warn({ error: outcome.error }, "workflow node failed");
     const settled = await settle(started, node.id, "error" in outcome ? "failed" : "completed", patch, ["running"]);
     if (settled) await advance(run.id, settled);

@@ -31,6 +31,8 @@ export interface TeamAgentResult {
   output: string;
   /** `provider/model` that answered. */
   model: string;
+  /** Tokens the node's model calls took. */
+  usage?: { inputTokens: number; outputTokens: number };
 }
 
 /** Runs one node to its output. Throws on failure; throws once `signal` fired. */
@@ -113,8 +115,13 @@ export function createTeamAgentRunner(options: TeamAgentRunnerOptions): RunTeamA
       // The contribution is the closing message; text before tool calls was narration along the way.
       const last = result.transcript.at(-1);
       const report = last?.role === "assistant" ? last.content.trim() : "";
-      if (report !== "") return { output: report, model: result.model };
+      if (report !== "") return { output: report, model: result.model, usage: tokens(result.usage) };
     }
-    return { output: result.reply.trim(), model: result.model };
+    return { output: result.reply.trim(), model: result.model, usage: tokens(result.usage) };
   };
+}
+
+/** The counts a node keeps of its usage. */
+function tokens(usage: { inputTokens: number; outputTokens: number }): { inputTokens: number; outputTokens: number } {
+  return { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens };
 }

@@ -49,6 +49,38 @@ describe("TurnConsumer on the memory bus", () => {
     expect(finals.map((final) => final.content)).toEqual(["answer to: first", "answer to: second\n\nthird"]);
   });
 
+  it("carries the turn's token usage, summed over its model calls, in the final's metadata", async () => {
+    const usage = { inputTokens: 30, outputTokens: 4 };
+    harness = await startHarness(scriptedModel([{ toolCalls: [{ name: "list_dir", arguments: {} }], usage }, { text: "done", usage }]), { config: { tools: { exec: { enabled: false } } } });
+    await harness.send("a", "look");
+    const [final] = await harness.waitForFinals(1);
+    expect(final!.metadata.usage).toEqual({ inputTokens: 60, outputTokens: 8 });
+  });
+
+  it("never coalesces a message marked ownTurn: each gets a turn and a reply of its own", async () => {
+    const hold = gate();
+    const model = scriptedModel([]);
+    const requests: string[] = [];
+    model.stream = async function* (request) {
+      const text = lastUserText(request.messages);
+      requests.push(text);
+      if (requests.length === 1) await hold.promise;
+      yield { type: "text-delta", text: `answer to: ${text}` };
+      yield { type: "finish", reason: "stop", usage: { inputTokens: 1, outputTokens: 1 }, model: "scripted" };
+    };
+    harness = await startHarness(model);
+    await harness.send("a", "first");
+    while (requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    const second = await harness.send("a", "second", { metadata: { ownTurn: true } });
+    const third = await harness.send("a", "third", { metadata: { ownTurn: true } });
+    const fourth = await harness.send("a", "fourth");
+    const fifth = await harness.send("a", "fifth");
+    hold.open();
+    const finals = await harness.waitForFinals(4);
+    expect(requests).toEqual(["first", "second", "third", "fourth\n\nfifth"]);
+    expect(finals.slice(1).map((final) => final.metadata.answers)).toEqual([[second.id], [third.id], [fourth.id, fifth.id]]);
+  });
+
   it("runs other sessions while one session's turn is busy", async () => {
     const hold = gate();
     const model = scriptedModel([]);

@@ -133,6 +133,17 @@ export class McpServerConnection {
 
   /** Calls one of the server's tools; throws ToolError for everything the model should hear about. */
   async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<McpCallResult> {
+    try {
+      return await this.callOnce(tool, args, signal);
+    } catch (error) {
+      // The request never reached a tool (an HTTP server that restarted and forgot the session,
+      // or refused the connection): connect again and send it once more.
+      if (!(error instanceof Undelivered)) throw error;
+      return await this.callOnce(tool, args, signal, error);
+    }
+  }
+
+  private async callOnce(tool: string, args: Record<string, unknown>, signal: AbortSignal, retryOf?: Undelivered): Promise<McpCallResult> {
     if (!this.client) await this.ensure();
     const client = this.client;
     if (!client) throw this.unavailable();
@@ -153,6 +164,7 @@ export class McpServerConnection {
       }
       // The connection broke (the process died, the HTTP server went away or forgot the session).
       this.lost(client, `the connection broke during a call (${describeError(error)})`);
+      if (!retryOf && neverDelivered(error)) throw new Undelivered(error);
       throw new ToolError(
         `the MCP server "${this.name}" went away during the call of ${tool} (${describeError(error)})`,
         "It is restarted on the next call: call again if the call is safe to repeat, otherwise check first whether it took effect.",
@@ -267,6 +279,19 @@ export class McpServerConnection {
     this.stderrTail.push(line.length > MAX_STDERR_LINE ? `${line.slice(0, MAX_STDERR_LINE)}…` : line);
     if (this.stderrTail.length > STDERR_LINES) this.stderrTail.shift();
   }
+}
+
+/** A call that failed before it reached the server: safe to send again. */
+class Undelivered extends Error {
+  constructor(cause: unknown) {
+    super("the request was not delivered", { cause });
+  }
+}
+
+function neverDelivered(error: unknown): boolean {
+  if (error instanceof StreamableHTTPError) return error.code === 404;
+  const cause = error instanceof Error ? (error.cause as { code?: unknown } | undefined) : undefined;
+  return cause?.code === "ECONNREFUSED";
 }
 
 function describeError(error: unknown): string {

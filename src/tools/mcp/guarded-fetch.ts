@@ -97,10 +97,10 @@ function redactedUrl(url: string): string {
   }
 }
 
-/** Whether `error` or one of its causes is a refusal of the guard. */
-export function isAddressRefusal(error: unknown): boolean {
+/** The guard's refusal in `error` or its causes, if that is what it is. */
+export function addressRefusalIn(error: unknown): AddressRefusedError | undefined {
   for (let current: unknown = error, depth = 0; current instanceof Error && depth < 5; current = current.cause, depth += 1) {
-    if (current instanceof AddressRefusedError) return true;
+    if (current instanceof AddressRefusedError) return current;
   }
-  return false;
+  return undefined;
 }

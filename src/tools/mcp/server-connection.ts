@@ -15,7 +15,7 @@ import { ErrorCode, McpError, type Tool as McpTool } from "@modelcontextprotocol
 import type { Logger } from "pino";
 import type { McpServerConfig } from "../../config/mcp.js";
 import { ToolError, errorMessage } from "../../errors.js";
-import { isAddressRefusal } from "./guarded-fetch.js";
+import { type AddressRefusedError, addressRefusalIn } from "./guarded-fetch.js";
 import type { McpCallResult } from "./tool-result.js";
 import { type TransportKind, createTransport, describeTarget, transportKind } from "./transports.js";
 
@@ -77,6 +77,8 @@ export class McpServerConnection {
   private lastError: string | undefined;
   private closed = false;
   private readonly stderrTail: string[] = [];
+  /** A refusal of the address guard during the current attempt (the SSE transport hides the error's cause). */
+  private refusal: AddressRefusedError | undefined;
   private readonly log: Logger;
   private readonly now: () => number;
   private readonly backoff: BackoffOptions;
@@ -185,6 +187,7 @@ export class McpServerConnection {
   private async connect(): Promise<void> {
     this.state = "connecting";
     this.stderrTail.length = 0;
+    this.refusal = undefined;
     const timeoutMs = this.config.connectTimeoutMs;
     const client = new Client(this.options.clientInfo, {
       capabilities: {},
@@ -200,7 +203,7 @@ export class McpServerConnection {
     });
     const deadline = AbortSignal.timeout(timeoutMs);
     try {
-      const transport = createTransport(this.config, { workspace: this.options.workspace, fetch: this.options.fetch, onStderr: (line) => this.onStderr(line) });
+      const transport = createTransport(this.config, { workspace: this.options.workspace, fetch: this.watchedFetch, onStderr: (line) => this.onStderr(line) });
       await client.connect(transport, { timeout: timeoutMs, signal: deadline });
       const tools: McpTool[] = [];
       let cursor: string | undefined;
@@ -228,11 +231,22 @@ export class McpServerConnection {
     }
   }
 
+  private readonly watchedFetch: FetchLike = async (url, init) => {
+    try {
+      return await this.options.fetch(url, init);
+    } catch (error) {
+      this.refusal = addressRefusalIn(error) ?? this.refusal;
+      throw error;
+    }
+  };
+
   private failed(error: unknown, reason: string): void {
     const stderr = this.stderrTail.length > 0 ? `; its stderr ended with: ${this.stderrTail.join(" | ")}` : "";
     this.lastError = `${reason}${stderr}`;
     this.failures += 1;
-    if (isAddressRefusal(error)) {
+    const refusal = addressRefusalIn(error) ?? this.refusal;
+    if (refusal) {
+      this.lastError = refusal.message;
       this.state = "refused";
       this.log.error({ reason: this.lastError }, `MCP server "${this.name}" refused by the address guard; its tools are left out`);
       return;

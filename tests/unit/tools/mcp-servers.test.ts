@@ -158,21 +158,29 @@ describe("a stdio MCP server", () => {
 
 describe("a server that never comes up", () => {
   it("is logged once and its tools are left out, while the other servers work", async () => {
-    const { registry, call, mcp, records } = await setup({
-      broken: stdioServer({ env: { MCP_TEST_EXIT_AT_START: "4", MCP_TEST_STDERR: "missing credentials for the test" } }),
-      local: stdioServer(),
-    });
+    let clock = 0;
+    const { registry, call, mcp, records } = await setup(
+      {
+        broken: stdioServer({ env: { MCP_TEST_EXIT_AT_START: "4", MCP_TEST_STDERR: "missing credentials for the test" } }),
+        local: stdioServer(),
+      },
+      { now: () => clock, backoff: { initialMs: 1_000, maxMs: 4_000 } },
+    );
     expect(registry.names().every((name) => name.startsWith("mcp_local_"))).toBe(true);
     const broken = mcp.status().find((status) => status.name === "broken")!;
     expect(broken.state).toBe("down");
     expect(broken.error).toContain("missing credentials for the test");
     expect(unwrapped((await call("mcp_local_echo", { text: "fine" })).content)).toBe("echo: fine");
-    // Later turns try it again in the background, without another warning.
-    for (let turn = 0; turn < 3; turn += 1) {
-      await new Promise((resolve) => setTimeout(resolve, 120));
+    expect(broken.retryInMs).toBe(1_000);
+    // Turns before the backoff is over do not try it; later ones do, in the background, without another warning.
+    await registry.load();
+    expect(records().filter((record) => record.msg === "MCP server still down")).toHaveLength(0);
+    for (let retry = 1; retry <= 2; retry += 1) {
+      clock += 5_000;
       await registry.load();
+      await eventually(() => records().filter((record) => record.msg === "MCP server still down").length === retry, `retry ${retry}`);
     }
-    await eventually(() => records().filter((record) => record.msg === "MCP server still down").length >= 1, "a retry");
+    expect(mcp.status().find((status) => status.name === "broken")!.retryInMs).toBe(4_000);
     const warnings = records().filter((record) => String(record.msg).includes('"broken" did not come up'));
     expect(warnings).toHaveLength(1);
     expect(warnings[0]!.level).toBe(40);

@@ -76,6 +76,8 @@ export class McpServerConnection {
   private retryAt = 0;
   private lastError: string | undefined;
   private closed = false;
+  /** Aborts an attempt under way when the connection is closed (shutdown does not wait out a connect timeout). */
+  private readonly closing = new AbortController();
   private readonly stderrTail: string[] = [];
   /** A refusal of the address guard during the current attempt (the SSE transport hides the error's cause). */
   private refusal: AddressRefusedError | undefined;
@@ -178,6 +180,7 @@ export class McpServerConnection {
   /** Closes the connection (a stdio server is asked to exit, then killed); no reconnects after this. */
   async close(): Promise<void> {
     this.closed = true;
+    this.closing.abort();
     await this.attempt;
     const client = this.client;
     this.client = undefined;
@@ -202,13 +205,14 @@ export class McpServerConnection {
       },
     });
     const deadline = AbortSignal.timeout(timeoutMs);
+    const signal = AbortSignal.any([deadline, this.closing.signal]);
     try {
       const transport = createTransport(this.config, { workspace: this.options.workspace, fetch: this.watchedFetch, onStderr: (line) => this.onStderr(line) });
-      await client.connect(transport, { timeout: timeoutMs, signal: deadline });
+      await client.connect(transport, { timeout: timeoutMs, signal });
       const tools: McpTool[] = [];
       let cursor: string | undefined;
       do {
-        const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs, signal: deadline });
+        const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs, signal });
         tools.push(...page.tools);
         cursor = page.nextCursor;
       } while (cursor !== undefined);
@@ -227,6 +231,10 @@ export class McpServerConnection {
       this.options.onToolsChanged?.();
     } catch (error) {
       await closeQuietly(client);
+      if (this.closed) {
+        this.state = "down";
+        return;
+      }
       this.failed(error, deadline.aborted ? `did not answer within ${timeoutMs} ms` : describeError(error));
     }
   }

@@ -1,17 +1,21 @@
 /**
- * The test MCP server (./mcp-test-server.ts) over streamable HTTP on 127.0.0.1, port 0, at
- * `/mcp`, with sessions as the SDK's stateful transport keeps them. `forgetSessions()` plays a
- * server that restarted: the sessions it handed out are unknown from then on (404).
+ * The test MCP server (./mcp-test-server.ts) over streamable HTTP on 127.0.0.1 (port 0 unless
+ * given) at `/mcp`, with sessions as the SDK's stateful transport keeps them, and over the older
+ * HTTP+SSE transport at `/sse` (messages posted to `/messages`). `forgetSessions()` plays a server
+ * that restarted: the sessions it handed out are unknown from then on (404).
  */
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { createTestMcpServer, type TestMcpServer } from "./mcp-test-server.js";
 
 export interface McpHttpServer {
   /** `http://127.0.0.1:<port>/mcp`. */
   url: string;
+  /** `http://127.0.0.1:<port>/sse`, the HTTP+SSE transport's endpoint. */
+  sseUrl: string;
   port: number;
   /** Every tool call, over all sessions. */
   calls: TestMcpServer["calls"];
@@ -23,14 +27,31 @@ export interface McpHttpServer {
   close(): Promise<void>;
 }
 
-export async function startMcpHttpServer(): Promise<McpHttpServer> {
+export async function startMcpHttpServer(options: { port?: number } = {}): Promise<McpHttpServer> {
   const sessions = new Map<string, { transport: StreamableHTTPServerTransport; server: TestMcpServer }>();
+  const sseSessions = new Map<string, SSEServerTransport>();
   const calls: TestMcpServer["calls"] = [];
   const requestHeaders: IncomingMessage["headers"][] = [];
   let started = 0;
 
   const handle = async (request: IncomingMessage, response: ServerResponse) => {
     requestHeaders.push(request.headers);
+    if (request.method === "GET" && request.url === "/sse") {
+      const transport = new SSEServerTransport("/messages", response);
+      sseSessions.set(transport.sessionId, transport);
+      response.on("close", () => sseSessions.delete(transport.sessionId));
+      started += 1;
+      await createTestMcpServer({ name: "countbot-sse-test-server", calls }).server.connect(transport);
+      return;
+    }
+    if (request.method === "POST" && request.url?.startsWith("/messages")) {
+      const transport = sseSessions.get(new URL(request.url, "http://localhost").searchParams.get("sessionId") ?? "");
+      if (!transport) {
+        response.writeHead(404).end();
+        return;
+      }
+      return transport.handlePostMessage(request, response);
+    }
     if (!request.url?.startsWith("/mcp")) {
       response.writeHead(404).end();
       return;
@@ -61,7 +82,7 @@ export async function startMcpHttpServer(): Promise<McpHttpServer> {
       response.end();
     });
   });
-  await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => http.listen(options.port ?? 0, "127.0.0.1", resolve));
   const port = (http.address() as AddressInfo).port;
   const forgetSessions = async () => {
     const open = [...sessions.values()];
@@ -70,6 +91,7 @@ export async function startMcpHttpServer(): Promise<McpHttpServer> {
   };
   return {
     url: `http://127.0.0.1:${port}/mcp`,
+    sseUrl: `http://127.0.0.1:${port}/sse`,
     port,
     calls,
     sessionsStarted: () => started,

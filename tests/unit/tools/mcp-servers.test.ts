@@ -239,6 +239,37 @@ describe("a streamable HTTP MCP server", () => {
     expect(server.sessionsStarted()).toBe(2);
   });
 
+  it("is reconnected, with backoff, after it was gone", async () => {
+    let clock = 0;
+    const { call, mcp } = await setup({ remote: httpServer(server.url) }, { allowedHosts: ["127.0.0.1"], now: () => clock, backoff: { initialMs: 1_000, maxMs: 8_000 } });
+    expect(unwrapped((await call("mcp_remote_echo", { text: "before" })).content)).toBe("echo: before");
+    await server.close();
+    // The first call finds it gone (on the kept-alive connection, or when connecting again) ...
+    const gone = await call("mcp_remote_echo", { text: "while gone" });
+    expect(gone.success).toBe(false);
+    expect(gone.content).toMatch(/the MCP server "remote" (went away during the call of echo|is not available)/);
+    // ... and once an attempt to reconnect failed, calls wait out the backoff.
+    const waiting = await call("mcp_remote_echo", { text: "still gone" });
+    expect(waiting.content).toContain('the MCP server "remote" is not available');
+    expect(waiting.content).toContain("tried again in about 1 s");
+    expect(mcp.status()[0]).toMatchObject({ state: "down", retryInMs: 1_000 });
+    // Back on the same port: within the backoff the call is not tried, after it the client reconnects.
+    server = await startMcpHttpServer({ port: server.port });
+    closers.push(() => server.close());
+    expect((await call("mcp_remote_echo", { text: "too soon" })).content).toContain("is not available");
+    expect(server.calls).toEqual([]);
+    clock += 1_000;
+    const back = await call("mcp_remote_echo", { text: "back" });
+    expect(unwrapped(back.content)).toBe("echo: back");
+    expect(server.calls).toEqual([{ tool: "echo", arguments: { text: "back" } }]);
+  });
+
+  it("is reached over the older HTTP+SSE transport too", async () => {
+    const { call, registry } = await setup({ legacy: httpServer(server.sseUrl, { transport: "sse" }) }, { allowedHosts: ["127.0.0.1"] });
+    expect(registry.names()).toContain("mcp_legacy_add");
+    expect(unwrapped((await call("mcp_legacy_add", { a: 2, b: 40 })).content)).toBe("42");
+  });
+
   it("a hanging tool times out and the next call works", async () => {
     const { call } = await setup({ remote: httpServer(server.url, { callTimeoutMs: 300 }) }, { allowedHosts: ["127.0.0.1"] });
     expect((await call("mcp_remote_hang")).content).toContain("did not answer within 300 ms");

@@ -6,10 +6,12 @@
  *                             parameters; exit 1 when it does not come up (the reason on stderr)
  *
  * Both connect the way a worker does (same minimal environment, same address guard), wait at most
- * each server's `connectTimeoutMs`, and close every connection before they exit.
+ * each server's `connectTimeoutMs`, and close every connection before they exit. What they print
+ * has the config's secrets masked (a token may sit in a command line or come back in an error).
  */
 import { mkdir, realpath } from "node:fs/promises";
 import { createMcpServers } from "../app/agent.js";
+import { collectSecrets, redactText } from "../config/mask.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError } from "../errors.js";
 import type { McpServers } from "../tools/mcp/mcp-servers.js";
@@ -22,6 +24,8 @@ const stateWords: Record<Status["state"], string> = { idle: "not tried", connect
 
 export async function runMcpCommand(args: ["list"] | ["probe", string]): Promise<number> {
   const { config, logger } = loadCliConfig();
+  const secrets = collectSecrets(config);
+  const print = (stream: NodeJS.WriteStream, text: string) => stream.write(redactText(text, secrets));
   const servers = config.tools.mcpServers;
   if (args[0] === "list") {
     const names = Object.keys(servers);
@@ -43,7 +47,7 @@ export async function runMcpCommand(args: ["list"] | ["probe", string]): Promise
       lines.push(`${head}  ${describeState(status)}`);
       for (const tool of status.tools) lines.push(`  ${tool.modelName}${tool.modelName === `mcp_${name}_${tool.name}` ? "" : `  (${tool.name})`}`);
     }
-    process.stdout.write(`${lines.join("\n")}\n`);
+    print(process.stdout, `${lines.join("\n")}\n`);
     return 0;
   }
 
@@ -56,8 +60,8 @@ export async function runMcpCommand(args: ["list"] | ["probe", string]): Promise
   const [status] = await withServers(config, [name], logger, (mcp) => mcp.status());
   const lines = [`${name}: ${transportKind(server)} ${describeTarget(server)}${server.enabled ? "" : " (disabled in the config)"}`];
   if (!status || status.state !== "ready") {
-    process.stdout.write(`${lines.join("\n")}\n`);
-    process.stderr.write(`countbot: the MCP server "${name}" ${status?.state === "refused" ? "is refused" : "did not come up"}: ${status?.error ?? "unknown reason"}\n`);
+    print(process.stdout, `${lines.join("\n")}\n`);
+    print(process.stderr, `countbot: the MCP server "${name}" ${status?.state === "refused" ? "is refused" : "did not come up"}: ${status?.error ?? "unknown reason"}\n`);
     return 1;
   }
   if (status.server) lines.push(`server: ${status.server.name} ${status.server.version}`);
@@ -67,7 +71,7 @@ export async function runMcpCommand(args: ["list"] | ["probe", string]): Promise
     const parameters = describeParameters(tool.inputSchema as Record<string, unknown>);
     if (parameters) lines.push(`    ${parameters}`);
   }
-  process.stdout.write(`${lines.join("\n")}\n`);
+  print(process.stdout, `${lines.join("\n")}\n`);
   return 0;
 }
 

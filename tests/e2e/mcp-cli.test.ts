@@ -20,6 +20,8 @@ let http: McpHttpServer;
 let tripwire: Awaited<ReturnType<typeof startTripwire>>;
 let llm: FakeOpenAIServer;
 const API_KEY = "sk-e2e-mcp-0123456789abcdef";
+/** A secret of the broken server's config that its command line and its stderr repeat. */
+const BROKEN_TOKEN = "db-secret-token-98765";
 
 function toolResults(body: Record<string, unknown>): Map<string, string> {
   const results = new Map<string, string>();
@@ -57,7 +59,10 @@ beforeAll(async () => {
           local: stdioServerEntry({ env: { MCP_TEST_TOKEN: "server-token" } }),
           remote: { url: http.url, enabledTools: ["echo", "fetch.page"] },
           blocked: { url: `http://127.0.0.1:${tripwire.port}/mcp`, transport: "sse" },
-          broken: stdioServerEntry({ env: { MCP_TEST_EXIT_AT_START: "5", MCP_TEST_STDERR: "cannot open the database" } }),
+          broken: (() => {
+            const entry = stdioServerEntry({ env: { MCP_TEST_EXIT_AT_START: "5", MCP_TEST_STDERR: `cannot open the database with ${BROKEN_TOKEN}`, DB_TOKEN: BROKEN_TOKEN } });
+            return { ...entry, args: [...(entry.args as string[]), "--token", BROKEN_TOKEN] };
+          })(),
           off: { ...stdioServerEntry(), enabled: false },
         },
         // Nothing allowed: the HTTP test server on loopback is refused like the tripwire.
@@ -99,7 +104,8 @@ describe("countbot mcp", () => {
     // Without 127.0.0.1 in tools.mcpAllowedHosts the HTTP server on loopback is refused too.
     expect(lines.find((line) => line.startsWith("remote  streamable-http  "))).toMatch(/refused: .*127\.0\.0\.1 is a loopback address; list its host in tools\.mcpAllowedHosts/);
     expect(lines.find((line) => line.startsWith("blocked  sse  "))).toMatch(/refused: .*loopback/);
-    expect(lines.find((line) => line.startsWith("broken  stdio  "))).toMatch(/ down: .*cannot open the database/);
+    expect(lines.find((line) => line.startsWith("broken  stdio  "))).toMatch(/ --token \*\*\*\*8765 {2}down: .*cannot open the database with \*\*\*\*8765/);
+    expect(run.stdout).not.toContain(BROKEN_TOKEN);
     expect(lines.find((line) => line.startsWith("off  stdio  "))).toMatch(/ disabled$/);
     expect(tripwire.connections()).toBe(0);
     expect(http.sessionsStarted()).toBe(0);
@@ -127,7 +133,8 @@ describe("countbot mcp", () => {
   it("says in one line why a server did not come up, and exits 1", async () => {
     const run = await runCli(["mcp", "probe", "broken"], { env: env() });
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(/^countbot: the MCP server "broken" did not come up: .*cannot open the database\n$/);
+    expect(run.stderr).toMatch(/^countbot: the MCP server "broken" did not come up: .*cannot open the database with \*\*\*\*8765\n$/);
+    expect(run.stdout).toMatch(/^broken: stdio .* --token \*\*\*\*8765\n$/);
   });
 
   it("names the configured servers when asked for one that is not", async () => {

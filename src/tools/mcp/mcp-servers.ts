@@ -13,9 +13,9 @@
 import type { Logger } from "pino";
 import type { McpServerConfig } from "../../config/mcp.js";
 import { JsonSchemaCompiler } from "../json-schema-parameters.js";
-import type { Tool, ToolSource } from "../tool.js";
+import type { JsonSchemaParameters, Tool, ToolSource } from "../tool.js";
 import type { Resolver } from "../web-fetch.js";
-import { createGuardedFetch } from "./guarded-fetch.js";
+import { type GuardedFetch, createGuardedFetch } from "./guarded-fetch.js";
 import { type BackoffOptions, McpServerConnection, type McpServerStatus, type McpToolInfo } from "./server-connection.js";
 import { formatToolResult } from "./tool-result.js";
 import { assignToolNames, toolKey } from "./tool-names.js";
@@ -48,7 +48,7 @@ const MAX_DESCRIPTION = 2_000;
 
 export class McpServers {
   private readonly connections: McpServerConnection[];
-  private readonly guardedFetch;
+  private readonly guardedFetch: GuardedFetch;
   private readonly compiler = new JsonSchemaCompiler();
   private readonly log: Logger;
   /** Built tools by server, rebuilt when a server's tool list or the naming changes. */
@@ -136,7 +136,7 @@ export class McpServers {
   }
 
   private buildTool(connection: McpServerConnection, info: McpToolInfo, name: string): Tool | undefined {
-    let parameters;
+    let parameters: JsonSchemaParameters;
     try {
       parameters = this.compiler.compile(info.inputSchema as Record<string, unknown>);
     } catch (error) {

@@ -76,6 +76,9 @@ export async function runReactLoop(options: ReactLoopOptions): Promise<TurnResul
     transcript.push(message);
   };
 
+  // Tools known only at run time (MCP servers') join here; the first turn may wait for them.
+  await options.tools.load(signal);
+
   const addText = async (text: string, startsSegment: boolean) => {
     // Segments of different iterations are separated by a blank line, in the stream as in the reply.
     const piece = startsSegment && reply !== "" ? `\n\n${text}` : text;

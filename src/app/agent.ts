@@ -33,8 +33,9 @@ import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-s
 import { createMessageTool } from "../tools/message.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import { type ToolHistory, createFileToolHistory } from "../tools/tool-history.js";
+import { McpServers } from "../tools/mcp/mcp-servers.js";
 import { createToolSet } from "../tools/tool-set.js";
-import type { Tool } from "../tools/tool.js";
+import type { Tool, ToolSource } from "../tools/tool.js";
 import { type Infrastructure, createInfrastructure, fileAuditOptions } from "./infrastructure.js";
 
 export interface AgentRuntime {
@@ -67,11 +68,25 @@ export interface RuntimeOverrides {
   jobs?: Jobs;
   /** Counts turns, model calls and tool calls. */
   metrics?: Metrics;
+  /** The MCP servers' connections, shared with subagents and team agents; default: this runtime's own. */
+  mcp?: McpServers;
   now?: () => number;
 }
 
-/** The tools the main agent gets, as the config allows them: the built-in set plus its own. */
-export function createTools(config: ResolvedConfig, dependencies: { memory: MemoryStore; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics }): ToolRegistry {
+/** The process's MCP connections, as configured (connected on the first turn). */
+export function createMcpServers(config: ResolvedConfig, workspace: string, logger: Logger): McpServers {
+  const servers = Object.fromEntries(Object.entries(config.tools.mcpServers).filter(([, server]) => server.enabled));
+  return new McpServers({ servers, allowedHosts: config.tools.mcpAllowedHosts, workspace, logger });
+}
+
+/** A tool registry's sources: the MCP servers offered to this audience, if any. */
+function mcpSources(mcp: McpServers, audience: Parameters<McpServers["toolSource"]>[0]): ToolSource[] {
+  const source = mcp.toolSource(audience);
+  return source ? [source] : [];
+}
+
+/** The tools the main agent gets, as the config allows them: the built-in set plus its own, and every MCP server's. */
+export function createTools(config: ResolvedConfig, dependencies: { memory: MemoryStore; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics; mcp?: McpServers }): ToolRegistry {
   const { bus, jobs } = dependencies;
   const extra: Tool[] = [createMemoryTool(dependencies.memory)];
   if (jobs) extra.push(createSpawnTool(jobs.subagents), createCronTool(jobs.scheduler), createWorkflowRunTool({ catalog: jobs.teams, engine: jobs.workflows }));
@@ -85,7 +100,7 @@ export function createTools(config: ResolvedConfig, dependencies: { memory: Memo
         : undefined,
     }),
   );
-  return createToolSet(config, { extra, metrics: dependencies.metrics });
+  return createToolSet(config, { extra, metrics: dependencies.metrics, sources: dependencies.mcp ? mcpSources(dependencies.mcp, "agent") : [] });
 }
 
 /** The agent and what it needs: model, tools, store, memory, context. Throws ConfigError early. */
@@ -97,7 +112,8 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   const workspace = await realpath(config.workspace);
   const store = overrides.store ?? createFileStore({ dataDir: config.dataDir, now: overrides.now });
   const memory = overrides.memory ?? createFileMemoryStore({ workspace, scope: config.memory.scope, now: overrides.now });
-  const tools = createTools(config, { memory, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics });
+  const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
+  const tools = createTools(config, { memory, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics, mcp });
   if (config.tools.exec.enabled) {
     const sandbox = chooseSandbox(config.tools.exec.sandbox);
     if (sandbox.kind === "bwrap") {
@@ -146,6 +162,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     workspace,
     reload: (next) => context.setPersona(next.agent.persona),
     close: async () => {
+      if (!overrides.mcp) await mcp.close();
       await audit?.close();
       await toolHistory.close();
       if (!overrides.store) await store.close();
@@ -167,9 +184,11 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
   await mkdir(config.workspace, { recursive: true });
   const workspace = await realpath(config.workspace);
   const auditRef: { log?: AuditLog } = {};
+  // One connection per MCP server for the whole worker: the agent's turns, subagents and team agents.
+  const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
   const runTask = createSubagentRunner({
     model,
-    tools: createSubagentTools(config, { metrics: overrides.metrics }),
+    tools: createSubagentTools(config, { metrics: overrides.metrics, sources: mcpSources(mcp, "subagents") }),
     workspace,
     restrictToWorkspace: config.tools.restrictToWorkspace,
     maxRetries: config.agent.maxRetries,
@@ -182,7 +201,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     },
   });
   // Team agents get the subagents' tool subset, and their own models (agent, team, then agent.model).
-  const teamTools = createSubagentTools(config);
+  const teamTools = createSubagentTools(config, { sources: mcpSources(mcp, "teams") });
   const runTeamAgent = createTeamAgentRunner({
     resolveModel: overrides.model ? () => overrides.model! : createTeamModels(config, { logger }),
     tools: teamTools,
@@ -195,7 +214,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
       if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: run.sessionKey, channel: "workflow", chatId: `${run.id}.${node.id}` }));
     },
   });
-  const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, runTeamAgent, teamToolNames: teamTools.names(), now: overrides.now });
+  const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, runTeamAgent, teamToolNames: () => teamTools.names(), now: overrides.now });
   const memory = infrastructure.memory({ workspace, scope: config.memory.scope });
   const runtime = await createAgentRuntime(config, logger, {
     ...overrides,
@@ -206,6 +225,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     audit: (options) => infrastructure.auditLog(options),
     bus: infrastructure.bus,
     jobs,
+    mcp,
   });
   auditRef.log = runtime.audit;
   const consumer = new TurnConsumer({
@@ -235,6 +255,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
       await jobsStarted;
       await jobs.close();
       await runtime.close();
+      if (!overrides.mcp) await mcp.close();
     },
   };
 }

@@ -13,6 +13,7 @@ import { runConfigCommand } from "./config-command.js";
 import { runDoctorCommand } from "./doctor-command.js";
 import { runGatewayCommand } from "./gateway-command.js";
 import { type OnboardOptions, runOnboardCommand } from "./onboard-command.js";
+import { runMcpCommand } from "./mcp-command.js";
 import { runMemoryCommand } from "./memory-command.js";
 import { runPairingCommand } from "./pairing-command.js";
 import { runRunsCommand } from "./runs-command.js";
@@ -214,6 +215,17 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .argument("<session>", "the session key (channel:chat_id)")
     .argument("<file>", "the Markdown file (- for stdin)")
     .action((session: string, file: string) => run(runMemoryCommand({ action: "import", session, input: file })));
+
+  const mcp = program.command("mcp").description("the configured MCP servers: list them, probe one");
+  mcp
+    .command("list")
+    .description("every MCP server: transport, where it is, whether it comes up, its tools")
+    .action(() => run(runMcpCommand(["list"])));
+  mcp
+    .command("probe")
+    .description("connect to one MCP server and show its tools and their parameters (exit 1 when it does not come up)")
+    .argument("<name>", "the server's name in tools.mcpServers")
+    .action((name: string) => run(runMcpCommand(["probe", name])));
 
   const audit = program.command("audit").description("the audit log of every tool call");
   audit

@@ -6,7 +6,7 @@
 /** Fields whose value is a secret wherever they appear (compared without case). */
 const secretFields = new Set(["apikey", "apikeys", "token", "appsecret", "secret", "password", "braveapikey", "encryptkey", "verificationtoken"]);
 
-/** HTTP headers (in `providers.*.headers`) that carry credentials. */
+/** HTTP headers (in `providers.*.headers`, `tools.mcpServers.*.headers`) and MCP servers' variables (`env`) that carry credentials. */
 const secretHeader = /auth|key|token|secret|cookie|password|credential/i;
 
 /** Secrets shorter than this are masked whole: showing their last characters would give away too much. */
@@ -18,7 +18,7 @@ const shortestRedactedSecret = 4;
 /** Whether a field of this name holds a secret; `parentKey` is the name of the object holding it. */
 export function isSecretField(key: PropertyKey, parentKey?: PropertyKey): boolean {
   if (typeof key !== "string") return false;
-  return secretFields.has(key.toLowerCase()) || (parentKey === "headers" && secretHeader.test(key));
+  return secretFields.has(key.toLowerCase()) || ((parentKey === "headers" || parentKey === "env") && secretHeader.test(key));
 }
 
 /** `"****"` and the last four characters, or only `"****"` for a short secret. */

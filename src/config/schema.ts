@@ -3,6 +3,7 @@
  * Every field carries a description; `config/countbot.schema.json` is generated from it.
  */
 import { z } from "zod";
+import { McpAllowedHostsSchema, McpServersSchema } from "./mcp.js";
 import { TeamConfigEntrySchema, TeamNameSchema, teamNameKey } from "./team.js";
 
 const positiveInt = z.number().int().positive();
@@ -98,6 +99,12 @@ export const ToolsSchema = z
         maxFiles: positiveInt.max(100).default(5).describe("Rotated audit files kept."),
       })
       .prefault({}),
+    mcpServers: McpServersSchema.describe(
+      "MCP servers by name, whose tools the agent gets as `mcp_<server>_<tool>`: a program started here (`command`, stdio) or an HTTP endpoint (`url`). Each worker connects on its first turn and keeps the connection.",
+    ),
+    mcpAllowedHosts: McpAllowedHostsSchema.describe(
+      "Host names or IP addresses (as written in `url`) that HTTP MCP servers may be reached at although they are local or private, e.g. `127.0.0.1` for a server on this machine. Every other host must resolve to public addresses only.",
+    ),
   })
   .prefault({});
 

@@ -59,8 +59,8 @@ export interface JobsOptions {
   runTask?: RunSubagentTask;
   /** Runs one agent of a team; absent in processes that never run jobs (the gateway). */
   runTeamAgent?: RunTeamAgent;
-  /** The tools team agents have, for their prompt. */
-  teamToolNames?: string[];
+  /** The tools team agents have, for their prompt (asked each time: MCP servers' tools join at run time). */
+  teamToolNames?: () => string[];
   now?: () => number;
 }
 
@@ -161,7 +161,7 @@ export function createJobs(options: JobsOptions): Jobs {
         .catch((error: unknown) => logger.warn({ err: error, runId: run.id }, "workflow notice failed"));
     },
     limits: { perRun: config.workflows.perRunConcurrency, perSession: config.workflows.perSession },
-    promptContext: () => ({ workspace: options.workspace, toolNames: options.teamToolNames ?? [] }),
+    promptContext: () => ({ workspace: options.workspace, toolNames: options.teamToolNames?.() ?? [] }),
     logger,
     now,
   });

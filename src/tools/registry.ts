@@ -7,7 +7,7 @@ import path from "node:path";
 import { z } from "zod";
 import { ToolError, errorMessage } from "../errors.js";
 import type { ToolCallRequest, ToolDefinition } from "../providers/chat-model.js";
-import type { Tool, ToolContext } from "./tool.js";
+import { type ArgumentCheck, type ArgumentIssue, type JsonSchemaParameters, type Tool, type ToolContext, type ToolSource, isJsonSchemaParameters } from "./tool.js";
 import { writeWorkspaceFile } from "./workspace-files.js";
 
 export interface ToolOutcome {
@@ -29,6 +29,9 @@ export interface ToolRegistryOptions {
 
 export class ToolRegistry {
   private readonly tools = new Map<string, Tool>();
+  private readonly sources: ToolSource[] = [];
+  /** What the sources offered at the last {@link load}, by name. */
+  private loaded = new Map<string, Tool>();
   private readonly maxResultChars: number;
   private readonly onOutcome: ToolRegistryOptions["onOutcome"];
   private cachedDefinitions: ToolDefinition[] | undefined;
@@ -45,19 +48,43 @@ export class ToolRegistry {
     return this;
   }
 
+  /** Adds tools known only at run time (an MCP server's); {@link load} asks for them. */
+  addSource(source: ToolSource): this {
+    this.sources.push(source);
+    return this;
+  }
+
+  /**
+   * Asks the sources for their tools, before a turn. The first time this may wait for a source
+   * to connect; a source that cannot answer offers nothing, and a name a registered tool has
+   * already is left out.
+   */
+  async load(signal?: AbortSignal): Promise<void> {
+    if (this.sources.length === 0) return;
+    const offered = await Promise.all(this.sources.map((source) => source.load(signal)));
+    const next = new Map<string, Tool>();
+    for (const tool of offered.flat()) {
+      if (!this.tools.has(tool.name) && !next.has(tool.name)) next.set(tool.name, tool);
+    }
+    const unchanged = next.size === this.loaded.size && [...next].every(([name, tool]) => this.loaded.get(name) === tool);
+    if (unchanged) return;
+    this.loaded = next;
+    this.cachedDefinitions = undefined;
+  }
+
   get(name: string): Tool | undefined {
-    return this.tools.get(name);
+    return this.tools.get(name) ?? this.loaded.get(name);
   }
 
   names(): string[] {
-    return [...this.tools.keys()];
+    return [...this.tools.keys(), ...this.loaded.keys()];
   }
 
-  /** A registry with only the named tools (a subagent's subset, say). */
+  /** A registry with only the named tools (a subagent's subset, say), as loaded now. */
   subset(names: string[]): ToolRegistry {
     const registry = new ToolRegistry({ maxResultChars: this.maxResultChars, onOutcome: this.onOutcome });
     for (const name of names) {
-      const tool = this.tools.get(name);
+      const tool = this.get(name);
       if (tool) registry.register(tool);
     }
     return registry;
@@ -65,8 +92,10 @@ export class ToolRegistry {
 
   /** OpenAI function definitions (JSON Schema of each tool's parameters), built once per tool set. */
   definitions(): ToolDefinition[] {
-    this.cachedDefinitions ??= [...this.tools.values()].map((tool) => {
-      const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>;
+    this.cachedDefinitions ??= [...this.tools.values(), ...this.loaded.values()].map((tool) => {
+      const { $schema: _ignored, ...parameters } = isJsonSchemaParameters(tool.parameters)
+        ? tool.parameters.jsonSchema
+        : (z.toJSONSchema(tool.parameters, { io: "input" }) as Record<string, unknown>);
       return { name: tool.name, description: tool.description, parameters };
     });
     return this.cachedDefinitions;
@@ -75,12 +104,12 @@ export class ToolRegistry {
   /** Runs one call once. Never throws for the tool's own failures: they become error values. */
   async execute(call: ToolCallRequest, context: ToolContext): Promise<ToolOutcome> {
     const outcome = await this.run(call, context);
-    this.onOutcome?.(this.tools.has(call.name) ? call.name : "unknown", outcome);
+    this.onOutcome?.(this.get(call.name) ? call.name : "unknown", outcome);
     return outcome;
   }
 
   private async run(call: ToolCallRequest, context: ToolContext): Promise<ToolOutcome> {
-    const tool = this.tools.get(call.name);
+    const tool = this.get(call.name);
     if (!tool) {
       return failure(
         call.arguments,
@@ -148,16 +177,22 @@ export function parseArguments(text: string): Parsed {
 type Validated = { ok: true; value: unknown } | { ok: false; error: string };
 
 /**
- * zod validation that forgives what models commonly do: `null` for an optional field and an
- * object or array sent as a JSON string.
+ * Validation that forgives what models commonly do: `null` for an optional field and an object or
+ * array sent as a JSON string. A zod schema never sees the nulls; JSON Schema (which may allow
+ * null) sees the arguments as sent first, and the forgiving repairs only when that fails.
  */
-export function validate(schema: z.ZodType, value: unknown): Validated {
+export function validate(parameters: z.ZodType | JsonSchemaParameters, value: unknown): Validated {
+  const check = isJsonSchemaParameters(parameters) ? (input: unknown) => parameters.checkArguments(input) : zodCheck(parameters);
+  if (isJsonSchemaParameters(parameters)) {
+    const asSent = check(value);
+    if (asSent.ok) return asSent;
+  }
   const withoutNulls = stripNulls(value);
-  let result = schema.safeParse(withoutNulls);
-  if (!result.success && isRecord(withoutNulls)) {
+  let result = check(withoutNulls);
+  if (!result.ok && isRecord(withoutNulls)) {
     const repaired = { ...withoutNulls };
     let changed = false;
-    for (const issue of result.error.issues) {
+    for (const issue of result.issues) {
       const key = issue.path[0];
       if (issue.path.length !== 1 || typeof key !== "string") continue;
       const raw = repaired[key];
@@ -169,16 +204,30 @@ export function validate(schema: z.ZodType, value: unknown): Validated {
         // Not JSON after all: the original issue stands.
       }
     }
-    if (changed) result = schema.safeParse(repaired);
+    if (changed) result = check(repaired);
   }
-  if (result.success) return { ok: true, value: result.data };
-  return { ok: false, error: result.error.issues.map(describeIssue).join("; ") };
+  if (result.ok) return result;
+  return { ok: false, error: result.issues.map(describeIssue).join("; ") };
 }
 
-function describeIssue(issue: z.core.$ZodIssue): string {
+function zodCheck(schema: z.ZodType): (value: unknown) => ArgumentCheck {
+  return (value) => {
+    const result = schema.safeParse(value);
+    if (result.success) return { ok: true, value: result.data };
+    return {
+      ok: false,
+      issues: result.error.issues.map((issue) => ({
+        path: issue.path.map((key) => (typeof key === "number" ? key : String(key))),
+        message:
+          issue.code === "unrecognized_keys" ? `unknown field(s) ${issue.keys.map((key) => `\`${key}\``).join(", ")}` : issue.message.replace(/^Invalid input: /, ""),
+      })),
+    };
+  };
+}
+
+function describeIssue(issue: ArgumentIssue): string {
   const where = issue.path.length > 0 ? `\`${issue.path.join(".")}\`` : "arguments";
-  if (issue.code === "unrecognized_keys") return `${where}: unknown field(s) ${issue.keys.map((key) => `\`${key}\``).join(", ")}`;
-  return `${where}: ${issue.message.replace(/^Invalid input: /, "")}`;
+  return `${where}: ${issue.message}`;
 }
 
 function stripNulls(value: unknown): unknown {

@@ -1,7 +1,7 @@
 /**
  * The built-in tools as the config allows them, assembled once for the main agent and its
  * subagents: files, exec, web_fetch, and web_search when a Brave key is set. Callers add their own
- * (memory, message, spawn, cron) with `extra`.
+ * (memory, message, spawn, cron) with `extra`, and MCP servers' tools with `sources`.
  */
 import type { ResolvedConfig } from "../config/schema.js";
 import type { Metrics } from "../metrics.js";
@@ -10,7 +10,7 @@ import { createExecTool } from "./exec.js";
 import { createListDirTool } from "./list-dir.js";
 import { createReadFileTool } from "./read-file.js";
 import { ToolRegistry } from "./registry.js";
-import type { Tool } from "./tool.js";
+import type { Tool, ToolSource } from "./tool.js";
 import { createWebFetchTool } from "./web-fetch.js";
 import { createWebSearchTool } from "./web-search.js";
 import { createWriteFileTool } from "./write-file.js";
@@ -20,6 +20,8 @@ export interface ToolSetOptions {
   execTimeoutSeconds?: number;
   /** More tools, registered after the built-in ones. */
   extra?: Tool[];
+  /** Tools known only at run time (MCP servers'), loaded before each turn. */
+  sources?: ToolSource[];
   /** Looks up `bwrap` for exec; injectable for tests. */
   findExecutable?: (name: string) => string | undefined;
   /** The fetch web_search uses; injectable for tests. */
@@ -57,5 +59,6 @@ export function createToolSet(config: Pick<ResolvedConfig, "tools">, options: To
     if (search) registry.register(search);
   }
   for (const tool of options.extra ?? []) registry.register(tool);
+  for (const source of options.sources ?? []) registry.addSource(source);
   return registry;
 }

@@ -1,7 +1,8 @@
 /**
  * The Tool contract. A tool declares its parameters as a zod schema (turned into JSON Schema for
- * the model) and returns text. Failures are values the model can act on: throw ToolError with a
- * hint, or return a string that starts with "Error:".
+ * the model), or, when they come from elsewhere (an MCP server), as JSON Schema with a validator
+ * compiled from it; it returns text. Failures are values the model can act on: throw ToolError
+ * with a hint, or return a string that starts with "Error:".
  */
 import type { z } from "zod";
 import type { Media } from "../bus/message.js";
@@ -19,11 +20,41 @@ export interface ToolContext {
   send?: (content: string, media?: Media[]) => Promise<void>;
 }
 
+/** One thing wrong with the arguments: where (`[]` for the whole object) and what. */
+export interface ArgumentIssue {
+  path: Array<string | number>;
+  message: string;
+}
+
+export type ArgumentCheck = { ok: true; value: unknown } | { ok: false; issues: ArgumentIssue[] };
+
+/** Parameters declared as JSON Schema (an MCP server's), passed to the model as they are. */
+export interface JsonSchemaParameters {
+  /** The schema of the arguments object, without `$schema`. */
+  jsonSchema: Record<string, unknown>;
+  /** Checks the arguments against the schema. */
+  checkArguments(value: unknown): ArgumentCheck;
+}
+
 export interface Tool<Schema extends z.ZodType = z.ZodType> {
   name: string;
   description: string;
-  parameters: Schema;
+  parameters: Schema | JsonSchemaParameters;
   execute(args: z.infer<Schema>, context: ToolContext): Promise<string>;
+}
+
+/** Whether a tool's parameters are JSON Schema rather than zod. */
+export function isJsonSchemaParameters(parameters: z.ZodType | JsonSchemaParameters): parameters is JsonSchemaParameters {
+  return typeof (parameters as Partial<JsonSchemaParameters>).checkArguments === "function";
+}
+
+/**
+ * Tools known only at run time (an MCP server's): the registry asks for them before each turn.
+ * The first call may wait for a connection; later ones answer from what is known.
+ */
+export interface ToolSource {
+  /** The tools as of now. Never throws: a source that cannot reach its tools offers none. */
+  load(signal?: AbortSignal): Promise<Tool[]>;
 }
 
 /** Helper that keeps the schema and the execute arguments in step. */

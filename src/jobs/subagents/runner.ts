@@ -98,6 +98,7 @@ export function createSubagentRunner(options: SubagentRunnerOptions): RunSubagen
       }
       await observer?.(event);
     };
+    await options.tools.load(signal);
     const system = subagentPrompt({ workspace: options.workspace, now: new Date(now()), toolNames: options.tools.names(), skills: options.skills });
     // Tools see the origin chat, as the main agent's tools would (for logs and audit records).
     const origin = replyTarget({ channel: SYSTEM_CHANNEL, chatId: task.sessionKey });

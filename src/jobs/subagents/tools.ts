@@ -11,7 +11,8 @@ import { type ToolSetOptions, createToolSet } from "../../tools/tool-set.js";
 /** A subagent's shell commands may run this long (the main agent's default is 30 s). */
 export const SUBAGENT_EXEC_TIMEOUT_SECONDS = 300;
 
-export type SubagentToolsOverrides = Pick<ToolSetOptions, "findExecutable" | "fetch" | "metrics">;
+/** `sources`: the MCP servers' tools, when the config offers them to subagents or team agents. */
+export type SubagentToolsOverrides = Pick<ToolSetOptions, "findExecutable" | "fetch" | "metrics" | "sources">;
 
 /** Throws ConfigError when a configured exec pattern is not a valid regular expression. */
 export function createSubagentTools(config: Pick<ResolvedConfig, "tools">, overrides: SubagentToolsOverrides = {}): ToolRegistry {

@@ -125,9 +125,18 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   app.removeContentTypeParser("text/plain");
   void app.register(helmet, {
     global: true,
-    // The API speaks plain HTTP (TLS, if any, ends at a proxy in front): told to upgrade, a browser
-    // reaching it by a LAN address would ask for https and load none of the console's files.
-    contentSecurityPolicy: { useDefaults: true, directives: { upgradeInsecureRequests: null } },
+    contentSecurityPolicy: {
+      useDefaults: true,
+      directives: {
+        // The API speaks plain HTTP (TLS, if any, ends at a proxy in front): told to upgrade, a
+        // browser reaching it by a LAN address would ask for https and load none of the console's files.
+        upgradeInsecureRequests: null,
+        // Nothing the gateway serves loads from elsewhere (no CDN, no web fonts): bull-board's
+        // font link falls back to the system fonts instead of calling out.
+        styleSrc: ["'self'", "'unsafe-inline'"],
+        fontSrc: ["'self'", "data:"],
+      },
+    },
   });
   void app.register(websocket, { options: { maxPayload: 64 * 1024 } });
   if (options.site) options.site(app);

@@ -95,8 +95,10 @@ describe("the web console's files", () => {
     const policy = page.headers.get("content-security-policy") ?? "";
     expect(policy).toContain("script-src 'self'");
     expect(policy).toContain("default-src 'self'");
-    // Plain HTTP on a LAN address must not be sent to https.
+    // Plain HTTP on a LAN address must not be sent to https, and nothing is fetched from elsewhere.
     expect(policy).not.toContain("upgrade-insecure-requests");
+    expect(policy).toContain("style-src 'self' 'unsafe-inline'");
+    expect(policy).not.toContain("https:");
     expect(page.headers.get("x-content-type-options")).toBe("nosniff");
   });
 

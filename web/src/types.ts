@@ -124,7 +124,8 @@ export interface Memory {
 export interface ToolHistoryEntry {
   at: string;
   tool: string;
-  arguments: string;
+  /** The call's arguments as the model sent them (an object, or text it could not parse). */
+  arguments: unknown;
   result: string;
   duration_ms: number;
   success: boolean;

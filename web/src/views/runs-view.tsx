@@ -131,6 +131,7 @@ function RunDetail(props: { id: string }) {
   const [finished, setFinished] = useState(false);
   const run = usePoll(() => api<Run>(`/api/workflow-runs/${encodeURIComponent(props.id)}`), finished ? 0 : 1_000, [props.id, finished]);
   const [live, setLive] = useState<Record<string, string>>({});
+  const [listening, setListening] = useState(false);
   const [problem, setProblem] = useState<string | undefined>(undefined);
   const data = run.data;
 
@@ -151,8 +152,12 @@ function RunDetail(props: { id: string }) {
           setLive((current) => ({ ...current, [nodeId]: text }));
         }
       },
+      onStatus: (status) => setListening(status === "open"),
     });
-    return () => connection.close();
+    return () => {
+      connection.close();
+      setListening(false);
+    };
   }, [chatId, finished, props.id]);
 
   if (run.error && !data) return <p class="field-error">Could not read the run: {run.error}</p>;
@@ -170,7 +175,7 @@ function RunDetail(props: { id: string }) {
 
   const statuses = Object.fromEntries(data.nodes.map((node) => [node.id, node.status]));
   return (
-    <section aria-labelledby="run-title" data-run={data.id} data-status={data.status}>
+    <section aria-labelledby="run-title" data-run={data.id} data-status={data.status} data-live={listening ? "open" : undefined}>
       <div class="view-head">
         <h1 id="run-title">
           {data.teamName}: run {data.id}

@@ -56,8 +56,8 @@ function SessionList() {
 function Session(props: { sessionKey: string }) {
   const path = encodeURIComponent(props.sessionKey);
   const session = usePoll(() => api<SessionDetail>(`/api/sessions/${path}`), 5_000, [path]);
-  const memory = usePoll(() => api<Memory>(`/api/sessions/${path}/memory`), 0, [path]);
-  const tools = usePoll(() => api<ToolHistoryEntry[]>(`/api/sessions/${path}/tool-history?limit=50`), 0, [path]);
+  const memory = usePoll(() => api<Memory>(`/api/sessions/${path}/memory`), 5_000, [path]);
+  const tools = usePoll(() => api<ToolHistoryEntry[]>(`/api/sessions/${path}/tool-history?limit=50`), 5_000, [path]);
   return (
     <section aria-labelledby="session-title">
       <div class="view-head">
@@ -100,7 +100,7 @@ function Session(props: { sessionKey: string }) {
               {tools.data?.map((entry, index) => (
                 <li key={index}>
                   <code>
-                    {entry.tool}({entry.arguments.slice(0, 80)})
+                    {entry.tool}({argumentsText(entry.arguments)})
                   </code>{" "}
                   <span class="hint">
                     {entry.success ? "ok" : "failed"} · {duration(entry.duration_ms)} · {time(entry.at)}
@@ -113,4 +113,9 @@ function Session(props: { sessionKey: string }) {
       </div>
     </section>
   );
+}
+
+function argumentsText(value: unknown): string {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return text.length > 80 ? `${text.slice(0, 79)}…` : text;
 }

@@ -194,6 +194,13 @@ export function TeamEditor(props: { team?: Team }) {
         )}
       </fieldset>
 
+      {draft.mode !== "council" && (
+        <section aria-label="Dependencies">
+          <h2>{draft.mode === "graph" ? "Dependencies" : "Order"}</h2>
+          <TeamGraph agents={draft.mode === "graph" ? draft.agents : draft.agents.map((agent, index) => ({ ...agent, dependsOn: index === 0 ? [] : [draft.agents[index - 1]!.id] }))} />
+        </section>
+      )}
+
       <fieldset disabled={readOnly} id={domId("agents")} tabIndex={-1} aria-describedby={fieldProblem("agents") && !error?.field?.startsWith("agents.") ? `${domId("agents")}-error` : undefined}>
         <legend>Agents</legend>
         {fieldProblem("agents") && !error?.field?.startsWith("agents.") && (
@@ -219,13 +226,6 @@ export function TeamEditor(props: { team?: Team }) {
           Add an agent
         </button>
       </fieldset>
-
-      {draft.mode !== "council" && (
-        <section aria-label="Dependencies">
-          <h2>{draft.mode === "graph" ? "Dependencies" : "Order"}</h2>
-          <TeamGraph agents={draft.mode === "graph" ? draft.agents : draft.agents.map((agent, index) => ({ ...agent, dependsOn: index === 0 ? [] : [draft.agents[index - 1]!.id] }))} />
-        </section>
-      )}
 
       <div class="actions">
         {!readOnly && (

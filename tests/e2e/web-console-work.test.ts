@@ -20,6 +20,7 @@ const TOKEN = "console-work-token-0123456789";
 
 const secondListing = gate();
 const taskResult = gate();
+const never = gate();
 const scoutWrites = gate();
 const scoutDone = gate();
 
@@ -30,6 +31,7 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   const toolResults = messages.filter((message) => message.role === "tool").length;
   const text = lastUserText(body);
   if (system.startsWith("# Subagent")) {
+    if (JSON.stringify(messages).includes("wait forever")) return { text: "never said", until: never.promise };
     // Two tool calls, each a step of the bar, then the result: each held until the test lets it go.
     if (toolResults === 0) return { toolCalls: [{ name: "list_dir", arguments: "{}" }] };
     if (toolResults === 1) return { toolCalls: [{ name: "list_dir", arguments: "{}" }], until: secondListing.promise };
@@ -40,6 +42,7 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   if (role === "Scribe") return { text: "Scribe summary: three parts, all healthy." };
   if (last.role === "tool") return { text: `ok: ${String(last.content).slice(0, 200)}` };
   if (text.startsWith("[Background event]")) return { text: "Background work finished." };
+  if (text.includes("waiting job")) return { toolCalls: [{ name: "spawn", arguments: JSON.stringify({ task: "wait forever", label: "waiter" }) }] };
   if (text.includes("count files")) return { toolCalls: [{ name: "spawn", arguments: JSON.stringify({ task: "list the workspace", label: "lister" }) }] };
   if (text.includes("remember")) return { toolCalls: [{ name: "memory", arguments: JSON.stringify({ action: "append", content: "Likes **green tea**." }) }] };
   return { text: `echo: ${text}` };
@@ -103,6 +106,20 @@ describe("tasks", () => {
     expect(await card.getByRole("button", { name: /^Cancel/ }).count()).toBe(0);
     await page.context().close();
   });
+
+  it("cancels a running task", async () => {
+    const page = await openPage("chat");
+    await say(page, "tasks-cancel", "start a waiting job", "Subagent [waiter] started");
+    await page.goto(`${countbot.base}/#/tasks`);
+    const card = page.locator(".task").filter({ hasText: "waiter" });
+    await card.and(page.locator('[data-status="running"]')).waitFor();
+    await card.getByRole("button", { name: "Cancel waiter" }).click();
+    await card.and(page.locator('[data-status="cancelled"]')).waitFor();
+    expect(await card.getByRole("button", { name: "Cancel waiter" }).count()).toBe(0);
+    const [task] = await countbot.api<Array<{ status: string }>>("/api/tasks?session_id=web:tasks-cancel");
+    expect(task?.status).toBe("cancelled");
+    await page.context().close();
+  });
 });
 
 describe("teams", () => {
@@ -129,7 +146,7 @@ describe("teams", () => {
     expect(await researchDepends.getAttribute("aria-invalid")).toBe("true");
     expect(await writerDepends.getByRole("alert").count()).toBe(0);
     // The keyboard's place is the field that is wrong.
-    expect(await page.evaluate(() => document.activeElement?.id)).toBe("team-agents-0-dependsOn");
+    expect(await page.evaluate("document.activeElement?.id")).toBe("team-agents-0-dependsOn");
     await screenshot(page, "team-editor-error");
 
     await researchDepends.getByLabel("writer").uncheck();

@@ -54,19 +54,19 @@ export async function until<T>(probe: () => T | undefined | false | Promise<T | 
   }
 }
 
-/** The form controls of the page that have no accessible name (label, aria-label or aria-labelledby). */
+/** The form controls of the page that have no accessible name (label, aria-label or aria-labelledby). Run in the page. */
+const UNLABELLED_FIELDS = `[...document.querySelectorAll("input, select, textarea")]
+  .filter((field) => field.type !== "hidden")
+  .filter((field) => (field.labels?.length ?? 0) === 0 && !field.getAttribute("aria-label") && !field.getAttribute("aria-labelledby"))
+  .map((field) => field.outerHTML.slice(0, 120))`;
+
 export function unlabelledFields(page: Page): Promise<string[]> {
-  return page.evaluate(() =>
-    [...document.querySelectorAll<HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement>("input, select, textarea")]
-      .filter((field) => field.type !== "hidden")
-      .filter((field) => (field.labels?.length ?? 0) === 0 && !field.getAttribute("aria-label") && !field.getAttribute("aria-labelledby"))
-      .map((field) => field.outerHTML.slice(0, 120)),
-  );
+  return page.evaluate(UNLABELLED_FIELDS) as Promise<string[]>;
 }
 
 /** How many pixels the page is wider than its window (0 when nothing sticks out). */
 export function overflowWidth(page: Page): Promise<number> {
-  return page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  return page.evaluate("document.documentElement.scrollWidth - window.innerWidth") as Promise<number>;
 }
 
 /** The text of the last user message of a Chat Completions request (its text part when it has images). */

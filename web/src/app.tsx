@@ -2,7 +2,8 @@
  * The console's shell: sign-in when the API wants the token, then the views behind one navigation
  * bar (hash routes, so every view is the one page the gateway serves).
  */
-import { useEffect, useState } from "preact/hooks";
+import type { ComponentChildren } from "preact";
+import { useEffect, useErrorBoundary, useState } from "preact/hooks";
 import { api, onUnauthorized } from "./api";
 import { navigate, useRoute } from "./hooks";
 import type { Operations } from "./types";
@@ -72,6 +73,7 @@ export function App() {
         </button>
       </header>
       <main id="main" tabIndex={-1} data-view={view}>
+        <ViewBoundary key={route.join("/")}>
         {view === "chat" && <ChatView chatId={rest[0]} />}
         {view === "tasks" && <TasksView />}
         {view === "teams" && <TeamsView id={rest[0]} />}
@@ -86,6 +88,7 @@ export function App() {
             </p>
           </section>
         )}
+        </ViewBoundary>
       </main>
     </>
   );
@@ -95,4 +98,21 @@ function useTitle(title: string): void {
   useEffect(() => {
     document.title = `${title} · CountBot`;
   }, [title]);
+}
+
+/** A view that throws shows what broke, not a blank page; the other views (and the navigation) keep working. */
+function ViewBoundary(props: { children: ComponentChildren }) {
+  const [error, reset] = useErrorBoundary();
+  if (error) {
+    return (
+      <section role="alert">
+        <h1>This view failed</h1>
+        <p class="field-error">{error instanceof Error ? error.message : String(error)}</p>
+        <button type="button" onClick={reset}>
+          Try again
+        </button>
+      </section>
+    );
+  }
+  return <>{props.children}</>;
 }

@@ -28,6 +28,7 @@ import { ChannelError, errorMessage } from "../../src/errors.js";
 import { type AdmissionOutcome, type ChannelAdapter, type ChannelCapabilities, type ChannelDependencies, type EventSink, type OutboundPart, type SendOptions, compositeKey } from "../../src/gateway/channel.js";
 import { parseRequest } from "../../src/gateway/http-request.js";
 import { type ChatEventLog, EVENT_ID_PATTERN, createMemoryChatEventLog } from "../../src/store/chat-event-log.js";
+import { BoundedMap } from "./bounded-map.js";
 import { ImageUploadError, ImageUploadSchema, MAX_IMAGES, MAX_MESSAGE_BODY_BYTES, saveImages } from "./image-upload.js";
 import { ResumableDelivery } from "./resumable-delivery.js";
 
@@ -409,21 +410,4 @@ export class WebAdapter implements ChannelAdapter {
 /** Task (and team) notices are kept like finals: a page that was away must still learn a task ended. */
 function mustNotMiss(part: OutboundPart): boolean {
   return part.metadata.task !== undefined || part.metadata.team !== undefined;
-}
-
-/** A Map that forgets its oldest entry beyond `limit`. */
-class BoundedMap<Key, Value> {
-  private readonly entries = new Map<Key, Value>();
-
-  constructor(private readonly limit: number) {}
-
-  get(key: Key): Value | undefined {
-    return this.entries.get(key);
-  }
-
-  set(key: Key, value: Value): void {
-    this.entries.delete(key);
-    this.entries.set(key, value);
-    if (this.entries.size > this.limit) this.entries.delete(this.entries.keys().next().value!);
-  }
 }

@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "dist/**", "coverage/**", "config/*.schema.json"] },
+  { ignores: ["node_modules/**", "dist/**", "web/dist/**", "coverage/**", "config/*.schema.json", "docs/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -14,4 +14,6 @@ export default tseslint.config(
     },
   },
   { files: ["**/*.cjs"], languageOptions: { sourceType: "commonjs", globals: { module: "writable", require: "readonly" } } },
+  // The web console runs in the browser.
+  { files: ["web/src/**"], languageOptions: { globals: { window: "readonly", document: "readonly", location: "readonly", localStorage: "readonly", crypto: "readonly", fetch: "readonly", WebSocket: "readonly", FileReader: "readonly", confirm: "readonly" } } },
 );

@@ -1,4 +1,5 @@
 /** The web page as a channel plugin: on by default, since the HTTP API serves it. */
+import path from "node:path";
 import { z } from "zod";
 import { type AdmissionPolicy, type ChannelInstance, defineChannel } from "../../src/gateway/channel.js";
 import { WebAdapter } from "./web-adapter.js";
@@ -22,8 +23,8 @@ export const webChannel = defineChannel({
   description: "The web chat of the HTTP API.",
   configSchema: WebConfigSchema.prefault({ enabled: true }),
   policy: (config) => webPolicy(config),
-  create(config, { bus, events, logger, now, newId }) {
-    return webChannelOf(new WebAdapter({ bus, events, logger, now, newId }), config);
+  create(config, { bus, events, logger, now, newId, dataDir }) {
+    return webChannelOf(new WebAdapter({ bus, events, logger, now, newId, mediaDirectory: path.join(dataDir, "media", "web") }), config);
   },
 });
 

@@ -3,8 +3,8 @@
  * judges what is posted (`/stop` cancels at once, `/help` is answered at the gateway, `/new` and
  * the rest go onto the bus); the dispatcher delivers replies (delivery dedupe per chunk, drafts).
  *
- * - Inbound: `POST /api/chat/:chatId/messages` becomes a PlatformEvent of a private chat; the
- *   answer says what admission did (202 queued, 200 a retried `clientMessageId`, 429 over the
+ * - Inbound: `POST /api/chat/:chatId/messages` becomes a PlatformEvent of a private chat (with the
+ *   images it carries, kept as files: ./image-upload.ts); the answer says what admission did (202 queued, 200 a retried `clientMessageId`, 429 over the
  *   rate limit). Authentication is the API server's (bearer token), so the policy is open.
  * - Outbound: `GET /ws?chatId=[&after=<seq>]` streams the chat's drafts, tool notices and replies,
  *   one JSON object per WebSocket message (WebEvent). Finals and task notices are first kept in the
@@ -22,11 +22,14 @@ import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
 import { z } from "zod";
+import type { Media } from "../../src/bus/message.js";
 import type { Subscription } from "../../src/bus/message-bus.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
 import { type AdmissionOutcome, type ChannelAdapter, type ChannelCapabilities, type ChannelDependencies, type EventSink, type OutboundPart, type SendOptions, compositeKey } from "../../src/gateway/channel.js";
 import { parseRequest } from "../../src/gateway/http-request.js";
 import { type ChatEventLog, EVENT_ID_PATTERN, createMemoryChatEventLog } from "../../src/store/chat-event-log.js";
+import { BoundedMap } from "./bounded-map.js";
+import { ImageUploadError, ImageUploadSchema, MAX_IMAGES, MAX_MESSAGE_BODY_BYTES, saveImages } from "./image-upload.js";
 import { ResumableDelivery } from "./resumable-delivery.js";
 
 export const WEB_CHANNEL = "web";
@@ -37,17 +40,22 @@ export const ChatIdSchema = z
   .max(128)
   .regex(/^[\w:.-]+$/, "letters, digits, _ : . and - only");
 
-export const SendMessageBodySchema = z.strictObject({
-  content: z
-    .string()
-    .min(1)
-    .max(32_768)
-    .refine((content) => content.trim() !== "", "expected some text, not only spaces"),
-  /** Who wrote it, when the page knows (several people in one chat). Default: `web-user`. */
-  senderId: z.string().min(1).max(128).optional(),
-  /** The page's own id for the message: a retried POST with the same id is queued once. */
-  clientMessageId: z.string().min(1).max(128).optional(),
-});
+export const SendMessageBodySchema = z
+  .strictObject({
+    /** The text; may be empty when images come with it. */
+    content: z.string().max(32_768),
+    /** Who wrote it, when the page knows (several people in one chat). Default: `web-user`. */
+    senderId: z.string().min(1).max(128).optional(),
+    /** The page's own id for the message: a retried POST with the same id is queued once. */
+    clientMessageId: z.string().min(1).max(128).optional(),
+    /** Images the model sees with the text (./image-upload.ts). */
+    images: z.array(ImageUploadSchema).max(MAX_IMAGES).optional(),
+  })
+  .superRefine((body, context) => {
+    if (body.images?.length) return;
+    if (body.content === "") context.addIssue({ code: "custom", path: ["content"], message: "expected at least 1 character (or an image)" });
+    else if (body.content.trim() === "") context.addIssue({ code: "custom", path: ["content"], message: "expected some text, not only spaces" });
+  });
 export type SendMessageBody = z.infer<typeof SendMessageBodySchema>;
 
 const ChatParamsSchema = z.object({ chatId: ChatIdSchema });
@@ -97,6 +105,8 @@ export interface WebAdapterOptions extends Pick<ChannelDependencies, "bus" | "lo
   pingIntervalMs?: number;
   /** Skip drafts for a socket with more than this many bytes not yet written (a slow client). Default 1 MiB. */
   maxDraftBacklogBytes?: number;
+  /** Where attached images are kept (`<dataDir>/media/web`). Without it, a message with images is refused. */
+  mediaDirectory?: string;
 }
 
 /** How the POST is answered, by what admission did. */
@@ -161,7 +171,8 @@ export class WebAdapter implements ChannelAdapter {
    * loaded: call this from a plugin registered after it). Authentication is the server's job.
    */
   registerRoutes(app: FastifyInstance): void {
-    app.post("/api/chat/:chatId/messages", async (request, reply) => {
+    // Images come base64 in the body: this route alone takes bodies that large.
+    app.post("/api/chat/:chatId/messages", { bodyLimit: MAX_MESSAGE_BODY_BYTES }, async (request, reply) => {
       const { chatId } = parseRequest(ChatParamsSchema, request.params, "params");
       const body = parseRequest(SendMessageBodySchema, request.body, "body");
       const receipt = await this.receive(chatId, body);
@@ -190,9 +201,21 @@ export class WebAdapter implements ChannelAdapter {
     // Scoped to the chat, because the bus dedupes per channel and pages may number their own
     // messages; length-prefixed, because chat ids may contain `:` (`a:b` + `1` is not `a` + `b:1`).
     const retryKey = body.clientMessageId === undefined ? undefined : compositeKey(chatId, body.clientMessageId);
+    let media: Media[] = [];
+    if (body.images?.length) {
+      const directory = this.options.mediaDirectory;
+      if (directory === undefined) return { status: 400, body: { error: "images: this web channel keeps no files, so it takes no images" } };
+      try {
+        media = await saveImages(directory, id, body.images);
+      } catch (error) {
+        if (error instanceof ImageUploadError) return { status: 400, body: { error: error.message } };
+        this.logger.warn({ err: error, sessionKey: `${WEB_CHANNEL}:${chatId}` }, "web images not stored");
+        return { status: 503, body: { error: "the images could not be stored; send the message again" } };
+      }
+    }
     let outcome: AdmissionOutcome;
     try {
-      outcome = await this.admit(sink, id, chatId, retryKey, body);
+      outcome = await this.admit(sink, id, chatId, retryKey, body, media);
     } catch (error) {
       // Accepted means stored: a message the bus could not store (Redis away) is an error the
       // page retries, with the same clientMessageId so a publish that did land is not queued twice.
@@ -222,7 +245,7 @@ export class WebAdapter implements ChannelAdapter {
     }
   }
 
-  private admit(sink: EventSink, id: string, chatId: string, retryKey: string | undefined, body: SendMessageBody): Promise<AdmissionOutcome> {
+  private admit(sink: EventSink, id: string, chatId: string, retryKey: string | undefined, body: SendMessageBody, media: Media[]): Promise<AdmissionOutcome> {
     return sink({
       eventId: retryKey ?? id,
       chatId,
@@ -233,7 +256,7 @@ export class WebAdapter implements ChannelAdapter {
       mentionsBot: false,
       repliesToBot: false,
       platformMessageId: id,
-      media: [],
+      media,
       receivedAt: this.now(),
       metadata: body.clientMessageId === undefined ? {} : { clientMessageId: body.clientMessageId },
     });
@@ -387,21 +410,4 @@ export class WebAdapter implements ChannelAdapter {
 /** Task (and team) notices are kept like finals: a page that was away must still learn a task ended. */
 function mustNotMiss(part: OutboundPart): boolean {
   return part.metadata.task !== undefined || part.metadata.team !== undefined;
-}
-
-/** A Map that forgets its oldest entry beyond `limit`. */
-class BoundedMap<Key, Value> {
-  private readonly entries = new Map<Key, Value>();
-
-  constructor(private readonly limit: number) {}
-
-  get(key: Key): Value | undefined {
-    return this.entries.get(key);
-  }
-
-  set(key: Key, value: Value): void {
-    this.entries.delete(key);
-    this.entries.set(key, value);
-    if (this.entries.size > this.limit) this.entries.delete(this.entries.keys().next().value!);
-  }
 }

@@ -1,9 +1,10 @@
 /**
- * The HTTP API (Fastify): health and readiness probes, session control, and the routes the
- * composition root hands it (channels' routes and webhooks, pairing, tasks, tool history, the
- * OpenAI-compatible endpoint). Closed by default: bound beyond loopback it will not start without
- * a bearer token, and with a token every request but the probes and webhooks must carry it. A
- * route family (`/v1/`) may take more keys and answers its errors in its own shape.
+ * The HTTP API (Fastify): health and readiness probes, the browser's login, session control, and
+ * the routes the composition root hands it (channels' routes and webhooks, pairing, tasks, tool
+ * history, the OpenAI-compatible endpoint, the web console's files). Closed by default: bound
+ * beyond loopback it will not start without a bearer token, and with a token every `/api`, `/ws`
+ * and `/v1` request must carry it. A route family (`/v1/`) may take more keys and answers its
+ * errors in its own shape.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { BlockList } from "node:net";
@@ -56,6 +57,12 @@ export interface ApiServerOptions {
    * does not apply to them.
    */
   webhooks?: readonly ChannelWebhook[];
+  /**
+   * Public pages (the web console's files): registered outside the token's scope, since a browser
+   * must load the login page before it has a cookie. Only GET and HEAD routes belong here; what the
+   * page fetches is behind the token.
+   */
+  site?: (app: FastifyInstance) => void;
 }
 
 export interface ApiServer {
@@ -89,13 +96,15 @@ export interface Refusal {
   error?: unknown;
 }
 
-/** Routes anyone may call: probes for orchestrators and load balancers, the login (plus platform webhooks). */
-const probeRoutes = ["/health", "/ready", "/login"];
+/** Routes anyone may call: probes for orchestrators and load balancers, login and logout (plus platform webhooks). */
+const probeRoutes = ["/health", "/ready", "/login", "/logout"];
 
 /** The cookie a browser keeps the token in after `/login`: HttpOnly, SameSite=Strict. */
 export const TOKEN_COOKIE = "countbot_token";
 
 const LoginQuerySchema = z.object({ token: z.string().min(1).max(512) });
+/** The web console's sign-in form posts the token as JSON, so it stays out of the address bar and the history. */
+const LoginBodySchema = z.strictObject({ token: z.string().min(1).max(512) });
 
 const SessionParamsSchema = z.object({
   sessionKey: z
@@ -147,8 +156,23 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
 
   // text/plain is what a cross-site form or no-cors fetch can send without a preflight: JSON only.
   app.removeContentTypeParser("text/plain");
-  void app.register(helmet, { global: true });
+  void app.register(helmet, {
+    global: true,
+    contentSecurityPolicy: {
+      useDefaults: true,
+      directives: {
+        // The API speaks plain HTTP (TLS, if any, ends at a proxy in front): told to upgrade, a
+        // browser reaching it by a LAN address would ask for https and load none of the console's files.
+        upgradeInsecureRequests: null,
+        // Nothing the gateway serves loads from elsewhere (no CDN, no web fonts): bull-board's
+        // font link falls back to the system fonts instead of calling out.
+        styleSrc: ["'self'", "'unsafe-inline'"],
+        fontSrc: ["'self'", "data:"],
+      },
+    },
+  });
   void app.register(websocket, { options: { maxPayload: 64 * 1024 } });
+  if (options.site) options.site(app);
   // Everything else in one scope registered after the websocket plugin: its onRequest hook must run
   // before ours, or a refused upgrade leaves the socket open.
   void app.register(async (scope) => {
@@ -193,12 +217,18 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
       const { token: given } = parseRequest(LoginQuerySchema, request.query, "query");
       if (token === undefined) return reply.redirect("/", 303);
       if (!timingSafeEqual(digest(given), digest(token))) return reply.code(401).send({ error: "wrong token" });
-      const secure = request.protocol === "https" ? "; Secure" : "";
-      return reply
-        .header("set-cookie", `${TOKEN_COOKIE}=${encodeURIComponent(given)}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${30 * 24 * 60 * 60}${secure}`)
-        .header("cache-control", "no-store")
-        .redirect("/", 303);
+      return reply.header("set-cookie", tokenCookie(encodeURIComponent(given), LOGIN_MAX_AGE_S, request.protocol)).header("cache-control", "no-store").redirect("/", 303);
     });
+
+    // The same for the console's form; a state change, so another site's page gets 403 above.
+    scope.post("/login", async (request, reply) => {
+      const { token: given } = parseRequest(LoginBodySchema, request.body, "body");
+      if (token === undefined) return reply.code(204).send();
+      if (!timingSafeEqual(digest(given), digest(token))) return reply.code(401).send({ error: "token: wrong token" });
+      return reply.header("set-cookie", tokenCookie(encodeURIComponent(given), LOGIN_MAX_AGE_S, request.protocol)).header("cache-control", "no-store").code(204).send();
+    });
+
+    scope.post("/logout", async (request, reply) => reply.header("set-cookie", tokenCookie("", 0, request.protocol)).code(204).send());
 
     scope.get("/ready", async (_request, reply) => {
       const result = await checkReadiness(options.readiness, options.readinessTimeoutMs ?? 5_000);
@@ -305,6 +335,15 @@ function isAllowedOrigin(origin: string, host: string | undefined, allowed: Read
   } catch {
     return false; // "null" (a sandboxed frame, a file:// page) and other non-URLs
   }
+}
+
+/** How long a browser stays signed in: 30 days. */
+const LOGIN_MAX_AGE_S = 30 * 24 * 60 * 60;
+
+/** The token cookie (an empty value with Max-Age 0 removes it). Secure when the request came over TLS. */
+function tokenCookie(value: string, maxAgeSeconds: number, protocol: string): string {
+  const secure = protocol === "https" ? "; Secure" : "";
+  return `${TOKEN_COOKIE}=${value}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${maxAgeSeconds}${secure}`;
 }
 
 function digest(value: string): Buffer {

@@ -3,6 +3,9 @@
  *
  *   GET  /api/workflow-runs?team=&chat=&status=&limit=   newest first; `team` is a team's id or
  *                                                        name, `chat` a session key (`telegram:42`)
+ *   POST /api/workflow-runs                              start one: `{ team, goal, chat? }` (`team` an
+ *                                                        id or name; `chat` a session key that hears
+ *                                                        the progress and the result); 201 with the run
  *   GET  /api/workflow-runs/:id                          one run with every node (status, input,
  *                                                        output, tool calls, times, error)
  *   POST /api/workflow-runs/:id/cancel                   409 when it has ended already
@@ -12,13 +15,14 @@
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
+import { ToolError } from "../errors.js";
 import { RequestError, parseRequest } from "../gateway/http-request.js";
 import type { WorkflowEngine } from "../jobs/workflows/engine.js";
 import type { TeamCatalog } from "../jobs/workflows/team-catalog.js";
 import { FINISHED_RUN_STATUSES, type NodeState, RunStatusSchema, type WorkflowRun } from "../store/team-record.js";
 
 export interface WorkflowRunRoutesOptions {
-  workflows: Pick<WorkflowEngine, "get" | "list" | "cancel">;
+  workflows: Pick<WorkflowEngine, "get" | "list" | "cancel" | "start">;
   teams: Pick<TeamCatalog, "get" | "findByName">;
 }
 
@@ -37,6 +41,22 @@ const RunListQuerySchema = z.strictObject({
       .transform(Number)
       .pipe(z.number().int().min(1).max(1_000))
       .default(DEFAULT_LIMIT),
+  ),
+});
+
+const StartRunBodySchema = z.strictObject({
+  team: z.string().trim().min(1).max(128),
+  goal: z
+    .string()
+    .max(20_000)
+    .refine((goal) => goal.trim() !== "", "expected a goal, not only spaces"),
+  chat: z.preprocess(
+    emptyAsMissing,
+    z
+      .string()
+      .max(256)
+      .regex(/^[\w-]+:[\w:.@-]+$/, "a session key `channel:chat_id`, e.g. web:my-chat")
+      .optional(),
   ),
 });
 
@@ -111,6 +131,22 @@ export function registerWorkflowRunRoutes(scope: FastifyInstance, options: Workf
     }
     const runs = await workflows.list({ teamId, sessionKey: query.chat, status: query.status, limit: query.limit });
     return runs.map((run) => runJson(run, false));
+  });
+
+  scope.post("/api/workflow-runs", async (request, reply) => {
+    const body = parseRequest(StartRunBodySchema, request.body, "body");
+    const team = (await teams.get(body.team)) ?? (await teams.findByName(body.team));
+    if (!team) throw new RequestError(`team: no team has the id or name "${body.team}"`, 404);
+    let run: WorkflowRun;
+    try {
+      run = await workflows.start({ team, goal: body.goal.trim(), sessionKey: body.chat ?? "" });
+    } catch (error) {
+      // A disabled team, or a chat with too many runs: said for the model, and as true for a person.
+      if (error instanceof ToolError) throw new RequestError(error.hint ? `${error.message}. ${error.hint}` : error.message, 409);
+      throw error;
+    }
+    request.log.info({ runId: run.id, team: team.name, sessionKey: run.sessionKey }, "workflow run started through the API");
+    return reply.code(201).send(runJson(run, true));
   });
 
   scope.get("/api/workflow-runs/:id", async (request) => runJson(await find(request.params), true));

@@ -1,17 +1,23 @@
 /**
  * The gateway half of the composition root: every enabled channel from the plugin registry on the
  * shared channel runtime, and the HTTP API with the channels' routes and webhooks, pairing, tasks,
- * agent teams and their runs, tool history, and the OpenAI-compatible endpoint (`/v1/`).
+ * agent teams and their runs, sessions, operations, tool history, the OpenAI-compatible endpoint
+ * (`/v1/`), and the web console at `/`.
  */
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { channelPlugins } from "../../channels/index.js";
+import { registerOperationRoutes } from "../api/operations-routes.js";
 import { registerPairingRoutes } from "../api/pairing-routes.js";
 import { type OpenAiEndpoint, createOpenAiEndpoint } from "../api/openai/endpoint.js";
 import { type ApiServer, type Readiness, createApiServer } from "../api/server.js";
+import { registerSessionRoutes } from "../api/session-routes.js";
 import { registerTaskRoutes } from "../api/task-routes.js";
 import { registerTeamRoutes } from "../api/team-routes.js";
 import { registerWorkflowRunRoutes } from "../api/workflow-run-routes.js";
 import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
+import { registerWebConsole } from "../api/web-console.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
@@ -23,9 +29,13 @@ import { type ApiToken, assertTokenFitsBinding } from "./api-token.js";
 import { type ChatEventLog, createMemoryChatEventLog } from "../store/chat-event-log.js";
 import type { Infrastructure } from "./infrastructure.js";
 import { type PrometheusMetrics, registerMetricsRoute } from "./metrics.js";
-import { createQueueBoard } from "./queue-board.js";
+import { QUEUE_BOARD_PATH, createQueueBoard } from "./queue-board.js";
+import type { JobCounts } from "../jobs/job-queue.js";
 import { SUBAGENT_QUEUE } from "../jobs/subagents/manager.js";
 import { WORKFLOW_QUEUE } from "../jobs/workflows/engine.js";
+
+/** Where `npm run build:web` (and `npm install`, through `prepare`) puts the console: `<package>/web/dist`. */
+export const WEB_CONSOLE_DIRECTORY = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../web/dist");
 
 export interface Gateway {
   api: ApiServer;
@@ -41,15 +51,19 @@ export interface Gateway {
 export interface GatewayOptions {
   config: ResolvedConfig;
   logger: Logger;
-  infrastructure: Pick<Infrastructure, "bus" | "store" | "elect" | "checks" | "bullmq" | "toolHistory" | "chatEvents">;
+  infrastructure: Pick<Infrastructure, "kind" | "bus" | "store" | "memory" | "elect" | "checks" | "bullmq" | "toolHistory" | "chatEvents" | "processes">;
   /** Extra readiness checks (the embedded worker's, say). */
   checks?: () => Promise<Readiness["checks"]>;
   /** Cancels subagent tasks wherever they run (the tasks API). */
   subagents: Pick<SubagentManager, "cancel">;
-  /** Team runs: listed, shown and cancelled wherever their nodes run (the workflow-runs API), started by the OpenAI endpoint. */
+  /** Team runs: listed, shown and cancelled wherever their nodes run (the workflow-runs API), started by the OpenAI endpoint and the console. */
   workflows: Pick<WorkflowEngine, "start" | "get" | "list" | "cancel">;
   /** The config file's and the store's teams (the agent-teams API). */
   teams: TeamCatalog;
+  /** Jobs waiting, running and failed per background queue (the operations API). */
+  queueCounts?: () => Promise<Array<{ queue: string } & JobCounts>>;
+  /** The built web console served at `/`. Default: the package's `web/dist`. */
+  webConsoleDirectory?: string;
   /** The platforms to offer. Default: every plugin in `channels/index.ts`. */
   plugins?: readonly ChannelPlugin[];
   /** Served at `/metrics` (behind the token) and fed by the channels. */
@@ -106,11 +120,13 @@ export function createGateway(options: GatewayOptions): Gateway {
   const openai = config.api.openai.enabled
     ? createOpenAiEndpoint({ bus, teams: options.teams, workflows: options.workflows, config: config.api.openai, logger, now: options.now })
     : undefined;
+  const memory = infrastructure.memory({ workspace: config.workspace, scope: config.memory.scope });
   const api = createApiServer({
     bus,
     config: { ...config.api, token: options.apiToken?.token ?? config.api.token },
     logger,
     readiness,
+    site: (app) => void registerWebConsole(app, { directory: options.webConsoleDirectory ?? WEB_CONSOLE_DIRECTORY, buildCommand: "npm run build:web", logger }),
     webhooks: instances.flatMap((channel) => (channel.webhook ? [channel.webhook] : [])),
     families: openai ? [openai.family] : [],
     routes: [
@@ -122,6 +138,16 @@ export function createGateway(options: GatewayOptions): Gateway {
         registerTeamRoutes(scope, { teams: options.teams, now: options.now });
         registerWorkflowRunRoutes(scope, { workflows: options.workflows, teams: options.teams });
         registerToolHistoryRoutes(scope, toolHistory);
+        registerSessionRoutes(scope, { sessions: store.sessions, memory });
+        registerOperationRoutes(scope, {
+          kind: infrastructure.kind,
+          bus,
+          readiness,
+          tasks: store.tasks,
+          queues: options.queueCounts,
+          processes: () => infrastructure.processes(),
+          links: { metrics: metrics ? "/metrics" : null, queues: board ? QUEUE_BOARD_PATH : null },
+        });
         if (metrics) registerMetricsRoute(scope, metrics);
         board?.register(scope);
         const { onReloadRequest } = options;

@@ -20,6 +20,7 @@ export async function runGatewayCommand(): Promise<number> {
     subagents: jobs.subagents,
     workflows: jobs.workflows,
     teams: jobs.teams,
+    queueCounts: () => jobs.queueCounts(),
     metrics,
     apiToken,
     onReloadRequest: () => reloader.reload("api"),

@@ -32,6 +32,7 @@ export async function runStartCommand(): Promise<number> {
       subagents: created.jobs.subagents,
       workflows: created.jobs.workflows,
       teams: created.jobs.teams,
+      queueCounts: () => created.jobs.queueCounts(),
       metrics,
       apiToken,
       onReloadRequest: () => reloader.reload("api"),

@@ -76,6 +76,8 @@ export interface FakeOpenAIStep {
   until?: Promise<unknown>;
   /** Stall this long after the content chunks, before the finish chunk. */
   hangMs?: number;
+  /** Stall after the content chunks, before the finish chunk, until this settles (a test's gate for a reply half written). */
+  holdUntil?: Promise<unknown>;
   /** The model name reported in chunks; default: the requested model. */
   model?: string;
   /**
@@ -183,6 +185,10 @@ async function streamAnswer(step: FakeOpenAIStep, request: RecordedRequest, mode
     return;
   }
   if (step.hangMs && !(await wait(step.hangMs, response))) return;
+  if (step.holdUntil) {
+    await step.holdUntil.catch(() => undefined);
+    if (response.destroyed || response.writableEnded) return;
+  }
   for (const event of ending) if (!(await send(event))) return;
   response.end();
 }

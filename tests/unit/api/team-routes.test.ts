@@ -185,4 +185,28 @@ describe("/api/workflow-runs", () => {
     expect((await api.call(`/api/workflow-runs/${done.id}/cancel`, "POST")).body).toMatchObject({ status: "completed", error: expect.stringContaining("has already completed") });
     expect((await api.call("/api/workflow-runs/missing")).status).toBe(404);
   });
+
+  it("starts a run of a team named by id or name, its chat optional, and says why one cannot start", async () => {
+    const api = await start();
+    await api.call("/api/agent-teams", "POST", graph);
+    const started = await api.call("/api/workflow-runs", "POST", { team: "project analysis", goal: "  review the repo ", chat: "web:console-1" });
+    expect(started.status).toBe(201);
+    expect(started.body).toMatchObject({ teamName: "Project Analysis", goal: "review the repo", chat: "web:console-1", mode: "graph" });
+    expect((started.body.nodes as unknown as Array<{ id: string }>).map((node) => node.id)).toEqual(["frontend", "backend", "integrator"]);
+    await api.workflows.ended(String(started.body.id));
+    expect((await api.call(`/api/workflow-runs/${String(started.body.id)}`)).body).toMatchObject({ status: "completed", result: "Architect output" });
+
+    const byId = await api.call("/api/workflow-runs", "POST", { team: "team-1", goal: "again" });
+    expect(byId.body).toMatchObject({ status: expect.any(String), chat: null });
+
+    expect(await api.call("/api/workflow-runs", "POST", { team: "nobody", goal: "x" })).toEqual({ status: 404, body: { error: 'team: no team has the id or name "nobody"' } });
+    expect((await api.call("/api/workflow-runs", "POST", { team: "team-1", goal: "   " })).body.error).toBe("goal: expected a goal, not only spaces");
+    expect((await api.call("/api/workflow-runs", "POST", { team: "team-1", goal: "x", chat: "no-colon" })).body.error).toMatch(/^chat: expected a session key/);
+    expect((await api.call("/api/workflow-runs", "POST", { team: "team-1", goal: "x", teem: 1 })).body.error).toMatch(/^body: unknown field "teem"/);
+
+    await api.call("/api/agent-teams/team-1", "PUT", { ...graph, enabled: false });
+    const disabled = await api.call("/api/workflow-runs", "POST", { team: "team-1", goal: "x" });
+    expect(disabled.status).toBe(409);
+    expect(disabled.body.error).toMatch(/^team "Project Analysis" is disabled\. Enable it/);
+  });
 });

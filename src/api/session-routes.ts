@@ -1,0 +1,89 @@
+/**
+ * The sessions API, read-only: the chats the deployment knows, by channel, with their history and
+ * long-term memory (what the web console's Sessions view and the chat page's first screen show).
+ *
+ *   GET /api/sessions?channel=&limit=        newest activity first: `{ key, channel, chatId, createdAt, updatedAt, generation }`
+ *   GET /api/sessions/:sessionKey             the session with its current history (an unknown key: an empty one)
+ *   GET /api/sessions/:sessionKey/memory      `{ key, scope, location, content }`; in global scope every key names the one memory
+ *
+ * Register it inside the scope that checks the bearer token: histories are what users said.
+ */
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import type { MemoryStore } from "../agent/memory.js";
+import { parseRequest } from "../gateway/http-request.js";
+import type { SessionMeta, SessionStore } from "../store/store.js";
+
+export interface SessionRoutesOptions {
+  sessions: Pick<SessionStore, "list" | "load">;
+  memory: Pick<MemoryStore, "scope" | "location" | "read">;
+}
+
+const emptyAsMissing = (value: unknown) => (value === "" ? undefined : value);
+
+const SessionListQuerySchema = z.strictObject({
+  channel: z.preprocess(emptyAsMissing, z.string().regex(/^[\w-]{1,64}$/, "a channel name (letters, digits, _ and -)").optional()),
+  limit: z.preprocess(
+    emptyAsMissing,
+    z
+      .string()
+      .regex(/^\d+$/, "a whole number")
+      .transform(Number)
+      .pipe(z.number().int().min(1).max(1_000))
+      .default(200),
+  ),
+});
+
+const SessionParamsSchema = z.object({
+  sessionKey: z
+    .string()
+    .min(1)
+    .max(256)
+    .regex(/^[\w-]+:[\w:.@-]+$/, "a session key `channel:chat_id`"),
+});
+
+/** `telegram:42` → channel `telegram`, chat `42`; a chat id may hold `:` itself. */
+function sessionJson(meta: SessionMeta) {
+  const separator = meta.key.indexOf(":");
+  return {
+    key: meta.key,
+    channel: separator > 0 ? meta.key.slice(0, separator) : meta.key,
+    chatId: separator > 0 ? meta.key.slice(separator + 1) : "",
+    createdAt: new Date(meta.createdAt).toISOString(),
+    updatedAt: new Date(meta.updatedAt).toISOString(),
+    generation: meta.generation,
+  };
+}
+
+export function registerSessionRoutes(scope: FastifyInstance, options: SessionRoutesOptions): void {
+  const { sessions, memory } = options;
+
+  scope.get("/api/sessions", async (request) => {
+    const query = parseRequest(SessionListQuerySchema, request.query, "query");
+    const found = (await sessions.list())
+      .map(sessionJson)
+      .filter((session) => query.channel === undefined || session.channel === query.channel)
+      .sort((a, b) => b.updatedAt.localeCompare(a.updatedAt) || a.key.localeCompare(b.key));
+    return found.slice(0, query.limit);
+  });
+
+  scope.get("/api/sessions/:sessionKey", async (request) => {
+    const { sessionKey } = parseRequest(SessionParamsSchema, request.params, "params");
+    const { meta, history } = await sessions.load(sessionKey);
+    return {
+      ...sessionJson({ ...meta, key: sessionKey }),
+      history: history.map((entry) => ({
+        role: entry.role,
+        content: entry.content,
+        at: new Date(entry.at).toISOString(),
+        ...(entry.model === undefined ? {} : { model: entry.model }),
+        ...(entry.usage === undefined ? {} : { usage: entry.usage }),
+      })),
+    };
+  });
+
+  scope.get("/api/sessions/:sessionKey/memory", async (request) => {
+    const { sessionKey } = parseRequest(SessionParamsSchema, request.params, "params");
+    return { key: sessionKey, scope: memory.scope, location: memory.location(sessionKey), content: await memory.read(sessionKey) };
+  });
+}

@@ -1,0 +1,62 @@
+/** Small hooks the views share: the hash route, and data read from the API now and every few seconds. */
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { errorText } from "./api";
+
+/** `#/runs/wf-1` → ["runs", "wf-1"]. Hash routes: the gateway serves one page, whatever the view. */
+export function useRoute(): string[] {
+  const [hash, setHash] = useState(location.hash);
+  useEffect(() => {
+    const changed = () => setHash(location.hash);
+    window.addEventListener("hashchange", changed);
+    return () => window.removeEventListener("hashchange", changed);
+  }, []);
+  return hash
+    .replace(/^#\/?/, "")
+    .split("/")
+    .filter((part) => part !== "")
+    .map((part) => decodeURIComponent(part));
+}
+
+export function navigate(...parts: string[]): void {
+  location.hash = `#/${parts.map((part) => encodeURIComponent(part)).join("/")}`;
+}
+
+export interface Polled<T> {
+  data: T | undefined;
+  error: string | undefined;
+  refresh: () => Promise<void>;
+}
+
+/**
+ * Reads `load()` now and every `intervalMs` (0: once) while the view is shown; `key` changes
+ * start it over. A failed read keeps the last data and says why.
+ */
+export function usePoll<T>(load: () => Promise<T>, intervalMs: number, key: unknown[] = []): Polled<T> {
+  const [data, setData] = useState<T | undefined>(undefined);
+  const [error, setError] = useState<string | undefined>(undefined);
+  const loadRef = useRef(load);
+  loadRef.current = load;
+  const refresh = useCallback(async () => {
+    try {
+      setData(await loadRef.current());
+      setError(undefined);
+    } catch (caught) {
+      setError(errorText(caught));
+    }
+  }, []);
+  useEffect(() => {
+    setData(undefined);
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const tick = async () => {
+      await refresh();
+      if (!stopped && intervalMs > 0) timer = setTimeout(() => void tick(), intervalMs);
+    };
+    void tick();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, [intervalMs, refresh, ...key]);
+  return { data, error, refresh };
+}

@@ -1,0 +1,150 @@
+/** The shapes the console reads from the API (src/api/*-routes.ts and channels/web), as far as it uses them. */
+
+/** What a chat's WebSocket sends (channels/web/web-adapter.ts, WebEvent). */
+export type WebEvent =
+  | { type: "draft"; replyId: string; text: string }
+  | { type: "notice"; id: string; content: string; workflow?: WorkflowNotice; seq?: string }
+  | { type: "message"; id: string; content: string; answers: string[]; part?: number; parts?: number; seq?: string };
+
+export interface WorkflowNotice {
+  runId: string;
+  team: string;
+  nodeId: string;
+  event: string;
+  status: string;
+  tool?: string;
+  text?: string;
+}
+
+export type TaskStatus = "pending" | "running" | "completed" | "failed" | "cancelled";
+
+export interface Task {
+  task_id: string;
+  label: string;
+  message: string;
+  session_id: string;
+  status: TaskStatus;
+  progress: number;
+  result: string | null;
+  error: string | null;
+  created_at: string;
+  started_at: string | null;
+  completed_at: string | null;
+}
+
+export type TaskStats = Record<TaskStatus | "total", number>;
+
+export type TeamMode = "pipeline" | "graph" | "council";
+
+export interface TeamAgent {
+  id: string;
+  role: string;
+  systemPrompt?: string;
+  task?: string;
+  perspective?: string;
+  dependsOn: string[];
+  model?: string;
+}
+
+export interface Team {
+  id: string;
+  name: string;
+  description: string;
+  mode: TeamMode;
+  enabled: boolean;
+  crossReview: boolean;
+  maxIterations: number;
+  nodeTimeoutSeconds: number;
+  maxParallel?: number;
+  agents: TeamAgent[];
+  source: "config" | "api";
+}
+
+export type RunStatus = "pending" | "running" | "completed" | "failed" | "cancelled";
+
+export interface RunNode {
+  id: string;
+  agentId: string;
+  kind: string;
+  role: string;
+  status: string;
+  input?: string | null;
+  output?: string | null;
+  error: string | null;
+  attempts: number;
+  queuedAt: string | null;
+  startedAt: string | null;
+  completedAt: string | null;
+}
+
+export interface Run {
+  id: string;
+  teamId: string;
+  teamName: string;
+  mode: TeamMode;
+  goal: string;
+  chat: string | null;
+  status: RunStatus;
+  result: string | null;
+  error: string | null;
+  createdAt: string | null;
+  completedAt: string | null;
+  durationMs: number | null;
+  nodes: RunNode[];
+  team?: { agents: TeamAgent[] };
+}
+
+export interface SessionSummary {
+  key: string;
+  channel: string;
+  chatId: string;
+  createdAt: string;
+  updatedAt: string;
+  generation: number;
+}
+
+export interface HistoryEntry {
+  role: "user" | "assistant";
+  content: string;
+  at: string;
+  model?: string;
+}
+
+export interface SessionDetail extends SessionSummary {
+  history: HistoryEntry[];
+}
+
+export interface Memory {
+  key: string;
+  scope: "chat" | "global";
+  location: string;
+  content: string;
+}
+
+export interface ToolHistoryEntry {
+  at: string;
+  tool: string;
+  /** The call's arguments as the model sent them (an object, or text it could not parse). */
+  arguments: unknown;
+  result: string;
+  duration_ms: number;
+  success: boolean;
+}
+
+export interface Operations {
+  kind: "memory" | "redis";
+  ready: boolean;
+  checks: Record<string, { ok: boolean; detail?: string }>;
+  sessions: { waiting: number; answering: number; deadLetters: number };
+  queues: Array<{ queue: string; waiting: number; active: number; failed: number }>;
+  tasks: TaskStats;
+  processes: Array<{ role: string; host: string; pid: number; startedAt: string; seenAt: string }>;
+  links: { metrics: string | null; queues: string | null };
+}
+
+export interface DeadLetter {
+  sessionKey: string;
+  reason: string;
+  at: string;
+  messages: Array<{ id: string; senderId: string; content: string; receivedAt: string }>;
+}

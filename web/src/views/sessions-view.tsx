@@ -1,0 +1,121 @@
+/** Sessions: the chats the deployment knows, by channel; one chat's history, long-term memory and tool calls. */
+import { useState } from "preact/hooks";
+import { api } from "../api";
+import { duration, time } from "../format";
+import { usePoll } from "../hooks";
+import { Markdown } from "../markdown";
+import type { Memory, SessionDetail, SessionSummary, ToolHistoryEntry } from "../types";
+
+export function SessionsView(props: { sessionKey?: string }) {
+  if (props.sessionKey) return <Session key={props.sessionKey} sessionKey={props.sessionKey} />;
+  return <SessionList />;
+}
+
+function SessionList() {
+  const [channel, setChannel] = useState("");
+  const sessions = usePoll(() => api<SessionSummary[]>("/api/sessions?limit=500"), 5_000);
+  const channels = [...new Set(sessions.data?.map((session) => session.channel) ?? [])].sort();
+  const shown = sessions.data?.filter((session) => channel === "" || session.channel === channel) ?? [];
+  const groups = new Map<string, SessionSummary[]>();
+  for (const session of shown) groups.set(session.channel, [...(groups.get(session.channel) ?? []), session]);
+
+  return (
+    <section aria-labelledby="sessions-title">
+      <div class="view-head">
+        <h1 id="sessions-title">Sessions</h1>
+        <label for="session-channel">Channel</label>
+        <select id="session-channel" value={channel} onChange={(event) => setChannel(event.currentTarget.value)}>
+          <option value="">all</option>
+          {channels.map((name) => (
+            <option key={name} value={name}>
+              {name}
+            </option>
+          ))}
+        </select>
+      </div>
+      {sessions.error && <p class="field-error">Could not read the sessions: {sessions.error}</p>}
+      {sessions.data && shown.length === 0 && <p class="empty">No sessions yet.</p>}
+      {[...groups].map(([name, list]) => (
+        <section key={name} class="card" aria-label={`${name} chats`}>
+          <h2>
+            {name} <span class="hint">({list.length})</span>
+          </h2>
+          <ul class="plain-list">
+            {list.map((session) => (
+              <li key={session.key}>
+                <a href={`#/sessions/${encodeURIComponent(session.key)}`}>{session.chatId}</a> <span class="hint">last active {time(session.updatedAt)}{session.generation > 0 ? ` · started over ${session.generation}×` : ""}</span>
+              </li>
+            ))}
+          </ul>
+        </section>
+      ))}
+    </section>
+  );
+}
+
+function Session(props: { sessionKey: string }) {
+  const path = encodeURIComponent(props.sessionKey);
+  const session = usePoll(() => api<SessionDetail>(`/api/sessions/${path}`), 5_000, [path]);
+  const memory = usePoll(() => api<Memory>(`/api/sessions/${path}/memory`), 5_000, [path]);
+  const tools = usePoll(() => api<ToolHistoryEntry[]>(`/api/sessions/${path}/tool-history?limit=50`), 5_000, [path]);
+  return (
+    <section aria-labelledby="session-title">
+      <div class="view-head">
+        <h1 id="session-title">{props.sessionKey}</h1>
+        {session.data?.channel === "web" && <a href={`#/chat/${encodeURIComponent(session.data.chatId)}`}>Open in the chat</a>}
+        <a href="#/sessions">All sessions</a>
+      </div>
+      {session.error && <p class="field-error">Could not read the session: {session.error}</p>}
+      <div class="columns">
+        <section class="card" aria-labelledby="history-title">
+          <h2 id="history-title">History</h2>
+          {session.data?.history.length === 0 && <p class="empty">Nothing in this session yet{(session.data?.generation ?? 0) > 0 ? " (it started over; older turns are archived)" : ""}.</p>}
+          <ol class="history">
+            {session.data?.history.map((entry, index) => (
+              <li key={index} class={`message ${entry.role}`}>
+                <p class="hint">
+                  {entry.role === "user" ? "user" : `assistant${entry.model ? ` (${entry.model})` : ""}`} · {time(entry.at)}
+                </p>
+                {entry.role === "user" ? <p class="plain">{entry.content}</p> : <Markdown text={entry.content} />}
+              </li>
+            ))}
+          </ol>
+        </section>
+        <div>
+          <section class="card" aria-labelledby="memory-title">
+            <h2 id="memory-title">Memory</h2>
+            {memory.data && (
+              <>
+                <p class="hint">
+                  {memory.data.scope === "global" ? "global memory (shared by every chat)" : "this chat's memory"} · <code>{memory.data.location}</code>
+                </p>
+                {memory.data.content.trim() === "" ? <p class="empty">Empty.</p> : <Markdown text={memory.data.content} />}
+              </>
+            )}
+          </section>
+          <section class="card" aria-labelledby="tools-title">
+            <h2 id="tools-title">Tool calls</h2>
+            {tools.data?.length === 0 && <p class="empty">None.</p>}
+            <ul class="plain-list">
+              {tools.data?.map((entry, index) => (
+                <li key={index}>
+                  <code>
+                    {entry.tool}({argumentsText(entry.arguments)})
+                  </code>{" "}
+                  <span class="hint">
+                    {entry.success ? "ok" : "failed"} · {duration(entry.duration_ms)} · {time(entry.at)}
+                  </span>
+                </li>
+              ))}
+            </ul>
+          </section>
+        </div>
+      </div>
+    </section>
+  );
+}
+
+function argumentsText(value: unknown): string {
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  return text.length > 80 ? `${text.slice(0, 79)}…` : text;
+}

@@ -4,14 +4,19 @@
  * and the checks every view must pass (each form field labelled, nothing wider than the screen).
  */
 import { mkdir } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-export const SCREENSHOT_DIRECTORY = path.join(projectRoot, "docs", "screenshots");
+/**
+ * Where the tests save each view: the README's docs/screenshots with `UPDATE_SCREENSHOTS=1`, else a
+ * temp folder (a plain `npm test` leaves the checkout as it was).
+ */
+export const SCREENSHOT_DIRECTORY = process.env.UPDATE_SCREENSHOTS === "1" ? path.join(projectRoot, "docs", "screenshots") : path.join(tmpdir(), "countbot-screenshots");
 
-/** Saves what the page shows as docs/screenshots/<name>.png. */
+/** Saves what the page shows as <SCREENSHOT_DIRECTORY>/<name>.png. */
 export async function screenshot(page: Page, name: string): Promise<void> {
   await mkdir(SCREENSHOT_DIRECTORY, { recursive: true });
   await page.screenshot({ path: path.join(SCREENSHOT_DIRECTORY, `${name}.png`) });

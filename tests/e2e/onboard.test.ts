@@ -39,8 +39,10 @@ function tmux(socket: string, ...args: string[]): Promise<string> {
 /** The pane's command's exit status, once it has exited. */
 async function exitStatus(socket: string): Promise<string> {
   for (let attempt = 0; attempt < 300; attempt++) {
-    const [dead, status] = (await tmux(socket, "display-message", "-p", "-t", "onboard", "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}")).trim().split(" ");
-    if (dead === "1") return status || "killed by a signal";
+    // tmux marks the pane dead when its terminal closes, and knows the status a moment later.
+    const [dead, status, signal] = (await tmux(socket, "display-message", "-p", "-t", "onboard", "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}")).trim().split("|");
+    if (dead === "1" && status) return status;
+    if (dead === "1" && signal) return `killed by signal ${signal}`;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error("the command on the terminal did not exit");

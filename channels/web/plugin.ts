@@ -22,7 +22,7 @@ export const webChannel = defineChannel({
   description: "The web chat of the HTTP API.",
   configSchema: WebConfigSchema.prefault({ enabled: true }),
   policy: (config) => webPolicy(config),
-  create(config, { bus, events, logger, now, newId }) {
+  async create(config, { bus, events, logger, now, newId }) {
     return webChannelOf(new WebAdapter({ bus, events, logger, now, newId }), config);
   },
 });

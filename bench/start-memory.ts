@@ -5,9 +5,9 @@
  * answering it arrives on the socket, the socket closes. IN_FLIGHT chats are served at a time.
  *
  * MESSAGES over CHATS chats (default 100,000 over 10,000), in rounds of one message per chat, the
- * same chats every round. After each round this process forces a GC in the server through the
- * inspector protocol and samples its VmRSS and JS heap: memory held per message would make every
- * round step up. A last round goes to CHATS chats never seen before, to show what a chat costs.
+ * same chats every round. After each round this process samples the server's VmRSS, forces a GC
+ * in it through the inspector protocol, and samples its VmRSS and JS heap again: memory held per
+ * message would make every round step up. A last round goes to CHATS chats never seen before, to show what a chat costs.
  *
  *   npm run bench -- start-memory
  *   BENCH_START_MESSAGES=20000 BENCH_START_CHATS=5000 npm run bench -- start-memory
@@ -38,7 +38,9 @@ interface Sample {
   label: string;
   messages: number;
   seconds: number;
+  /** VmRSS as the process runs, and right after a forced GC. */
   rssKiB: number;
+  rssAfterGcKiB: number;
   heapUsedBytes?: number;
   cpuMs?: number;
 }
@@ -127,13 +129,14 @@ export async function benchStartMemory(): Promise<void> {
     const pid = server.pid;
 
     const sample = async (label: string, messages: number, seconds: number): Promise<Sample> => {
+      const rssKiB = await vmField(pid, "VmRSS");
       let heapUsedBytes: number | undefined;
       if (inspector) {
         await inspector.call("HeapProfiler.collectGarbage");
         heapUsedBytes = Number((await inspector.call("Runtime.getHeapUsage")).usedSize);
       }
       if (SNAPSHOT_DIR) process.kill(pid, "SIGUSR2");
-      return { label, messages, seconds, rssKiB: await vmField(pid, "VmRSS"), heapUsedBytes, cpuMs: processCpuMs(pid) };
+      return { label, messages, seconds, rssKiB, rssAfterGcKiB: await vmField(pid, "VmRSS"), heapUsedBytes, cpuMs: processCpuMs(pid) };
     };
     const timed = async (label: string, run: () => Promise<void>): Promise<Sample> => {
       const started = performance.now();
@@ -165,11 +168,11 @@ export async function benchStartMemory(): Promise<void> {
       const rate = entry.seconds > 0 ? `${(entry.messages / entry.seconds).toFixed(0).padStart(5)} msg/s` : " ".repeat(11);
       const cpu = entry.messages > 0 && entry.cpuMs !== undefined && previousCpu !== undefined ? `   CPU ${((entry.cpuMs - previousCpu) / entry.messages).toFixed(2)} ms/msg` : "";
       previousCpu = entry.cpuMs;
-      console.log(`  ${entry.label.padEnd(30)} ${String(cumulative).padStart(7)} msgs  ${rate}   VmRSS ${mib(entry.rssKiB)}${heap(entry.heapUsedBytes)}${cpu}`);
+      console.log(`  ${entry.label.padEnd(30)} ${String(cumulative).padStart(7)} msgs  ${rate}   VmRSS ${mib(entry.rssKiB)}, after GC ${mib(entry.rssAfterGcKiB)}${heap(entry.heapUsedBytes)}${cpu}`);
     }
     console.log(`  peak VmRSS (VmHWM) ${mib(peakKiB)}`);
     const ratio = (after: Sample, before: Sample) =>
-      `VmRSS ${(after.rssKiB / before.rssKiB).toFixed(3)}` + (after.heapUsedBytes && before.heapUsedBytes ? `, JS heap after GC ${(after.heapUsedBytes / before.heapUsedBytes).toFixed(3)}` : "");
+      `VmRSS ${(after.rssKiB / before.rssKiB).toFixed(3)}, VmRSS after GC ${(after.rssAfterGcKiB / before.rssAfterGcKiB).toFixed(3)}` + (after.heapUsedBytes && before.heapUsedBytes ? `, JS heap after GC ${(after.heapUsedBytes / before.heapUsedBytes).toFixed(3)}` : "");
     console.log(`  ratio round ${ROUNDS} / round ${FIRST_AFTER_WARMUP + 1} (first after warm-up): ${ratio(last, first)}`);
     console.log(`  ratio after ${CHATS} new chats / round ${ROUNDS}: ${ratio(fresh, last)}`);
     if (SNAPSHOT_DIR) console.log(`  heap snapshots (one per sample, in order) in ${SNAPSHOT_DIR}`);

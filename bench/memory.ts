@@ -38,7 +38,7 @@ interface Sample {
 }
 
 /** VmRSS (or another Vm* field) of a process, in KiB. */
-async function vmField(pid: number, field: "VmRSS" | "VmHWM"): Promise<number> {
+export async function vmField(pid: number, field: "VmRSS" | "VmHWM"): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   const match = new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status);
   if (!match) throw new Error(`no ${field} in /proc/${pid}/status`);
@@ -46,7 +46,7 @@ async function vmField(pid: number, field: "VmRSS" | "VmHWM"): Promise<number> {
 }
 
 /** A minimal Chrome DevTools Protocol client over the worker's --inspect WebSocket. */
-async function connectInspector(url: string): Promise<{ call(method: string, params?: object): Promise<Record<string, unknown>>; close(): void }> {
+export async function connectInspector(url: string): Promise<{ call(method: string, params?: object): Promise<Record<string, unknown>>; close(): void }> {
   const socket = new WebSocket(url);
   await new Promise<void>((resolve, reject) => {
     socket.once("open", () => resolve());

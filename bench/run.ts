@@ -7,6 +7,7 @@ import { benchBus } from "./bus.js";
 import { benchMemory } from "./memory.js";
 import { benchMemoryStore } from "./memory-store.js";
 import { benchScale } from "./scale.js";
+import { benchStartMemory } from "./start-memory.js";
 import { benchTeams } from "./teams.js";
 
 /** Name → benchmark; the default runs them all in this order. */
@@ -16,6 +17,7 @@ const benches: Record<string, () => Promise<void>> = {
   scale: benchScale,
   memory: benchMemory,
   "memory-store": benchMemoryStore,
+  "start-memory": benchStartMemory,
   teams: benchTeams,
 };
 

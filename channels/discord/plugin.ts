@@ -1,11 +1,13 @@
-/** Discord as a channel plugin: the gateway + REST adapter and its admission policy. */
+/**
+ * Discord as a channel plugin: the gateway + REST adapter and its admission policy. The adapter,
+ * and discord.js with it, is imported only when the channel is created (see ChannelPlugin).
+ */
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
 import type { AdmissionPolicy } from "../../src/gateway/channel.js";
 import { defineChannel } from "../../src/gateway/channel.js";
 import { type DiscordConfig, DiscordConfigSchema } from "./config.js";
-import { createDiscordAdapter } from "./discord-adapter.js";
 
 /**
  * Who may talk to the bot: user ids as they are, and the guild, channel and role lists as the
@@ -30,8 +32,9 @@ export const discordChannel = defineChannel({
   configSchema: DiscordConfigSchema,
   environment: { DISCORD_BOT_TOKEN: "token", DISCORD_API_ROOT: "apiRoot" },
   policy: (config) => discordPolicy(config),
-  create(config, { logger, dataDir, now }) {
+  async create(config, { logger, dataDir, now }) {
     if (!config.token) throw new ConfigError("channels.discord is enabled but has no token: set DISCORD_BOT_TOKEN or channels.discord.token", "channels.discord.token");
+    const { createDiscordAdapter } = await import("./discord-adapter.js");
     const adapter = createDiscordAdapter({
       token: config.token,
       apiRoot: config.apiRoot,

@@ -6,6 +6,9 @@ import { z } from "zod";
 
 const positiveInt = z.number().int().positive();
 
+/** What a self-built app's id looks like: the SDK's long connection never connects with another. */
+export const APP_ID_PATTERN = /^cli_[0-9a-fA-F]{16}$/;
+
 /** Where the open platform is: the two public ones by name, or a URL (private deployment, tests). */
 export const domains = { feishu: "https://open.feishu.cn", lark: "https://open.larksuite.com" } as const;
 

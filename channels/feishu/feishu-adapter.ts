@@ -31,7 +31,8 @@ import { type MessageBody, fitCards, markdownCard, markdownPost, plainText } fro
 import { MESSAGE_RECEIVED, type MessageEvent, MessageEventSchema } from "./event-schema.js";
 import { checked, createScrubber, toChannelError } from "./feishu-errors.js";
 import { type BotIdentity, splitChatId, toPlatformEvent } from "./inbound-event.js";
-import { APP_ID_PATTERN, type LongConnection, createLongConnection, sdkLogger } from "./long-connection.js";
+import { APP_ID_PATTERN } from "./config.js";
+import { type LongConnection, createLongConnection, sdkLogger } from "./long-connection.js";
 import { createResourceDownloader } from "./resource-download.js";
 import { type WebhookHandler, createWebhookHandler } from "./webhook-handler.js";
 

@@ -17,10 +17,9 @@
 import { EventDispatcher, LoggerLevel, WSClient } from "@larksuiteoapi/node-sdk";
 import type { Logger } from "pino";
 import { ChannelError, errorMessage } from "../../src/errors.js";
+import { APP_ID_PATTERN } from "./config.js";
 import { MESSAGE_RECEIVED } from "./event-schema.js";
 import { type Scrub, createScrubber } from "./feishu-errors.js";
-
-export const APP_ID_PATTERN = /^cli_[0-9a-fA-F]{16}$/;
 
 export interface LongConnectionOptions {
   appId: string;

@@ -1,14 +1,13 @@
 /**
  * The Feishu / Lark plugin: `channels.feishu` in the config, FEISHU_APP_ID / FEISHU_APP_SECRET /
- * FEISHU_DOMAIN in the environment.
+ * FEISHU_DOMAIN in the environment. The adapter, and the Lark SDK with it, is imported only when
+ * the channel is created (see ChannelPlugin).
  */
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
 import { type AdmissionPolicy, defineChannel } from "../../src/gateway/channel.js";
-import { type FeishuConfig, FeishuConfigSchema, domainUrl } from "./config.js";
-import { createFeishuAdapter } from "./feishu-adapter.js";
-import { APP_ID_PATTERN } from "./long-connection.js";
+import { APP_ID_PATTERN, type FeishuConfig, FeishuConfigSchema, domainUrl } from "./config.js";
 
 export type { FeishuConfig } from "./config.js";
 
@@ -24,7 +23,7 @@ export const feishuChannel = defineChannel({
   configSchema: FeishuConfigSchema,
   policy: (config) => feishuPolicy(config),
   environment: { FEISHU_APP_ID: "appId", FEISHU_APP_SECRET: "appSecret", FEISHU_DOMAIN: "domain" },
-  create(config, dependencies) {
+  async create(config, dependencies) {
     const appId = required(config, "appId", "FEISHU_APP_ID");
     const appSecret = required(config, "appSecret", "FEISHU_APP_SECRET");
     if (config.mode === "longConnection" && !APP_ID_PATTERN.test(appId)) {
@@ -34,6 +33,7 @@ export const feishuChannel = defineChannel({
     if (config.mode === "webhook" && !config.encryptKey) {
       throw new ConfigError("channels.feishu webhook mode needs encryptKey: without it Feishu signs nothing and a forged request could not be told apart", "channels.feishu.encryptKey");
     }
+    const { createFeishuAdapter } = await import("./feishu-adapter.js");
     const adapter = createFeishuAdapter({
       appId,
       appSecret,

@@ -1,10 +1,12 @@
-/** Telegram as a channel plugin: the Bot API adapter, its admission policy and its webhook. */
+/**
+ * Telegram as a channel plugin: the Bot API adapter, its admission policy and its webhook. The
+ * adapter, and telegraf with it, is imported only when the channel is created (see ChannelPlugin).
+ */
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
 import { type AdmissionPolicy, defineChannel } from "../../src/gateway/channel.js";
 import { type TelegramConfig, TelegramConfigSchema } from "./config.js";
-import { createTelegramAdapter } from "./telegram-adapter.js";
 
 export const telegramChannel = defineChannel({
   name: "telegram",
@@ -12,8 +14,9 @@ export const telegramChannel = defineChannel({
   configSchema: TelegramConfigSchema,
   environment: { TELEGRAM_BOT_TOKEN: "token", TELEGRAM_API_ROOT: "apiRoot" },
   policy: (config) => telegramPolicy(config),
-  create(config, { logger, dataDir }) {
+  async create(config, { logger, dataDir }) {
     if (!config.token) throw new ConfigError("channels.telegram is enabled but has no token: set TELEGRAM_BOT_TOKEN or channels.telegram.token", "channels.telegram.token");
+    const { createTelegramAdapter } = await import("./telegram-adapter.js");
     const webhook = config.mode === "webhook" && config.webhook?.url && config.webhook.secret ? { url: config.webhook.url, secret: config.webhook.secret, path: config.webhook.path } : undefined;
     const adapter = createTelegramAdapter({
       token: config.token,

@@ -23,7 +23,7 @@ export const webChannel = defineChannel({
   description: "The web chat of the HTTP API.",
   configSchema: WebConfigSchema.prefault({ enabled: true }),
   policy: (config) => webPolicy(config),
-  create(config, { bus, events, logger, now, newId, dataDir }) {
+  async create(config, { bus, events, logger, now, newId, dataDir }) {
     return webChannelOf(new WebAdapter({ bus, events, logger, now, newId, mediaDirectory: path.join(dataDir, "media", "web") }), config);
   },
 });

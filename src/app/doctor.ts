@@ -53,9 +53,9 @@ export async function runDoctor(config: ResolvedConfig, logger: Logger, options:
   await run("data directory", () => checkDirectory(config.dataDir, "dataDir (COUNTBOT_DATA_DIR)"));
   await run("workspace", () => checkDirectory(config.workspace, "workspace (COUNTBOT_WORKSPACE)"));
   await run("exec sandbox", () => checkSandbox(config));
-  let channels: ReturnType<typeof createChannels> = [];
+  let channels: Awaited<ReturnType<typeof createChannels>> = [];
   try {
-    channels = createChannels(config, logger, { broadcast: async () => undefined, onBroadcast: async () => ({ close: async () => undefined }) }, options.plugins);
+    channels = await createChannels(config, logger, { broadcast: async () => undefined, onBroadcast: async () => ({ close: async () => undefined }) }, options.plugins);
   } catch (error) {
     checks.push({ name: "channels", ok: false, detail: errorMessage(error) });
   }

@@ -75,15 +75,18 @@ export interface GatewayOptions {
   now?: () => number;
 }
 
-/** The channels whose config section says `enabled`, each built by its plugin. Throws ConfigError. */
-export function createChannels(
+/**
+ * The channels whose config section says `enabled`, each built by its plugin (which imports its
+ * adapter and SDK only then). Rejects with ConfigError.
+ */
+export async function createChannels(
   config: ResolvedConfig,
   logger: Logger,
   bus: ChannelDependencies["bus"],
   plugins: readonly ChannelPlugin[],
   now?: () => number,
   eventLogOf: (channel: string) => ChatEventLog = () => createMemoryChatEventLog(),
-): ChannelInstance[] {
+): Promise<ChannelInstance[]> {
   const instances: ChannelInstance[] = [];
   for (const plugin of plugins) {
     // Loading validated the section against the plugin's schema; a missing section takes the
@@ -96,12 +99,12 @@ export function createChannels(
     }
     const section: ChannelConfig = parsed.data;
     if (!section.enabled) continue;
-    instances.push(plugin.create(section, { logger, dataDir: config.dataDir, bus, events: eventLogOf(plugin.name), now }));
+    instances.push(await plugin.create(section, { logger, dataDir: config.dataDir, bus, events: eventLogOf(plugin.name), now }));
   }
   return instances;
 }
 
-export function createGateway(options: GatewayOptions): Gateway {
+export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const { config, logger, infrastructure } = options;
   const { bus, store } = infrastructure;
   const readiness = async (): Promise<Readiness> => {
@@ -111,7 +114,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   // Read-only here: workers write it (in Redis, or under this process's data directory when embedded).
   const toolHistory = infrastructure.toolHistory();
   const plugins = options.plugins ?? channelPlugins;
-  const instances = createChannels(config, logger, bus, plugins, options.now, (channel) => infrastructure.chatEvents(channel));
+  const instances = await createChannels(config, logger, bus, plugins, options.now, (channel) => infrastructure.chatEvents(channel));
   const { metrics } = options;
   // The BullMQ dashboard, over Redis; behind the token like the rest of the API.
   const board = infrastructure.bullmq && createQueueBoard({ ...infrastructure.bullmq, queues: [SUBAGENT_QUEUE, WORKFLOW_QUEUE] });

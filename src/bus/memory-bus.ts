@@ -7,7 +7,8 @@ import { EventEmitter } from "node:events";
 import { BusError } from "../errors.js";
 import { sleep } from "../sleep.js";
 import { ChatLane } from "./chat-lane.js";
-import { ExpiringMap, ExpiringSet } from "./expiring-set.js";
+import { ExpiringMap } from "./expiring-map.js";
+import { ExpiringSet } from "./expiring-set.js";
 import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
 import { ReadyQueue } from "./ready-queue.js";
 import type {

@@ -13,7 +13,7 @@ export async function runGatewayCommand(): Promise<number> {
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
   const metrics = createPrometheusMetrics({ role: "gateway" });
   metrics.watch({ queues: () => jobs.queueCounts() });
-  const gateway = createGateway({
+  const gateway = await createGateway({
     config,
     logger,
     infrastructure,
@@ -41,8 +41,9 @@ export async function runGatewayCommand(): Promise<number> {
     await close().catch(() => undefined);
     throw error;
   }
-  logger.info(address, "gateway listening");
   unannounce = infrastructure.announce("gateway");
+  const signalled = untilSignalled(logger, close);
+  logger.info(address, "gateway listening");
   if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);
-  return untilSignalled(logger, close);
+  return signalled;
 }

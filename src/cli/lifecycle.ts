@@ -8,6 +8,11 @@ import { loadCountbotConfig } from "../app/config.js";
 import { createConfigReloader } from "../app/reload.js";
 import type { ResolvedConfig } from "../config/schema.js";
 
+/**
+ * Resolves with the exit code once a signal's shutdown is done. Call it BEFORE logging that the
+ * process is ready: a signal that comes before the handlers are in place kills the process at
+ * once (the kernel's default), and whoever waits for the ready line may send one right after it.
+ */
 export function untilSignalled(logger: Logger, shutdown: () => Promise<void>): Promise<number> {
   return new Promise((resolve) => {
     let stopping = false;

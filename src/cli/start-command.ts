@@ -25,7 +25,7 @@ export async function runStartCommand(): Promise<number> {
   try {
     const created = await createWorker(config, logger, infrastructure, { metrics });
     worker = created;
-    gateway = createGateway({
+    gateway = await createGateway({
       config,
       logger,
       infrastructure,
@@ -48,9 +48,7 @@ export async function runStartCommand(): Promise<number> {
   metrics.watch({ queues: () => worker.jobs.queueCounts() });
   const running = worker.run();
   const unannounce = infrastructure.announce("start");
-  logger.info({ ...address, model: worker.model.id, bus: infrastructure.kind }, "countbot started");
-  if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);
-  return untilSignalled(logger, async () => {
+  const signalled = untilSignalled(logger, async () => {
     await unannounce();
     await reloader.close();
     await gateway.close();
@@ -59,4 +57,7 @@ export async function runStartCommand(): Promise<number> {
     await worker.close();
     await infrastructure.close();
   });
+  logger.info({ ...address, model: worker.model.id, bus: infrastructure.kind }, "countbot started");
+  if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);
+  return signalled;
 }

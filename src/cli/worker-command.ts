@@ -44,8 +44,7 @@ export async function runWorkerCommand(): Promise<number> {
   const running = worker.run();
   const unannounce = infrastructure.announce("worker");
   const reloader = await reloaderFor(logger, infrastructure, config, (next) => worker.reload(next));
-  logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns }, "worker started");
-  return untilSignalled(logger, async () => {
+  const signalled = untilSignalled(logger, async () => {
     await unannounce();
     await marker?.remove();
     await reloader.close();
@@ -55,4 +54,6 @@ export async function runWorkerCommand(): Promise<number> {
     await server?.close();
     await infrastructure.close();
   });
+  logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns }, "worker started");
+  return signalled;
 }

@@ -250,6 +250,10 @@ export interface ChannelInstance {
  * A platform, as `channels/index.ts` lists it. Its config section `channels.<name>` is validated by
  * `configSchema` (the `channels` schema is assembled from the plugins'), and `create` runs only
  * when the section says `enabled: true`.
+ *
+ * Every process loads the registry (the config is checked against it), so a plugin module stays
+ * cheap: its schema, its policy and a `create` that imports the adapter, and with it the
+ * platform's SDK, dynamically. A process whose config enables no Discord never loads discord.js.
  */
 export interface ChannelPlugin<Config extends ChannelConfig = ChannelConfig> {
   /** Channel name on the bus and config key, e.g. `telegram`. */
@@ -259,8 +263,11 @@ export interface ChannelPlugin<Config extends ChannelConfig = ChannelConfig> {
   readonly configSchema: z.ZodType<Config>;
   /** Environment variables that set a field of this section, e.g. `{ TELEGRAM_BOT_TOKEN: "token" }`. */
   readonly environment?: Readonly<Record<string, string>>;
-  /** Builds the channel. Throws ConfigError naming the field (`channels.<name>.token`) when it cannot. */
-  create(config: Config, dependencies: ChannelDependencies): ChannelInstance;
+  /**
+   * Builds the channel, importing its adapter (and SDK) on the way. Rejects with ConfigError naming
+   * the field (`channels.<name>.token`) when it cannot.
+   */
+  create(config: Config, dependencies: ChannelDependencies): Promise<ChannelInstance>;
   /**
    * The admission policy a section asks for, alone: a config reload applies it to the running
    * channel without reconnecting. Absent: the policy changes only with a restart.

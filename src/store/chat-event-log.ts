@@ -48,6 +48,12 @@ export interface MemoryChatEventLogOptions {
   maxPerChat?: number;
   /** Chats kept; the one written longest ago goes first. Default 10,000. */
   maxChats?: number;
+  /**
+   * Memory all kept events may take, counted as their payloads' UTF-8 bytes plus
+   * {@link EVENT_OVERHEAD_BYTES} each; beyond it the chat written longest ago loses its oldest
+   * events first. Default 4 MiB. The chat just written keeps at least its newest event.
+   */
+  maxBytes?: number;
   /** Told how many events of a chat were dropped to stay within the bounds. */
   onDrop?: (chatId: string, dropped: number) => void;
   /** Clock in ms since epoch, the first part of ids. */
@@ -55,16 +61,27 @@ export interface MemoryChatEventLogOptions {
 }
 
 interface ChatLog {
-  events: LoggedEvent[];
+  events: Array<LoggedEvent & { bytes: number }>;
   delivered?: string;
 }
+
+/** What an event costs beyond its payload: its id, the object and its place in the chat's list. */
+export const EVENT_OVERHEAD_BYTES = 100;
 
 /** The log in this process: what the embedded deployment's one gateway needs; lost on restart. */
 export function createMemoryChatEventLog(options: MemoryChatEventLogOptions = {}): ChatEventLog {
   const maxPerChat = options.maxPerChat ?? 50;
   const maxChats = options.maxChats ?? 10_000;
+  const maxBytes = options.maxBytes ?? 4 * 1024 * 1024;
   const now = options.now ?? Date.now;
   const chats = new Map<string, ChatLog>();
+  // Without a bound in bytes a busy single process would keep 50 replies for each of 10,000 chats.
+  let bytes = 0;
+  const drop = (chatId: string, log: ChatLog, count: number) => {
+    const dropped = log.events.splice(0, count);
+    for (const event of dropped) bytes -= event.bytes;
+    options.onDrop?.(chatId, dropped.length);
+  };
   // Time first, as Redis makes stream ids: a page's token from before a restart stays older than
   // what comes after it (a bare counter would start again at 1 and hide every new event).
   let last = { time: 0, sequence: 0 };
@@ -78,15 +95,20 @@ export function createMemoryChatEventLog(options: MemoryChatEventLogOptions = {}
       const time = now();
       last = time > last.time ? { time, sequence: 0 } : { time: last.time, sequence: last.sequence + 1 };
       const id = `${last.time}-${last.sequence}`;
-      log.events.push({ id, payload });
-      if (log.events.length > maxPerChat) {
-        const dropped = log.events.splice(0, log.events.length - maxPerChat);
-        options.onDrop?.(chatId, dropped.length);
-      }
+      const cost = Buffer.byteLength(payload) + EVENT_OVERHEAD_BYTES;
+      log.events.push({ id, payload, bytes: cost });
+      bytes += cost;
+      if (log.events.length > maxPerChat) drop(chatId, log, log.events.length - maxPerChat);
       while (chats.size > maxChats) {
         const [oldest, dropped] = chats.entries().next().value!;
         chats.delete(oldest);
-        options.onDrop?.(oldest, dropped.events.length);
+        drop(oldest, dropped, dropped.events.length);
+      }
+      while (bytes > maxBytes) {
+        const [oldest, oldestLog] = chats.entries().next().value!;
+        if (oldest === chatId && log.events.length === 1) break;
+        drop(oldest, oldestLog, 1);
+        if (oldestLog.events.length === 0) chats.delete(oldest);
       }
       return id;
     },
@@ -94,7 +116,7 @@ export function createMemoryChatEventLog(options: MemoryChatEventLogOptions = {}
     async since(chatId, afterId) {
       const log = chats.get(chatId);
       const after = afterId ?? log?.delivered ?? "0-0";
-      const events = (log?.events ?? []).filter((event) => compareEventIds(event.id, after) > 0).map((event) => ({ ...event }));
+      const events = (log?.events ?? []).filter((event) => compareEventIds(event.id, after) > 0).map(({ id, payload }) => ({ id, payload }));
       return { events, cursor: events.at(-1)?.id ?? after };
     },
 

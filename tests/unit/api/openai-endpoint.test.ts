@@ -101,11 +101,11 @@ async function startDeployment(llm: FakeOpenAIServer, options: { prefix?: string
   const infrastructure = await createInfrastructure(config, logger);
   const workerInfrastructure = options.prefix ? await createInfrastructure(config, logger) : infrastructure;
   const worker: Worker = await createWorker(config, logger, workerInfrastructure);
-  const gateway = createGateway({ config, logger, infrastructure, subagents: worker.jobs.subagents, workflows: worker.jobs.workflows, teams: worker.jobs.teams, plugins: [] });
+  const gateway = await createGateway({ config, logger, infrastructure, subagents: worker.jobs.subagents, workflows: worker.jobs.workflows, teams: worker.jobs.teams, plugins: [] });
   const { url } = await gateway.start();
   // A second gateway on its own connections: the replies on the bus are shared between the two.
   const secondInfrastructure = options.gateways === 2 ? await createInfrastructure(config, logger) : undefined;
-  const second = secondInfrastructure && createGateway({ config, logger, infrastructure: secondInfrastructure, subagents: worker.jobs.subagents, workflows: worker.jobs.workflows, teams: worker.jobs.teams, plugins: [] });
+  const second = secondInfrastructure && (await createGateway({ config, logger, infrastructure: secondInfrastructure, subagents: worker.jobs.subagents, workflows: worker.jobs.workflows, teams: worker.jobs.teams, plugins: [] }));
   const secondUrl = second && (await second.start()).url;
   void worker.run();
   return {

@@ -37,7 +37,7 @@ describe("/admin/queues", () => {
     cleanups.push(() => infrastructure.close());
     const jobs = createJobsOn(infrastructure, config, logger, { workspace: root });
     cleanups.push(() => jobs.close());
-    const gateway = createGateway({ config, logger, infrastructure, subagents: jobs.subagents, workflows: jobs.workflows, teams: jobs.teams, plugins: [webChannel] });
+    const gateway = await createGateway({ config, logger, infrastructure, subagents: jobs.subagents, workflows: jobs.workflows, teams: jobs.teams, plugins: [webChannel] });
     cleanups.push(() => gateway.close());
     const { url } = await gateway.start();
 

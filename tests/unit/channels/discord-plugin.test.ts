@@ -38,23 +38,20 @@ describe("Discord plugin", () => {
     expect(badId.error?.issues[0]?.path).toEqual(["allowGuilds", 0]);
   });
 
-  it("throws a ConfigError naming channels.discord.token when enabled without one", () => {
+  it("rejects with a ConfigError naming channels.discord.token when enabled without one", async () => {
     const config = DiscordConfigSchema.parse({ enabled: true });
-    const error = (() => {
-      try {
-        discordChannel.create(config, dependencies);
-      } catch (caught) {
-        return caught;
-      }
-    })();
+    const error = await discordChannel.create(config, dependencies).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).path).toBe("channels.discord.token");
   });
 
-  it("builds the adapter, an account named by a hash of the token, and an allowlist of ids and scopes", () => {
+  it("builds the adapter, an account named by a hash of the token, and an allowlist of ids and scopes", async () => {
     const token = "MTIz.secret-token.value";
     const config = DiscordConfigSchema.parse({ enabled: true, token, allowFrom: ["42"], allowGuilds: ["100"], allowChannels: ["200"], allowRoles: ["300"], groupPolicy: "all", rateLimitPerMinute: 5 });
-    const channel = discordChannel.create(config, dependencies);
+    const channel = await discordChannel.create(config, dependencies);
     expect(channel.adapter.name).toBe("discord");
     expect(channel.adapter.capabilities).toMatchObject({ maxMessageLength: 2000, markdown: "discord", streaming: "edit" });
     expect(channel.account).toBe(createHash("sha256").update(token).digest("hex").slice(0, 16));

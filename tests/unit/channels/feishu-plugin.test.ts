@@ -23,24 +23,21 @@ describe("Feishu plugin", () => {
     expect(() => parse({ domain: "not a url" })).toThrow();
   });
 
-  it("names the missing field in its ConfigError", () => {
-    const failure = (input: unknown) => {
-      try {
-        feishuChannel.create(parse({ enabled: true, ...(input as object) }), dependencies);
-      } catch (error) {
-        return error;
-      }
-      return undefined;
-    };
-    expect(failure({ appSecret: "s" })).toMatchObject({ path: "channels.feishu.appId" });
-    expect(failure({ appId: APP_ID })).toMatchObject({ path: "channels.feishu.appSecret" });
-    expect(failure({ appId: "my-app", appSecret: "s" })).toMatchObject({ path: "channels.feishu.appId" });
-    expect(failure({ appId: APP_ID, appSecret: "s", mode: "webhook" })).toMatchObject({ path: "channels.feishu.encryptKey" });
-    expect(failure({ appId: APP_ID, appSecret: "s", mode: "webhook" })).toBeInstanceOf(ConfigError);
+  it("names the missing field in its ConfigError", async () => {
+    const failure = (input: unknown) =>
+      feishuChannel.create(parse({ enabled: true, ...(input as object) }), dependencies).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(await failure({ appSecret: "s" })).toMatchObject({ path: "channels.feishu.appId" });
+    expect(await failure({ appId: APP_ID })).toMatchObject({ path: "channels.feishu.appSecret" });
+    expect(await failure({ appId: "my-app", appSecret: "s" })).toMatchObject({ path: "channels.feishu.appId" });
+    expect(await failure({ appId: APP_ID, appSecret: "s", mode: "webhook" })).toMatchObject({ path: "channels.feishu.encryptKey" });
+    expect(await failure({ appId: APP_ID, appSecret: "s", mode: "webhook" })).toBeInstanceOf(ConfigError);
   });
 
-  it("builds the channel: account from the app id, allowlist of senders and chats, the webhook route", () => {
-    const instance = feishuChannel.create(
+  it("builds the channel: account from the app id, allowlist of senders and chats, the webhook route", async () => {
+    const instance = await feishuChannel.create(
       parse({ enabled: true, appId: APP_ID, appSecret: "s", mode: "webhook", encryptKey: "k", allowFrom: ["ou_a"], allowChats: ["oc_b"], domain: "lark" }),
       dependencies,
     );
@@ -50,7 +47,7 @@ describe("Feishu plugin", () => {
     expect(instance.webhook?.path).toBe("/feishu/webhook");
     expect(instance.adapter.name).toBe("feishu");
     expect(instance.annotateSends).toBe(true);
-    const longConnection = feishuChannel.create(parse({ enabled: true, appId: APP_ID, appSecret: "s" }), dependencies);
+    const longConnection = await feishuChannel.create(parse({ enabled: true, appId: APP_ID, appSecret: "s" }), dependencies);
     expect(longConnection.webhook).toBeUndefined();
   });
 });

@@ -124,7 +124,7 @@ export async function createInfrastructure(config: ResolvedConfig, logger: Logge
     }
     return createMemoryInfrastructure(config, logger, options.now);
   }
-  return createRedisInfrastructure(config, logger, options.now);
+  return createRedisInfrastructure(config, logger, options.now, options.requireRedis);
 }
 
 async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined): Promise<Infrastructure> {
@@ -169,10 +169,11 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
   };
 }
 
-async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined): Promise<Infrastructure> {
+async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined, role: string | undefined): Promise<Infrastructure> {
   const { prefix, leaseTtlMs } = config.redis;
   const url = config.redis.url!;
-  const redis: RedisConnection = connectRedis(url, { name: "countbot" });
+  // Named by role, so CLIENT LIST (and the benchmarks' command counts) tell gateways from workers.
+  const redis: RedisConnection = connectRedis(url, { name: role ? `countbot-${role}` : "countbot" });
   // Reconnects say why, at most once a minute per reason: ioredis prints every failed attempt otherwise.
   const reported = new Map<string, number>();
   redis.on("error", (error: NodeJS.ErrnoException) => {

@@ -94,6 +94,8 @@ export async function commandCounter(url: string): Promise<CommandCounter> {
     },
     async close() {
       clearInterval(namer);
+      // monitor() opened a connection of its own, in monitor mode.
+      monitor.disconnect();
       monitorConnection.disconnect();
       await admin.quit().catch(() => undefined);
     },

@@ -79,12 +79,15 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
       for (const service of started) killQuietly(service.pid, "SIGKILL");
     });
   }
-  const child: ChildProcess = spawn(process.execPath, [countbotBin, command], { env: cleanEnvironment(env), stdio: ["ignore", "pipe", "pipe"] });
+  // BENCH_PROFILE_DIR: every CountBot process writes a CPU profile there when it exits (node --cpu-prof).
+  const profile = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+  const child: ChildProcess = spawn(process.execPath, [...profile, countbotBin, command], { env: cleanEnvironment(env), stdio: ["ignore", "pipe", "pipe"] });
   if (child.pid === undefined) throw new Error(`could not start countbot ${command}`);
   const pid = child.pid;
   let tail = "";
   let partial = "";
   let errors = 0;
+  const errorLines: string[] = [];
   let readyFound: ((record: Record<string, unknown>) => void) | undefined;
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   let hasExited = false;
@@ -97,7 +100,10 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
     const lines = partial.split("\n");
     partial = lines.pop() ?? "";
     for (const line of lines) {
-      if (/"level":(5|6)\d/.test(line)) errors += 1;
+      if (/"level":(5|6)\d/.test(line)) {
+        errors += 1;
+        if (errorLines.length < 5) errorLines.push(line.slice(0, 2_000));
+      }
       if (readyFound && line.includes('"msg"')) {
         try {
           const record = JSON.parse(line) as Record<string, unknown>;
@@ -132,7 +138,7 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
     pid,
     ready,
     errors: () => errors,
-    tail: () => tail,
+    tail: () => (errorLines.length > 0 ? `first error lines:\n${errorLines.join("\n")}\n--- last output:\n${tail.slice(-2_000)}` : tail),
     async stop() {
       started.delete(service);
       if (hasExited) return;
@@ -244,7 +250,8 @@ export async function createBenchSetup(label: string, options: { redisUrl?: stri
     resetLlmRecords: () => queue(() => llm.reset()),
     async envFor(name, extra = {}) {
       const configFile = path.join(root, `${name}.json`);
-      await writeFile(configFile, JSON.stringify({ redis: { prefix, ...extra.redis }, agent: { ...extra.agent } }));
+      // No tool runs here; exec off, or a machine without bubblewrap logs an error line at start.
+      await writeFile(configFile, JSON.stringify({ redis: { prefix, ...extra.redis }, agent: { ...extra.agent }, tools: { exec: { enabled: false } } }));
       await pending;
       return {
         HOME: root,

@@ -13,6 +13,7 @@ import { isShutdown, shutdownReason } from "./cancellation.js";
 import { type ChatCommand, helpText, parseCommand } from "./commands.js";
 import type { TurnEvent } from "./react-loop.js";
 import type { Metrics } from "../metrics.js";
+import type { SessionSnapshot } from "../store/store.js";
 
 export interface TurnConsumerOptions {
   bus: MessageBus;
@@ -157,7 +158,9 @@ export class TurnConsumer {
     }
     try {
       let reply: string;
-      const answered = batch.command ? undefined : await this.options.agent.previousAnswer(claim.sessionKey, batch.messages.map((message) => message.id));
+      // One read of the session serves both the crash check and the turn.
+      const snapshot = batch.command ? undefined : await this.options.agent.loadSession(claim.sessionKey);
+      const answered = snapshot && (await this.options.agent.previousAnswer(claim.sessionKey, batch.messages.map((message) => message.id), snapshot));
       if (answered) {
         // A crash after the history write: repeat the saved reply (same id, so delivery dedupes it).
         batch = { messages: batch.messages.slice(0, answered.count) };
@@ -166,7 +169,8 @@ export class TurnConsumer {
         reply = await this.runCommand(batch.command, claim);
       } else {
         const taken = batch.interceptable ? await intercept?.take(first, claim) : undefined;
-        reply = taken ?? (await this.answerClaim(claim, batch.messages, controller.signal));
+        // An intercept that looked at the message may have written to the session: read it again then.
+        reply = taken ?? (await this.answerClaim(claim, batch.messages, controller.signal, batch.interceptable ? undefined : snapshot));
       }
       if (leaseLost) return;
       if (isShutdown(controller.signal)) {
@@ -174,10 +178,9 @@ export class TurnConsumer {
         await bus.release(claim);
         return;
       }
-      if (this.options.replyFilter?.(batch.messages, reply) ?? true) {
-        await bus.publishOutbound(answering(finalMessage(first, reply), batch.messages), claim);
-      }
-      await bus.ack(claim, batch.messages.length);
+      // The reply and the ack in one step: a turn's end is one round trip.
+      const sent = (this.options.replyFilter?.(batch.messages, reply) ?? true) ? answering(finalMessage(first, reply), batch.messages) : undefined;
+      await bus.ack(claim, batch.messages.length, sent);
       done(controller.signal.aborted ? "cancelled" : "answered");
     } catch (error) {
       if (leaseLost || (error instanceof BusError && error.code === "lease-lost")) {
@@ -187,8 +190,7 @@ export class TurnConsumer {
       log.error({ err: error }, "turn failed");
       // Nothing accepted is dropped silently: the user hears about the failure.
       const apology = finalMessage(first, `Sorry, something went wrong on my side: ${errorMessage(error)}`);
-      await bus.publishOutbound(answering(apology, batch.messages), claim);
-      await bus.ack(claim, batch.messages.length);
+      await bus.ack(claim, batch.messages.length, answering(apology, batch.messages));
       done("failed");
     } finally {
       clearInterval(renewal);
@@ -221,7 +223,7 @@ export class TurnConsumer {
     }
   }
 
-  private async answerClaim(claim: Claim, messages: InboundMessage[], signal: AbortSignal): Promise<string> {
+  private async answerClaim(claim: Claim, messages: InboundMessage[], signal: AbortSignal, snapshot: SessionSnapshot | undefined): Promise<string> {
     const { bus, agent } = this.options;
     const first = messages[0]!;
     const target = replyTarget(first);
@@ -260,9 +262,7 @@ export class TurnConsumer {
         signal,
         listener,
         fence: { token: claim.token },
-        assertOwnership: async () => {
-          if (!(await bus.holds(claim))) throw new BusError(`lease on ${claim.sessionKey} lost`, "lease-lost");
-        },
+        snapshot,
         send: async (content, media = []) => {
           sequence += 1;
           await bus.publishOutbound({ ...finalMessage(first, content), id: outboundId(first, sequence), media }, claim);

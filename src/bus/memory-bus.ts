@@ -135,8 +135,12 @@ class MemoryBus implements MessageBus {
     return this.isHeldBy(claim);
   }
 
-  async ack(claim: Claim, consumed = claim.messages.length): Promise<void> {
+  async ack(claim: Claim, consumed = claim.messages.length, reply?: OutboundMessage): Promise<void> {
     this.assertHeld(claim);
+    if (reply) {
+      this.assertOpen();
+      this.queueFor(reply.channel).pushMessage(reply);
+    }
     const mailbox = this.mailboxes.get(claim.sessionKey) ?? [];
     this.attempts.delete(claim.messages[0]!.id);
     mailbox.splice(0, Math.min(consumed, claim.messages.length));

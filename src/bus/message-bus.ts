@@ -62,10 +62,11 @@ export interface MessageBus {
   renew(claim: Claim): Promise<boolean>;
   /**
    * Finish a turn: drop the first `consumed` messages of the claim (default: all), release the
-   * lease and make the session ready again if messages remain. Throws BusError("lease-lost") when
-   * the lease is no longer held.
+   * lease and make the session ready again if messages remain. With `reply`, the turn's reply is
+   * published in the same step (as `publishOutbound` with the claim would): either both happen or,
+   * when the lease is no longer held, neither. Throws BusError("lease-lost") then.
    */
-  ack(claim: Claim, consumed?: number): Promise<void>;
+  ack(claim: Claim, consumed?: number, reply?: OutboundMessage): Promise<void>;
   /** Give the lease back without consuming anything (the messages will be claimed again). */
   release(claim: Claim): Promise<void>;
   /**

@@ -41,6 +41,7 @@ const scripts = {
   enqueue: loadScript(scriptsDirectory, "enqueue-5.lua"),
   claim: loadScript(scriptsDirectory, "claim-6.lua"),
   ack: loadScript(scriptsDirectory, "ack-7.lua"),
+  ackWithReply: loadScript(scriptsDirectory, "ack-with-reply-8.lua"),
   deadLetter: loadScript(scriptsDirectory, "dead-letter-8.lua"),
   renew: loadScript(scriptsDirectory, "renew-2.lua"),
   holds: loadScript(scriptsDirectory, "holds-2.lua"),
@@ -167,14 +168,17 @@ class RedisBus implements MessageBus {
     return held === 1;
   }
 
-  async ack(claim: Claim, consumed = claim.messages.length): Promise<void> {
+  async ack(claim: Claim, consumed = claim.messages.length, reply?: OutboundMessage): Promise<void> {
+    const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
+    const args = [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()];
+    if (!reply) {
+      await this.fenced(claim, () => runScript(this.redis, scripts.ack, keys, args));
+      return;
+    }
+    this.assertOpen();
+    const event = JSON.stringify({ type: "message", message: reply } satisfies StreamEvent);
     await this.fenced(claim, () =>
-      runScript(
-        this.redis,
-        scripts.ack,
-        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)],
-        [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()],
-      ),
+      runScript(this.redis, scripts.ackWithReply, [...keys, this.keys.outbound(reply.channel)], [...args, event, this.streamMaxLength]),
     );
   }
 

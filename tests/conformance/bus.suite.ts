@@ -353,5 +353,41 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       await bus.ack(claim!);
       await expect(bus.ack(claim!)).rejects.toBeInstanceOf(BusError);
     });
+
+    it("publishes a turn's reply with its ack, and what arrived mid-turn is the next turn", async () => {
+      await open();
+      const seen: string[] = [];
+      const subscription = await bus.consumeOutbound("test", async (event) => {
+        if (event.type === "message") seen.push(event.message.content);
+      });
+      await bus.publishInbound(inbound("a", "one"));
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      await bus.publishInbound(inbound("a", "two"));
+      await bus.ack(claim!, 1, outbound("a", "reply to one", "reply-1"));
+      await waitFor(() => (seen.length > 0 ? true : undefined), "the reply");
+      await subscription.close();
+      expect(seen).toEqual(["reply to one"]);
+      const next = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(next?.messages.map((message) => message.content)).toEqual(["two"]);
+      expect(await bus.holds(claim!)).toBe(false);
+    });
+
+    it("publishes nothing with the ack of a claim whose lease was taken over", async () => {
+      await open({ leaseTtlMs: 1_000 });
+      const seen: string[] = [];
+      const subscription = await bus.consumeOutbound("test", async (event) => {
+        if (event.type === "message") seen.push(event.message.content);
+      });
+      await bus.publishInbound(inbound("a", "one"));
+      const zombie = await bus.claimSession({ timeoutMs: 1_000 });
+      clock.advance(1_500);
+      const successor = await bus.claimSession({ timeoutMs: 1_000 });
+      await expect(bus.ack(zombie!, 1, outbound("a", "stale", "stale-reply"))).rejects.toMatchObject({ code: "lease-lost" });
+      await bus.ack(successor!, 1, outbound("a", "fresh", "fresh-reply"));
+      await waitFor(() => (seen.length > 0 ? true : undefined), "the successor's reply");
+      await subscription.close();
+      expect(seen).toEqual(["fresh"]);
+      expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
+    });
   });
 }

@@ -94,6 +94,17 @@ describe("a reply lost with the connection, the command replayed", () => {
     expect(await direct.xlen(busKeys(prefix).outbound("web"))).toBe(1);
   });
 
+  it("an ack with its reply replayed succeeds and adds one stream entry", async () => {
+    await bus.publishInbound(inbound("answer and ack me"));
+    const claim = (await bus.claimSession({ timeoutMs: 2_000 }))!;
+    const lost = proxy.loseReplyTo("the acked answer");
+    await bus.ack(claim, 1, final("out-4", "the acked answer"));
+    await lost;
+    expect(await direct.xlen(busKeys(prefix).outbound("web"))).toBe(1);
+    expect(await direct.llen(busKeys(prefix).mailbox("web:chat-1"))).toBe(0);
+    expect(await bus.holds(claim)).toBe(false);
+  });
+
   it("a fenced history append replayed writes the turn once", async () => {
     const store = createRedisStore({ redis: connection, prefix });
     await bus.publishInbound(inbound("remember me"));

@@ -82,6 +82,8 @@ export const webCapabilities: ChannelCapabilities = {
   streaming: "draft",
   // The agent already throttles drafts; a draft goes out as soon as it arrives.
   draftIntervalMs: 0,
+  // Only chats with a page open see drafts: the adapter declares them as sockets come and go.
+  draftsWatchedPerChat: true,
   minSendIntervalMs: 0,
   chatType: "private",
 };
@@ -312,12 +314,20 @@ export class WebAdapter implements ChannelAdapter {
       this.sockets.set(chatId, sockets);
     }
     sockets.add(socket);
+    this.watchDraftsOf(chatId, socket);
     this.alive.set(socket, true);
     socket.on("pong", () => this.alive.set(socket, true));
     socket.on("close", () => this.detach(chatId, socket));
     socket.on("error", (error) => this.logger.debug({ err: error, chatId }, "web socket error"));
     // What this page missed goes first; anything published after it comes through send().
     this.delivery.attach(chatId, socket, after);
+  }
+
+  /** While the socket is open, the chat's drafts are published (the bus drops those nobody watches). */
+  private watchDraftsOf(chatId: string, socket: WebSocket): void {
+    const watching = this.options.bus.watchDrafts(WEB_CHANNEL, chatId);
+    watching.catch((error: unknown) => this.logger.warn({ err: error, chatId }, "could not declare a web chat's drafts watched"));
+    socket.once("close", () => void watching.then((subscription) => subscription.close()).catch(() => undefined));
   }
 
   private detach(chatId: string, socket: WebSocket): void {

@@ -334,23 +334,33 @@ function toolNotice(name: string, argumentsText: string): string {
   return `${name}(${compact.length > 120 ? `${compact.slice(0, 117)}...` : compact})`;
 }
 
-/** Publishes the growing text of a reply at most once per interval, always ending with the latest. */
+/**
+ * Publishes the growing text of a reply at most once per interval, the first time only once the
+ * reply has streamed for a whole interval: a reply that is done sooner costs no draft at all (its
+ * final follows at once). When the bus says nobody can see the chat's drafts, none is published
+ * for a while, then it asks again (a page may have opened meanwhile).
+ */
 class DraftThrottle {
   private text = "";
   private published = "";
-  private lastSent = 0;
+  private lastSent = Number.NEGATIVE_INFINITY;
+  private startedAt: number | undefined;
+  private unwatchedUntil = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly intervalMs: number,
-    private readonly publish: (text: string) => Promise<void>,
+    private readonly publish: (text: string) => Promise<boolean>,
   ) {}
 
   append(piece: string): void {
     this.text += piece;
-    const wait = this.lastSent + this.intervalMs - Date.now();
-    if (wait <= 0) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), wait);
+    const now = Date.now();
+    this.startedAt ??= now;
+    if (this.timer) return;
+    const due = Math.max(this.startedAt + this.intervalMs, this.lastSent + this.intervalMs, this.unwatchedUntil);
+    if (due <= now) this.flush();
+    else this.timer = setTimeout(() => this.flush(), due - now);
   }
 
   stop(): void {
@@ -359,12 +369,19 @@ class DraftThrottle {
   }
 
   flush(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.text === "" || this.text === this.published) return;
+    this.stop();
+    if (this.text === "" || this.text === this.published || Date.now() < this.unwatchedUntil) return;
     this.published = this.text;
     this.lastSent = Date.now();
     // Drafts are lossy by design: a failed one is replaced by the next or by the final.
-    this.publish(this.text).catch(() => undefined);
+    this.publish(this.text).then(
+      (seen) => {
+        if (!seen) this.unwatchedUntil = Date.now() + UNWATCHED_RECHECK_MS;
+      },
+      () => undefined,
+    );
   }
 }
+
+/** After a draft nobody could see, the next one is tried this much later. */
+const UNWATCHED_RECHECK_MS = 2_000;

@@ -43,6 +43,11 @@ export interface MemoryBusOptions extends BusOptions {
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+/** The draft audience entry of one chat (a channel name holds no `:`, so it never clashes with a channel's own). */
+function audienceOf(channel: string, chatId: string): string {
+  return `${channel}:${chatId}`;
+}
+
 export function createMemoryBus(options: MemoryBusOptions = {}): MessageBus {
   return new MemoryBus(options);
 }
@@ -61,6 +66,8 @@ class MemoryBus implements MessageBus {
   private readonly delivered: ExpiringSet;
   private readonly outbound = new Map<string, OutboundQueue>();
   private readonly cancels = new EventEmitter();
+  /** Who can see drafts: a channel (every chat) or `channel:chatId`, with how many declared it. */
+  private readonly draftAudience = new Map<string, number>();
   private fence = 0;
   /** Claims per first message id, to recognize poison turns. */
   private readonly attempts = new Map<string, number>();
@@ -176,9 +183,26 @@ class MemoryBus implements MessageBus {
     this.queueFor(message.channel).pushMessage(message);
   }
 
-  async publishDraft(draft: Draft): Promise<void> {
-    if (this.closed) return;
+  async publishDraft(draft: Draft): Promise<boolean> {
+    if (this.closed) return false;
+    if (!this.draftAudience.has(draft.channel) && !this.draftAudience.has(audienceOf(draft.channel, draft.chatId))) return false;
     this.queueFor(draft.channel).pushDraft(draft);
+    return true;
+  }
+
+  async watchDrafts(channel: string, chatId?: string): Promise<Subscription> {
+    const member = chatId === undefined ? channel : audienceOf(channel, chatId);
+    this.draftAudience.set(member, (this.draftAudience.get(member) ?? 0) + 1);
+    let open = true;
+    return {
+      close: async () => {
+        if (!open) return;
+        open = false;
+        const left = (this.draftAudience.get(member) ?? 1) - 1;
+        if (left > 0) this.draftAudience.set(member, left);
+        else this.draftAudience.delete(member);
+      },
+    };
   }
 
   async consumeOutbound(channel: string, handler: OutboundHandler): Promise<Subscription> {

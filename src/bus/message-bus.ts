@@ -85,8 +85,20 @@ export interface MessageBus {
    * the lease was taken over, and nothing is published.
    */
   publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void>;
-  /** Publish the newest text of a streaming reply. May be dropped; never blocks a turn. */
-  publishDraft(draft: Draft): Promise<void>;
+  /**
+   * Publish the newest text of a streaming reply. May be dropped; never blocks a turn. Only drafts
+   * someone can see are published (see `watchDrafts`): resolves true when this one was, false when
+   * nobody watches the chat's drafts (the caller may stop sending them for a while).
+   */
+  publishDraft(draft: Draft): Promise<boolean>;
+  /**
+   * Declares that drafts of `channel` can be seen: in every chat (`chatId` omitted: a platform
+   * connector that streams replies), or in the one chat `chatId` (a web page watching it). Drafts
+   * of a chat nobody declared are dropped at publish, so a reply nobody can watch costs no draft
+   * traffic. Lasts until the subscription is closed; one a process leaves open when it dies lapses
+   * within `DRAFT_AUDIENCE_TTL_MS`, and a closed one may too (never sooner than it must).
+   */
+  watchDrafts(channel: string, chatId?: string): Promise<Subscription>;
   /**
    * Deliver a channel's outbound events to `handler`: one at a time and in publish order per chat,
    * different chats concurrently, so a handler may take as long as the platform needs (pacing, a
@@ -110,6 +122,9 @@ export interface MessageBus {
   onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription>;
   close(): Promise<void>;
 }
+
+/** How long a declared draft audience outlives its last renewal (a process renews its own every third of it). */
+export const DRAFT_AUDIENCE_TTL_MS = 30_000;
 
 export interface BusStats {
   /** Sessions with messages waiting for a worker (due now or debouncing). */

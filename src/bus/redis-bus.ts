@@ -23,17 +23,18 @@ import { runScript, loadScript } from "../redis/scripts.js";
 import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
 import { type BusKeys, busKeys } from "./redis-keys.js";
 import { type StreamEvent, startOutboundConsumer } from "./redis-outbound.js";
-import type {
-  BusStats,
-  BusOptions,
-  Claim,
-  ClaimOptions,
-  DeadLetter,
-  Draft,
-  MessageBus,
-  OutboundHandler,
-  PublishResult,
-  Subscription,
+import {
+  type BusStats,
+  type BusOptions,
+  type Claim,
+  type ClaimOptions,
+  type DeadLetter,
+  type Draft,
+  DRAFT_AUDIENCE_TTL_MS,
+  type MessageBus,
+  type OutboundHandler,
+  type PublishResult,
+  type Subscription,
 } from "./message-bus.js";
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
@@ -48,7 +49,12 @@ const scripts = {
   release: loadScript(scriptsDirectory, "release-5.lua"),
   publishFenced: loadScript(scriptsDirectory, "publish-fenced-4.lua"),
   markDelivered: loadScript(scriptsDirectory, "mark-delivered-1.lua"),
+  publishDraft: loadScript(scriptsDirectory, "publish-draft-3.lua"),
+  watchDrafts: loadScript(scriptsDirectory, "watch-drafts-1.lua"),
 };
+
+/** Draft audiences renewed per command. */
+const AUDIENCE_BATCH = 1_000;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** How long a publish of a message without a platform event id is remembered, to recognise its replay. */
@@ -92,6 +98,9 @@ class RedisBus implements MessageBus {
   private subscriber: RedisClient | undefined;
   private readonly listeners = new Map<string, Set<(message: string) => void>>();
   private readonly subscriptions = new Set<Subscription>();
+  /** Draft audiences this process declared (`watchDrafts`), with how many hold each; renewed by a timer. */
+  private readonly draftAudiences = new Map<string, number>();
+  private audienceTimer: NodeJS.Timeout | undefined;
   private closed = false;
   /** Whether the connection has been ready once: before that (start-up), commands may wait for it. */
   private connected = false;
@@ -239,15 +248,49 @@ class RedisBus implements MessageBus {
     );
   }
 
-  async publishDraft(draft: Draft): Promise<void> {
-    if (this.closed) return;
+  async publishDraft(draft: Draft): Promise<boolean> {
+    if (this.closed) return false;
     const { text, ...pointer } = draft;
     const event = JSON.stringify({ type: "draft", draft: pointer } satisfies StreamEvent);
-    await this.redis
-      .multi()
-      .set(this.keys.draft(draft.replyId), text, "PX", 10 * 60_000)
-      .xadd(this.keys.outbound(draft.channel), "MAXLEN", "~", this.streamMaxLength, "*", "event", event)
-      .exec();
+    const published = await runScript(
+      this.redis,
+      scripts.publishDraft,
+      [this.keys.draftAudience, this.keys.draft(draft.replyId), this.keys.outbound(draft.channel)],
+      [this.clock(), draft.channel, `${draft.channel}:${draft.chatId}`, text, 10 * 60_000, event, this.streamMaxLength],
+    );
+    return published === 1;
+  }
+
+  async watchDrafts(channel: string, chatId?: string): Promise<Subscription> {
+    this.assertOpen();
+    const audience = chatId === undefined ? channel : `${channel}:${chatId}`;
+    const holders = this.draftAudiences.get(audience) ?? 0;
+    this.draftAudiences.set(audience, holders + 1);
+    // Declared before this resolves: a draft published after it is seen.
+    if (holders === 0) await this.renewDraftAudiences([audience]);
+    this.audienceTimer ??= setInterval(() => {
+      const audiences = [...this.draftAudiences.keys()];
+      for (let start = 0; start < audiences.length; start += AUDIENCE_BATCH) {
+        this.renewDraftAudiences(audiences.slice(start, start + AUDIENCE_BATCH)).catch((error: unknown) => this.options.onError?.(error));
+      }
+    }, DRAFT_AUDIENCE_TTL_MS / 3);
+    this.audienceTimer.unref();
+    let open = true;
+    return {
+      // Left to lapse in Redis: another process may watch the same chat, and renews only its own.
+      close: async () => {
+        if (!open) return;
+        open = false;
+        const left = (this.draftAudiences.get(audience) ?? 1) - 1;
+        if (left > 0) this.draftAudiences.set(audience, left);
+        else this.draftAudiences.delete(audience);
+      },
+    };
+  }
+
+  private async renewDraftAudiences(audiences: string[]): Promise<void> {
+    if (audiences.length === 0) return;
+    await runScript(this.redis, scripts.watchDrafts, [this.keys.draftAudience], [this.clock(), DRAFT_AUDIENCE_TTL_MS, ...audiences]);
   }
 
   async consumeOutbound(channel: string, handler: OutboundHandler): Promise<Subscription> {
@@ -314,6 +357,7 @@ class RedisBus implements MessageBus {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.audienceTimer) clearInterval(this.audienceTimer);
     await Promise.all([...this.subscriptions].map((subscription) => subscription.close()));
     this.blocking?.disconnect();
     this.subscriber?.disconnect();

@@ -24,6 +24,8 @@ export interface BusKeys {
   published(token: number, outboundId: string): string;
   outbound(channel: string): string;
   draft(replyId: string): string;
+  /** ZSET of who can see drafts ("<channel>" or "<channel>:<chatId>") → until when. */
+  draftAudience: string;
   sent(outboundId: string): string;
   /** Set by the consumer once a final is handled: drafts of that reply queued after it are skipped. */
   finished(replyId: string): string;
@@ -50,6 +52,7 @@ export function busKeys(prefix: string): BusKeys {
     published: (token, outboundId) => `${tag}:published:${token}:${outboundId}`,
     outbound: (channel) => `${tag}:out:${channel}`,
     draft: (replyId) => `${tag}:draft:${replyId}`,
+    draftAudience: `${tag}:draft-audience`,
     sent: (outboundId) => `${tag}:sent:${outboundId}`,
     finished: (replyId) => `${tag}:finished:${replyId}`,
     cancel: `${tag}:cancel`,

@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
-import type { BusOptions, MessageBus, OutboundEvent } from "../../src/bus/message-bus.js";
+import { type BusOptions, DRAFT_AUDIENCE_TTL_MS, type MessageBus, type OutboundEvent } from "../../src/bus/message-bus.js";
 import { BusError } from "../../src/errors.js";
 
 export interface BusFactory {
@@ -230,6 +230,7 @@ export function runBusSuite(name: string, factory: BusFactory): void {
 
     it("delivers a channel's outbound messages in order, drafts before their final and never after", async () => {
       await open();
+      await bus.watchDrafts("test");
       const seen: string[] = [];
       const subscription = await bus.consumeOutbound("test", async (event) => {
         seen.push(event.type === "message" ? `final:${event.message.content}` : `draft:${event.draft.text}`);
@@ -352,6 +353,33 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       const claim = await bus.claimSession({ timeoutMs: 1_000 });
       await bus.ack(claim!);
       await expect(bus.ack(claim!)).rejects.toBeInstanceOf(BusError);
+    });
+
+    it("publishes drafts only where someone watches: a channel's every chat, or one chat", async () => {
+      await open();
+      const seen: string[] = [];
+      const subscription = await bus.consumeOutbound("test", async (event) => {
+        if (event.type === "draft") seen.push(`${event.draft.chatId}:${event.draft.text}`);
+      });
+      const draft = (chatId: string, text: string) => bus.publishDraft({ replyId: `r-${chatId}`, channel: "test", chatId, text });
+      expect(await draft("a", "nobody watches")).toBe(false);
+
+      const watchingA = await bus.watchDrafts("test", "a");
+      expect(await draft("a", "a is watched")).toBe(true);
+      expect(await draft("b", "b is not")).toBe(false);
+      await waitFor(() => (seen.length > 0 ? true : undefined), "chat a's draft");
+
+      const everyChat = await bus.watchDrafts("test");
+      expect(await draft("b", "every chat now")).toBe(true);
+      await waitFor(() => (seen.length > 1 ? true : undefined), "chat b's draft");
+      await everyChat.close();
+      await watchingA.close();
+      // A closed declaration may outlive its close by the audience TTL, never longer.
+      clock.advance(DRAFT_AUDIENCE_TTL_MS + 1);
+      expect(await draft("a", "after the page left")).toBe(false);
+      expect(await draft("b", "after the connector left")).toBe(false);
+      await subscription.close();
+      expect(seen).toEqual(["a:a is watched", "b:every chat now"]);
     });
 
     it("publishes a turn's reply with its ack, and what arrived mid-turn is the next turn", async () => {

@@ -29,6 +29,8 @@ export interface BusKeys {
   sent(outboundId: string): string;
   /** Set by the consumer once a final is handled: drafts of that reply queued after it are skipped. */
   finished(replyId: string): string;
+  /** Prefix of the finished markers, for the script that sets them. */
+  finishedPrefix: string;
   cancel: string;
   broadcast(topic: string): string;
 }
@@ -55,6 +57,7 @@ export function busKeys(prefix: string): BusKeys {
     draftAudience: `${tag}:draft-audience`,
     sent: (outboundId) => `${tag}:sent:${outboundId}`,
     finished: (replyId) => `${tag}:finished:${replyId}`,
+    finishedPrefix: `${tag}:finished:`,
     cancel: `${tag}:cancel`,
     broadcast: (topic) => `${tag}:broadcast:${topic}`,
   };

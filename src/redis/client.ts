@@ -30,6 +30,7 @@ export interface RedisClient {
   eval(script: string, keyCount: number, ...keysAndArgs: RedisArgument[]): Promise<unknown>;
 
   get(key: string): Promise<string | null>;
+  mget(...keys: string[]): Promise<Array<string | null>>;
   set(key: string, value: string): Promise<"OK">;
   set(key: string, value: string, expiryMode: "PX", milliseconds: number, condition: "NX"): Promise<"OK" | null>;
   exists(...keys: string[]): Promise<number>;

@@ -48,7 +48,7 @@ describe("Redis chat event log", () => {
     const prefix = `countbot-test-${randomUUID()}`;
     try {
       const log = createRedisChatEventLog({ redis, prefix, channel: "web", ttlMs: 60_000 });
-      await log.markDelivered("visitor", await log.append("visitor", "{}"));
+      await log.markDelivered("visitor", (await log.append("visitor", "{}")).id);
       const keys = redisChatEventKeys(prefix, "web", "visitor");
       expect((await redis.keys(`{${prefix}}*`)).sort()).toEqual([keys.delivered, keys.log].sort());
       expect(keys.log).toBe(`{${prefix}}:chat-events:web:visitor:log`);

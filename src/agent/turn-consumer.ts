@@ -15,6 +15,9 @@ import type { TurnEvent } from "./react-loop.js";
 import type { Metrics } from "../metrics.js";
 import type { SessionSnapshot } from "../store/store.js";
 
+/** Most sessions one claim takes. */
+const CLAIM_BATCH = 64;
+
 export interface TurnConsumerOptions {
   bus: MessageBus;
   agent: Agent;
@@ -102,16 +105,17 @@ export class TurnConsumer {
         await new Promise<void>((resolve) => (this.slotFreed = resolve));
         continue;
       }
-      let claim: Claim | null;
+      let claims: Claim[];
       try {
-        claim = await bus.claimSession({ timeoutMs: 5_000, signal: stopping });
+        // Every free slot at once (up to a batch): a burst of chats is claimed in a few round trips.
+        const free = Math.min(this.options.concurrency - this.running.size, CLAIM_BATCH);
+        claims = await bus.claimSessions({ timeoutMs: 5_000, signal: stopping, max: free });
       } catch (error) {
         logger.error({ err: error }, "claiming a session failed; retrying");
         await sleep(1_000);
         continue;
       }
-      if (!claim) continue;
-      this.start(claim);
+      for (const claim of claims) this.start(claim);
     }
   }
 

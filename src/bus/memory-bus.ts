@@ -132,6 +132,18 @@ class MemoryBus implements MessageBus {
     });
   }
 
+  async claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
+    const first = await this.claimSession(options);
+    if (!first) return [];
+    const claims = [first];
+    while (claims.length < options.max) {
+      const claim = this.tryClaim();
+      if (!claim) break;
+      claims.push(claim);
+    }
+    return claims;
+  }
+
   async renew(claim: Claim): Promise<boolean> {
     if (!this.isHeldBy(claim)) return false;
     this.leases.set(claim.sessionKey, { token: claim.token, expiresAt: this.now() + this.leaseTtlMs });

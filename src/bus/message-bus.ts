@@ -58,6 +58,12 @@ export interface MessageBus {
   publishInbound(message: InboundMessage): Promise<PublishResult>;
   /** Wait for a ready session and lease it. Null on timeout, abort or close. */
   claimSession(options?: ClaimOptions): Promise<Claim | null>;
+  /**
+   * Like `claimSession`, but takes up to `max` ready sessions at once (oldest first), in one step:
+   * a worker with many free slots fills them in one round trip. Waits only while none is ready;
+   * empty on timeout, abort or close.
+   */
+  claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]>;
   /** Extend the lease. false: it was lost (expired and taken over); the turn must stop. */
   renew(claim: Claim): Promise<boolean>;
   /**

@@ -143,24 +143,37 @@ class RedisBus implements MessageBus {
   }
 
   async claimSession(options: ClaimOptions = {}): Promise<Claim | null> {
+    return (await this.claimSessions({ ...options, max: 1 }))[0] ?? null;
+  }
+
+  async claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
     const timeoutMs = options.timeoutMs ?? Number.POSITIVE_INFINITY;
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      if (this.closed || options.signal?.aborted) return null;
-      // A claim id per call: the call replayed after a lost reply hands back the same claim.
+      if (this.closed || options.signal?.aborted) return [];
+      // A claim id per call: the call replayed after a lost reply hands back the same claims.
       const claimId = randomUUID();
       const reply = (await runScript(
         this.redis,
         scripts.claim,
         [this.keys.ready, this.keys.lease, this.keys.own, this.keys.fence, this.keys.attempts, this.keys.claimed(claimId)],
-        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch],
-      )) as [string, number | string, number?, string[]?];
+        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch, Math.max(1, Math.floor(options.max))],
+      )) as unknown[];
       if (reply[0] !== "") {
-        const [sessionKey, token, attempt, messages] = reply;
-        return { sessionKey, token: Number(token), attempt: Number(attempt), messages: (messages ?? []).map((raw) => JSON.parse(raw) as InboundMessage) };
+        const claims: Claim[] = [];
+        for (let index = 0; index + 3 < reply.length; index += 4) {
+          const messages = (reply[index + 3] as string[] | undefined) ?? [];
+          claims.push({
+            sessionKey: String(reply[index]),
+            token: Number(reply[index + 1]),
+            attempt: Number(reply[index + 2]),
+            messages: messages.map((raw) => JSON.parse(raw) as InboundMessage),
+          });
+        }
+        return claims;
       }
       const remaining = deadline - Date.now();
-      if (timeoutMs <= 0 || remaining <= 0) return null;
+      if (timeoutMs <= 0 || remaining <= 0) return [];
       const nextDue = Number(reply[1]);
       const untilDue = nextDue >= 0 ? Math.max(10, nextDue - this.now()) : 1_000;
       await this.waitForWake(Math.min(remaining, untilDue, 1_000), options.signal);

@@ -117,6 +117,26 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       expect(order).toEqual(["test:c1", "test:c2", "test:c3"]);
     });
 
+    it("claims several ready sessions at once, oldest first, each with a lease of its own", async () => {
+      await open();
+      await bus.publishInbound(inbound("a", "a1"));
+      clock.advance(1);
+      await bus.publishInbound(inbound("b", "b1"));
+      await bus.publishInbound(inbound("a", "a2"));
+      clock.advance(1);
+      await bus.publishInbound(inbound("c", "c1"));
+      const claims = await bus.claimSessions({ timeoutMs: 1_000, max: 2 });
+      expect(claims.map((claim) => claim.sessionKey)).toEqual(["test:a", "test:b"]);
+      expect(claims[0]!.messages.map((message) => message.content)).toEqual(["a1", "a2"]);
+      expect(claims[0]!.token).not.toBe(claims[1]!.token);
+      for (const claim of claims) expect(await bus.holds(claim)).toBe(true);
+      const rest = await bus.claimSessions({ timeoutMs: 1_000, max: 10 });
+      expect(rest.map((claim) => claim.sessionKey)).toEqual(["test:c"]);
+      expect(await bus.claimSessions({ timeoutMs: 0, max: 10 })).toEqual([]);
+      await bus.ack(claims[1]!);
+      expect(await bus.holds(claims[0]!)).toBe(true);
+    });
+
     it("wakes a waiting claimer when a message is published", async () => {
       await open();
       const waiting = bus.claimSession({ timeoutMs: 5_000 });

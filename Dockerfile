@@ -1,16 +1,29 @@
 # syntax=docker/dockerfile:1
 # CountBot image: one image for every process; the command picks the role
-# (`gateway`, `worker`, `start`, `agent -m ...`). No build step: bin/countbot.js runs the
-# TypeScript sources through tsx, as `npx countbot` does after `npm install`.
+# (`gateway`, `worker`, `start`, `agent -m ...`). bin/countbot.js runs the build in dist/ (made in
+# the build stage, as `npm install` makes it on a host), else the sources through tsx.
 
 # Stage 1: production dependencies, installed from the lock file. Installing here rather than
 # copying the host's node_modules gets the Linux builds of native packages (esbuild, under tsx).
+# The package's `prepare` (the build) finds no TypeScript in a production install and skips itself.
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY scripts/build-server.js ./scripts/
 RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund
 
-# Stage 2: the runtime, without npm's cache or build tools.
+# Stage 2: the build (tsc into dist/), with the dev dependencies it needs; only dist/ leaves it.
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/build-server.js ./scripts/
+COPY src ./src
+COPY channels ./channels
+RUN node scripts/build-server.js
+
+# Stage 3: the runtime, without npm's cache or build tools.
 FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     COUNTBOT_DATA_DIR=/data \
@@ -30,6 +43,8 @@ COPY bin ./bin
 COPY src ./src
 COPY channels ./channels
 COPY config ./config
+# Built after the sources above were written, so bin/countbot.js takes it as current.
+COPY --from=build /app/dist ./dist
 # The state directories belong to `node`; a named volume mounted there starts with this owner.
 RUN mkdir -p /data /workspace && chown node:node /data /workspace
 USER node

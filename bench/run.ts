@@ -8,6 +8,7 @@ import { benchMemory } from "./memory.js";
 import { benchMemoryStore } from "./memory-store.js";
 import { benchScale } from "./scale.js";
 import { benchTeams } from "./teams.js";
+import { benchTurnMemory } from "./turn-memory.js";
 
 /** Name → benchmark; the default runs them all in this order. */
 const benches: Record<string, () => Promise<void>> = {
@@ -17,6 +18,7 @@ const benches: Record<string, () => Promise<void>> = {
   memory: benchMemory,
   "memory-store": benchMemoryStore,
   teams: benchTeams,
+  "turn-memory": benchTurnMemory,
 };
 
 const requested = process.argv.slice(2);

@@ -24,7 +24,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { availableParallelism, tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
@@ -35,6 +35,7 @@ import { sleep } from "../src/sleep.js";
 import { deleteKeys, redisUrl } from "../tests/support/redis.js";
 import { cleanEnvironment, countbotBin } from "../tests/support/run-cli.js";
 import { type FakeLlmProcess, startFakeLlmProcess } from "./fake-llm.js";
+import { connectInspector, inspectorUrlIn } from "./inspector.js";
 import { type CommandCount, commandCounter, commandDelta, describeCounts, executedCommands, startBenchRedis, total } from "./redis-meter.js";
 
 const CHATS = Number(process.env.BENCH_SCALE_CHATS ?? 200);
@@ -60,7 +61,38 @@ export interface BenchProcess {
   errors(): number;
   /** The last few KB of output, for error reports. */
   tail(): string;
+  /** The process's inspector, when it opened one (BENCH_PROFILE_DIR). */
+  inspectorUrl(): string | undefined;
   stop(): Promise<void>;
+}
+
+/**
+ * With BENCH_PROFILE_DIR set: profiles each process from now until the returned stop, and writes
+ * `<dir>/<label>-<name>-<pid>.cpuprofile` (open them in Chrome DevTools). Otherwise does nothing.
+ */
+export async function profileWindow(label: string, processes: BenchProcess[]): Promise<() => Promise<void>> {
+  const directory = process.env.BENCH_PROFILE_DIR;
+  if (!directory) return async () => undefined;
+  const sessions = await Promise.all(
+    processes.map(async (service) => {
+      const url = service.inspectorUrl();
+      if (!url) return undefined;
+      const inspector = await connectInspector(url);
+      await inspector.call("Profiler.enable");
+      await inspector.call("Profiler.setSamplingInterval", { interval: 500 });
+      await inspector.call("Profiler.start");
+      return { service, inspector };
+    }),
+  );
+  return async () => {
+    await mkdir(directory, { recursive: true });
+    for (const session of sessions) {
+      if (!session) continue;
+      const { profile } = await session.inspector.call("Profiler.stop");
+      await writeFile(path.join(directory, `${label}-${session.service.name}-${session.service.pid}.cpuprofile`), JSON.stringify(profile));
+      session.inspector.close();
+    }
+  };
 }
 
 const started = new Set<BenchProcess>();
@@ -79,12 +111,13 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
       for (const service of started) killQuietly(service.pid, "SIGKILL");
     });
   }
-  // BENCH_PROFILE_DIR: every CountBot process writes a CPU profile there when it exits (node --cpu-prof).
-  const profile = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+  // BENCH_PROFILE_DIR: every CountBot process opens an inspector, through which each measured window is profiled.
+  const profile = process.env.BENCH_PROFILE_DIR && !env.NODE_OPTIONS?.includes("--inspect") ? ["--inspect=127.0.0.1:0"] : [];
   const child: ChildProcess = spawn(process.execPath, [...profile, countbotBin, command], { env: cleanEnvironment(env), stdio: ["ignore", "pipe", "pipe"] });
   if (child.pid === undefined) throw new Error(`could not start countbot ${command}`);
   const pid = child.pid;
   let tail = "";
+  let inspector: string | undefined;
   let partial = "";
   let errors = 0;
   const errorLines: string[] = [];
@@ -95,6 +128,7 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
 
   const onData = (chunk: Buffer) => {
     const text = chunk.toString("utf8");
+    inspector ??= inspectorUrlIn(text);
     tail = (tail + text).slice(-8_000);
     partial += text;
     const lines = partial.split("\n");
@@ -138,6 +172,7 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
     pid,
     ready,
     errors: () => errors,
+    inspectorUrl: () => inspector,
     tail: () => (errorLines.length > 0 ? `first error lines:\n${errorLines.join("\n")}\n--- last output:\n${tail.slice(-2_000)}` : tail),
     async stop() {
       started.delete(service);
@@ -312,6 +347,7 @@ async function driveChats(
   timeoutMs: number,
   meter: CpuMeter = () => ({}),
   redis?: Redis,
+  profiled: { label: string; processes: BenchProcess[] } = { label: "", processes: [] },
 ): Promise<RunResult> {
   const total = chatIds.length * perChat;
   const answeredAt = new Map<string, number>();
@@ -353,6 +389,7 @@ async function driveChats(
 
   try {
     const executedBefore = redis ? await executedCommands(redis) : undefined;
+    const stopProfiles = await profileWindow(profiled.label, profiled.processes);
     const cpuBefore = meter();
     const startedAt = performance.now();
     const startedAtEpoch = performance.timeOrigin + startedAt;
@@ -381,6 +418,7 @@ async function driveChats(
     clearTimeout(timer);
     if (outcome === "timeout") throw new Error(`only ${answeredAt.size} of ${total} messages answered within ${timeoutMs} ms`);
     const cpuAfter = meter();
+    await stopProfiles();
     const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([label, used]) => [label, used - (cpuBefore[label] ?? 0)]));
     const executed = redis && executedBefore ? commandDelta(executedBefore, await executedCommands(redis)) : undefined;
 
@@ -511,7 +549,10 @@ async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promis
     setup.resetLlmRecords();
   };
   const measure = async (label: string, workers: BenchProcess[]) => {
-    const result = await driveChats(base, chats(label, CHATS), MESSAGES_PER_CHAT, 120_000, meterFor(setup, redisPid, gateway, workers), setup.redis);
+    const result = await driveChats(base, chats(label, CHATS), MESSAGES_PER_CHAT, 120_000, meterFor(setup, redisPid, gateway, workers), setup.redis, {
+      label: `e2e-${label}`,
+      processes: [gateway, ...workers],
+    });
     assertClean(result, [gateway, ...workers]);
     setup.resetLlmRecords();
     return result;
@@ -622,7 +663,7 @@ async function concurrency(setup: BenchSetup, redisPid: number | undefined): Pro
     setup.resetLlmRecords();
     const connectionsBefore = (await setup.llmCalls()).connections;
     const chatIds = Array.from({ length: chats }, (_, index) => `c${chats}-${index}`);
-    const result = await driveChats(base, chatIds, 1, 120_000, meterFor(setup, redisPid, gateway, [worker]));
+    const result = await driveChats(base, chatIds, 1, 120_000, meterFor(setup, redisPid, gateway, [worker]), undefined, { label: `concurrency-${chats}`, processes: [gateway, worker] });
     assertClean(result, [gateway, worker]);
     const calls = await setup.llmCalls();
     const starts = calls.starts.map((start) => start - result.startedAtEpoch);

@@ -1,16 +1,16 @@
 # syntax=docker/dockerfile:1
 # CountBot image: one image for every process; the command picks the role
-# (`gateway`, `worker`, `start`, `agent -m ...`). No build step for the server: bin/countbot.js
-# runs the TypeScript sources through tsx, as `npx countbot` does after `npm install`; the web
+# (`gateway`, `worker`, `start`, `agent -m ...`). bin/countbot.js runs the build in dist/ (made in
+# the build stage, as `npm install` makes it on a host), else the sources through tsx; the web
 # console is built in a stage of its own and served from web/dist.
 
 # Stage 1: production dependencies, installed from the lock file. Installing here rather than
 # copying the host's node_modules gets the Linux builds of native packages (esbuild, under tsx).
-# `prepare` runs with them and, finding no web/ folder here, leaves the console to stage 2.
+# The package's `prepare` finds neither TypeScript nor Vite in a production install and skips.
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-COPY scripts/prepare-web.js ./scripts/
+COPY scripts/build-server.js scripts/prepare-web.js ./scripts/
 RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund
 
 # Stage 2: the web console, built with the dev dependencies (Vite, Preact); only web/dist is kept.
@@ -21,7 +21,18 @@ RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund --ignore-sc
 COPY web ./web
 RUN npm run build:web
 
-# Stage 3: the runtime, without npm's cache or build tools.
+# Stage 3: the server build (tsc into dist/), with the dev dependencies it needs; only dist/ leaves it.
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/build-server.js ./scripts/
+COPY src ./src
+COPY channels ./channels
+RUN node scripts/build-server.js
+
+# Stage 4: the runtime, without npm's cache or build tools.
 FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     COUNTBOT_DATA_DIR=/data \
@@ -42,6 +53,8 @@ COPY src ./src
 COPY channels ./channels
 COPY config ./config
 COPY --from=web /app/web/dist ./web/dist
+# Built after the sources above were written, so bin/countbot.js takes it as current.
+COPY --from=build /app/dist ./dist
 # The state directories belong to `node`; a named volume mounted there starts with this owner.
 RUN mkdir -p /data /workspace && chown node:node /data /workspace
 USER node

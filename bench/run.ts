@@ -9,6 +9,7 @@ import { benchMemoryStore } from "./memory-store.js";
 import { benchScale } from "./scale.js";
 import { benchStartMemory } from "./start-memory.js";
 import { benchTeams } from "./teams.js";
+import { benchTurnMemory } from "./turn-memory.js";
 
 /** Name → benchmark; the default runs them all in this order. */
 const benches: Record<string, () => Promise<void>> = {
@@ -19,6 +20,7 @@ const benches: Record<string, () => Promise<void>> = {
   "memory-store": benchMemoryStore,
   "start-memory": benchStartMemory,
   teams: benchTeams,
+  "turn-memory": benchTurnMemory,
 };
 
 const requested = process.argv.slice(2);

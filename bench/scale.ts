@@ -3,35 +3,46 @@
  * a fake OpenAI server, driven through the web channel (POST + WebSocket), from one run:
  *
  *   end to end   a fake LLM answering instantly; CHATS × MESSAGES sent as fast as possible (each
- *                chat sends its messages back to back, chats in parallel); messages/s and the
- *                latency POST sent → final received on the WebSocket, one worker vs two.
- *   concurrency  one worker, a fake LLM taking 1 s per call, 500 chats sending one message each at
- *                once: achieved messages/s over the ideal 500/s, with the default
- *                `agent.maxConcurrentTurns` and with 500.
+ *                chat sends its messages back to back, chats in parallel); messages/s and turns/s,
+ *                the latency POST sent → final received on the WebSocket, one worker vs two; CPU
+ *                per message and per turn of every process (/proc); the commands Redis executed
+ *                (INFO commandstats) and, in a run of their own, the commands each process sent
+ *                (MONITOR).
+ *   concurrency  one worker with the default config, a fake LLM taking 1 s per call, 500 and then
+ *                2,000 chats sending one message each at once: achieved messages/s over the ideal
+ *                (all answered after one model call), beside the same ratio for the fake LLM alone
+ *                (as many calls at once straight from the bench), so it shows which side binds.
  *
- * Messages to one chat may coalesce into one turn: a message counts as answered when its id is in
- * a final's `answers`. Every process started here is stopped by pid, even on failure, and the
- * run's Redis keys (a random prefix) are deleted.
+ * The processes run on a redis-server of the bench's own and the fake LLM in a process of its own
+ * (keep-alive, long listen backlog), so each one's CPU is its own. Messages to one chat may
+ * coalesce into one turn: a message counts as answered when its id is in a final's `answers`; a
+ * message answered twice or before an earlier one of its chat fails the run. Every process started
+ * here is stopped by pid, even on failure, and the run's Redis keys (a random prefix) are deleted.
  *
  * Also exports the process and fake-LLM helpers bench/memory.ts uses.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { availableParallelism, tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
 import WebSocket from "ws";
+import OpenAI from "openai";
 import { AgentSchema } from "../src/config/schema.js";
-import { type FakeOpenAIServer, startFakeOpenAI } from "../tests/support/fake-openai-server.js";
+import { sleep } from "../src/sleep.js";
 import { deleteKeys, redisUrl } from "../tests/support/redis.js";
 import { cleanEnvironment, countbotBin } from "../tests/support/run-cli.js";
+import { type FakeLlmProcess, startFakeLlmProcess } from "./fake-llm.js";
+import { connectInspector, inspectorUrlIn } from "./inspector.js";
+import { type CommandCount, commandCounter, commandDelta, describeCounts, executedCommands, startBenchRedis, total } from "./redis-meter.js";
 
 const CHATS = Number(process.env.BENCH_SCALE_CHATS ?? 200);
 const MESSAGES_PER_CHAT = Number(process.env.BENCH_SCALE_MESSAGES ?? 10);
 const REPEATS = Number(process.env.BENCH_SCALE_REPEATS ?? 3);
 const CONCURRENT_CHATS = Number(process.env.BENCH_SCALE_CONCURRENT_CHATS ?? 500);
+const MANY_CONCURRENT_CHATS = Number(process.env.BENCH_SCALE_MANY_CHATS ?? 2_000);
 const SLOW_LLM_MS = 1_000;
 const TOKEN = "bench-scale-token-0123456789";
 const DEFAULT_MAX_CONCURRENT_TURNS = AgentSchema.parse({}).maxConcurrentTurns;
@@ -50,7 +61,38 @@ export interface BenchProcess {
   errors(): number;
   /** The last few KB of output, for error reports. */
   tail(): string;
+  /** The process's inspector, when it opened one (BENCH_PROFILE_DIR). */
+  inspectorUrl(): string | undefined;
   stop(): Promise<void>;
+}
+
+/**
+ * With BENCH_PROFILE_DIR set: profiles each process from now until the returned stop, and writes
+ * `<dir>/<label>-<name>-<pid>.cpuprofile` (open them in Chrome DevTools). Otherwise does nothing.
+ */
+export async function profileWindow(label: string, processes: BenchProcess[]): Promise<() => Promise<void>> {
+  const directory = process.env.BENCH_PROFILE_DIR;
+  if (!directory) return async () => undefined;
+  const sessions = await Promise.all(
+    processes.map(async (service) => {
+      const url = service.inspectorUrl();
+      if (!url) return undefined;
+      const inspector = await connectInspector(url);
+      await inspector.call("Profiler.enable");
+      await inspector.call("Profiler.setSamplingInterval", { interval: 500 });
+      await inspector.call("Profiler.start");
+      return { service, inspector };
+    }),
+  );
+  return async () => {
+    await mkdir(directory, { recursive: true });
+    for (const session of sessions) {
+      if (!session) continue;
+      const { profile } = await session.inspector.call("Profiler.stop");
+      await writeFile(path.join(directory, `${label}-${session.service.name}-${session.service.pid}.cpuprofile`), JSON.stringify(profile));
+      session.inspector.close();
+    }
+  };
 }
 
 const started = new Set<BenchProcess>();
@@ -69,12 +111,16 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
       for (const service of started) killQuietly(service.pid, "SIGKILL");
     });
   }
-  const child: ChildProcess = spawn(process.execPath, [countbotBin, command], { env: cleanEnvironment(env), stdio: ["ignore", "pipe", "pipe"] });
+  // BENCH_PROFILE_DIR: every CountBot process opens an inspector, through which each measured window is profiled.
+  const profile = process.env.BENCH_PROFILE_DIR && !env.NODE_OPTIONS?.includes("--inspect") ? ["--inspect=127.0.0.1:0"] : [];
+  const child: ChildProcess = spawn(process.execPath, [...profile, countbotBin, command], { env: cleanEnvironment(env), stdio: ["ignore", "pipe", "pipe"] });
   if (child.pid === undefined) throw new Error(`could not start countbot ${command}`);
   const pid = child.pid;
   let tail = "";
+  let inspector: string | undefined;
   let partial = "";
   let errors = 0;
+  const errorLines: string[] = [];
   let readyFound: ((record: Record<string, unknown>) => void) | undefined;
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   let hasExited = false;
@@ -82,12 +128,16 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
 
   const onData = (chunk: Buffer) => {
     const text = chunk.toString("utf8");
+    inspector ??= inspectorUrlIn(text);
     tail = (tail + text).slice(-8_000);
     partial += text;
     const lines = partial.split("\n");
     partial = lines.pop() ?? "";
     for (const line of lines) {
-      if (/"level":(5|6)\d/.test(line)) errors += 1;
+      if (/"level":(5|6)\d/.test(line)) {
+        errors += 1;
+        if (errorLines.length < 5) errorLines.push(line.slice(0, 2_000));
+      }
       if (readyFound && line.includes('"msg"')) {
         try {
           const record = JSON.parse(line) as Record<string, unknown>;
@@ -122,7 +172,8 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
     pid,
     ready,
     errors: () => errors,
-    tail: () => tail,
+    inspectorUrl: () => inspector,
+    tail: () => (errorLines.length > 0 ? `first error lines:\n${errorLines.join("\n")}\n--- last output:\n${tail.slice(-2_000)}` : tail),
     async stop() {
       started.delete(service);
       if (hasExited) return;
@@ -191,53 +242,55 @@ export async function stopAllBenchProcesses(): Promise<void> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The shared set-up: a temp dir, a random Redis prefix, a fake LLM whose delay can be changed.
+// The shared set-up: a temp dir, a random Redis prefix, a fake LLM (in a process of its own) whose
+// delay can be changed.
 
 export interface BenchSetup {
   root: string;
   prefix: string;
+  /** The Redis the processes use: the shared one (REDIS_URL), or the bench's own. */
+  redisUrl: string;
   redis: Redis;
-  llm: FakeOpenAIServer;
-  /** Delay of every fake LLM call from now on. */
+  llm: FakeLlmProcess;
+  /** Delay of every fake LLM call from now on (applied in order with the other LLM calls). */
   setLlmDelay(ms: number): void;
-  /** Start times (performance.now()) of the fake LLM calls since the last reset. */
-  llmCallStarts: number[];
+  /** Start times (ms since the epoch) of the fake LLM calls since the last reset, and its connections so far. */
+  llmCalls(): Promise<{ starts: number[]; connections: number }>;
   resetLlmRecords(): void;
   /** Writes a config file with this run's prefix plus `extra`, returns the env for a process. */
   envFor(name: string, extra?: { agent?: Record<string, unknown>; redis?: Record<string, unknown> }): Promise<Record<string, string>>;
   close(): Promise<void>;
 }
 
-export async function createBenchSetup(label: string): Promise<BenchSetup> {
+export async function createBenchSetup(label: string, options: { redisUrl?: string } = {}): Promise<BenchSetup> {
   const root = await mkdtemp(path.join(tmpdir(), `countbot-bench-${label}-`));
   const prefix = `countbot-bench-${label}-${randomUUID()}`;
-  const redis = new Redis(redisUrl);
-  let delayMs = 0;
-  const llmCallStarts: number[] = [];
-  const llm = await startFakeOpenAI({
-    script: () => {
-      llmCallStarts.push(performance.now());
-      return { text: "ok, noted.", delayMs };
-    },
-  });
+  const url = options.redisUrl ?? redisUrl;
+  const redis = new Redis(url, { connectionName: "bench-setup" });
+  const llm = await startFakeLlmProcess();
+  // IPC keeps order: a delay set before a phase applies to every call of the phase.
+  let pending: Promise<unknown> = Promise.resolve();
+  const queue = (step: () => Promise<unknown>) => void (pending = pending.then(step).catch(() => undefined));
   return {
     root,
     prefix,
+    redisUrl: url,
     redis,
     llm,
-    llmCallStarts,
-    setLlmDelay: (ms) => (delayMs = ms),
-    resetLlmRecords() {
-      // The fake server keeps every request body (system prompt included): drop them between phases.
-      llm.requests.length = 0;
-      llmCallStarts.length = 0;
+    setLlmDelay: (ms) => queue(() => llm.setDelay(ms)),
+    llmCalls: async () => {
+      await pending;
+      return llm.calls();
     },
+    resetLlmRecords: () => queue(() => llm.reset()),
     async envFor(name, extra = {}) {
       const configFile = path.join(root, `${name}.json`);
-      await writeFile(configFile, JSON.stringify({ redis: { prefix, ...extra.redis }, agent: { ...extra.agent } }));
+      // No tool runs here; exec off, or a machine without bubblewrap logs an error line at start.
+      await writeFile(configFile, JSON.stringify({ redis: { prefix, ...extra.redis }, agent: { ...extra.agent }, tools: { exec: { enabled: false } } }));
+      await pending;
       return {
         HOME: root,
-        REDIS_URL: redisUrl,
+        REDIS_URL: url,
         COUNTBOT_CONFIG: configFile,
         COUNTBOT_DATA_DIR: path.join(root, "data"),
         COUNTBOT_API_PORT: "0",
@@ -266,27 +319,43 @@ interface RunResult {
   seconds: number;
   perSecond: number;
   latencies: number[];
-  /** Finals received. */
+  /** Finals received: one per turn (a burst to one chat coalesces into one turn). */
   finals: number;
   /** Message ids answered by more than one final (must be 0). */
   duplicates: number;
+  /** Messages answered before a message sent earlier to the same chat (must be 0). */
+  outOfOrder: number;
   /** Time to get every POST answered with 202. */
   sendSeconds: number;
-  /** performance.now() when the first POST was sent. */
+  /** performance.now() when the first POST was sent, and the same instant in ms since the epoch. */
   startedAt: number;
+  startedAtEpoch: number;
   /** CPU ms used by each measured process between the first POST and the last answer. */
   cpu: Record<string, number>;
+  /** Commands Redis executed meanwhile (INFO commandstats), when asked for. */
+  executed?: Record<string, number>;
 }
 
 /**
  * Opens a socket per chat, then sends `perChat` messages to each chat (back to back within a chat,
  * chats in parallel), and waits until every message id has been answered by a final.
  */
-async function driveChats(base: string, chatIds: string[], perChat: number, timeoutMs: number, meter: CpuMeter = () => ({})): Promise<RunResult> {
+async function driveChats(
+  base: string,
+  chatIds: string[],
+  perChat: number,
+  timeoutMs: number,
+  meter: CpuMeter = () => ({}),
+  redis?: Redis,
+  profiled: { label: string; processes: BenchProcess[] } = { label: "", processes: [] },
+): Promise<RunResult> {
   const total = chatIds.length * perChat;
   const answeredAt = new Map<string, number>();
   const sentAt = new Map<string, number>();
+  /** Per chat, the ids in the order they were sent, and how far the answers got. */
+  const sentOrder = new Map<string, string[]>();
   let duplicates = 0;
+  let outOfOrder = 0;
   let finals = 0;
   let finished!: () => void;
   const allAnswered = new Promise<void>((resolve) => (finished = resolve));
@@ -294,6 +363,7 @@ async function driveChats(base: string, chatIds: string[], perChat: number, time
   const sockets = await Promise.all(
     chatIds.map(async (chatId) => {
       const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=${chatId}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      let answeredInChat = 0;
       socket.on("message", (data) => {
         const now = performance.now();
         const event = JSON.parse(String(data)) as { type: string; answers?: string[] };
@@ -302,6 +372,10 @@ async function driveChats(base: string, chatIds: string[], perChat: number, time
         for (const id of event.answers ?? []) {
           if (answeredAt.has(id)) duplicates += 1;
           else answeredAt.set(id, now);
+          // Answers come in the order the chat sent its messages, or the order is broken.
+          const position = sentOrder.get(chatId)?.indexOf(id) ?? -1;
+          if (position !== -1 && position < answeredInChat) outOfOrder += 1;
+          answeredInChat = Math.max(answeredInChat, position + 1);
         }
         if (answeredAt.size >= total) finished();
       });
@@ -314,10 +388,15 @@ async function driveChats(base: string, chatIds: string[], perChat: number, time
   );
 
   try {
+    const executedBefore = redis ? await executedCommands(redis) : undefined;
+    const stopProfiles = await profileWindow(profiled.label, profiled.processes);
     const cpuBefore = meter();
     const startedAt = performance.now();
+    const startedAtEpoch = performance.timeOrigin + startedAt;
     await Promise.all(
       chatIds.map(async (chatId, chatIndex) => {
+        const order: string[] = [];
+        sentOrder.set(chatId, order);
         for (let message = 0; message < perChat; message += 1) {
           const sendStart = performance.now();
           const response = await fetch(`${base}/api/chat/${chatId}/messages`, {
@@ -328,6 +407,7 @@ async function driveChats(base: string, chatIds: string[], perChat: number, time
           if (response.status !== 202) throw new Error(`POST to ${chatId} answered ${response.status}: ${await response.text()}`);
           const { id } = (await response.json()) as { id: string };
           sentAt.set(id, sendStart);
+          order.push(id);
         }
       }),
     );
@@ -338,7 +418,9 @@ async function driveChats(base: string, chatIds: string[], perChat: number, time
     clearTimeout(timer);
     if (outcome === "timeout") throw new Error(`only ${answeredAt.size} of ${total} messages answered within ${timeoutMs} ms`);
     const cpuAfter = meter();
+    await stopProfiles();
     const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([label, used]) => [label, used - (cpuBefore[label] ?? 0)]));
+    const executed = redis && executedBefore ? commandDelta(executedBefore, await executedCommands(redis)) : undefined;
 
     const latencies: number[] = [];
     let lastAnswer = startedAt;
@@ -349,7 +431,7 @@ async function driveChats(base: string, chatIds: string[], perChat: number, time
       lastAnswer = Math.max(lastAnswer, answered);
     }
     const seconds = (lastAnswer - startedAt) / 1000;
-    return { messages: total, seconds, perSecond: total / seconds, latencies, finals, duplicates, sendSeconds, startedAt, cpu };
+    return { messages: total, seconds, perSecond: total / seconds, latencies, finals, duplicates, outOfOrder, sendSeconds, startedAt, startedAtEpoch, cpu, executed };
   } finally {
     for (const socket of sockets) socket.terminate();
   }
@@ -375,31 +457,47 @@ function peakInWindow(starts: number[], windowMs: number): number {
 const ms = (value: number) => `${value.toFixed(0).padStart(5)} ms`;
 
 function describeRun(result: RunResult): string {
-  return `${result.perSecond.toFixed(0).padStart(5)} msg/s   p50 ${ms(percentile(result.latencies, 0.5))}   p99 ${ms(percentile(result.latencies, 0.99))}   (${result.messages} messages answered in ${result.seconds.toFixed(2)} s by ${result.finals} finals; POSTs done at ${result.sendSeconds.toFixed(2)} s)`;
+  return (
+    `${result.perSecond.toFixed(0).padStart(5)} msg/s ${(result.finals / result.seconds).toFixed(0).padStart(5)} turns/s   p50 ${ms(percentile(result.latencies, 0.5))}   p99 ${ms(percentile(result.latencies, 0.99))}` +
+    `   (${result.messages} messages answered in ${result.seconds.toFixed(2)} s by ${result.finals} turns, ${(result.messages / result.finals).toFixed(2)} messages per turn; POSTs done at ${result.sendSeconds.toFixed(2)} s)`
+  );
 }
 
-/** Where the CPU went: ms per message for each process, and how busy the machine was. */
+/** Where the CPU went: ms per message (and per turn) for each process, and how busy the machine was. */
 function describeCpu(result: RunResult): string {
-  const perMessage = Object.entries(result.cpu)
-    .map(([label, used]) => `${label} ${(used / result.messages).toFixed(2)}`)
-    .join(", ");
+  const per = (unit: number) =>
+    Object.entries(result.cpu)
+      .map(([label, used]) => `${label} ${(used / unit).toFixed(2)}`)
+      .join(", ");
+  const countbot = (result.cpu.gateway ?? 0) + (result.cpu.worker ?? 0) + (result.cpu.workers ?? 0);
   const busy = Object.values(result.cpu).reduce((sum, used) => sum + used, 0) / (result.seconds * 1000);
-  return `CPU ms per message: ${perMessage}; these processes kept ${(busy * 100).toFixed(0)}% of ${cpuCount() * 100}% busy`;
+  return (
+    `CPU ms per message: ${per(result.messages)}; gateway + worker(s) ${(countbot / result.messages).toFixed(2)} per message, ${(countbot / result.finals).toFixed(2)} per turn\n` +
+    `               CPU ms per turn: ${per(result.finals)}; these processes kept ${(busy * 100).toFixed(0)}% of ${cpuCount() * 100}% busy`
+  );
+}
+
+function describeExecuted(result: RunResult): string {
+  if (!result.executed) return "";
+  const executed = total(result.executed);
+  return `Redis executed ${(executed / result.messages).toFixed(1)} commands per message (${(executed / result.finals).toFixed(1)} per turn), counting those inside scripts: ${describeCounts(result.executed, result.messages, 10)}`;
 }
 
 function assertClean(result: RunResult, processes: BenchProcess[]): void {
   if (result.duplicates > 0) throw new Error(`${result.duplicates} messages were answered twice`);
+  if (result.outOfOrder > 0) throw new Error(`${result.outOfOrder} messages were answered out of their chat's order`);
   const failing = processes.filter((service) => service.errors() > 0);
   if (failing.length > 0) {
     throw new Error(`error lines logged by ${failing.map((service) => `${service.name} ${service.pid} (${service.errors()})`).join(", ")}:\n${failing[0]!.tail()}`);
   }
 }
 
-function meterFor(redisPid: number | undefined, gateway: BenchProcess, workers: BenchProcess[]): CpuMeter {
+function meterFor(setup: BenchSetup, redisPid: number | undefined, gateway: BenchProcess, workers: BenchProcess[]): CpuMeter {
   return cpuMeter([
     { label: "gateway", pid: gateway.pid },
     ...workers.map((worker) => ({ label: workers.length > 1 ? "workers" : "worker", pid: worker.pid })),
     ...(redisPid === undefined ? [] : [{ label: "redis", pid: redisPid }]),
+    { label: "fake LLM", pid: setup.llm.pid },
   ]);
 }
 
@@ -408,8 +506,11 @@ function meterFor(redisPid: number | undefined, gateway: BenchProcess, workers: 
 /** Several runs as one: messages over the summed time, latencies pooled. */
 function pooled(runs: RunResult[]): RunResult {
   const sum = (pick: (run: RunResult) => number) => runs.reduce((total, run) => total + pick(run), 0);
-  const cpu: Record<string, number> = {};
-  for (const run of runs) for (const [label, used] of Object.entries(run.cpu)) cpu[label] = (cpu[label] ?? 0) + used;
+  const add = (pick: (run: RunResult) => Record<string, number> | undefined) => {
+    const summed: Record<string, number> = {};
+    for (const run of runs) for (const [label, used] of Object.entries(pick(run) ?? {})) summed[label] = (summed[label] ?? 0) + used;
+    return summed;
+  };
   const seconds = sum((run) => run.seconds);
   return {
     messages: sum((run) => run.messages),
@@ -418,10 +519,19 @@ function pooled(runs: RunResult[]): RunResult {
     latencies: runs.flatMap((run) => run.latencies),
     finals: sum((run) => run.finals),
     duplicates: sum((run) => run.duplicates),
+    outOfOrder: sum((run) => run.outOfOrder),
     sendSeconds: sum((run) => run.sendSeconds),
     startedAt: runs[0]!.startedAt,
-    cpu,
+    startedAtEpoch: runs[0]!.startedAtEpoch,
+    cpu: add((run) => run.cpu),
+    executed: runs.every((run) => run.executed) ? add((run) => run.executed) : undefined,
   };
+}
+
+/** The range of a figure over the runs, `low–high`. */
+function range(runs: RunResult[], pick: (run: RunResult) => number, digits = 2): string {
+  const values = runs.map(pick);
+  return `${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)}`;
 }
 
 async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promise<void> {
@@ -439,7 +549,10 @@ async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promis
     setup.resetLlmRecords();
   };
   const measure = async (label: string, workers: BenchProcess[]) => {
-    const result = await driveChats(base, chats(label, CHATS), MESSAGES_PER_CHAT, 120_000, meterFor(redisPid, gateway, workers));
+    const result = await driveChats(base, chats(label, CHATS), MESSAGES_PER_CHAT, 120_000, meterFor(setup, redisPid, gateway, workers), setup.redis, {
+      label: `e2e-${label}`,
+      processes: [gateway, ...workers],
+    });
     assertClean(result, [gateway, ...workers]);
     setup.resetLlmRecords();
     return result;
@@ -458,27 +571,74 @@ async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promis
     twos.push(await measure(`two-${repeat}`, [first, second]));
     await second.stop();
   }
+
+  // What clients send, counted in a run of its own: MONITOR costs Redis CPU.
+  const counter = await commandCounter(setup.redisUrl);
+  let counted: RunResult;
+  let count: CommandCount;
+  try {
+    await warmUp("warm-count");
+    counter.reset();
+    counted = await driveChats(base, chats("count", CHATS), MESSAGES_PER_CHAT, 120_000);
+    assertClean(counted, [gateway, first]);
+    // Deliveries acknowledge in batches after the final went out: let the last batch land.
+    await sleep(1_500);
+    count = await counter.read();
+  } finally {
+    await counter.close();
+  }
   await first.stop();
   await gateway.stop();
   const one = pooled(ones);
   const two = pooled(twos);
 
   const ratio = (a: number, b: number) => (a / b).toFixed(2);
-  console.log(`end to end: countbot gateway + worker processes on Redis, web channel, fake LLM answering at once (delayMs 0)`);
+  console.log(`end to end: countbot gateway + worker processes on the bench's own Redis, web channel, fake LLM answering at once (delayMs 0)`);
   console.log(`  ${CHATS} chats × ${MESSAGES_PER_CHAT} messages per run, sent as fast as possible (back to back per chat, chats in parallel),`);
   console.log(`  ${REPEATS} runs per row, interleaved one/two; latency = POST sent → the final answering it received on the chat's WebSocket`);
   for (let repeat = 0; repeat < REPEATS; repeat += 1) {
     console.log(`  run ${repeat + 1}  one worker   ${describeRun(ones[repeat]!)}`);
     console.log(`  run ${repeat + 1}  two workers  ${describeRun(twos[repeat]!)}`);
   }
+  const countbotCpu = (run: RunResult) => ((run.cpu.gateway ?? 0) + (run.cpu.worker ?? 0) + (run.cpu.workers ?? 0)) / run.messages;
   console.log(`  one worker   ${describeRun(one)}`);
   console.log(`               ${describeCpu(one)}`);
+  console.log(`               gateway + worker CPU ms per message over the runs: ${range(ones, countbotCpu)}; Redis: ${range(ones, (run) => (run.cpu.redis ?? 0) / run.messages)}`);
+  console.log(`               ${describeExecuted(one)}`);
   console.log(`  two workers  ${describeRun(two)}`);
   console.log(`               ${describeCpu(two)}`);
   console.log(
     `  ratio two/one: messages/s ${ratio(two.perSecond, one.perSecond)}, p50 ${ratio(percentile(two.latencies, 0.5), percentile(one.latencies, 0.5))}, p99 ${ratio(percentile(two.latencies, 0.99), percentile(one.latencies, 0.99))}`,
   );
-  console.log(`  (the bench process = HTTP + WebSocket client and the fake LLM; all share ${cpuCount()} cores)`);
+  const sentTotal = Object.values(count.sent).reduce((sum, commands) => sum + total(commands), 0);
+  console.log(
+    `  Redis commands clients sent (MONITOR, one worker, a run of its own: ${counted.messages} messages in ${counted.finals} turns): ${(sentTotal / counted.messages).toFixed(2)} per message, ${(sentTotal / counted.finals).toFixed(2)} per turn`,
+  );
+  for (const [name, commands] of Object.entries(count.sent).sort((a, b) => total(b[1]) - total(a[1]))) {
+    console.log(`    ${name.padEnd(18)} ${(total(commands) / counted.messages).toFixed(2).padStart(6)} per message: ${describeCounts(commands, counted.messages)}`);
+  }
+  console.log(`    inside scripts     ${(total(count.inScripts) / counted.messages).toFixed(2).padStart(6)} per message: ${describeCounts(count.inScripts, counted.messages)}`);
+  console.log(`  (the bench process = HTTP + WebSocket client; the fake LLM runs in a process of its own; all share ${cpuCount()} cores)`);
+}
+
+/**
+ * The ceiling of the fake LLM and this machine: `chats` calls at once, straight from this process
+ * through the OpenAI SDK, each taking `SLOW_LLM_MS`. Ratio to the ideal (every call done after
+ * one delay), the same way CountBot's row is measured.
+ */
+async function fakeLlmCeiling(setup: BenchSetup, chats: number): Promise<{ seconds: number; ratio: number }> {
+  const client = new OpenAI({ apiKey: "sk-bench-0123456789", baseURL: setup.llm.url, maxRetries: 0, timeout: 120_000 });
+  const call = async () => {
+    const stream = await client.chat.completions.create({ model: "fake", stream: true, messages: [{ role: "user", content: "hello" }] });
+    for await (const _chunk of stream) void _chunk;
+  };
+  // Warm-up: connections and JIT, as CountBot's row gets.
+  await Promise.all(Array.from({ length: 20 }, call));
+  const started = performance.now();
+  await Promise.all(Array.from({ length: chats }, call));
+  const seconds = (performance.now() - started) / 1000;
+  setup.resetLlmRecords();
+  return { seconds, ratio: SLOW_LLM_MS / 1000 / seconds };
 }
 
 async function concurrency(setup: BenchSetup, redisPid: number | undefined): Promise<void> {
@@ -487,36 +647,55 @@ async function concurrency(setup: BenchSetup, redisPid: number | undefined): Pro
   const gateway = spawnCountbot("gateway", gatewayEnv, /gateway listening/);
   const base = String((await gateway.ready).url);
 
-  const rows: Array<{ turns: number; result: RunResult; peak: number; firstCall: number; lastCall: number }> = [];
-  for (const turns of [DEFAULT_MAX_CONCURRENT_TURNS, CONCURRENT_CHATS]) {
-    const env = await setup.envFor(`concurrency-${turns}`, { agent: { maxConcurrentTurns: turns } });
+  type Row = { chats: number; turns: number; result: RunResult; peak: number; firstCall: number; lastCall: number; connections: number; ceiling: { seconds: number; ratio: number } };
+  const rows: Row[] = [];
+  const cases = [
+    { chats: CONCURRENT_CHATS, turns: DEFAULT_MAX_CONCURRENT_TURNS },
+    { chats: MANY_CONCURRENT_CHATS, turns: DEFAULT_MAX_CONCURRENT_TURNS },
+  ];
+  for (const { chats, turns } of cases) {
+    const ceiling = await fakeLlmCeiling(setup, chats);
+    const env = await setup.envFor(`concurrency-${chats}`, turns === DEFAULT_MAX_CONCURRENT_TURNS ? {} : { agent: { maxConcurrentTurns: turns } });
     const worker = spawnCountbot("worker", env, /worker started/);
     await worker.ready;
     // Warm-up: a few slow turns.
-    await driveChats(base, Array.from({ length: 20 }, (_, index) => `warm-c${turns}-${index}`), 1, 30_000);
+    await driveChats(base, Array.from({ length: 20 }, (_, index) => `warm-c${chats}-${index}`), 1, 30_000);
     setup.resetLlmRecords();
-    const chatIds = Array.from({ length: CONCURRENT_CHATS }, (_, index) => `c${turns}-${index}`);
-    const result = await driveChats(base, chatIds, 1, 120_000, meterFor(redisPid, gateway, [worker]));
+    const connectionsBefore = (await setup.llmCalls()).connections;
+    const chatIds = Array.from({ length: chats }, (_, index) => `c${chats}-${index}`);
+    const result = await driveChats(base, chatIds, 1, 120_000, meterFor(setup, redisPid, gateway, [worker]), undefined, { label: `concurrency-${chats}`, processes: [gateway, worker] });
     assertClean(result, [gateway, worker]);
-    const starts = setup.llmCallStarts.map((start) => start - result.startedAt);
-    rows.push({ turns, result, peak: peakInWindow(setup.llmCallStarts, SLOW_LLM_MS), firstCall: Math.min(...starts), lastCall: Math.max(...starts) });
+    const calls = await setup.llmCalls();
+    const starts = calls.starts.map((start) => start - result.startedAtEpoch);
+    rows.push({
+      chats,
+      turns,
+      result,
+      peak: peakInWindow(calls.starts, SLOW_LLM_MS),
+      firstCall: Math.min(...starts),
+      lastCall: Math.max(...starts),
+      connections: calls.connections - connectionsBefore,
+      ceiling,
+    });
     setup.resetLlmRecords();
     await worker.stop();
   }
   await gateway.stop();
 
-  const ideal = CONCURRENT_CHATS / (SLOW_LLM_MS / 1000);
-  console.log(`concurrency: one worker, fake LLM taking ${SLOW_LLM_MS} ms per call, ${CONCURRENT_CHATS} chats sending one message each at once (ideal ${ideal.toFixed(0)} msg/s)`);
-  for (const { turns, result, peak, firstCall, lastCall } of rows) {
-    const label = turns === DEFAULT_MAX_CONCURRENT_TURNS ? `maxConcurrentTurns ${turns} (default)` : `maxConcurrentTurns ${turns}`;
-    console.log(`  ${label.padEnd(32)} ${result.perSecond.toFixed(1).padStart(5)} msg/s   ratio to ideal ${(result.perSecond / ideal).toFixed(3)}`);
+  console.log(`concurrency: one worker, default config (agent.maxConcurrentTurns ${DEFAULT_MAX_CONCURRENT_TURNS}), fake LLM taking ${SLOW_LLM_MS} ms per call, N chats sending one message each at once`);
+  for (const { chats, result, peak, firstCall, lastCall, connections, ceiling } of rows) {
+    const ideal = chats / (SLOW_LLM_MS / 1000);
     console.log(
-      `    all answered at ${result.seconds.toFixed(2)} s; POSTs done at ${result.sendSeconds.toFixed(2)} s; LLM calls started from ${(firstCall / 1000).toFixed(2)} s to ${(lastCall / 1000).toFixed(2)} s, at most ${peak} within 1 s; latency p50 ${ms(percentile(result.latencies, 0.5))} p99 ${ms(percentile(result.latencies, 0.99))}`,
+      `  ${String(chats).padStart(5)} chats  ${result.perSecond.toFixed(1).padStart(6)} msg/s   ratio to ideal (${ideal.toFixed(0)}/s) ${(result.perSecond / ideal).toFixed(3)}` +
+        `   the fake LLM's own ceiling here: ${ceiling.ratio.toFixed(3)} (${chats} calls straight from the bench: ${ceiling.seconds.toFixed(2)} s)`,
+    );
+    console.log(
+      `    all answered at ${result.seconds.toFixed(2)} s; POSTs done at ${result.sendSeconds.toFixed(2)} s; LLM calls started from ${(firstCall / 1000).toFixed(2)} s to ${(lastCall / 1000).toFixed(2)} s, at most ${peak} within 1 s, over ${connections} new connections; latency p50 ${ms(percentile(result.latencies, 0.5))} p99 ${ms(percentile(result.latencies, 0.99))}`,
     );
     console.log(`    ${describeCpu(result)}`);
   }
   const nanobot = NANOBOT_DEFAULT_TURNS / (SLOW_LLM_MS / 1000);
-  console.log(`  nanobot's default (${NANOBOT_DEFAULT_TURNS} turns at once) would allow at most ${nanobot.toFixed(0)} msg/s here: ratio to ideal ${(nanobot / ideal).toFixed(3)}`);
+  console.log(`  nanobot's default (${NANOBOT_DEFAULT_TURNS} turns at once) would allow at most ${nanobot.toFixed(0)} msg/s here: ratio to ideal ${(nanobot / CONCURRENT_CHATS).toFixed(3)} at ${CONCURRENT_CHATS} chats`);
 }
 
 function cpuCount(): number {
@@ -524,12 +703,18 @@ function cpuCount(): number {
 }
 
 export async function benchScale(): Promise<void> {
-  const setup = await createBenchSetup("scale");
+  // A Redis of the bench's own: its CPU and command counts are this run's alone.
+  const redisServer = await startBenchRedis();
   try {
-    const redisPid = await localRedisPid(setup.redis);
-    await endToEnd(setup, redisPid);
-    await concurrency(setup, redisPid);
+    const setup = await createBenchSetup("scale", { redisUrl: redisServer.url });
+    try {
+      const only = process.env.BENCH_SCALE_ONLY;
+      if (only !== "concurrency") await endToEnd(setup, redisServer.pid);
+      if (only !== "end-to-end") await concurrency(setup, redisServer.pid);
+    } finally {
+      await setup.close();
+    }
   } finally {
-    await setup.close();
+    await redisServer.stop();
   }
 }

@@ -13,7 +13,7 @@
  */
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
-import type { ChatEventLog } from "../../src/store/chat-event-log.js";
+import { type AppendedEvent, type ChatEventLog, compareEventIds } from "../../src/store/chat-event-log.js";
 
 interface SocketState {
   /** Where this socket's next read starts; unknown until the first read (no token). */
@@ -41,6 +41,22 @@ export class ResumableDelivery {
     const state: SocketState = { cursor: after, reading: false, again: false, sent: new Set() };
     this.states.set(socket, state);
     this.read(chatId, socket, state);
+  }
+
+  /**
+   * An event was just kept in the chat's log: a socket that had read up to the event before it (or
+   * the log was empty, and it has read everything) is sent this one at once, nothing else can be
+   * between; any other socket reads the log.
+   */
+  appended(chatId: string, sockets: WebSocket[], event: AppendedEvent & { payload: string }): void {
+    for (const socket of sockets) {
+      const state = this.states.get(socket);
+      if (!state) continue;
+      const cursor = state.cursor;
+      const next = cursor !== undefined && (event.previous === undefined ? compareEventIds(cursor, event.id) < 0 : cursor === event.previous);
+      if (!state.reading && next) this.write(chatId, socket, state, event.id, event.payload);
+      else this.read(chatId, socket, state);
+    }
   }
 
   /** The chat's log has something new: these sockets read it. */

@@ -13,9 +13,9 @@
  *   it missed, once (./resumable-delivery.ts); one without gets what no socket was sent yet. Drafts
  *   and tool-call notices are only for whoever is watching.
  * - Several gateways: every gateway runs this channel (no leader: the page connects to any of
- *   them) and consumes a share of the replies; each event is also fanned out over the bus so the
- *   gateway that holds the chat's socket sends it. The log is shared, so a page gets each final
- *   once whichever gateway it reaches.
+ *   them) and consumes a share of the replies; an event is also fanned out over the bus when
+ *   another gateway holds a socket of its chat (./web-peers.ts: gateways tell each other), so that
+ *   gateway sends it. The log is shared, so a page gets each final once whichever gateway it reaches.
  */
 import { randomUUID } from "node:crypto";
 import type { FastifyInstance } from "fastify";
@@ -27,10 +27,11 @@ import type { Subscription } from "../../src/bus/message-bus.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
 import { type AdmissionOutcome, type ChannelAdapter, type ChannelCapabilities, type ChannelDependencies, type EventSink, type OutboundPart, type SendOptions, compositeKey } from "../../src/gateway/channel.js";
 import { parseRequest } from "../../src/gateway/http-request.js";
-import { type ChatEventLog, EVENT_ID_PATTERN, createMemoryChatEventLog } from "../../src/store/chat-event-log.js";
+import { type AppendedEvent, type ChatEventLog, EVENT_ID_PATTERN, createMemoryChatEventLog } from "../../src/store/chat-event-log.js";
 import { BoundedMap } from "./bounded-map.js";
 import { ImageUploadError, ImageUploadSchema, MAX_IMAGES, MAX_MESSAGE_BODY_BYTES, saveImages } from "./image-upload.js";
 import { ResumableDelivery } from "./resumable-delivery.js";
+import { WebPeers } from "./web-peers.js";
 
 export const WEB_CHANNEL = "web";
 
@@ -90,6 +91,8 @@ export const webCapabilities: ChannelCapabilities = {
   streaming: "draft",
   // The agent already throttles drafts; a draft goes out as soon as it arrives.
   draftIntervalMs: 0,
+  // Only chats with a page open see drafts: the adapter declares them as sockets come and go.
+  draftsWatchedPerChat: true,
   minSendIntervalMs: 0,
   chatType: "private",
 };
@@ -108,6 +111,9 @@ export interface WebAdapterOptions extends Pick<ChannelDependencies, "bus" | "lo
   /** Where attached images are kept (`<dataDir>/media/web`). Without it, a message with images is refused. */
   mediaDirectory?: string;
 }
+
+/** How long the news of a socket takes to reach the other gateways, at most (pub/sub on one Redis). */
+const PEER_NEWS_MS = 250;
 
 /** How the POST is answered, by what admission did. */
 type Receipt = { status: number; body: Record<string, unknown> };
@@ -129,6 +135,8 @@ export class WebAdapter implements ChannelAdapter {
   private pingTimer: NodeJS.Timeout | undefined;
   /** Names this gateway in fan-out messages, so it ignores its own. */
   private readonly instance = randomUUID();
+  /** Which other gateways hold which chats' sockets: an event is fanned out only to a chat held elsewhere. */
+  private readonly peers: WebPeers;
 
   constructor(private readonly options: WebAdapterOptions) {
     this.logger = options.logger.child({ channel: WEB_CHANNEL });
@@ -143,11 +151,15 @@ export class WebAdapter implements ChannelAdapter {
         onDrop: (chatId, dropped) => this.logger.debug({ chatId, dropped }, "older web replies dropped from the chat's log"),
       });
     this.delivery = new ResumableDelivery(this.events, this.logger);
+    this.peers = new WebPeers({ bus: options.bus, topic: WEB_CHANNEL, instance: this.instance, localChats: () => this.sockets.keys(), logger: this.logger, now: options.now });
   }
 
   async start(sink: EventSink): Promise<void> {
     this.sink = sink;
-    this.fanIn ??= await this.options.bus.onBroadcast(WEB_CHANNEL, (payload) => this.fromOtherGateway(payload));
+    if (!this.fanIn) {
+      this.fanIn = await this.options.bus.onBroadcast(WEB_CHANNEL, (payload) => this.fromOtherGateway(payload));
+      await this.peers.start();
+    }
     const interval = this.options.pingIntervalMs ?? 30_000;
     if (interval > 0 && !this.pingTimer) {
       this.pingTimer = setInterval(() => this.pingAll(), interval);
@@ -160,6 +172,7 @@ export class WebAdapter implements ChannelAdapter {
     this.sink = undefined;
     if (this.pingTimer) clearInterval(this.pingTimer);
     this.pingTimer = undefined;
+    if (this.fanIn) await this.peers.stop();
     await this.fanIn?.close();
     this.fanIn = undefined;
     for (const sockets of this.sockets.values()) for (const socket of sockets) socket.close(1001, "server shutting down");
@@ -318,14 +331,15 @@ export class WebAdapter implements ChannelAdapter {
    * it to the sockets here and fans it out to the other gateways' sockets.
    */
   private async emitKept(chatId: string, event: WebEvent & { type: "message" | "notice" }): Promise<void> {
-    let seq: string;
+    const payload = JSON.stringify(event);
+    let appended: AppendedEvent;
     try {
-      seq = await this.events.append(chatId, JSON.stringify(event));
+      appended = await this.events.append(chatId, payload);
     } catch (error) {
       throw new ChannelError(`cannot keep the web reply ${event.id} for chat ${chatId}: ${errorMessage(error)}`, WEB_CHANNEL, { cause: error, kind: "network" });
     }
-    this.delivery.wake(chatId, this.openSockets(chatId));
-    await this.fanOut(chatId, { ...event, seq });
+    this.delivery.appended(chatId, this.openSockets(chatId), { ...appended, payload });
+    await this.fanOut(chatId, { ...event, seq: appended.id });
   }
 
   private attach(chatId: string, socket: WebSocket, after: string | undefined): void {
@@ -334,24 +348,40 @@ export class WebAdapter implements ChannelAdapter {
       sockets = new Set();
       this.sockets.set(chatId, sockets);
     }
+    if (sockets.size === 0) this.peers.attached(chatId);
     sockets.add(socket);
+    this.watchDraftsOf(chatId, socket);
     this.alive.set(socket, true);
     socket.on("pong", () => this.alive.set(socket, true));
     socket.on("close", () => this.detach(chatId, socket));
     socket.on("error", (error) => this.logger.debug({ err: error, chatId }, "web socket error"));
     // What this page missed goes first; anything published after it comes through send().
     this.delivery.attach(chatId, socket, after);
+    // A final another gateway kept while the news of this socket was on its way to it was not fanned
+    // out here: read the log once more when that news has surely arrived.
+    if (this.peers.any) setTimeout(() => this.delivery.wake(chatId, [socket]), PEER_NEWS_MS).unref();
+  }
+
+  /** While the socket is open, the chat's drafts are published (the bus drops those nobody watches). */
+  private watchDraftsOf(chatId: string, socket: WebSocket): void {
+    const watching = this.options.bus.watchDrafts(WEB_CHANNEL, chatId);
+    watching.catch((error: unknown) => this.logger.warn({ err: error, chatId }, "could not declare a web chat's drafts watched"));
+    socket.once("close", () => void watching.then((subscription) => subscription.close()).catch(() => undefined));
   }
 
   private detach(chatId: string, socket: WebSocket): void {
     const sockets = this.sockets.get(chatId);
     if (!sockets) return;
     sockets.delete(socket);
-    if (sockets.size === 0) this.sockets.delete(chatId);
+    if (sockets.size === 0) {
+      this.sockets.delete(chatId);
+      this.peers.detached(chatId);
+    }
   }
 
-  /** Tells the other gateways, whose sockets for this chat this one cannot reach. */
+  /** Tells the other gateways that hold sockets of this chat (this one cannot reach them). */
   private async fanOut(chatId: string, event: WebEvent): Promise<void> {
+    if (!this.peers.holdsElsewhere(chatId)) return;
     try {
       await this.options.bus.broadcast(WEB_CHANNEL, JSON.stringify({ from: this.instance, chatId, event }));
     } catch (error) {
@@ -361,13 +391,13 @@ export class WebAdapter implements ChannelAdapter {
 
   /** An event another gateway delivered: only sockets open here get it (the log has it already). */
   private fromOtherGateway(payload: string): void {
-    let parsed: { from: string; chatId: string; event: WebEvent };
+    let parsed: { from: string; chatId: string; event: WebEvent; peer?: undefined };
     try {
       parsed = JSON.parse(payload) as typeof parsed;
     } catch {
       return;
     }
-    if (parsed.from === this.instance) return;
+    if (parsed.from === this.instance || this.peers.receive(parsed)) return;
     const { event } = parsed;
     if (event.type === "draft") this.sendDraft(parsed.chatId, event);
     else if (event.seq !== undefined) this.delivery.wake(parsed.chatId, this.openSockets(parsed.chatId));

@@ -8,7 +8,7 @@ import type { Media } from "../bus/message.js";
 import type { AgentConfig } from "../config/schema.js";
 import { ToolError } from "../errors.js";
 import type { ChatModel } from "../providers/chat-model.js";
-import type { Fence, HistoryEntry, Store } from "../store/store.js";
+import type { Fence, HistoryEntry, SessionSnapshot, Store } from "../store/store.js";
 import { type AuditLog, auditEntryOf } from "../tools/audit-log.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../tools/tool-history.js";
@@ -47,8 +47,10 @@ export interface TurnInput {
   messageIds: string[];
   signal?: AbortSignal;
   listener?: TurnListener;
-  /** Throws when this process may no longer write for the session (lost lease). */
+  /** Throws when this process may no longer write for the session (lost lease); asked before an unfenced history write. */
   assertOwnership?: () => Promise<void>;
+  /** The session as loaded at the start of the turn (the caller read it already); default: loaded here. */
+  snapshot?: SessionSnapshot;
   /** The lease token, for stores that check it atomically with the history write. */
   fence?: Fence;
   /** Sends a message into the chat mid-turn (the `message` tool). */
@@ -67,9 +69,9 @@ export class Agent {
    * lost in a crash), the reply saved then and how many of the ids it answered: that part must
    * not run again. A batch can be longer than the answered one because more messages arrived.
    */
-  async previousAnswer(sessionKey: string, messageIds: string[]): Promise<{ reply: string; count: number; usage?: HistoryEntry["usage"] } | undefined> {
+  async previousAnswer(sessionKey: string, messageIds: string[], snapshot?: SessionSnapshot): Promise<{ reply: string; count: number; usage?: HistoryEntry["usage"] } | undefined> {
     if (messageIds.length === 0) return undefined;
-    const { history } = await this.dependencies.store.sessions.load(sessionKey);
+    const { history } = snapshot ?? (await this.dependencies.store.sessions.load(sessionKey));
     for (let index = history.length - 1; index >= 0; index -= 1) {
       const entry = history[index]!;
       if (entry.role === "user" && isPrefix(entry.messageIds, messageIds)) {
@@ -81,10 +83,15 @@ export class Agent {
     return undefined;
   }
 
+  /** The session as stored now: what a turn starts from (pass it to `previousAnswer` and `respond`, one read for both). */
+  loadSession(sessionKey: string): Promise<SessionSnapshot> {
+    return this.dependencies.store.sessions.load(sessionKey);
+  }
+
   async respond(input: TurnInput): Promise<TurnResult> {
     const { settings, store, logger } = this.dependencies;
     const log = logger.child({ session: input.sessionKey });
-    const snapshot = await store.sessions.load(input.sessionKey);
+    const snapshot = input.snapshot ?? (await store.sessions.load(input.sessionKey));
     const history = await compactHistory({
       model: this.dependencies.model,
       sessions: store.sessions,
@@ -130,7 +137,8 @@ export class Agent {
 
     // Cut short by a shutdown or a lost lease: leave no trace, the turn runs again elsewhere.
     if (leavesNoTrace(input.signal)) return result;
-    await input.assertOwnership?.();
+    // A fenced write checks the lease itself, in the same step: asking first would only cost a round trip.
+    if (!input.fence) await input.assertOwnership?.();
     const at = this.now();
     const entries: HistoryEntry[] = [
       { role: "user", content: describeUserTurn(input), at, messageIds: input.messageIds },

@@ -14,6 +14,7 @@
  * In chat scope, search also looks in the global memory, which the operator can keep for facts
  * every chat should know.
  */
+import { lstatSync } from "node:fs";
 import { mkdir, open, realpath, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { ToolError } from "../errors.js";
@@ -148,6 +149,9 @@ export function createFileMemoryStore(options: FileMemoryStoreOptions): MemorySt
   const shown = (file: string) => path.relative(workspace, file).split(path.sep).join("/");
 
   async function readIfExists(file: string): Promise<string> {
+    // Most chats have no memory: say so without the walled open throwing ENOENT (an error built,
+    // its stack captured) on every turn.
+    if (missingInside(workspace, file)) return "";
     try {
       return (await readResolvedFile(file, shown(file), guard)).data.toString("utf8");
     } catch (error) {
@@ -212,6 +216,23 @@ export function createFileMemoryStore(options: FileMemoryStoreOptions): MemorySt
       }),
   };
   return store;
+}
+
+/**
+ * Whether `file` (inside `workspace`) does not exist, told by lstat, which answers a missing entry
+ * with undefined instead of an error: each component from the workspace down is a real directory
+ * until one is missing. A link on the way is not judged here (false): the wall refuses it.
+ */
+function missingInside(workspace: string, file: string): boolean {
+  const components = path.relative(workspace, file).split(path.sep);
+  let current = workspace;
+  for (const [index, component] of components.entries()) {
+    current = path.join(current, component);
+    const info = lstatSync(current, { throwIfNoEntry: false });
+    if (info === undefined) return true;
+    if (info.isSymbolicLink() || (index < components.length - 1 && !info.isDirectory())) return false;
+  }
+  return false;
 }
 
 /** Takes `lockFile` (created exclusively); a lock older than `staleMs` is a crashed holder's and is taken over. */

@@ -16,6 +16,10 @@ import { type ChatCommand, helpText, parseCommand } from "./commands.js";
 import type { TurnEvent } from "./react-loop.js";
 import type { Metrics } from "../metrics.js";
 import type { Usage } from "../providers/chat-model.js";
+import type { SessionSnapshot } from "../store/store.js";
+
+/** Most sessions one claim takes. */
+const CLAIM_BATCH = 64;
 
 export interface TurnConsumerOptions {
   bus: MessageBus;
@@ -104,16 +108,17 @@ export class TurnConsumer {
         await new Promise<void>((resolve) => (this.slotFreed = resolve));
         continue;
       }
-      let claim: Claim | null;
+      let claims: Claim[];
       try {
-        claim = await bus.claimSession({ timeoutMs: 5_000, signal: stopping });
+        // Every free slot at once (up to a batch): a burst of chats is claimed in a few round trips.
+        const free = Math.min(this.options.concurrency - this.running.size, CLAIM_BATCH);
+        claims = await bus.claimSessions({ timeoutMs: 5_000, signal: stopping, max: free });
       } catch (error) {
         logger.error({ err: error }, "claiming a session failed; retrying");
         await sleep(1_000);
         continue;
       }
-      if (!claim) continue;
-      this.start(claim);
+      for (const claim of claims) this.start(claim);
     }
   }
 
@@ -161,7 +166,9 @@ export class TurnConsumer {
     try {
       let reply: string;
       let usage: Usage | undefined;
-      const answered = batch.command ? undefined : await this.options.agent.previousAnswer(claim.sessionKey, batch.messages.map((message) => message.id));
+      // One read of the session serves both the crash check and the turn.
+      const snapshot = batch.command ? undefined : await this.options.agent.loadSession(claim.sessionKey);
+      const answered = snapshot && (await this.options.agent.previousAnswer(claim.sessionKey, batch.messages.map((message) => message.id), snapshot));
       if (answered) {
         // A crash after the history write: repeat the saved reply (same id, so delivery dedupes it).
         batch = { messages: batch.messages.slice(0, answered.count) };
@@ -170,7 +177,8 @@ export class TurnConsumer {
         reply = await this.runCommand(batch.command, claim);
       } else {
         const taken = batch.interceptable ? await intercept?.take(first, claim) : undefined;
-        ({ reply, usage } = taken === undefined ? await this.answerClaim(claim, batch.messages, controller.signal) : { reply: taken, usage: undefined });
+        // An intercept that looked at the message may have written to the session: read it again then.
+        ({ reply, usage } = taken === undefined ? await this.answerClaim(claim, batch.messages, controller.signal, batch.interceptable ? undefined : snapshot) : { reply: taken, usage: undefined });
       }
       if (leaseLost) return;
       if (isShutdown(controller.signal)) {
@@ -178,12 +186,14 @@ export class TurnConsumer {
         await bus.release(claim);
         return;
       }
+      // The reply and the ack in one step: a turn's end is one round trip.
+      let sent: OutboundMessage | undefined;
       if (this.options.replyFilter?.(batch.messages, reply) ?? true) {
         const final = finalMessage(first, reply);
         if (usage) final.metadata.usage = { ...usage };
-        await bus.publishOutbound(answering(final, batch.messages), claim);
+        sent = answering(final, batch.messages);
       }
-      await bus.ack(claim, batch.messages.length);
+      await bus.ack(claim, batch.messages.length, sent);
       done(controller.signal.aborted ? "cancelled" : "answered");
     } catch (error) {
       if (leaseLost || (error instanceof BusError && error.code === "lease-lost")) {
@@ -193,8 +203,7 @@ export class TurnConsumer {
       log.error({ err: error }, "turn failed");
       // Nothing accepted is dropped silently: the user hears about the failure.
       const apology = finalMessage(first, `Sorry, something went wrong on my side: ${errorMessage(error)}`);
-      await bus.publishOutbound(answering(apology, batch.messages), claim);
-      await bus.ack(claim, batch.messages.length);
+      await bus.ack(claim, batch.messages.length, answering(apology, batch.messages));
       done("failed");
     } finally {
       clearInterval(renewal);
@@ -227,7 +236,7 @@ export class TurnConsumer {
     }
   }
 
-  private async answerClaim(claim: Claim, messages: InboundMessage[], signal: AbortSignal): Promise<{ reply: string; usage: Usage }> {
+  private async answerClaim(claim: Claim, messages: InboundMessage[], signal: AbortSignal, snapshot: SessionSnapshot | undefined): Promise<{ reply: string; usage: Usage }> {
     const { bus, agent } = this.options;
     const first = messages[0]!;
     const target = replyTarget(first);
@@ -266,9 +275,7 @@ export class TurnConsumer {
         signal,
         listener,
         fence: { token: claim.token },
-        assertOwnership: async () => {
-          if (!(await bus.holds(claim))) throw new BusError(`lease on ${claim.sessionKey} lost`, "lease-lost");
-        },
+        snapshot,
         send: async (content, media = []) => {
           sequence += 1;
           await bus.publishOutbound({ ...finalMessage(first, content), id: outboundId(first, sequence), media }, claim);
@@ -346,23 +353,33 @@ function toolNotice(name: string, argumentsText: string): string {
   return `${name}(${compact.length > 120 ? `${compact.slice(0, 117)}...` : compact})`;
 }
 
-/** Publishes the growing text of a reply at most once per interval, always ending with the latest. */
+/**
+ * Publishes the growing text of a reply at most once per interval, the first time only once the
+ * reply has streamed for a whole interval: a reply that is done sooner costs no draft at all (its
+ * final follows at once). When the bus says nobody can see the chat's drafts, none is published
+ * for a while, then it asks again (a page may have opened meanwhile).
+ */
 class DraftThrottle {
   private text = "";
   private published = "";
-  private lastSent = 0;
+  private lastSent = Number.NEGATIVE_INFINITY;
+  private startedAt: number | undefined;
+  private unwatchedUntil = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly intervalMs: number,
-    private readonly publish: (text: string) => Promise<void>,
+    private readonly publish: (text: string) => Promise<boolean>,
   ) {}
 
   append(piece: string): void {
     this.text += piece;
-    const wait = this.lastSent + this.intervalMs - Date.now();
-    if (wait <= 0) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), wait);
+    const now = Date.now();
+    this.startedAt ??= now;
+    if (this.timer) return;
+    const due = Math.max(this.startedAt + this.intervalMs, this.lastSent + this.intervalMs, this.unwatchedUntil);
+    if (due <= now) this.flush();
+    else this.timer = setTimeout(() => this.flush(), due - now);
   }
 
   stop(): void {
@@ -371,12 +388,19 @@ class DraftThrottle {
   }
 
   flush(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.text === "" || this.text === this.published) return;
+    this.stop();
+    if (this.text === "" || this.text === this.published || Date.now() < this.unwatchedUntil) return;
     this.published = this.text;
     this.lastSent = Date.now();
     // Drafts are lossy by design: a failed one is replaced by the next or by the final.
-    this.publish(this.text).catch(() => undefined);
+    this.publish(this.text).then(
+      (seen) => {
+        if (!seen) this.unwatchedUntil = Date.now() + UNWATCHED_RECHECK_MS;
+      },
+      () => undefined,
+    );
   }
 }
+
+/** After a draft nobody could see, the next one is tried this much later. */
+const UNWATCHED_RECHECK_MS = 2_000;

@@ -17,6 +17,7 @@ import type { MessageBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelWebhook } from "../gateway/channel.js";
 import { RequestError, parseRequest } from "../gateway/http-request.js";
+import { lazyRequestLogger } from "./lazy-request-logger.js";
 
 /** The `api` section of the config. */
 export interface ApiServerConfig {
@@ -136,6 +137,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   const app: FastifyInstance = Fastify({
     loggerInstance: fastifyLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyRequestLogger,
     bodyLimit: BODY_LIMIT_BYTES,
     routerOptions: {
       maxParamLength: MAX_PARAM_LENGTH,

@@ -55,7 +55,7 @@ export async function runDoctor(config: ResolvedConfig, logger: Logger, options:
   await run("exec sandbox", () => checkSandbox(config));
   let channels: Awaited<ReturnType<typeof createChannels>> = [];
   try {
-    channels = await createChannels(config, logger, { broadcast: async () => undefined, onBroadcast: async () => ({ close: async () => undefined }) }, options.plugins);
+    channels = await createChannels(config, logger, { broadcast: async () => undefined, onBroadcast: async () => ({ close: async () => undefined }), watchDrafts: async () => ({ close: async () => undefined }) }, options.plugins);
   } catch (error) {
     checks.push({ name: "channels", ok: false, detail: errorMessage(error) });
   }

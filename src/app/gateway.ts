@@ -4,6 +4,7 @@
  * agent teams and their runs, sessions, operations, tool history, the OpenAI-compatible endpoint
  * (`/v1/`), and the web console at `/`.
  */
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
@@ -34,8 +35,17 @@ import type { JobCounts } from "../jobs/job-queue.js";
 import { SUBAGENT_QUEUE } from "../jobs/subagents/manager.js";
 import { WORKFLOW_QUEUE } from "../jobs/workflows/engine.js";
 
-/** Where `npm run build:web` (and `npm install`, through `prepare`) puts the console: `<package>/web/dist`. */
-export const WEB_CONSOLE_DIRECTORY = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../web/dist");
+/**
+ * Where `npm run build:web` (and `npm install`, through `prepare`) puts the console:
+ * `<package>/web/dist`, the package being two levels up from the sources, three from their build in dist/.
+ */
+export const WEB_CONSOLE_DIRECTORY = path.join(packageRoot(), "web", "dist");
+
+function packageRoot(): string {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const candidates = [path.resolve(here, "../.."), path.resolve(here, "../../..")];
+  return candidates.find((candidate) => existsSync(path.join(candidate, "package.json"))) ?? candidates[0]!;
+}
 
 export interface Gateway {
   api: ApiServer;

@@ -124,7 +124,7 @@ export async function createInfrastructure(config: ResolvedConfig, logger: Logge
     }
     return createMemoryInfrastructure(config, logger, options.now);
   }
-  return createRedisInfrastructure(config, logger, options.now);
+  return createRedisInfrastructure(config, logger, options.now, options.requireRedis);
 }
 
 async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined): Promise<Infrastructure> {
@@ -169,18 +169,31 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
   };
 }
 
-async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined): Promise<Infrastructure> {
+async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined, role: string | undefined): Promise<Infrastructure> {
   const { prefix, leaseTtlMs } = config.redis;
   const url = config.redis.url!;
-  const redis: RedisConnection = connectRedis(url, { name: "countbot" });
+  // Named by role, so CLIENT LIST (and the benchmarks' command counts) tell gateways from workers.
+  const name = role ? `countbot-${role}` : "countbot";
+  const redis: RedisConnection = connectRedis(url, { name, autoPipelining: true });
+  // BullMQ gets a connection of its own, without auto-pipelining (which its scripts are not known to
+  // bear), made when a queue first needs it.
+  let jobsConnection: RedisConnection | undefined;
+  const jobs = (): RedisConnection => {
+    if (!jobsConnection) {
+      jobsConnection = connectRedis(url, { name: `${name}-jobs` });
+      jobsConnection.on("error", reportError);
+    }
+    return jobsConnection;
+  };
   // Reconnects say why, at most once a minute per reason: ioredis prints every failed attempt otherwise.
   const reported = new Map<string, number>();
-  redis.on("error", (error: NodeJS.ErrnoException) => {
+  const reportError = (error: NodeJS.ErrnoException) => {
     const reason = error.code ?? error.message;
     if ((reported.get(reason) ?? 0) > Date.now() - 60_000) return;
     reported.set(reason, Date.now());
     logger.warn({ redis: redactedRedisUrl(url), reason }, "Redis connection problem");
-  });
+  };
+  redis.on("error", reportError);
   try {
     await waitUntilReady(redis, config.redis.connectTimeoutMs).catch((error: unknown) => {
       throw new ConfigError(`Redis at ${redactedRedisUrl(url)} cannot be reached: ${errorMessage(error)} (redis.url, REDIS_URL)`, "redis.url");
@@ -203,7 +216,9 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
   const counterKey = (key: string) => `{${prefix}}:${key}`;
   return {
     kind: "redis",
-    bullmq: { connection: redis, prefix },
+    get bullmq() {
+      return { connection: jobs(), prefix };
+    },
     markWorkspace: (workspace) => placeWorkspaceMarker(redis, prefix, workspace),
     checkWorkspace: (workspace) => checkWorkspaceMarkers(redis, prefix, workspace),
     bus,
@@ -216,14 +231,14 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     queue: (name, events) =>
       createBullmqQueue({
         name,
-        connection: redis,
+        connection: jobs(),
         prefix,
         lockDurationMs: config.jobs.lockDurationMs,
         stalledIntervalMs: config.jobs.stalledIntervalMs,
         events,
         logger,
       }),
-    scheduler: () => createBullmqScheduler({ connection: redis, prefix: `{${prefix}}`, logger }),
+    scheduler: () => createBullmqScheduler({ connection: jobs(), prefix: `{${prefix}}`, logger }),
     elect: (name) => electLeader({ name, redis, prefix }),
     counters: {
       async increment(key, ttlMs) {
@@ -265,7 +280,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     close: async () => {
       await bus.close();
       await store.close();
-      await redis.quit().catch(() => undefined);
+      await Promise.all([redis.quit().catch(() => undefined), jobsConnection?.quit().catch(() => undefined)]);
     },
   };
 }

@@ -44,6 +44,11 @@ export interface MemoryBusOptions extends BusOptions {
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+/** The draft audience entry of one chat (a channel name holds no `:`, so it never clashes with a channel's own). */
+function audienceOf(channel: string, chatId: string): string {
+  return `${channel}:${chatId}`;
+}
+
 export function createMemoryBus(options: MemoryBusOptions = {}): MessageBus {
   return new MemoryBus(options);
 }
@@ -63,6 +68,8 @@ class MemoryBus implements MessageBus {
   private readonly draftMessages: ExpiringMap<string>;
   private readonly outbound = new Map<string, OutboundQueue>();
   private readonly cancels = new EventEmitter();
+  /** Who can see drafts: a channel (every chat) or `channel:chatId`, with how many declared it. */
+  private readonly draftAudience = new Map<string, number>();
   private fence = 0;
   /** Claims per first message id, to recognize poison turns. */
   private readonly attempts = new Map<string, number>();
@@ -128,6 +135,18 @@ class MemoryBus implements MessageBus {
     });
   }
 
+  async claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
+    const first = await this.claimSession(options);
+    if (!first) return [];
+    const claims = [first];
+    while (claims.length < options.max) {
+      const claim = this.tryClaim();
+      if (!claim) break;
+      claims.push(claim);
+    }
+    return claims;
+  }
+
   async renew(claim: Claim): Promise<boolean> {
     if (!this.isHeldBy(claim)) return false;
     this.leases.set(claim.sessionKey, { token: claim.token, expiresAt: this.now() + this.leaseTtlMs });
@@ -138,8 +157,12 @@ class MemoryBus implements MessageBus {
     return this.isHeldBy(claim);
   }
 
-  async ack(claim: Claim, consumed = claim.messages.length): Promise<void> {
+  async ack(claim: Claim, consumed = claim.messages.length, reply?: OutboundMessage): Promise<void> {
     this.assertHeld(claim);
+    if (reply) {
+      this.assertOpen();
+      this.queueFor(reply.channel).pushMessage(reply);
+    }
     const mailbox = this.mailboxes.get(claim.sessionKey) ?? [];
     this.attempts.delete(claim.messages[0]!.id);
     mailbox.splice(0, Math.min(consumed, claim.messages.length));
@@ -175,9 +198,26 @@ class MemoryBus implements MessageBus {
     this.queueFor(message.channel).pushMessage(message);
   }
 
-  async publishDraft(draft: Draft): Promise<void> {
-    if (this.closed) return;
+  async publishDraft(draft: Draft): Promise<boolean> {
+    if (this.closed) return false;
+    if (!this.draftAudience.has(draft.channel) && !this.draftAudience.has(audienceOf(draft.channel, draft.chatId))) return false;
     this.queueFor(draft.channel).pushDraft(draft);
+    return true;
+  }
+
+  async watchDrafts(channel: string, chatId?: string): Promise<Subscription> {
+    const member = chatId === undefined ? channel : audienceOf(channel, chatId);
+    this.draftAudience.set(member, (this.draftAudience.get(member) ?? 0) + 1);
+    let open = true;
+    return {
+      close: async () => {
+        if (!open) return;
+        open = false;
+        const left = (this.draftAudience.get(member) ?? 1) - 1;
+        if (left > 0) this.draftAudience.set(member, left);
+        else this.draftAudience.delete(member);
+      },
+    };
   }
 
   async consumeOutbound(channel: string, handler: OutboundHandler): Promise<Subscription> {

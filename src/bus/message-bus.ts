@@ -58,14 +58,21 @@ export interface MessageBus {
   publishInbound(message: InboundMessage): Promise<PublishResult>;
   /** Wait for a ready session and lease it. Null on timeout, abort or close. */
   claimSession(options?: ClaimOptions): Promise<Claim | null>;
+  /**
+   * Like `claimSession`, but takes up to `max` ready sessions at once (oldest first), in one step:
+   * a worker with many free slots fills them in one round trip. Waits only while none is ready;
+   * empty on timeout, abort or close.
+   */
+  claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]>;
   /** Extend the lease. false: it was lost (expired and taken over); the turn must stop. */
   renew(claim: Claim): Promise<boolean>;
   /**
    * Finish a turn: drop the first `consumed` messages of the claim (default: all), release the
-   * lease and make the session ready again if messages remain. Throws BusError("lease-lost") when
-   * the lease is no longer held.
+   * lease and make the session ready again if messages remain. With `reply`, the turn's reply is
+   * published in the same step (as `publishOutbound` with the claim would): either both happen or,
+   * when the lease is no longer held, neither. Throws BusError("lease-lost") then.
    */
-  ack(claim: Claim, consumed?: number): Promise<void>;
+  ack(claim: Claim, consumed?: number, reply?: OutboundMessage): Promise<void>;
   /** Give the lease back without consuming anything (the messages will be claimed again). */
   release(claim: Claim): Promise<void>;
   /**
@@ -84,8 +91,20 @@ export interface MessageBus {
    * the lease was taken over, and nothing is published.
    */
   publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void>;
-  /** Publish the newest text of a streaming reply. May be dropped; never blocks a turn. */
-  publishDraft(draft: Draft): Promise<void>;
+  /**
+   * Publish the newest text of a streaming reply. May be dropped; never blocks a turn. Only drafts
+   * someone can see are published (see `watchDrafts`): resolves true when this one was, false when
+   * nobody watches the chat's drafts (the caller may stop sending them for a while).
+   */
+  publishDraft(draft: Draft): Promise<boolean>;
+  /**
+   * Declares that drafts of `channel` can be seen: in every chat (`chatId` omitted: a platform
+   * connector that streams replies), or in the one chat `chatId` (a web page watching it). Drafts
+   * of a chat nobody declared are dropped at publish, so a reply nobody can watch costs no draft
+   * traffic. Lasts until the subscription is closed; one a process leaves open when it dies lapses
+   * within `DRAFT_AUDIENCE_TTL_MS`, and a closed one may too (never sooner than it must).
+   */
+  watchDrafts(channel: string, chatId?: string): Promise<Subscription>;
   /**
    * Deliver a channel's outbound events to `handler`: one at a time and in publish order per chat,
    * different chats concurrently, so a handler may take as long as the platform needs (pacing, a
@@ -117,6 +136,9 @@ export interface MessageBus {
   onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription>;
   close(): Promise<void>;
 }
+
+/** How long a declared draft audience outlives its last renewal (a process renews its own every third of it). */
+export const DRAFT_AUDIENCE_TTL_MS = 30_000;
 
 export interface BusStats {
   /** Sessions with messages waiting for a worker (due now or debouncing). */

@@ -23,17 +23,18 @@ import { runScript, loadScript } from "../redis/scripts.js";
 import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
 import { type BusKeys, busKeys } from "./redis-keys.js";
 import { type StreamEvent, startOutboundConsumer } from "./redis-outbound.js";
-import type {
-  BusStats,
-  BusOptions,
-  Claim,
-  ClaimOptions,
-  DeadLetter,
-  Draft,
-  MessageBus,
-  OutboundHandler,
-  PublishResult,
-  Subscription,
+import {
+  type BusStats,
+  type BusOptions,
+  type Claim,
+  type ClaimOptions,
+  type DeadLetter,
+  type Draft,
+  DRAFT_AUDIENCE_TTL_MS,
+  type MessageBus,
+  type OutboundHandler,
+  type PublishResult,
+  type Subscription,
 } from "./message-bus.js";
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
@@ -41,13 +42,19 @@ const scripts = {
   enqueue: loadScript(scriptsDirectory, "enqueue-5.lua"),
   claim: loadScript(scriptsDirectory, "claim-6.lua"),
   ack: loadScript(scriptsDirectory, "ack-7.lua"),
+  ackWithReply: loadScript(scriptsDirectory, "ack-with-reply-8.lua"),
   deadLetter: loadScript(scriptsDirectory, "dead-letter-8.lua"),
   renew: loadScript(scriptsDirectory, "renew-2.lua"),
   holds: loadScript(scriptsDirectory, "holds-2.lua"),
   release: loadScript(scriptsDirectory, "release-5.lua"),
   publishFenced: loadScript(scriptsDirectory, "publish-fenced-4.lua"),
   markDelivered: loadScript(scriptsDirectory, "mark-delivered-1.lua"),
+  publishDraft: loadScript(scriptsDirectory, "publish-draft-3.lua"),
+  watchDrafts: loadScript(scriptsDirectory, "watch-drafts-1.lua"),
 };
+
+/** Draft audiences renewed per command. */
+const AUDIENCE_BATCH = 1_000;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** How long a publish of a message without a platform event id is remembered, to recognise its replay. */
@@ -91,6 +98,9 @@ class RedisBus implements MessageBus {
   private subscriber: RedisClient | undefined;
   private readonly listeners = new Map<string, Set<(message: string) => void>>();
   private readonly subscriptions = new Set<Subscription>();
+  /** Draft audiences this process declared (`watchDrafts`), with how many hold each; renewed by a timer. */
+  private readonly draftAudiences = new Map<string, number>();
+  private audienceTimer: NodeJS.Timeout | undefined;
   private closed = false;
   /** Whether the connection has been ready once: before that (start-up), commands may wait for it. */
   private connected = false;
@@ -133,24 +143,37 @@ class RedisBus implements MessageBus {
   }
 
   async claimSession(options: ClaimOptions = {}): Promise<Claim | null> {
+    return (await this.claimSessions({ ...options, max: 1 }))[0] ?? null;
+  }
+
+  async claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
     const timeoutMs = options.timeoutMs ?? Number.POSITIVE_INFINITY;
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      if (this.closed || options.signal?.aborted) return null;
-      // A claim id per call: the call replayed after a lost reply hands back the same claim.
+      if (this.closed || options.signal?.aborted) return [];
+      // A claim id per call: the call replayed after a lost reply hands back the same claims.
       const claimId = randomUUID();
       const reply = (await runScript(
         this.redis,
         scripts.claim,
         [this.keys.ready, this.keys.lease, this.keys.own, this.keys.fence, this.keys.attempts, this.keys.claimed(claimId)],
-        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch],
-      )) as [string, number | string, number?, string[]?];
+        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch, Math.max(1, Math.floor(options.max))],
+      )) as unknown[];
       if (reply[0] !== "") {
-        const [sessionKey, token, attempt, messages] = reply;
-        return { sessionKey, token: Number(token), attempt: Number(attempt), messages: (messages ?? []).map((raw) => JSON.parse(raw) as InboundMessage) };
+        const claims: Claim[] = [];
+        for (let index = 0; index + 3 < reply.length; index += 4) {
+          const messages = (reply[index + 3] as string[] | undefined) ?? [];
+          claims.push({
+            sessionKey: String(reply[index]),
+            token: Number(reply[index + 1]),
+            attempt: Number(reply[index + 2]),
+            messages: messages.map((raw) => JSON.parse(raw) as InboundMessage),
+          });
+        }
+        return claims;
       }
       const remaining = deadline - Date.now();
-      if (timeoutMs <= 0 || remaining <= 0) return null;
+      if (timeoutMs <= 0 || remaining <= 0) return [];
       const nextDue = Number(reply[1]);
       const untilDue = nextDue >= 0 ? Math.max(10, nextDue - this.now()) : 1_000;
       await this.waitForWake(Math.min(remaining, untilDue, 1_000), options.signal);
@@ -167,14 +190,17 @@ class RedisBus implements MessageBus {
     return held === 1;
   }
 
-  async ack(claim: Claim, consumed = claim.messages.length): Promise<void> {
+  async ack(claim: Claim, consumed = claim.messages.length, reply?: OutboundMessage): Promise<void> {
+    const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
+    const args = [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()];
+    if (!reply) {
+      await this.fenced(claim, () => runScript(this.redis, scripts.ack, keys, args));
+      return;
+    }
+    this.assertOpen();
+    const event = JSON.stringify({ type: "message", message: reply } satisfies StreamEvent);
     await this.fenced(claim, () =>
-      runScript(
-        this.redis,
-        scripts.ack,
-        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)],
-        [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()],
-      ),
+      runScript(this.redis, scripts.ackWithReply, [...keys, this.keys.outbound(reply.channel)], [...args, event, this.streamMaxLength]),
     );
   }
 
@@ -235,15 +261,49 @@ class RedisBus implements MessageBus {
     );
   }
 
-  async publishDraft(draft: Draft): Promise<void> {
-    if (this.closed) return;
+  async publishDraft(draft: Draft): Promise<boolean> {
+    if (this.closed) return false;
     const { text, ...pointer } = draft;
     const event = JSON.stringify({ type: "draft", draft: pointer } satisfies StreamEvent);
-    await this.redis
-      .multi()
-      .set(this.keys.draft(draft.replyId), text, "PX", 10 * 60_000)
-      .xadd(this.keys.outbound(draft.channel), "MAXLEN", "~", this.streamMaxLength, "*", "event", event)
-      .exec();
+    const published = await runScript(
+      this.redis,
+      scripts.publishDraft,
+      [this.keys.draftAudience, this.keys.draft(draft.replyId), this.keys.outbound(draft.channel)],
+      [this.clock(), draft.channel, `${draft.channel}:${draft.chatId}`, text, 10 * 60_000, event, this.streamMaxLength],
+    );
+    return published === 1;
+  }
+
+  async watchDrafts(channel: string, chatId?: string): Promise<Subscription> {
+    this.assertOpen();
+    const audience = chatId === undefined ? channel : `${channel}:${chatId}`;
+    const holders = this.draftAudiences.get(audience) ?? 0;
+    this.draftAudiences.set(audience, holders + 1);
+    // Declared before this resolves: a draft published after it is seen.
+    if (holders === 0) await this.renewDraftAudiences([audience]);
+    this.audienceTimer ??= setInterval(() => {
+      const audiences = [...this.draftAudiences.keys()];
+      for (let start = 0; start < audiences.length; start += AUDIENCE_BATCH) {
+        this.renewDraftAudiences(audiences.slice(start, start + AUDIENCE_BATCH)).catch((error: unknown) => this.options.onError?.(error));
+      }
+    }, DRAFT_AUDIENCE_TTL_MS / 3);
+    this.audienceTimer.unref();
+    let open = true;
+    return {
+      // Left to lapse in Redis: another process may watch the same chat, and renews only its own.
+      close: async () => {
+        if (!open) return;
+        open = false;
+        const left = (this.draftAudiences.get(audience) ?? 1) - 1;
+        if (left > 0) this.draftAudiences.set(audience, left);
+        else this.draftAudiences.delete(audience);
+      },
+    };
+  }
+
+  private async renewDraftAudiences(audiences: string[]): Promise<void> {
+    if (audiences.length === 0) return;
+    await runScript(this.redis, scripts.watchDrafts, [this.keys.draftAudience], [this.clock(), DRAFT_AUDIENCE_TTL_MS, ...audiences]);
   }
 
   async consumeOutbound(channel: string, handler: OutboundHandler): Promise<Subscription> {
@@ -318,6 +378,7 @@ class RedisBus implements MessageBus {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.audienceTimer) clearInterval(this.audienceTimer);
     await Promise.all([...this.subscriptions].map((subscription) => subscription.close()));
     this.blocking?.disconnect();
     this.subscriber?.disconnect();

@@ -26,9 +26,13 @@ export interface BusKeys {
   draft(replyId: string): string;
   /** The platform message showing a reply's streamed draft (edit streaming), across gateways. */
   draftMessage(channel: string, replyId: string): string;
+  /** ZSET of who can see drafts ("<channel>" or "<channel>:<chatId>") → until when. */
+  draftAudience: string;
   sent(outboundId: string): string;
   /** Set by the consumer once a final is handled: drafts of that reply queued after it are skipped. */
   finished(replyId: string): string;
+  /** Prefix of the finished markers, for the script that sets them. */
+  finishedPrefix: string;
   cancel: string;
   broadcast(topic: string): string;
 }
@@ -53,8 +57,10 @@ export function busKeys(prefix: string): BusKeys {
     outbound: (channel) => `${tag}:out:${channel}`,
     draft: (replyId) => `${tag}:draft:${replyId}`,
     draftMessage: (channel, replyId) => `${tag}:draftmsg:${channel}:${replyId}`,
+    draftAudience: `${tag}:draft-audience`,
     sent: (outboundId) => `${tag}:sent:${outboundId}`,
     finished: (replyId) => `${tag}:finished:${replyId}`,
+    finishedPrefix: `${tag}:finished:`,
     cancel: `${tag}:cancel`,
     broadcast: (topic) => `${tag}:broadcast:${topic}`,
   };

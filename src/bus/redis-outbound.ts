@@ -13,6 +13,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { RedisClient } from "../redis/client.js";
+import { loadScript, runScript } from "../redis/scripts.js";
 import { sleep } from "../sleep.js";
 import { KeyedLanes } from "./chat-lane.js";
 import type { OutboundMessage } from "./message.js";
@@ -21,6 +22,9 @@ import type { Draft, OutboundEvent, OutboundHandler, Subscription } from "./mess
 
 export const DELIVERY_GROUP = "delivery";
 const MAX_IN_FLIGHT = 1_000;
+const ackDelivered = loadScript(new URL("./lua/", import.meta.url), "ack-delivered-1.lua");
+/** How long a finished marker keeps drafts of a delivered reply from being shown. */
+const FINISHED_TTL_MS = 10 * 60_000;
 
 /** What travels in the stream: a whole final/notice, or a pointer to a draft's newest text. */
 export type StreamEvent = { type: "message"; message: OutboundMessage } | { type: "draft"; draft: Omit<Draft, "text"> };
@@ -91,9 +95,9 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
     const batch = acks;
     acks = [];
     const ids = batch.map((ack) => ack.id);
-    const pipeline = redis.pipeline().xack(stream, DELIVERY_GROUP, ...ids).xdel(stream, ...ids);
-    for (const ack of batch) if (ack.final) pipeline.set(keys.finished(ack.final), "1", "PX", 10 * 60_000);
-    await pipeline.exec();
+    const finals = batch.flatMap((ack) => (ack.final ? [ack.final] : []));
+    // One round trip per batch: XACK, XDEL and the finished markers in one script.
+    await runScript(redis, ackDelivered, [stream], [DELIVERY_GROUP, keys.finishedPrefix, FINISHED_TTL_MS, ids.length, ...ids, ...finals]);
   };
 
   const enqueue = (entry: Entry) => {
@@ -126,6 +130,11 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
     readOwnPending = true;
   });
 
+  // Entries a dead consumer left pending are looked for now and then, not on every read: they are
+  // taken over only once idle for reclaimIdleMs anyway.
+  const reclaimEveryMs = Math.min(options.reclaimIdleMs / 4, 15_000);
+  let reclaimedAt = Number.NEGATIVE_INFINITY;
+
   const run = async () => {
     while (!closed) {
       try {
@@ -139,8 +148,13 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
             if (entries.length >= 1000) readOwnPending = true;
           }
         }
-        const reclaimed = (await redis.xautoclaim(stream, DELIVERY_GROUP, consumer, options.reclaimIdleMs, "0-0", "COUNT", 100)) as [string, Entry[]];
-        for (const entry of reclaimed[1]) enqueue(entry);
+        if (Date.now() - reclaimedAt >= reclaimEveryMs) {
+          reclaimedAt = Date.now();
+          const reclaimed = (await redis.xautoclaim(stream, DELIVERY_GROUP, consumer, options.reclaimIdleMs, "0-0", "COUNT", 100)) as [string, Entry[]];
+          for (const entry of reclaimed[1]) enqueue(entry);
+          // A full page: there may be more, look again on the next round.
+          if (reclaimed[1].length >= 100) reclaimedAt = Number.NEGATIVE_INFINITY;
+        }
         const result = (await options.blocking.xreadgroup("GROUP", DELIVERY_GROUP, consumer, "COUNT", 100, "BLOCK", 1000, "STREAMS", stream, ">")) as
           | Array<[string, Entry[]]>
           | null;
@@ -173,7 +187,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
 async function resolve(redis: RedisClient, keys: BusKeys, event: StreamEvent, finished: Set<string>): Promise<OutboundEvent | undefined> {
   if (event.type === "message") return event;
   if (finished.has(event.draft.replyId)) return undefined;
-  const [text, delivered] = await Promise.all([redis.get(keys.draft(event.draft.replyId)), redis.exists(keys.finished(event.draft.replyId))]);
-  if (text === null || delivered === 1) return undefined;
+  const [text, delivered] = await redis.mget(keys.draft(event.draft.replyId), keys.finished(event.draft.replyId));
+  if (text === null || text === undefined || (delivered !== null && delivered !== undefined)) return undefined;
   return { type: "draft", draft: { ...event.draft, text } };
 }

@@ -3,7 +3,7 @@
  * command prints its help and runs nothing; a usage mistake gets one line (with a suggestion when
  * one is close) and exit 2; any other failure prints one line on stderr that says what to fix.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { ConfigError, errorMessage } from "../errors.js";
 import { runAgentCommand } from "./agent-command.js";
@@ -24,7 +24,16 @@ import { runTeamsCommand } from "./teams-command.js";
 import { runWorkerCommand } from "./worker-command.js";
 import { TaskStatusSchema } from "../store/task-record.js";
 
-const version = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+const version = packageVersion();
+
+/** The version in the package's package.json: two levels up from the sources, three from their build in dist/. */
+function packageVersion(): string {
+  for (const relative of ["../../package.json", "../../../package.json"]) {
+    const file = new URL(relative, import.meta.url);
+    if (existsSync(file)) return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
+  }
+  return "unknown";
+}
 
 export interface CliOutput {
   stdout: (text: string) => void;

@@ -36,7 +36,14 @@ export const AgentSchema = z
     temperature: z.number().min(0).max(2).default(0.7).describe("Sampling temperature."),
     maxTokens: positiveInt.default(4096).describe("Maximum output tokens per model call."),
     maxHistory: positiveInt.default(50).describe("Messages kept in context; older ones are summarized into memory."),
-    maxConcurrentTurns: positiveInt.max(10_000).default(256).describe("Turns one worker runs at once (different chats)."),
+    // 2,048: a turn in flight holds about 64 KiB (a full default history of 50 entries; measured by
+    // `npm run bench -- turn-memory`), so the default lets a worker's turns take about 128 MiB.
+    maxConcurrentTurns: positiveInt
+      .max(10_000)
+      .default(2_048)
+      .describe(
+        "Turns one worker runs at once (different chats). Past it the worker claims nothing more and messages wait in the bus. The default, 2048, comes from the memory a turn in flight holds, about 64 KiB with a full 50-entry history (2048 turns: about 128 MiB); lower it on a small machine or for long histories.",
+      ),
     debounceMs: z.number().int().min(0).max(60_000).default(0).describe("Wait this long after a message for more before starting a turn."),
     providerRetries: z.number().int().min(0).max(10).default(3).describe("Retries of a model call on 429/5xx/timeouts (never after output began)."),
     requestTimeoutMs: positiveInt

@@ -30,6 +30,12 @@ export interface ChannelCapabilities {
   streaming: "draft" | "edit" | "none";
   /** Least time between two draft updates of one chat. */
   draftIntervalMs: number;
+  /**
+   * The adapter itself tells the bus which chats can see drafts (`bus.watchDrafts(channel, chatId)`,
+   * the web page: only chats with a page open). Otherwise the dispatcher declares every chat of a
+   * channel that streams, and none of one that does not.
+   */
+  draftsWatchedPerChat?: boolean;
   /** Least time between two messages to one chat (the platform's per-chat limit). */
   minSendIntervalMs: number;
   /**
@@ -209,8 +215,11 @@ export interface ChannelDependencies {
   logger: Logger;
   /** The deployment's data directory; a channel keeps its files under `<dataDir>/media/<name>` and the like. */
   dataDir: string;
-  /** Fan-out to every gateway, for channels whose users hold a connection to one gateway (web sockets). */
-  bus: Pick<MessageBus, "broadcast" | "onBroadcast">;
+  /**
+   * Fan-out to every gateway, for channels whose users hold a connection to one gateway (web
+   * sockets), and the declaration of which chats can see drafts (`draftsWatchedPerChat`).
+   */
+  bus: Pick<MessageBus, "broadcast" | "onBroadcast" | "watchDrafts">;
   /**
    * This channel's log of the events its users must not miss while away (the web page's finals),
    * per chat: in Redis when scaled out, so it survives a gateway restart and every gateway shares it.

@@ -148,6 +148,7 @@ class OutboundDispatcher implements Dispatcher {
   /** The chat types messages told us, for replies that do not say (a background job's). */
   private readonly chatTypes = new Map<string, ChatType>();
   private subscription: Subscription | undefined;
+  private draftAudience: Subscription | undefined;
   private stopping = false;
 
   constructor(private readonly options: DispatcherOptions) {
@@ -163,11 +164,16 @@ class OutboundDispatcher implements Dispatcher {
   async start(): Promise<void> {
     if (this.subscription) return;
     this.stopping = false;
+    const { streaming, draftsWatchedPerChat } = this.adapter.capabilities;
+    // Drafts are published only for an audience: here every chat of a channel that streams.
+    if (streaming !== "none" && !draftsWatchedPerChat) this.draftAudience = await this.bus.watchDrafts(this.adapter.name);
     this.subscription = await this.bus.consumeOutbound(this.adapter.name, (event) => this.handle(event));
   }
 
   async stop(): Promise<void> {
     this.stopping = true;
+    await this.draftAudience?.close();
+    this.draftAudience = undefined;
     await this.subscription?.close();
     this.subscription = undefined;
     await Promise.all([...this.lanes.values()].map((lane) => lane.idle()));

@@ -196,9 +196,10 @@ function addCodeSpaceBreaks(text: string, line: Line, add: (end: number, next: n
   }
 }
 
-class Splitter {
-  private readonly graphemes = new Intl.Segmenter(undefined, { granularity: "grapheme" });
+/** Made once, the first time a word must be cut (building a segmenter costs far more than most splits). */
+let graphemes: Intl.Segmenter | undefined;
 
+class Splitter {
   constructor(
     private readonly text: string,
     private readonly blocks: FencedBlock[],
@@ -264,7 +265,8 @@ class Splitter {
     const from = Math.max(start, at - 64);
     let boundary = start;
     // Index 0 is where the window starts, not necessarily a boundary: only later ones count.
-    for (const { index } of this.graphemes.segment(this.text.slice(from, at + 1))) {
+    graphemes ??= new Intl.Segmenter(undefined, { granularity: "grapheme" });
+    for (const { index } of graphemes.segment(this.text.slice(from, at + 1))) {
       if (index > 0 && from + index <= at) boundary = from + index;
     }
     if (boundary > start) return boundary;

@@ -12,6 +12,7 @@ import type {
   Tool,
 } from "@anthropic-ai/sdk/resources/messages";
 import { ProviderError } from "../errors.js";
+import { createConnectionPool } from "./connection-pool.js";
 import { DEFAULT_DEADLINE_MS, startIdleTimer } from "./idle-timer.js";
 import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
 import type { ChatMessage, ChatRequest, FinishReason, LlmProvider, StreamPart, ToolDefinition, Usage } from "./chat-model.js";
@@ -56,6 +57,9 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
     maxRetries: 0, // retries and fallback are decided in resilient-model.ts, where output already sent is known
     defaultHeaders: { ...(options.apiKey ? {} : { Authorization: null }), ...options.headers },
     ...(options.fetch ? { fetch: options.fetch } : {}),
+    // Connections kept alive between calls, in a pool of this provider's own. The platform's fetch
+    // over it: this SDK's response handling (middleware, clone) wants a whole fetch Response.
+    fetchOptions: createConnectionPool().fetchOptions,
   });
 
   async function* stream(request: ChatRequest): AsyncGenerator<StreamPart> {

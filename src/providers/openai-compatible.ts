@@ -13,6 +13,7 @@ import type {
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
 import { ProviderError } from "../errors.js";
+import { createConnectionPool } from "./connection-pool.js";
 import { DEFAULT_DEADLINE_MS, startIdleTimer } from "./idle-timer.js";
 import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
 import type {
@@ -77,7 +78,9 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
     timeout: timeoutMs,
     maxRetries: 0, // retries and fallback are decided in resilient-model.ts, where output already sent is known
     defaultHeaders: { ...(options.apiKey ? {} : { Authorization: null }), ...options.headers },
-    ...(options.fetch ? { fetch: options.fetch } : {}),
+    // Connections kept alive between calls, in a pool of this provider's own (a fetch given for
+    // tests or a proxy is used as it is).
+    fetch: options.fetch ?? createConnectionPool().fetch,
   });
 
   async function* stream(request: ChatRequest): AsyncGenerator<StreamPart> {

@@ -30,6 +30,7 @@ export interface RedisClient {
   eval(script: string, keyCount: number, ...keysAndArgs: RedisArgument[]): Promise<unknown>;
 
   get(key: string): Promise<string | null>;
+  mget(...keys: string[]): Promise<Array<string | null>>;
   set(key: string, value: string): Promise<"OK">;
   set(key: string, value: string, expiryMode: "PX", milliseconds: number): Promise<"OK">;
   set(key: string, value: string, expiryMode: "PX", milliseconds: number, condition: "NX"): Promise<"OK" | null>;
@@ -106,13 +107,16 @@ export type RedisConnection = RedisClient & BullmqConnection;
  * return type is the proof that ioredis's `Redis` satisfies RedisClient: a command declared there
  * that ioredis lacks, or declares differently, fails to type-check here.
  */
-export function connectRedis(url: string, options: { name?: string } = {}): RedisConnection {
+export function connectRedis(url: string, options: { name?: string; autoPipelining?: boolean } = {}): RedisConnection {
   return new Redis(url, {
     connectionName: options.name,
     // Blocking commands (BLPOP, XREADGROUP BLOCK) must not be cut off by a command timeout.
     maxRetriesPerRequest: null,
     enableReadyCheck: true,
     lazyConnect: false,
+    // Commands issued in one turn of the event loop leave in one write (one syscall, one packet):
+    // many turns in flight issue many commands at once. Not for connections handed to BullMQ.
+    enableAutoPipelining: options.autoPipelining ?? false,
   });
 }
 

@@ -17,9 +17,19 @@ export interface LoggedEvent {
   payload: string;
 }
 
+/** What `append` kept: the event's id, and the chat's newest id before it. */
+export interface AppendedEvent {
+  id: string;
+  /**
+   * The id of the event kept just before this one in the chat (none: the log was empty). A reader
+   * that read up to `previous` has exactly this event left to read.
+   */
+  previous?: string;
+}
+
 export interface ChatEventLog {
   /** Keeps `payload` for `chatId`; resolves with its id, greater than every earlier id of the chat. */
-  append(chatId: string, payload: string): Promise<string>;
+  append(chatId: string, payload: string): Promise<AppendedEvent>;
   /**
    * The chat's kept events after `afterId`, oldest first; without it, those after the delivered
    * mark. An `afterId` older than what is kept gets everything kept (the oldest were dropped).
@@ -95,6 +105,7 @@ export function createMemoryChatEventLog(options: MemoryChatEventLogOptions = {}
       const time = now();
       last = time > last.time ? { time, sequence: 0 } : { time: last.time, sequence: last.sequence + 1 };
       const id = `${last.time}-${last.sequence}`;
+      const previous = log.events.at(-1)?.id;
       const cost = Buffer.byteLength(payload) + EVENT_OVERHEAD_BYTES;
       log.events.push({ id, payload, bytes: cost });
       bytes += cost;
@@ -110,7 +121,7 @@ export function createMemoryChatEventLog(options: MemoryChatEventLogOptions = {}
         drop(oldest, oldestLog, 1);
         if (oldestLog.events.length === 0) chats.delete(oldest);
       }
-      return id;
+      return previous === undefined ? { id } : { id, previous };
     },
 
     async since(chatId, afterId) {

@@ -5,7 +5,8 @@
  * Layout, under the deployment's hash tag, for one channel (`web`):
  * - `{p}:chat-events:<channel>:<chatId>:log` STREAM, field `payload`; its entry ids are the event ids
  *   (`<ms>-<seq>`, growing within the stream). Trimmed to `maxPerChat` on every append.
- * - `{p}:chat-events:<channel>:<chatId>:delivered` STRING the newest id some client was sent.
+ * - `{p}:chat-events:<channel>:<chatId>:delivered` STRING the newest id some client was sent;
+ *   marks reported within a few ms of each other go to Redis in one script call.
  * Both expire `ttlMs` after the chat's last event, so chats nobody comes back to go away.
  *
  * The chat id is the last free-form part before a fixed suffix (`:log`, `:delivered`), so two
@@ -13,7 +14,7 @@
  */
 import { hashTag, type RedisClient } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
-import { type ChatEventLog, EVENT_ID_PATTERN, type LoggedEvent } from "./chat-event-log.js";
+import { type ChatEventLog, EVENT_ID_PATTERN, type LoggedEvent, compareEventIds } from "./chat-event-log.js";
 
 export interface RedisChatEventLogOptions {
   redis: RedisClient;
@@ -27,7 +28,16 @@ export interface RedisChatEventLogOptions {
   ttlMs?: number;
 }
 
-const scripts = { markDelivered: loadScript(new URL("./lua/", import.meta.url), "mark-delivered-1.lua") };
+const scriptsDirectory = new URL("./lua/", import.meta.url);
+const scripts = {
+  append: loadScript(scriptsDirectory, "append-event-2.lua"),
+  markDelivered: loadScript(scriptsDirectory, "mark-delivered-many-1.lua"),
+};
+
+/** Delivered marks reported within this long go to Redis together, in one round trip. */
+const MARK_BATCH_MS = 10;
+/** Chats marked per script call. */
+const MARK_BATCH_CHATS = 500;
 
 export function redisChatEventKeys(prefix: string, channel: string, chatId: string): { log: string; delivered: string } {
   if (chatId.length === 0) throw new Error("a chat id must not be empty");
@@ -40,19 +50,33 @@ export function createRedisChatEventLog(options: RedisChatEventLogOptions): Chat
   const maxPerChat = options.maxPerChat ?? 50;
   const ttlMs = options.ttlMs ?? 7 * 24 * 60 * 60 * 1000;
   const keysOf = (chatId: string) => redisChatEventKeys(prefix, channel, chatId);
+  const markPrefix = `${hashTag(prefix)}:chat-events:${channel}:`;
+
+  // Marks wait a moment for the others that come with them (a burst of replies to many chats).
+  let marks = new Map<string, { id: string; settled: Array<{ resolve: () => void; reject: (error: unknown) => void }> }>();
+  let markTimer: NodeJS.Timeout | undefined;
+  const flushMarks = async () => {
+    markTimer = undefined;
+    const batch = [...marks];
+    marks = new Map();
+    for (let start = 0; start < batch.length; start += MARK_BATCH_CHATS) {
+      const slice = batch.slice(start, start + MARK_BATCH_CHATS);
+      const pairs = slice.flatMap(([chatId, mark]) => [chatId, mark.id]);
+      const waiters = slice.flatMap(([, mark]) => mark.settled);
+      try {
+        await runScript(redis, scripts.markDelivered, [keysOf(slice[0]![0]).delivered], [markPrefix, ttlMs, ...pairs]);
+        for (const waiter of waiters) waiter.resolve();
+      } catch (error) {
+        for (const waiter of waiters) waiter.reject(error);
+      }
+    }
+  };
 
   return {
     async append(chatId, payload) {
       const keys = keysOf(chatId);
-      const replies = await redis
-        .multi()
-        .xadd(keys.log, "MAXLEN", maxPerChat, "*", "payload", payload)
-        .pexpire(keys.log, ttlMs)
-        .pexpire(keys.delivered, ttlMs)
-        .exec();
-      const [error, id] = replies?.[0] ?? [new Error("the transaction was discarded"), undefined];
-      if (error) throw error;
-      return String(id);
+      const [id, previous] = (await runScript(redis, scripts.append, [keys.log, keys.delivered], [payload, maxPerChat, ttlMs])) as [string, string];
+      return previous === "" ? { id } : { id, previous };
     },
 
     async since(chatId, afterId) {
@@ -69,9 +93,19 @@ export function createRedisChatEventLog(options: RedisChatEventLogOptions): Chat
       return { events, cursor: entries.at(-1)?.[0] ?? after };
     },
 
-    async markDelivered(chatId, id) {
-      if (!EVENT_ID_PATTERN.test(id)) throw new Error(`"${id}" is not an event id`);
-      await runScript(redis, scripts.markDelivered, [keysOf(chatId).delivered], [id, ttlMs]);
+    markDelivered(chatId, id) {
+      if (!EVENT_ID_PATTERN.test(id)) return Promise.reject(new Error(`"${id}" is not an event id`));
+      keysOf(chatId);
+      return new Promise<void>((resolve, reject) => {
+        const pending = marks.get(chatId);
+        if (!pending) marks.set(chatId, { id, settled: [{ resolve, reject }] });
+        else {
+          // Only the newest matters: the mark never moves back.
+          if (compareEventIds(id, pending.id) > 0) pending.id = id;
+          pending.settled.push({ resolve, reject });
+        }
+        markTimer ??= setTimeout(() => void flushMarks(), MARK_BATCH_MS);
+      });
     },
   };
 }

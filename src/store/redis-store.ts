@@ -144,9 +144,39 @@ function pairs(flat: string[]): Record<string, string> {
 
 type SkippedEntryListener = RedisStoreOptions["onSkippedEntry"];
 
-function parseEntries(key: string, texts: string[], onSkipped: SkippedEntryListener): HistoryEntry[] {
+/**
+ * Stored entry texts already parsed in this process, and what they parsed to: a session's history
+ * is read whole on every turn, and most of it is the same text as last turn. Bounded; the oldest
+ * text goes first.
+ */
+class ParsedEntries {
+  private readonly entries = new Map<string, HistoryEntry>();
+
+  constructor(private readonly limit: number) {}
+
+  /** A copy of what `text` parsed to (callers may change what they get), or undefined. */
+  get(text: string): HistoryEntry | undefined {
+    const entry = this.entries.get(text);
+    return entry && { ...entry };
+  }
+
+  set(text: string, entry: HistoryEntry): void {
+    this.entries.set(text, { ...entry });
+    if (this.entries.size > this.limit) this.entries.delete(this.entries.keys().next().value!);
+  }
+}
+
+/** Entry texts remembered parsed: a few thousand chats' recent turns. */
+const PARSED_ENTRIES_KEPT = 20_000;
+
+function parseEntries(key: string, texts: string[], onSkipped: SkippedEntryListener, parsed?: ParsedEntries): HistoryEntry[] {
   const entries: HistoryEntry[] = [];
   texts.forEach((text, index) => {
+    const known = parsed?.get(text);
+    if (known) {
+      entries.push(known);
+      return;
+    }
     let value: unknown;
     try {
       value = JSON.parse(text);
@@ -154,9 +184,11 @@ function parseEntries(key: string, texts: string[], onSkipped: SkippedEntryListe
       onSkipped?.({ key, index, reason: "not JSON" });
       return;
     }
-    const parsed = HistoryEntrySchema.safeParse(value);
-    if (parsed.success) entries.push(parsed.data);
-    else onSkipped?.({ key, index, reason: "not a history entry" });
+    const result = HistoryEntrySchema.safeParse(value);
+    if (result.success) {
+      entries.push(result.data);
+      parsed?.set(text, result.data);
+    } else onSkipped?.({ key, index, reason: "not a history entry" });
   });
   return entries;
 }
@@ -169,6 +201,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   // Lua makes each write atomic across processes; this queue keeps one process's writes to a key
   // in call order even when a script must be re-sent after NOSCRIPT (a fresh or flushed Redis).
   const queue = createKeyedQueue();
+  const parsedEntries = new ParsedEntries(PARSED_ENTRIES_KEPT);
   const pairing = createRedisPairingStore({ redis, prefix: options.prefix });
   const tasks = createRedisTaskStore({ redis, prefix: options.prefix });
   const teams = createRedisTeamStore({ redis, prefix: options.prefix });
@@ -220,7 +253,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         const [metaFields, history] = (await runScript(redis, scripts.load, [session.meta, session.history], [])) as [string[], string[]];
         const time = now();
         const meta = parseMeta(key, pairs(metaFields)) ?? { key, createdAt: time, updatedAt: time, generation: 0 };
-        return { meta, history: parseEntries(key, history, options.onSkippedEntry) };
+        return { meta, history: parseEntries(key, history, options.onSkippedEntry, parsedEntries) };
       });
     },
 

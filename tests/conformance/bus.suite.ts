@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
-import type { BusOptions, MessageBus, OutboundEvent } from "../../src/bus/message-bus.js";
+import { type BusOptions, DRAFT_AUDIENCE_TTL_MS, type MessageBus, type OutboundEvent } from "../../src/bus/message-bus.js";
 import { BusError } from "../../src/errors.js";
 
 export interface BusFactory {
@@ -115,6 +115,26 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       const order: string[] = [];
       for (let index = 0; index < 3; index += 1) order.push((await bus.claimSession({ timeoutMs: 1_000 }))!.sessionKey);
       expect(order).toEqual(["test:c1", "test:c2", "test:c3"]);
+    });
+
+    it("claims several ready sessions at once, oldest first, each with a lease of its own", async () => {
+      await open();
+      await bus.publishInbound(inbound("a", "a1"));
+      clock.advance(1);
+      await bus.publishInbound(inbound("b", "b1"));
+      await bus.publishInbound(inbound("a", "a2"));
+      clock.advance(1);
+      await bus.publishInbound(inbound("c", "c1"));
+      const claims = await bus.claimSessions({ timeoutMs: 1_000, max: 2 });
+      expect(claims.map((claim) => claim.sessionKey)).toEqual(["test:a", "test:b"]);
+      expect(claims[0]!.messages.map((message) => message.content)).toEqual(["a1", "a2"]);
+      expect(claims[0]!.token).not.toBe(claims[1]!.token);
+      for (const claim of claims) expect(await bus.holds(claim)).toBe(true);
+      const rest = await bus.claimSessions({ timeoutMs: 1_000, max: 10 });
+      expect(rest.map((claim) => claim.sessionKey)).toEqual(["test:c"]);
+      expect(await bus.claimSessions({ timeoutMs: 0, max: 10 })).toEqual([]);
+      await bus.ack(claims[1]!);
+      expect(await bus.holds(claims[0]!)).toBe(true);
     });
 
     it("wakes a waiting claimer when a message is published", async () => {
@@ -239,6 +259,7 @@ export function runBusSuite(name: string, factory: BusFactory): void {
 
     it("delivers a channel's outbound messages in order, drafts before their final and never after", async () => {
       await open();
+      await bus.watchDrafts("test");
       const seen: string[] = [];
       const subscription = await bus.consumeOutbound("test", async (event) => {
         seen.push(event.type === "message" ? `final:${event.message.content}` : `draft:${event.draft.text}`);
@@ -361,6 +382,69 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       const claim = await bus.claimSession({ timeoutMs: 1_000 });
       await bus.ack(claim!);
       await expect(bus.ack(claim!)).rejects.toBeInstanceOf(BusError);
+    });
+
+    it("publishes drafts only where someone watches: a channel's every chat, or one chat", async () => {
+      await open();
+      const seen: string[] = [];
+      const subscription = await bus.consumeOutbound("test", async (event) => {
+        if (event.type === "draft") seen.push(`${event.draft.chatId}:${event.draft.text}`);
+      });
+      const draft = (chatId: string, text: string) => bus.publishDraft({ replyId: `r-${chatId}`, channel: "test", chatId, text });
+      expect(await draft("a", "nobody watches")).toBe(false);
+
+      const watchingA = await bus.watchDrafts("test", "a");
+      expect(await draft("a", "a is watched")).toBe(true);
+      expect(await draft("b", "b is not")).toBe(false);
+      await waitFor(() => (seen.length > 0 ? true : undefined), "chat a's draft");
+
+      const everyChat = await bus.watchDrafts("test");
+      expect(await draft("b", "every chat now")).toBe(true);
+      await waitFor(() => (seen.length > 1 ? true : undefined), "chat b's draft");
+      await everyChat.close();
+      await watchingA.close();
+      // A closed declaration may outlive its close by the audience TTL, never longer.
+      clock.advance(DRAFT_AUDIENCE_TTL_MS + 1);
+      expect(await draft("a", "after the page left")).toBe(false);
+      expect(await draft("b", "after the connector left")).toBe(false);
+      await subscription.close();
+      expect(seen).toEqual(["a:a is watched", "b:every chat now"]);
+    });
+
+    it("publishes a turn's reply with its ack, and what arrived mid-turn is the next turn", async () => {
+      await open();
+      const seen: string[] = [];
+      const subscription = await bus.consumeOutbound("test", async (event) => {
+        if (event.type === "message") seen.push(event.message.content);
+      });
+      await bus.publishInbound(inbound("a", "one"));
+      const claim = await bus.claimSession({ timeoutMs: 1_000 });
+      await bus.publishInbound(inbound("a", "two"));
+      await bus.ack(claim!, 1, outbound("a", "reply to one", "reply-1"));
+      await waitFor(() => (seen.length > 0 ? true : undefined), "the reply");
+      await subscription.close();
+      expect(seen).toEqual(["reply to one"]);
+      const next = await bus.claimSession({ timeoutMs: 1_000 });
+      expect(next?.messages.map((message) => message.content)).toEqual(["two"]);
+      expect(await bus.holds(claim!)).toBe(false);
+    });
+
+    it("publishes nothing with the ack of a claim whose lease was taken over", async () => {
+      await open({ leaseTtlMs: 1_000 });
+      const seen: string[] = [];
+      const subscription = await bus.consumeOutbound("test", async (event) => {
+        if (event.type === "message") seen.push(event.message.content);
+      });
+      await bus.publishInbound(inbound("a", "one"));
+      const zombie = await bus.claimSession({ timeoutMs: 1_000 });
+      clock.advance(1_500);
+      const successor = await bus.claimSession({ timeoutMs: 1_000 });
+      await expect(bus.ack(zombie!, 1, outbound("a", "stale", "stale-reply"))).rejects.toMatchObject({ code: "lease-lost" });
+      await bus.ack(successor!, 1, outbound("a", "fresh", "fresh-reply"));
+      await waitFor(() => (seen.length > 0 ? true : undefined), "the successor's reply");
+      await subscription.close();
+      expect(seen).toEqual(["fresh"]);
+      expect(await bus.claimSession({ timeoutMs: 0 })).toBeNull();
     });
   });
 }

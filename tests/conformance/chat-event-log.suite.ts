@@ -27,7 +27,7 @@ export function runChatEventLogSuite(name: string, makeHarness: () => Promise<Ch
     it("hands out growing ids and returns what came after one, oldest first", async () => {
       const log = await (await start()).open();
       const ids: string[] = [];
-      for (const payload of ["a", "b", "c"]) ids.push(await log.append("chat-1", payload));
+      for (const payload of ["a", "b", "c"]) ids.push((await log.append("chat-1", payload)).id);
       for (const id of ids) expect(id).toMatch(EVENT_ID_PATTERN);
       expect(compareEventIds(ids[0]!, ids[1]!)).toBeLessThan(0);
       expect(compareEventIds(ids[2]!, ids[1]!)).toBeGreaterThan(0);
@@ -46,9 +46,9 @@ export function runChatEventLogSuite(name: string, makeHarness: () => Promise<Ch
 
     it("without an id, returns what no client was sent yet; the mark only moves forward", async () => {
       const log = await (await start()).open();
-      const first = await log.append("chat-1", "a");
-      const second = await log.append("chat-1", "b");
-      const third = await log.append("chat-1", "c");
+      const first = (await log.append("chat-1", "a")).id;
+      const second = (await log.append("chat-1", "b")).id;
+      const third = (await log.append("chat-1", "c")).id;
       expect(payloads(await log.since("chat-1"))).toEqual(["a", "b", "c"]);
       await log.markDelivered("chat-1", second);
       expect(payloads(await log.since("chat-1"))).toEqual(["c"]);
@@ -60,10 +60,28 @@ export function runChatEventLogSuite(name: string, makeHarness: () => Promise<Ch
       expect(await log.since("chat-1")).toEqual({ events: [], cursor: third });
     });
 
+    it("says which event came just before the one it kept", async () => {
+      const log = await (await start()).open();
+      const first = await log.append("chat-1", "a");
+      expect(first.previous).toBeUndefined();
+      const second = await log.append("chat-1", "b");
+      expect(second.previous).toBe(first.id);
+      expect((await log.since("chat-1", second.previous)).events).toEqual([{ id: second.id, payload: "b" }]);
+      expect((await log.append("chat-2", "elsewhere")).previous).toBeUndefined();
+    });
+
+    it("moves the marks of several chats reported at once, each to its newest", async () => {
+      const log = await (await start()).open();
+      const [a1, a2, b1] = [await log.append("chat-a", "1"), await log.append("chat-a", "2"), await log.append("chat-b", "1")];
+      await Promise.all([log.markDelivered("chat-a", a2.id), log.markDelivered("chat-a", a1.id), log.markDelivered("chat-b", b1.id)]);
+      expect(await log.since("chat-a")).toEqual({ events: [], cursor: a2.id });
+      expect(await log.since("chat-b")).toEqual({ events: [], cursor: b1.id });
+    });
+
     it("keeps chats apart", async () => {
       const log = await (await start()).open();
       await log.append("chat-1", "one");
-      const other = await log.append("chat-1:x", "two");
+      const other = (await log.append("chat-1:x", "two")).id;
       await log.markDelivered("chat-1:x", other);
       expect(payloads(await log.since("chat-1"))).toEqual(["one"]);
       expect(await log.since("chat-1:x")).toEqual({ events: [], cursor: other });
@@ -72,7 +90,7 @@ export function runChatEventLogSuite(name: string, makeHarness: () => Promise<Ch
     it("keeps only the newest events of a chat", async () => {
       const log = await (await start()).open({ maxPerChat: 3 });
       const ids: string[] = [];
-      for (let index = 0; index < 5; index++) ids.push(await log.append("busy", `event ${index}`));
+      for (let index = 0; index < 5; index++) ids.push((await log.append("busy", `event ${index}`)).id);
       expect(payloads(await log.since("busy"))).toEqual(["event 2", "event 3", "event 4"]);
       // A token older than what is kept gets everything kept.
       expect(payloads(await log.since("busy", ids[0]))).toEqual(["event 2", "event 3", "event 4"]);
@@ -82,7 +100,7 @@ export function runChatEventLogSuite(name: string, makeHarness: () => Promise<Ch
       const harness = await start();
       const gatewayA = await harness.open();
       const gatewayB = await harness.open();
-      const id = await gatewayA.append("chat-1", "from a");
+      const { id } = await gatewayA.append("chat-1", "from a");
       await gatewayB.append("chat-1", "from b");
       expect(payloads(await gatewayB.since("chat-1"))).toEqual(["from a", "from b"]);
       await gatewayB.markDelivered("chat-1", id);

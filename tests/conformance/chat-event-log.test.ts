@@ -62,9 +62,9 @@ describe("Chat event log in this process", () => {
     const chatIds = Array.from({ length: 10_000 }, (_, index) => `chat-${index}`);
     const reply = JSON.stringify({ type: "message", content: "x".repeat(1_000) });
     const lastIds = new Map<string, string>();
-    for (let round = 0; round < 5; round++) for (const chatId of chatIds) lastIds.set(chatId, await log.append(chatId, reply));
+    for (let round = 0; round < 5; round++) for (const chatId of chatIds) lastIds.set(chatId, (await log.append(chatId, reply)).id);
     const burst = [];
-    for (let index = 0; index < 5; index++) burst.push(await log.append("chat-5", reply));
+    for (let index = 0; index < 5; index++) burst.push((await log.append("chat-5", reply)).id);
     const kept = await keptBytes(log, chatIds);
     expect(kept.bytes).toBeLessThanOrEqual(4 * 1024 * 1024);
     // The bound is used, not undercut, and what goes first is the oldest.
@@ -100,7 +100,7 @@ describe("Redis chat event log", () => {
     const prefix = `countbot-test-${randomUUID()}`;
     try {
       const log = createRedisChatEventLog({ redis, prefix, channel: "web", ttlMs: 60_000 });
-      await log.markDelivered("visitor", await log.append("visitor", "{}"));
+      await log.markDelivered("visitor", (await log.append("visitor", "{}")).id);
       const keys = redisChatEventKeys(prefix, "web", "visitor");
       expect((await redis.keys(`{${prefix}}*`)).sort()).toEqual([keys.delivered, keys.log].sort());
       expect(keys.log).toBe(`{${prefix}}:chat-events:web:visitor:log`);

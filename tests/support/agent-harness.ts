@@ -30,6 +30,8 @@ export interface HarnessOptions {
   /** Written as the config file. */
   config?: Record<string, unknown>;
   channel?: string;
+  /** Declare every chat's drafts watched (a streaming connector would). Default true. */
+  watchDrafts?: boolean;
 }
 
 export async function startHarness(model: ChatModel, options: HarnessOptions = {}): Promise<Harness> {
@@ -42,6 +44,8 @@ export async function startHarness(model: ChatModel, options: HarnessOptions = {
   const finals: OutboundMessage[] = [];
   const notices: OutboundMessage[] = [];
   const drafts: Draft[] = [];
+  // The harness watches every chat's drafts, as a connector of a streaming platform would.
+  if (options.watchDrafts ?? true) await runtime.bus.watchDrafts(channel);
   const subscription: Subscription = await runtime.bus.consumeOutbound(channel, async (event) => {
     if (event.type === "draft") drafts.push(event.draft);
     else if (event.message.kind === "notice") notices.push(event.message);

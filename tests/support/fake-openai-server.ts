@@ -93,6 +93,8 @@ export interface FakeOpenAIServer {
   url: string;
   /** Every request received, in order. */
   requests: RecordedRequest[];
+  /** TCP connections accepted so far. */
+  connections(): number;
   close(): Promise<void>;
 }
 
@@ -104,7 +106,7 @@ export async function startFakeOpenAI(options: { script: Script<FakeOpenAIStep> 
     respond,
     sendError: (response, status, message) => sendJson(response, status, errorBody({ status, message, type: "fake_server_error" })),
   });
-  return { url: `${server.origin}/v1`, requests: server.requests, close: server.close };
+  return { url: `${server.origin}/v1`, requests: server.requests, connections: server.connections, close: server.close };
 }
 
 async function respond(step: FakeOpenAIStep, request: RecordedRequest, response: ServerResponse): Promise<void> {

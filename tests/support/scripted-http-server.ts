@@ -20,8 +20,17 @@ export interface ScriptedServer {
   /** `http://127.0.0.1:<port>` */
   origin: string;
   requests: RecordedRequest[];
+  /** TCP connections accepted so far (a client that keeps connections alive opens few). */
+  connections(): number;
   close(): Promise<void>;
 }
+
+/**
+ * Pending connections the kernel queues before the server accepts them: a burst of hundreds of
+ * clients at once (the benchmarks) must not be reset by a short queue (Node's default is 511).
+ * The kernel caps it at net.core.somaxconn.
+ */
+const LISTEN_BACKLOG = 4096;
 
 export interface ScriptedServerOptions<Step> {
   /** Names the server in the "script exhausted" error. */
@@ -67,11 +76,14 @@ export async function startScriptedServer<Step>(options: ScriptedServerOptions<S
       });
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  let connections = 0;
+  server.on("connection", () => (connections += 1));
+  await new Promise<void>((resolve) => server.listen({ port: 0, host: "127.0.0.1", backlog: LISTEN_BACKLOG }, resolve));
   const { port } = server.address() as AddressInfo;
   return {
     origin: `http://127.0.0.1:${port}`,
     requests,
+    connections: () => connections,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -20,6 +20,7 @@
   Output: 1, or the error LEASE_LOST
 ]]
 --- @include "includes/lease-held"
+--- @include "includes/end-lease"
 --- @include "includes/clock"
 
 local now = clockOf(ARGV[4])
@@ -31,16 +32,5 @@ if lost then
   return redis.error_reply("LEASE_LOST " .. lost)
 end
 redis.call("SET", KEYS[7], ARGV[6], "PX", 600000)
-redis.call("HDEL", KEYS[6], ARGV[5])
-local consumed = tonumber(ARGV[3])
-if consumed > 0 then
-  redis.call("LTRIM", KEYS[1], consumed, -1)
-end
-redis.call("ZREM", KEYS[3], ARGV[1])
-redis.call("HDEL", KEYS[4], ARGV[1])
-if redis.call("LLEN", KEYS[1]) > 0 then
-  redis.call("ZADD", KEYS[2], "NX", now, ARGV[1])
-  redis.call("LPUSH", KEYS[5], "1")
-  redis.call("LTRIM", KEYS[5], 0, 63)
-end
+endLease(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[3]), now, ARGV[5])
 return 1

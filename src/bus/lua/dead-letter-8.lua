@@ -21,6 +21,7 @@
   Output: 1, or the error LEASE_LOST
 ]]
 --- @include "includes/lease-held"
+--- @include "includes/end-lease"
 --- @include "includes/clock"
 
 local now = clockOf(ARGV[4])
@@ -37,13 +38,5 @@ local parked = redis.call("LRANGE", KEYS[1], 0, count - 1)
 local letter = cjson.encode({ sessionKey = ARGV[1], reason = ARGV[6], at = now, messages = parked })
 redis.call("LPUSH", KEYS[7], letter)
 redis.call("LTRIM", KEYS[7], 0, tonumber(ARGV[7]) - 1)
-redis.call("HDEL", KEYS[6], ARGV[5])
-redis.call("LTRIM", KEYS[1], count, -1)
-redis.call("ZREM", KEYS[3], ARGV[1])
-redis.call("HDEL", KEYS[4], ARGV[1])
-if redis.call("LLEN", KEYS[1]) > 0 then
-  redis.call("ZADD", KEYS[2], "NX", now, ARGV[1])
-  redis.call("LPUSH", KEYS[5], "1")
-  redis.call("LTRIM", KEYS[5], 0, 63)
-end
+endLease(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], count, now, ARGV[5])
 return 1

@@ -125,6 +125,25 @@ describe("TurnConsumer on the memory bus", () => {
     expect(final!.content).toBe("Working on it\n\n[stopped]");
   });
 
+  it("publishes no draft for a reply that is done within the draft interval", async () => {
+    harness = await startHarness(scriptedModel([{ text: ["Quick ", "answer."] }]));
+    await harness.send("a", "hello");
+    const [final] = await harness.waitForFinals(1);
+    expect(final!.content).toBe("Quick answer.");
+    expect(harness.drafts).toEqual([]);
+  });
+
+  it("publishes no drafts of a chat nobody watches, and still answers it", async () => {
+    harness = await startHarness(scriptedModel([{ text: "Working on it", hang: true }]), { watchDrafts: false });
+    await harness.send("a", "do something long");
+    // Several draft intervals pass while the model hangs mid-reply.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    await harness.runtime.bus.requestCancel("test:a");
+    const [final] = await harness.waitForFinals(1);
+    expect(final!.content).toBe("Working on it\n\n[stopped]");
+    expect(harness.drafts).toEqual([]);
+  });
+
   it("streams drafts that grow into the final, and announces tool calls", async () => {
     harness = await startHarness(
       scriptedModel([{ text: "Looking.", toolCalls: [{ name: "list_dir", arguments: {} }] }, { text: ["The ", "workspace ", "is ", "empty."] }]),

@@ -85,6 +85,19 @@ describe("a reply lost with the connection, the command replayed", () => {
     expect(await direct.llen(busKeys(prefix).mailbox("web:chat-1"))).toBe(0);
   });
 
+  it("a claim of several sessions replayed hands over the same leases", async () => {
+    await bus.publishInbound(inbound("first of many"));
+    await bus.publishInbound(inbound("second of many", { chatId: "chat-2" }));
+    const lost = proxy.loseReplyContaining("second of many");
+    const claims = await bus.claimSessions({ timeoutMs: 2_000, max: 5 });
+    await lost;
+    expect(claims.map((claim) => [claim.sessionKey, claim.attempt])).toEqual([
+      ["web:chat-1", 1],
+      ["web:chat-2", 1],
+    ]);
+    for (const claim of claims) expect(await bus.holds(claim)).toBe(true);
+  });
+
   it("a fenced publish replayed adds one stream entry", async () => {
     await bus.publishInbound(inbound("answer me"));
     const claim = (await bus.claimSession({ timeoutMs: 2_000 }))!;
@@ -92,6 +105,17 @@ describe("a reply lost with the connection, the command replayed", () => {
     await bus.publishOutbound(final("out-1", "the only answer"), claim);
     await lost;
     expect(await direct.xlen(busKeys(prefix).outbound("web"))).toBe(1);
+  });
+
+  it("an ack with its reply replayed succeeds and adds one stream entry", async () => {
+    await bus.publishInbound(inbound("answer and ack me"));
+    const claim = (await bus.claimSession({ timeoutMs: 2_000 }))!;
+    const lost = proxy.loseReplyTo("the acked answer");
+    await bus.ack(claim, 1, final("out-4", "the acked answer"));
+    await lost;
+    expect(await direct.xlen(busKeys(prefix).outbound("web"))).toBe(1);
+    expect(await direct.llen(busKeys(prefix).mailbox("web:chat-1"))).toBe(0);
+    expect(await bus.holds(claim)).toBe(false);
   });
 
   it("a fenced history append replayed writes the turn once", async () => {

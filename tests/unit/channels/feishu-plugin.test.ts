@@ -9,7 +9,7 @@ import { ConfigError } from "../../../src/errors.js";
 import { buildEvent } from "../../support/feishu-events.js";
 import { APP_ID } from "./feishu-support.js";
 
-const dependencies = { logger: pino({ level: "silent" }), dataDir: "/tmp/countbot-feishu-plugin", bus: { broadcast: async () => undefined, onBroadcast: async () => ({ close: async () => undefined }) } };
+const dependencies = { logger: pino({ level: "silent" }), dataDir: "/tmp/countbot-feishu-plugin", bus: { broadcast: async () => undefined, onBroadcast: async () => ({ close: async () => undefined }), watchDrafts: async () => ({ close: async () => undefined }) } };
 const parse = (input: unknown) => feishuChannel.configSchema.parse(input);
 
 describe("Feishu plugin", () => {

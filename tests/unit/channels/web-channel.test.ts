@@ -237,6 +237,18 @@ describe("streaming", () => {
     ]);
   });
 
+  it("has the bus publish a chat's drafts only while a page of it is open", async () => {
+    const { bus, url } = await start();
+    const draft = (text: string) => bus.publishDraft({ replyId: "in-9:0", channel: "web", chatId: "chat-w", text });
+    expect(await draft("nobody is watching")).toBe(false);
+    const page = await connect(url, "chat-w");
+    await until(async () => await draft("watched"), "the page's chat declared watched");
+    await until(() => page.events.length > 0, "a draft");
+    page.socket.close();
+    await page.closed;
+    await until(async () => !(await draft("the page left")), "the chat no longer watched");
+  });
+
   it("sends every socket of the chat the same events", async () => {
     const { bus, url } = await start();
     const tabs = [await connect(url, "shared"), await connect(url, "shared")];

@@ -252,6 +252,23 @@ describe("openai-compatible provider", () => {
     expect(failure.error.kind).toBe("timeout");
   });
 
+  it("keeps its connections alive: calls one after another share one, and a burst reuses the last burst's", async () => {
+    const { server, provider } = await setup(Array.from({ length: 13 }, () => ({ text: "ok" })));
+    // The pool takes a connection back just after the body ends: the next call comes a turn later, as a turn's does.
+    const settle = () => new Promise((resolve) => setImmediate(resolve));
+    for (let call = 0; call < 5; call += 1) {
+      expect(textOf(await collect(provider.stream({ model: "m", messages: hello })))).toBe("ok");
+      await settle();
+    }
+    expect(server.connections()).toBe(1);
+    await Promise.all(Array.from({ length: 4 }, () => collect(provider.stream({ model: "m", messages: hello }))));
+    await settle();
+    const afterBurst = server.connections();
+    expect(afterBurst).toBeLessThanOrEqual(4);
+    await Promise.all(Array.from({ length: 4 }, () => collect(provider.stream({ model: "m", messages: hello }))));
+    expect(server.connections()).toBe(afterBurst);
+  });
+
   it("reports an unreachable server as a network error", async () => {
     const server = await startFakeOpenAI({ script: [] });
     await server.close();

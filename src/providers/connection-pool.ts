@@ -1,0 +1,90 @@
+/**
+ * The HTTP connections of one provider: a keep-alive pool of its own (an undici Agent), so model
+ * calls reuse warm connections instead of each paying a TCP (and TLS) handshake, and a burst of
+ * calls to one provider shares a pool with nothing else.
+ *
+ * Idle connections stay open for 30 s (or less, as the server's Keep-Alive header says) and never
+ * keep the process alive. No timeouts of the pool's own: the provider bounds every request (the
+ * SDK's `timeout` until the headers, then the idle timer and the overall deadline, ./idle-timer.ts).
+ *
+ * `fetch` is the SDK's way in: a request with a text body (every chat completion) goes through the
+ * pool's own `request`, and the response is handed back with the body as the Node stream undici
+ * reads it into, which the SDK iterates as it is. WHATWG fetch does the same work through web
+ * streams on both sides and costs about twice the CPU per call (bench/README); anything else (a
+ * multipart body) takes the platform's fetch, through the same pool.
+ */
+import { Agent, type Dispatcher } from "undici";
+
+/** How long an idle connection is kept for the next call. */
+const KEEP_ALIVE_MS = 30_000;
+
+export interface ConnectionPool {
+  /** For the SDK's `fetch` option. */
+  fetch: typeof fetch;
+  /** For the SDK's `fetchOptions`, when it must use the platform's fetch (through this pool). */
+  fetchOptions: { dispatcher: Agent };
+}
+
+export function createConnectionPool(): ConnectionPool {
+  const dispatcher = new Agent({ keepAliveTimeout: KEEP_ALIVE_MS, keepAliveMaxTimeout: 10 * 60_000, headersTimeout: 0, bodyTimeout: 0 });
+
+  async function poolFetch(input: string | URL | Request, init: RequestInit = {}): Promise<Response> {
+    if (input instanceof Request || (init.body != null && typeof init.body !== "string")) {
+      return fetch(input, { ...init, dispatcher } as RequestInit);
+    }
+    const url = new URL(String(input));
+    const answer = await dispatcher.request({
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
+      method: (init.method ?? "GET") as Dispatcher.HttpMethod,
+      headers: headerRecord(init.headers),
+      body: init.body ?? undefined,
+      signal: init.signal ?? undefined,
+    });
+    return poolResponse(url.href, answer);
+  }
+
+  return { fetch: poolFetch as typeof fetch, fetchOptions: { dispatcher } };
+}
+
+/** The request headers as a plain record (what `request` takes), whatever shape the SDK built. */
+function headerRecord(headers: RequestInit["headers"]): Record<string, string> {
+  const record: Record<string, string> = {};
+  if (headers === undefined) return record;
+  if (headers instanceof Headers) headers.forEach((value, name) => (record[name] = value));
+  else if (Array.isArray(headers)) for (const [name, value] of headers as string[][]) record[name!.toLowerCase()] = value!;
+  else for (const [name, value] of Object.entries(headers as Record<string, string | undefined>)) if (value !== undefined) record[name.toLowerCase()] = value;
+  return record;
+}
+
+/**
+ * What the SDKs read of a fetch Response (status, headers, the body as an async iterable, or as
+ * text or JSON for an error), over undici's answer; the body is read once.
+ */
+function poolResponse(url: string, answer: Dispatcher.ResponseData): Response {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const item of value) headers.append(name, item);
+    else headers.set(name, value);
+  }
+  const { body, statusCode } = answer;
+  const response = {
+    ok: statusCode >= 200 && statusCode < 300,
+    status: statusCode,
+    statusText: "",
+    headers,
+    url,
+    redirected: false,
+    type: "basic",
+    body,
+    get bodyUsed() {
+      return body.bodyUsed;
+    },
+    text: () => body.text(),
+    json: () => body.json(),
+    arrayBuffer: () => body.arrayBuffer(),
+    blob: () => body.blob(),
+  };
+  return response as unknown as Response;
+}

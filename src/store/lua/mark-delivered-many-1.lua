@@ -1,0 +1,34 @@
+--[[
+  Moves the delivered marks of several chats up to an event id each, never back (two gateways may
+  report deliveries out of order): mark-delivered-1 for a batch, one round trip for every chat a
+  gateway delivered to in the last moment.
+
+  The marks' keys are built here from a prefix: they share the hash tag of the deployment's keys.
+  KEYS[1] the first chat's mark (routes the script to the tag's slot; it is marked with the rest)
+  ARGV[1] prefix of the marks ("{p}:chat-events:<channel>:"); a mark is <prefix><chat>:delivered
+  ARGV[2] how long a mark lives, ms (the log's own expiry)
+  ARGV[3], ARGV[4], ... pairs of chat id and the event id just delivered there, "<ms>-<seq>"
+  Output: how many marks moved
+]]
+local function parts(id)
+  local time, sequence = string.match(id, "^(%d+)-(%d+)$")
+  return tonumber(time), tonumber(sequence)
+end
+
+local moved = 0
+for index = 3, #ARGV - 1, 2 do
+  local key = ARGV[1] .. ARGV[index] .. ":delivered"
+  local id = ARGV[index + 1]
+  local current = redis.call("GET", key)
+  local forward = true
+  if current then
+    local currentTime, currentSequence = parts(current)
+    local time, sequence = parts(id)
+    forward = time > currentTime or (time == currentTime and sequence > currentSequence)
+  end
+  if forward then
+    redis.call("SET", key, id, "PX", ARGV[2])
+    moved = moved + 1
+  end
+end
+return moved

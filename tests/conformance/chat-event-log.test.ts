@@ -77,10 +77,10 @@ describe("Chat event log in this process", () => {
   it("keeps the newest event of the chat just written even when it alone is over the bound", async () => {
     const log = createMemoryChatEventLog({ maxBytes: 1_000 });
     await log.append("other", "small");
-    const id = await log.append("big", "y".repeat(5_000));
+    const { id } = await log.append("big", "y".repeat(5_000));
     expect((await log.since("big")).events).toEqual([{ id, payload: "y".repeat(5_000) }]);
     expect((await log.since("other")).events).toEqual([]);
-    const next = await log.append("big", "z".repeat(5_000));
+    const { id: next } = await log.append("big", "z".repeat(5_000));
     expect((await log.since("big")).events.map((event) => event.id)).toEqual([next]);
   });
 
@@ -89,7 +89,7 @@ describe("Chat event log in this process", () => {
     for (let index = 0; index < 100; index++) await log.append(`chat-${index}`, "0123456789");
     const chatIds = Array.from({ length: 100 }, (_, index) => `chat-${index}`);
     expect(await keptBytes(log, chatIds)).toEqual({ bytes: 10 * (10 + EVENT_OVERHEAD_BYTES), events: 10 });
-    const id = await log.append("chat-0", "again");
+    const { id } = await log.append("chat-0", "again");
     expect((await log.since("chat-0")).events).toEqual([{ id, payload: "again" }]);
     expect((await keptBytes(log, chatIds)).events).toBe(10);
   });

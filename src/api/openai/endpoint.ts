@@ -23,7 +23,7 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { parseCommand } from "../../agent/commands.js";
 import type { InboundMessage } from "../../bus/message.js";
-import type { MessageBus } from "../../bus/message-bus.js";
+import type { MessageBus, Subscription } from "../../bus/message-bus.js";
 import { STOP_ACKNOWLEDGEMENT } from "../../gateway/admission.js";
 import { parseRequest } from "../../gateway/http-request.js";
 import type { WorkflowEngine } from "../../jobs/workflows/engine.js";
@@ -43,7 +43,7 @@ const ModelParamsSchema = z.object({ model: z.string().min(1) });
 const MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 export interface OpenAiEndpointOptions {
-  bus: Pick<MessageBus, "publishInbound" | "requestCancel" | "consumeOutbound" | "broadcast" | "onBroadcast">;
+  bus: Pick<MessageBus, "publishInbound" | "requestCancel" | "consumeOutbound" | "broadcast" | "onBroadcast" | "watchDrafts">;
   teams: Pick<TeamCatalog, "enabled">;
   workflows: Pick<WorkflowEngine, "start" | "get" | "cancel">;
   config: {
@@ -107,9 +107,18 @@ export function createOpenAiEndpoint(options: OpenAiEndpointOptions): OpenAiEndp
       // The client waits for the answer to this message alone.
       metadata: { ownTurn: true },
     };
+    // The client watches this chat's drafts (streamed, or seen running for a cancel) until its answer.
+    let watching: Subscription | undefined;
     try {
+      watching = await bus.watchDrafts(OPENAI_CHANNEL, message.chatId);
       await bus.publishInbound(message);
+      const audience = watching;
+      void expected.reply.then(
+        () => audience.close(),
+        () => audience.close(),
+      );
     } catch (error) {
+      await watching?.close().catch(() => undefined);
       expected.forget();
       logger.warn({ err: error, sessionKey }, "an OpenAI request could not be queued");
       throw new OpenAiError("the message could not be queued; send it again", 503, { type: "server_error", code: "unavailable" });

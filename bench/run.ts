@@ -6,6 +6,7 @@ import { benchAgentLoop } from "./agent-loop.js";
 import { benchBus } from "./bus.js";
 import { benchMemory } from "./memory.js";
 import { benchMemoryStore } from "./memory-store.js";
+import { benchRuntime } from "./runtime.js";
 import { benchScale } from "./scale.js";
 import { benchTeams } from "./teams.js";
 import { benchTurnMemory } from "./turn-memory.js";
@@ -19,6 +20,7 @@ const benches: Record<string, () => Promise<void>> = {
   "memory-store": benchMemoryStore,
   teams: benchTeams,
   "turn-memory": benchTurnMemory,
+  runtime: benchRuntime,
 };
 
 const requested = process.argv.slice(2);

@@ -6,6 +6,7 @@ import { benchAgentLoop } from "./agent-loop.js";
 import { benchBus } from "./bus.js";
 import { benchMemory } from "./memory.js";
 import { benchMemoryStore } from "./memory-store.js";
+import { benchRuntime } from "./runtime.js";
 import { benchScale } from "./scale.js";
 import { benchStartMemory } from "./start-memory.js";
 import { benchTeams } from "./teams.js";
@@ -21,6 +22,7 @@ const benches: Record<string, () => Promise<void>> = {
   "start-memory": benchStartMemory,
   teams: benchTeams,
   "turn-memory": benchTurnMemory,
+  runtime: benchRuntime,
 };
 
 const requested = process.argv.slice(2);

@@ -103,7 +103,7 @@ let exitHookInstalled = false;
  * matching `readyPattern`. Output is scanned for error-level lines and otherwise dropped (a run of
  * 100,000 turns logs 100,000 "turn finished" lines), keeping only a tail.
  */
-export function spawnCountbot(command: string, env: Record<string, string>, readyPattern: RegExp, timeoutMs = 30_000): BenchProcess {
+export function spawnCountbot(command: string, env: Record<string, string>, readyPattern: RegExp, timeoutMs = 30_000, bin = countbotBin): BenchProcess {
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     // Last resort (an uncaught error, process.exit): never leave a child running.
@@ -113,7 +113,7 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
   }
   // BENCH_PROFILE_DIR: every CountBot process opens an inspector, through which each measured window is profiled.
   const profile = process.env.BENCH_PROFILE_DIR && !env.NODE_OPTIONS?.includes("--inspect") ? ["--inspect=127.0.0.1:0"] : [];
-  const child: ChildProcess = spawn(process.execPath, [...profile, countbotBin, command], { env: cleanEnvironment(env), stdio: ["ignore", "pipe", "pipe"] });
+  const child: ChildProcess = spawn(process.execPath, [...profile, bin, command], { env: cleanEnvironment(env), stdio: ["ignore", "pipe", "pipe"] });
   if (child.pid === undefined) throw new Error(`could not start countbot ${command}`);
   const pid = child.pid;
   let tail = "";
@@ -314,7 +314,7 @@ export async function createBenchSetup(label: string, options: { redisUrl?: stri
 // ---------------------------------------------------------------------------------------------
 // Driving the web channel
 
-interface RunResult {
+export interface RunResult {
   messages: number;
   seconds: number;
   perSecond: number;
@@ -340,7 +340,7 @@ interface RunResult {
  * Opens a socket per chat, then sends `perChat` messages to each chat (back to back within a chat,
  * chats in parallel), and waits until every message id has been answered by a final.
  */
-async function driveChats(
+export async function driveChats(
   base: string,
   chatIds: string[],
   perChat: number,
@@ -483,7 +483,7 @@ function describeExecuted(result: RunResult): string {
   return `Redis executed ${(executed / result.messages).toFixed(1)} commands per message (${(executed / result.finals).toFixed(1)} per turn), counting those inside scripts: ${describeCounts(result.executed, result.messages, 10)}`;
 }
 
-function assertClean(result: RunResult, processes: BenchProcess[]): void {
+export function assertClean(result: RunResult, processes: BenchProcess[]): void {
   if (result.duplicates > 0) throw new Error(`${result.duplicates} messages were answered twice`);
   if (result.outOfOrder > 0) throw new Error(`${result.outOfOrder} messages were answered out of their chat's order`);
   const failing = processes.filter((service) => service.errors() > 0);
@@ -492,7 +492,7 @@ function assertClean(result: RunResult, processes: BenchProcess[]): void {
   }
 }
 
-function meterFor(setup: BenchSetup, redisPid: number | undefined, gateway: BenchProcess, workers: BenchProcess[]): CpuMeter {
+export function meterFor(setup: BenchSetup, redisPid: number | undefined, gateway: BenchProcess, workers: BenchProcess[]): CpuMeter {
   return cpuMeter([
     { label: "gateway", pid: gateway.pid },
     ...workers.map((worker) => ({ label: workers.length > 1 ? "workers" : "worker", pid: worker.pid })),

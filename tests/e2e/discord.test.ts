@@ -265,13 +265,20 @@ describe("Discord through gateway and worker processes", () => {
     const mark = discord.sentIn(chatId).length;
     discord.sendDM({ from: second, content: "the crash draft" });
     const draft = await replyWith(chatId, mark, "the draft shows this text");
+    // Killed once the draft message is recorded on the bus (the record follows the platform's
+    // answer to the create: a crash in between is the one window left, see the README).
+    const recorded = async () => (await redis.keys(`{${prefix}}:draftmsg:discord:*`)).length > 0;
+    for (let attempt = 0; attempt < 200 && !(await recorded()); attempt++) await pause(50);
+    expect(await recorded()).toBe(true);
     await gateway.stop("SIGKILL");
     const killedAt = discord.requests.length;
     gateway = standby;
     await gateway.waitForLog(/discord channel started/, 40_000);
     // The final, edited into the draft message by the gateway that took over.
     const finalEdit = () => discord.requests.slice(killedAt).find((request) => request.route === "editMessage" && request.path.includes(draft.id));
-    await discord.waitFor(() => finalEdit(), { timeoutMs: 30_000, what: "the final edited into the draft message" });
+    await discord.waitFor(() => finalEdit(), { timeoutMs: 30_000, what: "the final edited into the draft message" }).catch((error: unknown) => {
+      throw new Error(`${String(error)}\nsent: ${JSON.stringify(since(chatId, mark))}\n--- gateway ---\n${gateway.output().slice(-4_000)}`);
+    });
     await pause(1_500);
     expect(since(chatId, mark).map((item) => item.content)).toEqual(["the draft shows this text"]);
   });

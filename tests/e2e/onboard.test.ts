@@ -36,16 +36,18 @@ function tmux(socket: string, ...args: string[]): Promise<string> {
   });
 }
 
-/** The pane's command's exit status, once it has exited. */
-async function exitStatus(socket: string): Promise<string> {
-  for (let attempt = 0; attempt < 300; attempt++) {
-    // tmux marks the pane dead when its terminal closes, and knows the status a moment later.
-    const [dead, status, signal] = (await tmux(socket, "display-message", "-p", "-t", "onboard", "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}")).trim().split("|");
-    if (dead === "1" && status) return status;
-    if (dead === "1" && signal) return `killed by signal ${signal}`;
+/** The exit status the pane's shell wrote once the command ended. */
+async function exitStatus(file: string): Promise<string> {
+  for (let attempt = 0; attempt < 600; attempt++) {
+    const status = await readFile(file, "utf8").catch(() => "");
+    if (status.trim() !== "") return status.trim();
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error("the command on the terminal did not exit");
+}
+
+function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, "'\\''")}'`;
 }
 
 async function screenShows(socket: string, text: string): Promise<string> {
@@ -99,7 +101,10 @@ describe("countbot onboard", () => {
     const variables = Object.entries(cleanEnvironment(env())).map(([name, value]) => `${name}=${value ?? ""}`);
     let serverPid: number | undefined;
     try {
-      await tmux(socket, "new-session", "-d", "-s", "onboard", "-x", "200", "-y", "50", "env", "-i", ...variables, process.execPath, countbotBin, "onboard", "-c", file);
+      // The shell in the pane writes the command's exit status to a file (tmux's own pane status can stay empty).
+      const statusFile = path.join(root, "tty-exit-status");
+      const command = ["env", "-i", ...variables, process.execPath, countbotBin, "onboard", "-c", file].map(shellQuote).join(" ");
+      await tmux(socket, "new-session", "-d", "-s", "onboard", "-x", "200", "-y", "50", "sh", "-c", `${command}; echo $? > ${shellQuote(statusFile)}`);
       serverPid = Number((await tmux(socket, "display-message", "-p", "-t", "onboard", "#{pid}")).trim());
       await tmux(socket, "set-option", "-t", "onboard", "remain-on-exit", "on");
       const type = async (prompt: string, answer: string) => {
@@ -117,7 +122,7 @@ describe("countbot onboard", () => {
       expect(screen).not.toContain(KEY);
       expect(screen).not.toContain("tty-telegram-secret");
       expect(screen).toContain("tty-model"); // what is not secret is echoed as typed
-      expect(await exitStatus(socket)).toBe("0");
+      expect(await exitStatus(statusFile)).toBe("0");
       expect(JSON.parse(await readFile(file, "utf8"))).toMatchObject({
         agent: { model: "mycloud/tty-model" },
         providers: { mycloud: { apiKey: KEY } },

@@ -41,6 +41,11 @@ export function createConnectionPool(): ConnectionPool {
       body: init.body ?? undefined,
       signal: init.signal ?? undefined,
     });
+    // `request` does not follow redirects; fetch does, so a server that redirects gets fetch.
+    if (answer.statusCode >= 300 && answer.statusCode < 400 && answer.headers.location !== undefined) {
+      await answer.body.dump();
+      return fetch(input, { ...init, dispatcher } as RequestInit);
+    }
     return poolResponse(url.href, answer);
   }
 

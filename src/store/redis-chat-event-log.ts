@@ -95,7 +95,11 @@ export function createRedisChatEventLog(options: RedisChatEventLogOptions): Chat
 
     markDelivered(chatId, id) {
       if (!EVENT_ID_PATTERN.test(id)) return Promise.reject(new Error(`"${id}" is not an event id`));
-      keysOf(chatId);
+      try {
+        keysOf(chatId);
+      } catch (error) {
+        return Promise.reject(error);
+      }
       return new Promise<void>((resolve, reject) => {
         const pending = marks.get(chatId);
         if (!pending) marks.set(chatId, { id, settled: [{ resolve, reject }] });

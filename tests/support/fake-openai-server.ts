@@ -165,6 +165,14 @@ async function streamAnswer(step: FakeOpenAIStep, request: RecordedRequest, mode
     ending.push("[DONE]");
   }
 
+  const line = (event: object | string) => `data: ${typeof event === "string" ? event : JSON.stringify(event)}\n\n`;
+  if (step.cutAfterChunks === undefined && step.endAfterChunks === undefined && !step.hangMs && !step.drip) {
+    // Nothing to time or to break: the whole answer in one write, so a burst of thousands of calls
+    // costs the server (and the benchmarks that share its machine) one write each.
+    response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+    response.end([...content, ...ending].map(line).join(""));
+    return;
+  }
   startEventStream(response);
   let sent = 0;
   const send = async (event: object | string): Promise<boolean> => {
@@ -176,7 +184,7 @@ async function streamAnswer(step: FakeOpenAIStep, request: RecordedRequest, mode
       response.end();
       return false;
     }
-    await write(response, `data: ${typeof event === "string" ? event : JSON.stringify(event)}\n\n`);
+    await write(response, line(event));
     sent += 1;
     return !response.destroyed;
   };

@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { createOpenAICompatibleProvider, type OpenAICompatibleProviderOptions } from "../../../src/providers/openai-compatible.js";
 import type { ChatMessage } from "../../../src/providers/chat-model.js";
@@ -267,6 +269,24 @@ describe("openai-compatible provider", () => {
     expect(afterBurst).toBeLessThanOrEqual(4);
     await Promise.all(Array.from({ length: 4 }, () => collect(provider.stream({ model: "m", messages: hello }))));
     expect(server.connections()).toBe(afterBurst);
+  });
+
+  it("follows a server that redirects the request, as fetch would", async () => {
+    const { server } = await setup([{ text: "redirected answer" }]);
+    const redirector = createServer((request, response) => {
+      request.resume();
+      response.writeHead(307, { location: `${server.url}/chat/completions` }).end();
+    });
+    await new Promise<void>((resolve) => redirector.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = redirector.address() as AddressInfo;
+      const provider = createOpenAICompatibleProvider({ name: "moved", apiKey: "sk-test", baseURL: `http://127.0.0.1:${port}/v1` });
+      expect(textOf(await collect(provider.stream({ model: "m", messages: hello })))).toBe("redirected answer");
+      expect(server.requests[0]?.body).toMatchObject({ model: "m", stream: true });
+    } finally {
+      redirector.closeAllConnections();
+      await new Promise((resolve) => redirector.close(resolve));
+    }
   });
 
   it("reports an unreachable server as a network error", async () => {

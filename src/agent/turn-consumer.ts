@@ -366,6 +366,7 @@ class DraftThrottle {
   private startedAt: number | undefined;
   private unwatchedUntil = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
 
   constructor(
     private readonly intervalMs: number,
@@ -376,29 +377,41 @@ class DraftThrottle {
     this.text += piece;
     const now = Date.now();
     this.startedAt ??= now;
-    if (this.timer) return;
+    if (this.timer || this.stopped) return;
     const due = Math.max(this.startedAt + this.intervalMs, this.lastSent + this.intervalMs, this.unwatchedUntil);
     if (due <= now) this.flush();
     else this.timer = setTimeout(() => this.flush(), due - now);
   }
 
+  /** The turn is over: nothing more is published. */
   stop(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.stopped = true;
+    this.clearTimer();
   }
 
   flush(): void {
-    this.stop();
-    if (this.text === "" || this.text === this.published || Date.now() < this.unwatchedUntil) return;
-    this.published = this.text;
+    this.clearTimer();
+    if (this.stopped || this.text === "" || this.text === this.published || Date.now() < this.unwatchedUntil) return;
+    const text = this.text;
+    this.published = text;
     this.lastSent = Date.now();
     // Drafts are lossy by design: a failed one is replaced by the next or by the final.
-    this.publish(this.text).then(
+    this.publish(text).then(
       (seen) => {
-        if (!seen) this.unwatchedUntil = Date.now() + UNWATCHED_RECHECK_MS;
+        if (seen || this.stopped) return;
+        // Nobody watched yet (a page may open meanwhile): the newest text is tried again later,
+        // even when no more text comes (a model thinking for a while).
+        this.unwatchedUntil = Date.now() + UNWATCHED_RECHECK_MS;
+        if (this.published === text) this.published = "";
+        if (!this.timer) this.timer = setTimeout(() => this.flush(), UNWATCHED_RECHECK_MS);
       },
       () => undefined,
     );
+  }
+
+  private clearTimer(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
   }
 }
 

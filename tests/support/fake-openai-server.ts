@@ -166,7 +166,7 @@ async function streamAnswer(step: FakeOpenAIStep, request: RecordedRequest, mode
   }
 
   const line = (event: object | string) => `data: ${typeof event === "string" ? event : JSON.stringify(event)}\n\n`;
-  if (step.cutAfterChunks === undefined && step.endAfterChunks === undefined && !step.hangMs && !step.drip) {
+  if (step.cutAfterChunks === undefined && step.endAfterChunks === undefined && !step.hangMs && !step.drip && step.holdUntil === undefined) {
     // Nothing to time or to break: the whole answer in one write, so a burst of thousands of calls
     // costs the server (and the benchmarks that share its machine) one write each.
     response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });

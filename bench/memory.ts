@@ -12,7 +12,6 @@
  */
 import { readFile } from "node:fs/promises";
 import { Redis } from "ioredis";
-import WebSocket from "ws";
 import { createRedisBus } from "../src/bus/redis-bus.js";
 import type { InboundMessage, OutboundMessage } from "../src/bus/message.js";
 import { redisUrl } from "../tests/support/redis.js";
@@ -45,34 +44,9 @@ export async function vmField(pid: number, field: "VmRSS" | "VmHWM"): Promise<nu
   return Number(match[1]);
 }
 
-/** A minimal Chrome DevTools Protocol client over the worker's --inspect WebSocket. */
-export async function connectInspector(url: string): Promise<{ call(method: string, params?: object): Promise<Record<string, unknown>>; close(): void }> {
-  const socket = new WebSocket(url);
-  await new Promise<void>((resolve, reject) => {
-    socket.once("open", () => resolve());
-    socket.once("error", reject);
-  });
-  let nextId = 0;
-  const waiting = new Map<number, { resolve: (result: Record<string, unknown>) => void; reject: (error: Error) => void }>();
-  socket.on("message", (data) => {
-    const reply = JSON.parse(String(data)) as { id?: number; result?: Record<string, unknown>; error?: { message: string } };
-    if (reply.id === undefined) return;
-    const waiter = waiting.get(reply.id);
-    waiting.delete(reply.id);
-    if (reply.error) waiter?.reject(new Error(reply.error.message));
-    else waiter?.resolve(reply.result ?? {});
-  });
-  return {
-    call(method, params = {}) {
-      const id = ++nextId;
-      return new Promise((resolve, reject) => {
-        waiting.set(id, { resolve, reject });
-        socket.send(JSON.stringify({ id, method, params }));
-      });
-    },
-    close: () => socket.terminate(),
-  };
-}
+import { connectInspector } from "./inspector.js";
+
+export { connectInspector };
 
 function message(round: number, session: number): InboundMessage {
   return {

@@ -8,7 +8,6 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { BlockList } from "node:net";
-import helmet from "@fastify/helmet";
 import websocket from "@fastify/websocket";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from "fastify";
 import type { Logger } from "pino";
@@ -18,6 +17,7 @@ import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelWebhook } from "../gateway/channel.js";
 import { RequestError, parseRequest } from "../gateway/http-request.js";
 import { lazyRequestLogger } from "./lazy-request-logger.js";
+import { securityHeaders } from "./security-headers.js";
 
 /** The `api` section of the config. */
 export interface ApiServerConfig {
@@ -158,8 +158,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
 
   // text/plain is what a cross-site form or no-cors fetch can send without a preflight: JSON only.
   app.removeContentTypeParser("text/plain");
-  void app.register(helmet, {
-    global: true,
+  const secure = securityHeaders({
     contentSecurityPolicy: {
       useDefaults: true,
       directives: {
@@ -172,6 +171,10 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
         fontSrc: ["'self'", "data:"],
       },
     },
+  });
+  app.addHook("onRequest", (request, reply, done) => {
+    secure(reply.raw);
+    done();
   });
   void app.register(websocket, { options: { maxPayload: 64 * 1024 } });
   if (options.site) options.site(app);

@@ -209,6 +209,12 @@ describe("browser origins", () => {
     expect(health.headers.get("x-content-type-options")).toBe("nosniff");
     expect(health.headers.get("x-frame-options")).toBe("SAMEORIGIN");
     expect(health.headers.get("content-security-policy")).toContain("default-src 'self'");
+    // The same headers on an error and on a path no route has: they are set before routing.
+    for (const response of [plain, await fetch(`${url}/no-such-route`)]) {
+      expect(response.headers.get("x-content-type-options")).toBe("nosniff");
+      expect(response.headers.get("content-security-policy")).toBe(health.headers.get("content-security-policy"));
+      expect(response.headers.get("strict-transport-security")).toContain("max-age=");
+    }
   });
 });
 

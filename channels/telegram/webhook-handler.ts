@@ -7,7 +7,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { Logger } from "pino";
-import { describeIssue, formatPath } from "../../src/config/issues.js";
+import { describeIssue, formatPath, safeParseReporting } from "../../src/config/issues.js";
 import { errorMessage } from "../../src/errors.js";
 import { type TelegramUpdate, TelegramUpdateSchema } from "./update-schema.js";
 
@@ -70,7 +70,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     if (!options.accepting()) return { status: 503, error: "not running" };
     const parsed = parseBody(body);
     if ("error" in parsed) return { status: 400, error: parsed.error };
-    const result = TelegramUpdateSchema.safeParse(parsed.value, { reportInput: true });
+    const result = safeParseReporting(TelegramUpdateSchema, parsed.value);
     if (!result.success) {
       const issue = result.error.issues[0]!;
       const field = issue.path.length === 0 ? "body" : formatPath(issue.path);

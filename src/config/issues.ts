@@ -18,6 +18,16 @@ export function formatPath(path: readonly PathKey[]): string {
   return text;
 }
 
+/**
+ * `schema.safeParse(value)`, with the issues of a failure carrying the input they found (what
+ * {@link describeIssue} shows). The fast parse first: `reportInput` makes every parse about ten times
+ * slower, and on a hot path (a POST, a webhook) nearly every value is valid.
+ */
+export function safeParseReporting<Schema extends z.ZodType>(schema: Schema, value: unknown): z.ZodSafeParseResult<z.output<Schema>> {
+  const result = schema.safeParse(value);
+  return result.success ? result : schema.safeParse(value, { reportInput: true });
+}
+
 /** Options of {@link describeIssue}. */
 export interface DescribeIssueOptions {
   /** The schema that was parsed, to suggest the field an unknown one was probably meant to be. */

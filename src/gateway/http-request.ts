@@ -3,7 +3,7 @@
  * names the field: `{ "error": "content: expected a string, but it is missing" }`.
  */
 import type { z } from "zod";
-import { describeIssue, formatPath } from "../config/issues.js";
+import { describeIssue, formatPath, safeParseReporting } from "../config/issues.js";
 
 /** A request the API refuses. The server's error handler turns it into `{ error }` with `statusCode`. */
 export class RequestError extends Error {
@@ -21,7 +21,7 @@ export class RequestError extends Error {
  * `root` names the value itself when it is wrong as a whole (e.g. `body: expected an object`).
  */
 export function parseRequest<Schema extends z.ZodType>(schema: Schema, value: unknown, root: string): z.output<Schema> {
-  const result = schema.safeParse(value, { reportInput: true });
+  const result = safeParseReporting(schema, value);
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
   const field = issue.path.length === 0 ? root : formatPath(issue.path);

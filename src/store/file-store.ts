@@ -27,7 +27,7 @@ import { createFilePairingStore } from "./file-pairing.js";
 import { createFileTaskStore } from "./file-tasks.js";
 import { createFileTeamStore } from "./file-teams.js";
 import { createFileRunStore } from "./file-workflow-runs.js";
-import { type Fence, type HistoryEntry, HistoryEntrySchema, type LeaseCheck, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
+import { type Fence, type HistoryEntry, HistoryEntriesSchema, HistoryEntrySchema, type LeaseCheck, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface FileStoreOptions {
   /** Root of durable state; sessions live under `<dataDir>/sessions`. */
@@ -75,7 +75,7 @@ function parseRecord(line: string): SessionRecord | undefined {
  * load. What is stored is the parsed copy, so it has the very shape (and key order) a load returns.
  */
 function validEntries(entries: HistoryEntry[]): HistoryEntry[] {
-  const parsed = z.array(HistoryEntrySchema).safeParse(entries);
+  const parsed = HistoryEntriesSchema.safeParse(entries);
   if (!parsed.success) throw new Error(`invalid history entries: ${z.prettifyError(parsed.error)}`);
   return parsed.data;
 }

@@ -36,7 +36,7 @@ import { createRedisPairingStore } from "./redis-pairing.js";
 import { createRedisTaskStore } from "./redis-tasks.js";
 import { createRedisTeamStore } from "./redis-teams.js";
 import { createRedisRunStore } from "./redis-workflow-runs.js";
-import { type Fence, type HistoryEntry, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
+import { type Fence, type HistoryEntry, HistoryEntriesSchema, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface RedisStoreOptions {
   /** Commands; may be shared with the bus (the store sends no blocking commands). */
@@ -126,7 +126,7 @@ export function canonicalEntryJson(entry: HistoryEntry): string {
 
 /** Checked on the way in: an entry the loader would reject must fail now, not vanish on the next load. What is stored is the parsed copy. */
 function validEntries(entries: HistoryEntry[]): HistoryEntry[] {
-  const parsed = z.array(HistoryEntrySchema).safeParse(entries);
+  const parsed = HistoryEntriesSchema.safeParse(entries);
   if (!parsed.success) throw new Error(`invalid history entries: ${z.prettifyError(parsed.error)}`);
   return parsed.data;
 }

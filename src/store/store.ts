@@ -27,6 +27,8 @@ export const HistoryEntrySchema = z.object({
   model: z.string().optional(),
 });
 export type HistoryEntry = z.infer<typeof HistoryEntrySchema>;
+/** A list of them: built once (a zod schema costs microseconds to build, more than a parse). */
+export const HistoryEntriesSchema = z.array(HistoryEntrySchema);
 
 export interface SessionMeta {
   key: string;

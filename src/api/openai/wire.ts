@@ -12,7 +12,7 @@
 import type { ChatCompletion, ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
 import { z } from "zod";
-import { describeIssue, formatPath } from "../../config/issues.js";
+import { describeIssue, formatPath, safeParseReporting } from "../../config/issues.js";
 import { RequestError } from "../../gateway/http-request.js";
 import type { Refusal } from "../server.js";
 
@@ -62,7 +62,7 @@ export class OpenAiError extends RequestError {
 
 /** Parses the body, or throws an OpenAiError whose `param` names the first bad field. */
 export function parseChatRequest(body: unknown): ChatCompletionRequest {
-  const result = ChatCompletionRequestSchema.safeParse(body, { reportInput: true });
+  const result = safeParseReporting(ChatCompletionRequestSchema, body);
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
   const param = issue.path.length === 0 ? "body" : formatPath(issue.path);

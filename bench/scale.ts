@@ -554,9 +554,9 @@ async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promis
   await first.ready;
 
   const chats = (label: string, count: number) => Array.from({ length: count }, (_, index) => `${label}-${index}`);
-  const warmUp = async (label: string) => {
+  const warmUp = async (label: string, size = 50) => {
     // JIT, connection pools; not counted.
-    await driveChats(base, chats(label, 50), 4, 60_000);
+    await driveChats(base, chats(label, size), 4, 60_000);
     setup.resetLlmRecords();
   };
   const measure = async (label: string, workers: BenchProcess[]) => {
@@ -571,7 +571,9 @@ async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promis
 
   // Interleaved (one, two, one, two, ...) so that a burst of load from elsewhere on the machine
   // does not land on one row only.
-  await warmUp("warm-1");
+  // Steady state: a first run the size of a measured one (JIT and pools settle over thousands of
+  // turns; after 200 turns a run still took up to three times the CPU per message of a later one).
+  await warmUp("warm-1", CHATS * Math.ceil(MESSAGES_PER_CHAT / 4));
   const ones: RunResult[] = [];
   const twos: RunResult[] = [];
   for (let repeat = 0; repeat < REPEATS; repeat += 1) {
@@ -607,11 +609,12 @@ async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promis
   console.log(`end to end: countbot gateway + worker processes on the bench's own Redis, web channel, fake LLM answering at once (delayMs 0)`);
   console.log(`  ${CHATS} chats × ${MESSAGES_PER_CHAT} messages per run, sent as fast as possible (back to back per chat, chats in parallel),`);
   console.log(`  ${REPEATS} runs per row, interleaved one/two; latency = POST sent → the final answering it received on the chat's WebSocket`);
-  for (let repeat = 0; repeat < REPEATS; repeat += 1) {
-    console.log(`  run ${repeat + 1}  one worker   ${describeRun(ones[repeat]!)}`);
-    console.log(`  run ${repeat + 1}  two workers  ${describeRun(twos[repeat]!)}`);
-  }
   const countbotCpu = (run: RunResult) => ((run.cpu.gateway ?? 0) + (run.cpu.worker ?? 0) + (run.cpu.workers ?? 0)) / run.messages;
+  const cpuOf = (run: RunResult) => `; gateway + worker CPU ${countbotCpu(run).toFixed(2)} ms per message`;
+  for (let repeat = 0; repeat < REPEATS; repeat += 1) {
+    console.log(`  run ${repeat + 1}  one worker   ${describeRun(ones[repeat]!)}${cpuOf(ones[repeat]!)}`);
+    console.log(`  run ${repeat + 1}  two workers  ${describeRun(twos[repeat]!)}${cpuOf(twos[repeat]!)}`);
+  }
   console.log(`  one worker   ${describeRun(one)}`);
   console.log(`               ${describeCpu(one)}`);
   console.log(`               gateway + worker CPU ms per message over the runs: ${range(ones, countbotCpu)}; Redis: ${range(ones, (run) => (run.cpu.redis ?? 0) / run.messages)}`);
@@ -632,25 +635,33 @@ async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promis
   console.log(`  (the bench process = HTTP + WebSocket client; the fake LLM runs in a process of its own; all share ${cpuCount()} cores)`);
 }
 
+type Ceiling = { seconds: number; ratio: number };
+
 /**
  * The ceiling of the fake LLM and this machine: `chats` calls at once, straight from this process
  * through the OpenAI SDK, each taking `SLOW_LLM_MS`. Ratio to the ideal (every call done after
  * one delay), the same way CountBot's row is measured.
  */
-async function fakeLlmCeiling(setup: BenchSetup, chats: number): Promise<{ seconds: number; ratio: number }> {
+async function fakeLlmCeiling(setup: BenchSetup, chats: number): Promise<{ cold: Ceiling; warm: Ceiling }> {
   // The same client as CountBot's provider: the SDK over a keep-alive pool with undici's request.
   const client = new OpenAI({ apiKey: "sk-bench-0123456789", baseURL: setup.llm.url, maxRetries: 0, timeout: 120_000, fetch: createConnectionPool().fetch });
   const call = async () => {
     const stream = await client.chat.completions.create({ model: "fake", stream: true, messages: [{ role: "user", content: "hello" }] });
     for await (const _chunk of stream) void _chunk;
   };
-  // Warm-up: connections and JIT, as CountBot's row gets.
+  const burst = async () => {
+    const started = performance.now();
+    await Promise.all(Array.from({ length: chats }, call));
+    const seconds = (performance.now() - started) / 1000;
+    return { seconds, ratio: SLOW_LLM_MS / 1000 / seconds };
+  };
+  // A few calls first (JIT), as CountBot's cold row gets; then the same burst again on the
+  // connections the first one opened, as its warm row gets.
   await Promise.all(Array.from({ length: 20 }, call));
-  const started = performance.now();
-  await Promise.all(Array.from({ length: chats }, call));
-  const seconds = (performance.now() - started) / 1000;
+  const cold = await burst();
+  const warm = await burst();
   setup.resetLlmRecords();
-  return { seconds, ratio: SLOW_LLM_MS / 1000 / seconds };
+  return { cold, warm };
 }
 
 async function concurrency(setup: BenchSetup, redisPid: number | undefined): Promise<void> {
@@ -659,47 +670,50 @@ async function concurrency(setup: BenchSetup, redisPid: number | undefined): Pro
   const gateway = spawnCountbot("gateway", gatewayEnv, /gateway listening/);
   const base = String((await gateway.ready).url);
 
-  type Row = { chats: number; turns: number; result: RunResult; peak: number; firstCall: number; lastCall: number; connections: number; ceiling: { seconds: number; ratio: number } };
+  type Row = { chats: number; burst: "cold" | "warm"; result: RunResult; peak: number; firstCall: number; lastCall: number; connections: number; ceiling: Ceiling };
   const rows: Row[] = [];
-  const cases = [
-    { chats: CONCURRENT_CHATS, turns: DEFAULT_MAX_CONCURRENT_TURNS },
-    { chats: MANY_CONCURRENT_CHATS, turns: DEFAULT_MAX_CONCURRENT_TURNS },
-  ];
-  for (const { chats, turns } of cases) {
+  for (const chats of [CONCURRENT_CHATS, MANY_CONCURRENT_CHATS]) {
     const ceiling = await fakeLlmCeiling(setup, chats);
-    const env = await setup.envFor(`concurrency-${chats}`, turns === DEFAULT_MAX_CONCURRENT_TURNS ? {} : { agent: { maxConcurrentTurns: turns } });
+    const env = await setup.envFor(`concurrency-${chats}`);
     const worker = spawnCountbot("worker", env, /worker started/);
     await worker.ready;
     // Warm-up: a few slow turns.
     await driveChats(base, Array.from({ length: 20 }, (_, index) => `warm-c${chats}-${index}`), 1, 30_000);
     setup.resetLlmRecords();
-    const connectionsBefore = (await setup.llmCalls()).connections;
-    const chatIds = Array.from({ length: chats }, (_, index) => `c${chats}-${index}`);
-    const result = await driveChats(base, chatIds, 1, 120_000, meterFor(setup, redisPid, gateway, [worker]), undefined, { label: `concurrency-${chats}`, processes: [gateway, worker] });
-    assertClean(result, [gateway, worker]);
-    const calls = await setup.llmCalls();
-    const starts = calls.starts.map((start) => start - result.startedAtEpoch);
-    rows.push({
-      chats,
-      turns,
-      result,
-      peak: peakInWindow(calls.starts, SLOW_LLM_MS),
-      firstCall: Math.min(...starts),
-      lastCall: Math.max(...starts),
-      connections: calls.connections - connectionsBefore,
-      ceiling,
-    });
-    setup.resetLlmRecords();
+    // Cold: the first burst this worker sees (its pool opens a connection per call in flight, the
+    // JIT meets most paths for the first time). Warm: the same burst again, to other chats, right
+    // after: what a worker that has been busy for a while does.
+    for (const burst of ["cold", "warm"] as const) {
+      const connectionsBefore = (await setup.llmCalls()).connections;
+      const chatIds = Array.from({ length: chats }, (_, index) => `c${chats}-${burst}-${index}`);
+      const label = `concurrency-${chats}-${burst}`;
+      const result = await driveChats(base, chatIds, 1, 120_000, meterFor(setup, redisPid, gateway, [worker]), undefined, { label, processes: [gateway, worker] });
+      assertClean(result, [gateway, worker]);
+      const calls = await setup.llmCalls();
+      const starts = calls.starts.map((start) => start - result.startedAtEpoch);
+      rows.push({
+        chats,
+        burst,
+        result,
+        peak: peakInWindow(calls.starts, SLOW_LLM_MS),
+        firstCall: Math.min(...starts),
+        lastCall: Math.max(...starts),
+        connections: calls.connections - connectionsBefore,
+        ceiling: ceiling[burst],
+      });
+      setup.resetLlmRecords();
+    }
     await worker.stop();
   }
   await gateway.stop();
 
   console.log(`concurrency: one worker, default config (agent.maxConcurrentTurns ${DEFAULT_MAX_CONCURRENT_TURNS}), fake LLM taking ${SLOW_LLM_MS} ms per call, N chats sending one message each at once`);
-  for (const { chats, result, peak, firstCall, lastCall, connections, ceiling } of rows) {
+  for (const { chats, burst, result, peak, firstCall, lastCall, connections, ceiling } of rows) {
     const ideal = chats / (SLOW_LLM_MS / 1000);
+    const ratio = result.perSecond / ideal;
     console.log(
-      `  ${String(chats).padStart(5)} chats  ${result.perSecond.toFixed(1).padStart(6)} msg/s   ratio to ideal (${ideal.toFixed(0)}/s) ${(result.perSecond / ideal).toFixed(3)}` +
-        `   the fake LLM's own ceiling here: ${ceiling.ratio.toFixed(3)} (${chats} calls straight from the bench: ${ceiling.seconds.toFixed(2)} s)`,
+      `  ${String(chats).padStart(5)} chats, ${burst}  ${result.perSecond.toFixed(1).padStart(6)} msg/s   ratio to ideal (${ideal.toFixed(0)}/s) ${ratio.toFixed(3)}` +
+        `   the fake LLM's own ceiling here: ${ceiling.ratio.toFixed(3)} (${chats} calls straight from the bench: ${ceiling.seconds.toFixed(2)} s); CountBot's share of it ${(ratio / ceiling.ratio).toFixed(2)}`,
     );
     console.log(
       `    all answered at ${result.seconds.toFixed(2)} s; POSTs done at ${result.sendSeconds.toFixed(2)} s; LLM calls started from ${(firstCall / 1000).toFixed(2)} s to ${(lastCall / 1000).toFixed(2)} s, at most ${peak} within 1 s, over ${connections} new connections; latency p50 ${ms(percentile(result.latencies, 0.5))} p99 ${ms(percentile(result.latencies, 0.99))}`,

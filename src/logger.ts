@@ -68,3 +68,24 @@ export function routeConsoleWarnings(logger: Logger): () => void {
   console.error = route("error");
   return () => Object.assign(console, original);
 }
+
+const LEVELS = new Set(["fatal", "error", "warn", "info", "debug", "trace"]);
+
+/**
+ * `logger.child(bindings)`, made only when something is logged through it at a level the logger
+ * writes: a pino child (with redaction) costs a few microseconds, too much to make per message on
+ * a path that almost never logs. A disabled level is a no-op; anything else reaches the real child.
+ */
+export function lazyChild(logger: Logger, bindings: Record<string, unknown>): Logger {
+  let child: Logger | undefined;
+  const real = () => (child ??= logger.child(bindings));
+  return new Proxy(logger, {
+    get(_target, property) {
+      if (child === undefined && typeof property === "string" && LEVELS.has(property) && !logger.isLevelEnabled(property)) return noop;
+      const value = Reflect.get(real(), property) as unknown;
+      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(real()) : value;
+    },
+  });
+}
+
+function noop(): void {}

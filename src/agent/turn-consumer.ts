@@ -14,6 +14,7 @@ import type { Agent } from "./agent.js";
 import { isShutdown, shutdownReason } from "./cancellation.js";
 import { type ChatCommand, helpText, parseCommand } from "./commands.js";
 import type { TurnEvent } from "./react-loop.js";
+import { lazyChild } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { Usage } from "../providers/chat-model.js";
 import type { SessionSnapshot } from "../store/store.js";
@@ -153,7 +154,7 @@ export class TurnConsumer {
     const intercept = this.options.intercept;
     let batch = takeBatch(claim.messages, intercept ? (message) => intercept.mayTake(message) : undefined);
     const first = batch.messages[0]!;
-    const log = logger.child({ session: claim.sessionKey, message: first.id });
+    const log = lazyChild(logger, { session: claim.sessionKey, message: first.id });
     if (claim.attempt > 1) log.warn({ attempt: claim.attempt }, "re-running a turn that was interrupted (worker crash or lost lease)");
     const startedAt = (this.options.now ?? Date.now)();
     const done = (outcome: Parameters<Metrics["turn"]>[1]) => this.options.metrics?.turn(((this.options.now ?? Date.now)() - startedAt) / 1000, outcome);

@@ -25,6 +25,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
+import { lazyChild } from "../logger.js";
 import { helpText, parseCommand } from "../agent/commands.js";
 import { ExpiringSet } from "../bus/expiring-set.js";
 import { type InboundMessage, sessionKeyOf } from "../bus/message.js";
@@ -179,7 +180,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
     },
     async handle(event) {
       const sessionKey = sessionKeyOf({ channel, chatId: event.chatId });
-      const log = logger.child({ sessionKey, eventId: event.eventId });
+      const log = lazyChild(logger, { sessionKey, eventId: event.eventId });
 
       if (event.senderIsBot) return "ignored:bot";
       if (event.chatType !== "private") {

@@ -1,7 +1,7 @@
 /** The logger: JSON or pretty, secrets scrubbed either way, library console warnings routed in once. */
 import { PassThrough } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
-import { createLogger, routeConsoleWarnings } from "../../src/logger.js";
+import { createLogger, lazyChild, routeConsoleWarnings } from "../../src/logger.js";
 
 function capture(): { stream: PassThrough; text: () => string } {
   const stream = new PassThrough();
@@ -33,6 +33,37 @@ describe("createLogger", () => {
         expect(JSON.parse(text)).toMatchObject({ level: 30, msg: "model call failed", sessionKey: "telegram:1" });
       }
     }
+  });
+});
+
+describe("lazyChild", () => {
+  it("makes the child only when a written level is used, and then logs with its bindings and the parent's scrubbing", () => {
+    const out = capture();
+    const logger = createLogger({ level: "info", secrets: ["sk-very-secret-value"], destination: out.stream });
+    let made = 0;
+    const child = logger.child.bind(logger);
+    logger.child = ((...args: Parameters<typeof child>) => {
+      made += 1;
+      return child(...args);
+    }) as typeof logger.child;
+
+    const log = lazyChild(logger, { sessionKey: "web:1" });
+    log.debug("not written at info");
+    log.trace({ detail: 1 }, "nor this");
+    expect(made).toBe(0);
+    expect(out.text()).toBe("");
+
+    log.warn({ detail: "sk-very-secret-value" }, "something odd");
+    log.info("and more");
+    expect(made).toBe(1);
+    const lines = out.text().trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines).toMatchObject([
+      { level: 40, msg: "something odd", sessionKey: "web:1" },
+      { level: 30, msg: "and more", sessionKey: "web:1" },
+    ]);
+    expect(out.text()).not.toContain("sk-very-secret-value");
+    expect(log.isLevelEnabled("debug")).toBe(false);
+    expect(log.level).toBe("info");
   });
 });
 

@@ -130,7 +130,7 @@ export async function createInfrastructure(config: ResolvedConfig, logger: Logge
 async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined): Promise<Infrastructure> {
   const leaseTtlMs = config.redis.leaseTtlMs;
   await mkdir(config.dataDir, { recursive: true });
-  const bus = createMemoryBus({ debounceMs: config.agent.debounceMs, leaseTtlMs, now });
+  const bus = createMemoryBus({ debounceMs: config.agent.debounceMs, leaseTtlMs, now, maxQueued: config.agent.maxQueuedMessages });
   const store = createFileStore({
     dataDir: config.dataDir,
     now,

@@ -40,7 +40,16 @@ export interface MemoryBusOptions extends BusOptions {
   maxBatch?: number;
   /** First delay before redelivering an outbound event whose handler threw. */
   redeliveryDelayMs?: number;
+  /**
+   * Most inbound messages the bus holds at once (waiting for a worker or in a turn). Past it
+   * `publishInbound` throws BusError "unavailable" and stores nothing, so the channel refuses the
+   * message (the web answers 503, Telegram's update is fetched again later) instead of the process's
+   * memory growing without bound. Default 10,000.
+   */
+  maxQueued?: number;
 }
+
+const DEFAULT_MAX_QUEUED = 10_000;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -60,6 +69,9 @@ class MemoryBus implements MessageBus {
   private readonly maxBatch: number;
   private readonly redeliveryDelayMs: number;
   private readonly mailboxes = new Map<string, InboundMessage[]>();
+  /** Messages in all mailboxes, against `maxQueued`. */
+  private queued = 0;
+  private readonly maxQueued: number;
   private readonly ready = new ReadyQueue();
   private readonly leases = new Map<string, Lease>();
   private readonly waiters: Waiter[] = [];
@@ -83,6 +95,7 @@ class MemoryBus implements MessageBus {
     this.debounceMs = options.debounceMs ?? 0;
     this.maxBatch = options.maxBatch ?? 100;
     this.redeliveryDelayMs = options.redeliveryDelayMs ?? 50;
+    this.maxQueued = options.maxQueued ?? DEFAULT_MAX_QUEUED;
     this.seenEvents = new ExpiringSet(options.dedupeTtlMs ?? DAY_MS, this.now);
     this.delivered = new ExpiringSet(DAY_MS, this.now);
     this.draftMessages = new ExpiringMap(DAY_MS, this.now);
@@ -91,9 +104,13 @@ class MemoryBus implements MessageBus {
 
   async publishInbound(message: InboundMessage): Promise<PublishResult> {
     this.assertOpen();
-    if (message.platformEventId !== undefined) {
-      if (!this.seenEvents.add(`${message.channel}:${message.platformEventId}`)) return { accepted: false };
+    const eventKey = message.platformEventId === undefined ? undefined : `${message.channel}:${message.platformEventId}`;
+    if (eventKey !== undefined && this.seenEvents.has(eventKey)) return { accepted: false };
+    // Before the dedupe mark: a refused event must be taken when the platform sends it again.
+    if (this.queued >= this.maxQueued) {
+      throw new BusError(`the bus already holds ${this.queued} messages that no turn has finished (agent.maxQueuedMessages); nothing was stored`, "unavailable");
     }
+    if (eventKey !== undefined) this.seenEvents.add(eventKey);
     const sessionKey = sessionKeyOf(message);
     let mailbox = this.mailboxes.get(sessionKey);
     if (!mailbox) {
@@ -101,6 +118,7 @@ class MemoryBus implements MessageBus {
       this.mailboxes.set(sessionKey, mailbox);
     }
     mailbox.push(message);
+    this.queued += 1;
     if (!this.isLeased(sessionKey)) this.ready.schedule(sessionKey, this.now() + this.debounceMs);
     this.dispatch();
     return { accepted: true };
@@ -165,7 +183,7 @@ class MemoryBus implements MessageBus {
     }
     const mailbox = this.mailboxes.get(claim.sessionKey) ?? [];
     this.attempts.delete(claim.messages[0]!.id);
-    mailbox.splice(0, Math.min(consumed, claim.messages.length));
+    this.queued -= mailbox.splice(0, Math.min(consumed, claim.messages.length)).length;
     this.finishLease(claim.sessionKey, mailbox);
   }
 

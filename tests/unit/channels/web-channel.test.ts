@@ -15,8 +15,8 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function start(channelOptions: { maxPendingPerChat?: number; rateLimitPerMinute?: number } = {}) {
-  const bus = createMemoryBus();
+async function start(channelOptions: { maxPendingPerChat?: number; rateLimitPerMinute?: number } = {}, busOptions: { maxQueued?: number } = {}) {
+  const bus = createMemoryBus(busOptions);
   cleanups.push(() => bus.close());
   let counter = 0;
   const newId = () => `message-${++counter}`;
@@ -131,6 +131,22 @@ describe("sending", () => {
     expect(await refused.json()).toMatchObject({ error: expect.stringMatching(/could not be stored/) });
     down = false;
     expect((await send(url, "room", body)).status).toBe(202);
+  });
+
+  it("answers 503 once the in-process bus is full, and takes the same message again when a turn has made room", async () => {
+    const { bus, url } = await start({}, { maxQueued: 2 });
+    expect((await send(url, "room-a", { content: "one" })).status).toBe(202);
+    expect((await send(url, "room-b", { content: "two" })).status).toBe(202);
+    const body = { content: "three", clientMessageId: "c-3" };
+    const refused = await send(url, "room-c", body);
+    expect(refused.status).toBe(503);
+    expect(await refused.json()).toMatchObject({ error: expect.stringMatching(/could not be stored; send it again/) });
+    const claim = await bus.claimSession({ timeoutMs: 0 });
+    await bus.ack(claim!);
+    const retried = await send(url, "room-c", body);
+    expect(retried.status).toBe(202);
+    const claims = await bus.claimSessions({ timeoutMs: 0, max: 10 });
+    expect(claims.map((each) => each.messages.map((message) => message.content))).toEqual([["two"], ["three"]]);
   });
 
   it("keeps dedupe keys of different chats apart even when the ids contain the separator (a:b + 1 vs a + b:1)", async () => {

@@ -1,7 +1,7 @@
 /** The logger: JSON or pretty, secrets scrubbed either way, library console warnings routed in once. */
 import { PassThrough } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
-import { createLogger, lazyChild, routeConsoleWarnings } from "../../src/logger.js";
+import { censorSecrets, createLogger, lazyChild, routeConsoleWarnings } from "../../src/logger.js";
 
 function capture(): { stream: PassThrough; text: () => string } {
   const stream = new PassThrough();
@@ -33,6 +33,35 @@ describe("createLogger", () => {
         expect(JSON.parse(text)).toMatchObject({ level: 30, msg: "model call failed", sessionKey: "telegram:1" });
       }
     }
+  });
+});
+
+describe("secret fields", () => {
+  it("censors apiKey, token, appSecret and password at the top and one level down, and headers.authorization, in records and bindings", () => {
+    const out = capture();
+    const logger = createLogger({ level: "info", destination: out.stream });
+    const error = Object.assign(new Error("upstream refused"), { token: "error-token-1" });
+    logger.info({ apiKey: "top-key-1", config: { appSecret: "nested-secret-1", name: "kept" }, headers: { authorization: "Bearer top-auth-1", accept: "json" } }, "one");
+    logger.info({ request: { headers: { authorization: "Bearer nested-auth-1" } }, err: error, list: ["plain"] }, "two");
+    logger.child({ password: "binding-password-1", component: "x" }).warn({ detail: { token: "child-token-1" } }, "three");
+    logger.info({ sessionKey: "web:1", count: 2 }, "nothing secret");
+    const text = out.text();
+    for (const secret of ["top-key-1", "nested-secret-1", "top-auth-1", "nested-auth-1", "error-token-1", "binding-password-1", "child-token-1"]) expect(text).not.toContain(secret);
+    const [one, two, three, four] = text.trim().split("\n").map((line) => JSON.parse(line) as Record<string, { stack?: string } & Record<string, unknown>>);
+    expect(one).toMatchObject({ apiKey: "[redacted]", config: { appSecret: "[redacted]", name: "kept" }, headers: { authorization: "[redacted]", accept: "json" } });
+    expect(two).toMatchObject({ request: { headers: { authorization: "[redacted]" } }, err: { message: "upstream refused", token: "[redacted]", type: "Error" }, list: ["plain"] });
+    expect(two!.err!.stack).toContain("upstream refused");
+    expect(three).toMatchObject({ password: "[redacted]", component: "x", detail: { token: "[redacted]" } });
+    expect(four).toMatchObject({ sessionKey: "web:1", count: 2 });
+  });
+
+  it("leaves the caller's objects as they were", () => {
+    const record = { config: { apiKey: "k" }, token: "t" };
+    const censored = censorSecrets(record);
+    expect(censored).toEqual({ config: { apiKey: "[redacted]" }, token: "[redacted]" });
+    expect(record).toEqual({ config: { apiKey: "k" }, token: "t" });
+    const plain = { a: 1, nested: { b: 2 } };
+    expect(censorSecrets(plain)).toBe(plain);
   });
 });
 

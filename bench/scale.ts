@@ -105,7 +105,14 @@ let exitHookInstalled = false;
  * matching `readyPattern`. Output is scanned for error-level lines and otherwise dropped (a run of
  * 100,000 turns logs 100,000 "turn finished" lines), keeping only a tail.
  */
-export function spawnCountbot(command: string, env: Record<string, string>, readyPattern: RegExp, timeoutMs = 30_000, bin = countbotBin): BenchProcess {
+/**
+ * Which build `scale` runs, and a label its chat ids carry: with BENCH_SCALE_COMPARE_BIN set it
+ * alternates between this checkout's and another's `bin/countbot.js`, on the same Redis and fake LLM.
+ */
+let scaleBin = countbotBin;
+let scaleVariant = "";
+
+export function spawnCountbot(command: string, env: Record<string, string>, readyPattern: RegExp, timeoutMs = 30_000, bin = scaleBin): BenchProcess {
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     // Last resort (an uncaught error, process.exit): never leave a child running.
@@ -545,7 +552,15 @@ function range(runs: RunResult[], pick: (run: RunResult) => number, digits = 2):
   return `${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)}`;
 }
 
-async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promise<void> {
+interface EndToEndResult {
+  one: RunResult;
+  two: RunResult;
+  /** Redis commands clients sent, per message and per turn (MONITOR run). */
+  sentPerMessage: number;
+  sentPerTurn: number;
+}
+
+async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promise<EndToEndResult> {
   setup.setLlmDelay(0);
   const env = await setup.envFor("e2e");
   const gateway = spawnCountbot("gateway", env, /gateway listening/);
@@ -553,7 +568,7 @@ async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promis
   const first = spawnCountbot("worker", env, /worker started/);
   await first.ready;
 
-  const chats = (label: string, count: number) => Array.from({ length: count }, (_, index) => `${label}-${index}`);
+  const chats = (label: string, count: number) => Array.from({ length: count }, (_, index) => `${scaleVariant}${label}-${index}`);
   const warmUp = async (label: string, size = 50) => {
     // JIT, connection pools; not counted.
     await driveChats(base, chats(label, size), 4, 60_000);
@@ -633,6 +648,7 @@ async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promis
   }
   console.log(`    inside scripts     ${(total(count.inScripts) / counted.messages).toFixed(2).padStart(6)} per message: ${describeCounts(count.inScripts, counted.messages)}`);
   console.log(`  (the bench process = HTTP + WebSocket client; the fake LLM runs in a process of its own; all share ${cpuCount()} cores)`);
+  return { one, two, sentPerMessage: sentTotal / counted.messages, sentPerTurn: sentTotal / counted.finals };
 }
 
 type Ceiling = { seconds: number; ratio: number };
@@ -664,28 +680,29 @@ async function fakeLlmCeiling(setup: BenchSetup, chats: number): Promise<{ cold:
   return { cold, warm };
 }
 
-async function concurrency(setup: BenchSetup, redisPid: number | undefined): Promise<void> {
+type ConcurrencyRow = { chats: number; burst: "cold" | "warm"; result: RunResult; peak: number; firstCall: number; lastCall: number; connections: number; ceiling: Ceiling };
+
+async function concurrency(setup: BenchSetup, redisPid: number | undefined): Promise<ConcurrencyRow[]> {
   setup.setLlmDelay(SLOW_LLM_MS);
   const gatewayEnv = await setup.envFor("gateway");
   const gateway = spawnCountbot("gateway", gatewayEnv, /gateway listening/);
   const base = String((await gateway.ready).url);
 
-  type Row = { chats: number; burst: "cold" | "warm"; result: RunResult; peak: number; firstCall: number; lastCall: number; connections: number; ceiling: Ceiling };
-  const rows: Row[] = [];
+  const rows: ConcurrencyRow[] = [];
   for (const chats of [CONCURRENT_CHATS, MANY_CONCURRENT_CHATS]) {
     const ceiling = await fakeLlmCeiling(setup, chats);
-    const env = await setup.envFor(`concurrency-${chats}`);
+    const env = await setup.envFor(`${scaleVariant}concurrency-${chats}`);
     const worker = spawnCountbot("worker", env, /worker started/);
     await worker.ready;
     // Warm-up: a few slow turns.
-    await driveChats(base, Array.from({ length: 20 }, (_, index) => `warm-c${chats}-${index}`), 1, 30_000);
+    await driveChats(base, Array.from({ length: 20 }, (_, index) => `${scaleVariant}warm-c${chats}-${index}`), 1, 30_000);
     setup.resetLlmRecords();
     // Cold: the first burst this worker sees (its pool opens a connection per call in flight, the
     // JIT meets most paths for the first time). Warm: the same burst again, to other chats, right
     // after: what a worker that has been busy for a while does.
     for (const burst of ["cold", "warm"] as const) {
       const connectionsBefore = (await setup.llmCalls()).connections;
-      const chatIds = Array.from({ length: chats }, (_, index) => `c${chats}-${burst}-${index}`);
+      const chatIds = Array.from({ length: chats }, (_, index) => `${scaleVariant}c${chats}-${burst}-${index}`);
       const label = `concurrency-${chats}-${burst}`;
       const result = await driveChats(base, chatIds, 1, 120_000, meterFor(setup, redisPid, gateway, [worker]), undefined, { label, processes: [gateway, worker] });
       assertClean(result, [gateway, worker]);
@@ -722,6 +739,7 @@ async function concurrency(setup: BenchSetup, redisPid: number | undefined): Pro
   }
   const nanobot = NANOBOT_DEFAULT_TURNS / (SLOW_LLM_MS / 1000);
   console.log(`  nanobot's default (${NANOBOT_DEFAULT_TURNS} turns at once) would allow at most ${nanobot.toFixed(0)} msg/s here: ratio to ideal ${(nanobot / CONCURRENT_CHATS).toFixed(3)} at ${CONCURRENT_CHATS} chats`);
+  return rows;
 }
 
 function cpuCount(): number {
@@ -731,16 +749,64 @@ function cpuCount(): number {
 export async function benchScale(): Promise<void> {
   // A Redis of the bench's own: its CPU and command counts are this run's alone.
   const redisServer = await startBenchRedis();
+  const other = process.env.BENCH_SCALE_COMPARE_BIN;
+  const variants = other ? [{ name: "this", bin: countbotBin }, { name: "other", bin: path.resolve(other) }] : [{ name: "", bin: countbotBin }];
+  const rounds = other ? 2 : 1;
+  const results: { variant: string; e2e?: EndToEndResult; rows?: ConcurrencyRow[] }[] = [];
   try {
     const setup = await createBenchSetup("scale", { redisUrl: redisServer.url });
     try {
       const only = process.env.BENCH_SCALE_ONLY;
-      if (only !== "concurrency") await endToEnd(setup, redisServer.pid);
-      if (only !== "end-to-end") await concurrency(setup, redisServer.pid);
+      // Alternating (this, other, this, other) so that a burst of load from elsewhere does not land on one build only.
+      for (let round = 0; round < rounds; round += 1) {
+        for (const variant of variants) {
+          scaleBin = variant.bin;
+          scaleVariant = variant.name ? `${variant.name}${round}-` : "";
+          if (other) console.log(`\n=== ${variant.name} build (${variant.bin}), round ${round + 1} of ${rounds}`);
+          const e2e = only !== "concurrency" ? await endToEnd(setup, redisServer.pid) : undefined;
+          const rows = only !== "end-to-end" ? await concurrency(setup, redisServer.pid) : undefined;
+          results.push({ variant: variant.name, e2e, rows });
+        }
+      }
     } finally {
       await setup.close();
     }
   } finally {
     await redisServer.stop();
+  }
+  if (other) compareVariants(results);
+}
+
+/** The two builds side by side: each figure averaged over its rounds, and this build's over the other's. */
+function compareVariants(results: { variant: string; e2e?: EndToEndResult; rows?: ConcurrencyRow[] }[]): void {
+  const figures = new Map<string, { this: number[]; other: number[] }>();
+  const add = (name: string, variant: string, value: number) => {
+    const entry = figures.get(name) ?? { this: [], other: [] };
+    entry[variant as "this" | "other"].push(value);
+    figures.set(name, entry);
+  };
+  for (const { variant, e2e, rows } of results) {
+    if (e2e) {
+      const { one } = e2e;
+      const countbot = (one.cpu.gateway ?? 0) + (one.cpu.worker ?? 0);
+      add("end to end, one worker: messages/s", variant, one.perSecond);
+      add("end to end, one worker: gateway + worker CPU ms per message", variant, countbot / one.messages);
+      add("end to end, one worker: gateway + worker CPU ms per turn", variant, countbot / one.finals);
+      add("end to end, one worker: gateway CPU ms per turn", variant, (one.cpu.gateway ?? 0) / one.finals);
+      add("end to end, one worker: worker CPU ms per turn", variant, (one.cpu.worker ?? 0) / one.finals);
+      add("end to end, one worker: Redis CPU ms per message", variant, (one.cpu.redis ?? 0) / one.messages);
+      add("end to end: Redis commands clients sent per message", variant, e2e.sentPerMessage);
+    }
+    for (const row of rows ?? []) {
+      add(`${row.chats} chats at once, ${row.burst}: ratio to ideal`, variant, row.result.perSecond / (row.chats / (SLOW_LLM_MS / 1000)));
+      add(`${row.chats} chats at once, ${row.burst}: share of the fake LLM's ceiling`, variant, row.result.perSecond / (row.chats / (SLOW_LLM_MS / 1000)) / row.ceiling.ratio);
+      add(`${row.chats} chats at once, ${row.burst}: gateway + worker CPU ms per turn`, variant, ((row.result.cpu.gateway ?? 0) + (row.result.cpu.worker ?? 0)) / row.result.finals);
+    }
+  }
+  const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+  console.log(`\n=== this build against the other (${process.env.BENCH_SCALE_COMPARE_BIN}): means over the rounds, and this / other`);
+  for (const [name, { this: mine, other }] of figures) {
+    if (mine.length === 0 || other.length === 0) continue;
+    console.log(`  ${name.padEnd(72)} this ${mean(mine).toFixed(3).padStart(8)}   other ${mean(other).toFixed(3).padStart(8)}   this/other ${(mean(mine) / mean(other)).toFixed(2)}`);
   }
 }

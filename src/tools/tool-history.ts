@@ -74,6 +74,8 @@ export interface ToolHistoryEntryOptions {
 
 export interface ToolHistoryOptions extends ToolHistoryEntryOptions {
   directory: string;
+  /** Sessions whose line count is remembered (the most recently used); another is counted again from its file. Default 10,000. */
+  countedSessions?: number;
 }
 
 export const DEFAULT_TOOL_HISTORY_ENTRIES = 500;
@@ -111,8 +113,14 @@ export function createFileToolHistory(options: ToolHistoryOptions): ToolHistory 
   const maxEntries = options.maxEntries ?? DEFAULT_TOOL_HISTORY_ENTRIES;
   const entryOf = toolHistoryEntryMaker(options);
   const queue = createKeyedQueue();
-  /** Lines in each session's file, counted on first use. */
+  /** Lines in the files of the sessions used last, counted on first use (a bounded cache: forgetting one costs a read). */
   const counts = new Map<string, number>();
+  const countedSessions = options.countedSessions ?? 10_000;
+  const remember = (name: string, count: number) => {
+    counts.delete(name);
+    counts.set(name, count);
+    if (counts.size > countedSessions) counts.delete(counts.keys().next().value!);
+  };
   let closed = false;
 
   const fileOf = (name: string) => path.join(options.directory, `${name}${SUFFIX}`);
@@ -144,11 +152,11 @@ export function createFileToolHistory(options: ToolHistoryOptions): ToolHistory 
         const count = counts.get(name) ?? (await readEntries(name)).length;
         await mkdir(options.directory, { recursive: true });
         await appendLine(fileOf(name), `${JSON.stringify(entry)}\n`);
-        counts.set(name, count + 1);
+        remember(name, count + 1);
         if (count + 1 > 2 * maxEntries) {
           const kept = (await readEntries(name)).slice(-maxEntries);
           await writeFileAtomic(fileOf(name), kept.map((item) => `${JSON.stringify(item)}\n`).join(""));
-          counts.set(name, kept.length);
+          remember(name, kept.length);
         }
       });
     },
@@ -163,7 +171,7 @@ export function createFileToolHistory(options: ToolHistoryOptions): ToolHistory 
     clear(sessionKey) {
       return serialized(sessionKey, async (name) => {
         await rm(fileOf(name), { force: true });
-        counts.set(name, 0);
+        remember(name, 0);
       });
     },
 

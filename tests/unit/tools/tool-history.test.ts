@@ -65,6 +65,18 @@ describe("file tool history (the contract itself: tests/conformance/tool-history
     await second.close();
   });
 
+  it("keeps the cap when it remembers the counts of fewer sessions than it writes (a forgotten count is read again)", async () => {
+    const history = createFileToolHistory({ directory, maxEntries: 2, countedSessions: 1 });
+    const lineCount = async (file: string) => (await readFile(path.join(directory, file), "utf8")).split("\n").filter(Boolean).length;
+    for (let index = 0; index < 9; index++) {
+      await history.add(call({ sessionKey: "web:a", arguments: { index } }));
+      await history.add(call({ sessionKey: "web:b", arguments: { index } }));
+    }
+    for (const file of ["web%3Aa.jsonl", "web%3Ab.jsonl"]) expect(await lineCount(file)).toBeLessThanOrEqual(4);
+    expect((await history.list("web:b")).map((entry) => entry.arguments)).toEqual([{ index: 8 }, { index: 7 }]);
+    await history.close();
+  });
+
   it("serializes concurrent adds to one session", async () => {
     const history = createFileToolHistory({ directory, maxEntries: 1_000 });
     await Promise.all(Array.from({ length: 50 }, (_, index) => history.add(call({ arguments: { index } }))));

@@ -1,7 +1,7 @@
 /**
  * `countbot doctor`: what a deployment needs, checked one by one, each with what to do when it
  * fails. Nothing is started: the model gets one tiny request, Redis a few read-only commands, each
- * enabled channel one "who am I" call.
+ * enabled channel one "who am I" call, each enabled MCP server a connection and its tool list.
  */
 import { randomUUID } from "node:crypto";
 import { constants } from "node:fs";
@@ -15,6 +15,7 @@ import { resolveChatModel } from "../providers/factory.js";
 import { checkRedis } from "../redis/checks.js";
 import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
 import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
+import { createMcpServers } from "./agent.js";
 import { createChannels } from "./gateway.js";
 import { checkWorkspaceMarkers, workspaceWarning } from "./workspace-markers.js";
 
@@ -53,6 +54,9 @@ export async function runDoctor(config: ResolvedConfig, logger: Logger, options:
   await run("data directory", () => checkDirectory(config.dataDir, "dataDir (COUNTBOT_DATA_DIR)"));
   await run("workspace", () => checkDirectory(config.workspace, "workspace (COUNTBOT_WORKSPACE)"));
   await run("exec sandbox", () => checkSandbox(config));
+  for (const [name, server] of Object.entries(config.tools.mcpServers)) {
+    if (server.enabled) await run(`mcp ${name}`, () => checkMcpServer(config, name, logger));
+  }
   let channels: Awaited<ReturnType<typeof createChannels>> = [];
   try {
     channels = await createChannels(config, logger, { broadcast: async () => undefined, onBroadcast: async () => ({ close: async () => undefined }), watchDrafts: async () => ({ close: async () => undefined }) }, options.plugins);
@@ -80,6 +84,24 @@ async function checkModel(config: ResolvedConfig, logger: Logger): Promise<strin
     if (part.type === "text-delta") text += part.text;
   }
   return `answers (${JSON.stringify(text.trim().slice(0, 40))})`;
+}
+
+/** Connects to one MCP server the way a worker does (environment, address guard, timeouts) and lists its tools. */
+async function checkMcpServer(config: ResolvedConfig, name: string, logger: Logger): Promise<string> {
+  await mkdir(config.workspace, { recursive: true });
+  const workspace = await realpath(config.workspace);
+  const mcp = createMcpServers({ ...config, tools: { ...config.tools, mcpServers: { [name]: config.tools.mcpServers[name]! } } }, workspace, logger);
+  try {
+    await mcp.connectAll();
+    const [status] = mcp.status();
+    if (status?.state === "ready") {
+      const server = status.server ? `${status.server.name} ${status.server.version}, ` : "";
+      return `up (${server}${status.tools.length} tool${status.tools.length === 1 ? "" : "s"})`;
+    }
+    throw new Error(`${status?.state === "refused" ? "refused" : "did not come up"}: ${status?.error ?? "unknown reason"} (countbot mcp probe ${name} shows more)`);
+  } finally {
+    await mcp.close();
+  }
 }
 
 async function checkRedisServer(config: ResolvedConfig): Promise<string> {

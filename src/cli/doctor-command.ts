@@ -1,6 +1,7 @@
 /** `countbot doctor`: checks what this deployment needs, one line each; exit 1 when one fails. */
 import { channelPlugins } from "../../channels/index.js";
 import { formatDoctor, runDoctor } from "../app/doctor.js";
+import { collectSecrets, redactText } from "../config/mask.js";
 import { errorMessage } from "../errors.js";
 import { loadCliConfig } from "./setup.js";
 
@@ -13,7 +14,8 @@ export async function runDoctorCommand(): Promise<number> {
     return 1;
   }
   const checks = await runDoctor(setup.config, setup.logger, { plugins: channelPlugins });
-  process.stdout.write(`${formatDoctor(checks)}\n`);
+  // What a check quotes (a server's stderr, an error) may hold a secret of the config: masked.
+  process.stdout.write(redactText(`${formatDoctor(checks)}\n`, collectSecrets(setup.config)));
   const failed = checks.filter((check) => !check.ok).length;
   process.stdout.write(failed === 0 ? "everything CountBot needs is in place\n" : `${failed} check${failed === 1 ? "" : "s"} failed\n`);
   return failed === 0 ? 0 : 1;

@@ -144,6 +144,22 @@ describe("countbot mcp", () => {
   });
 });
 
+describe("countbot doctor with MCP servers", () => {
+  it("checks every enabled server: up with its tools, or why not, masked; a disabled one is left out", async () => {
+    const run = await runCli(["doctor"], { env: env({ OPENAI_API_KEY: API_KEY, OPENAI_BASE_URL: llm.url, COUNTBOT_MODEL: "openai/gpt-test" }) });
+    expect(run.code).toBe(1);
+    const lines = run.stdout.split("\n");
+    expect(lines).toContain("✓ mcp local: up (countbot-test-server 1.0.0, 8 tools)");
+    expect(lines.find((line) => line.startsWith("✗ mcp remote: "))).toMatch(/refused: .*loopback.*tools\.mcpAllowedHosts.*\(countbot mcp probe remote shows more\)$/);
+    expect(lines.find((line) => line.startsWith("✗ mcp blocked: "))).toMatch(/refused: .*loopback/);
+    expect(lines.find((line) => line.startsWith("✗ mcp broken: "))).toMatch(/did not come up: .*cannot open the database with \*\*\*\*8765/);
+    expect(run.stdout).not.toContain(BROKEN_TOKEN);
+    expect(run.stdout).not.toContain("mcp off");
+    expect(run.stdout).toContain("3 checks failed");
+    expect(tripwire.connections()).toBe(0);
+  });
+});
+
 describe("countbot agent -m with an MCP server", () => {
   it("answers with the MCP tools' results; the server never sees the API key and is stopped at exit", async () => {
     const run = await runCli(["agent", "-m", "what does the server see?"], {
@@ -154,7 +170,9 @@ describe("countbot agent -m with an MCP server", () => {
     const match = /^clean; token server-token; pid (\d+)\n$/.exec(run.stdout);
     expect(match, run.stdout).not.toBeNull();
     expect(() => process.kill(Number(match![1]), 0)).toThrow();
-    const offered = (llm.requests[0]!.body.tools as Array<{ function: { name: string } }>).map((tool) => tool.function.name);
+    // The agent's first call (doctor's model check, in the test before, offers no tools).
+    const first = llm.requests.find((request) => Array.isArray(request.body.tools));
+    const offered = (first!.body.tools as Array<{ function: { name: string } }>).map((tool) => tool.function.name);
     expect(offered).toContain("mcp_local_environment");
     expect(offered.some((name) => name.startsWith("mcp_broken_") || name.startsWith("mcp_off_") || name.startsWith("mcp_blocked_"))).toBe(false);
   });

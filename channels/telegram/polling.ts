@@ -8,7 +8,7 @@
  */
 import type { Logger } from "pino";
 import { sleep } from "../../src/sleep.js";
-import { ChannelError, errorMessage } from "../../src/errors.js";
+import { BusError, ChannelError, errorMessage } from "../../src/errors.js";
 
 export interface GetUpdatesParams {
   offset?: number;
@@ -23,8 +23,14 @@ export interface PollingOptions {
   handle(update: unknown, signal: AbortSignal): Promise<void>;
   timeoutSeconds: number;
   logger: Logger;
-  /** Attempts at an update whose handling keeps failing before it is skipped. Default 5. */
+  /**
+   * Attempts at an update whose handling keeps failing before it is skipped. Default 5. A bus that
+   * cannot store it now (BusError "unavailable": Redis away, the in-process bus full) is not the
+   * update's failure: that is tried again for as long as it lasts (Telegram keeps updates a day).
+   */
   maxAttempts?: number;
+  /** First pause after a failure, doubled each time up to 30 s. Default 500 ms. */
+  backoffBaseMs?: number;
 }
 
 export interface Polling {
@@ -40,13 +46,12 @@ function updateIdOf(update: unknown): number | undefined {
   return typeof id === "number" && Number.isInteger(id) ? id : undefined;
 }
 
-function delayAfter(error: unknown, failures: number): number {
-  if (error instanceof ChannelError && error.retryAfterMs !== undefined) return error.retryAfterMs;
-  return Math.min(maxBackoffMs, 500 * 2 ** Math.min(failures, 10));
-}
-
 export function startPolling(options: PollingOptions): Polling {
-  const { logger, maxAttempts = 5 } = options;
+  const { logger, maxAttempts = 5, backoffBaseMs = 500 } = options;
+  const delayAfter = (error: unknown, failures: number): number => {
+    if (error instanceof ChannelError && error.retryAfterMs !== undefined) return error.retryAfterMs;
+    return Math.min(maxBackoffMs, backoffBaseMs * 2 ** Math.min(failures, 10));
+  };
   const controller = new AbortController();
   const { signal } = controller;
   let offset: number | undefined;
@@ -54,6 +59,8 @@ export function startPolling(options: PollingOptions): Polling {
   let confirmed: number | undefined;
   let failures = 0;
   const attempts = new Map<number, number>();
+  /** Tries of the update waiting for the bus, for the pause only. */
+  let busWaits = 0;
 
   const pause = (milliseconds: number) => sleep(milliseconds, signal).catch(() => undefined);
 
@@ -67,6 +74,12 @@ export function startPolling(options: PollingOptions): Polling {
         await options.handle(update, signal);
       } catch (error) {
         if (signal.aborted) return false;
+        if (error instanceof BusError && error.code === "unavailable") {
+          busWaits += 1;
+          logger.warn({ channel: "telegram", updateId, tries: busWaits, error: errorMessage(error) }, "the bus cannot take the telegram update now; will retry");
+          await pause(delayAfter(error, busWaits - 1));
+          return false;
+        }
         const attempt = (attempts.get(updateId) ?? 0) + 1;
         attempts.set(updateId, attempt);
         if (attempt < maxAttempts) {
@@ -77,6 +90,7 @@ export function startPolling(options: PollingOptions): Polling {
         logger.error({ channel: "telegram", updateId, attempt, error: errorMessage(error) }, "telegram update failed too often; skipped");
       }
       attempts.delete(updateId);
+      busWaits = 0;
       offset = updateId + 1;
     }
     return true;

@@ -67,7 +67,12 @@ export interface DiscordAdapterOptions {
   maxFailedResumes?: number;
   /** Register /new /stop /status /help as slash commands on start, and take their invocations. Default false. */
   registerCommands?: boolean;
+  /** First pause between hand-over attempts of an event (doubled each time; five attempts). Default 500 ms. */
+  handOverBackoffMs?: number;
 }
+
+/** Told to the sender of a message that could not be handed over: Discord will not send it again. */
+export const DROPPED_NOTICE = "Sorry, I could not take that message just now. Please send it again in a minute.";
 
 export interface DiscordAdapter extends ChannelAdapter {
   /** The bot user; known once start() resolved. */
@@ -145,11 +150,17 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
         const fields = { channel: "discord", chatId: event.chatId, eventId: event.eventId, attempt, error: errorMessage(error) };
         if (attempt >= sinkAttempts) {
           logger.error(fields, "discord event could not be handed over; dropped");
+          // The sender hears it was not taken instead of silence, where the bot was addressed.
+          if (event.chatType === "private" || event.mentionsBot || event.repliesToBot) {
+            await adapter.send(event.chatId, DROPPED_NOTICE, { format: "plain", replyTo: event.platformMessageId, idempotencyKey: `${event.eventId}#dropped` }).catch((notice: unknown) => {
+              logger.warn({ ...fields, error: errorMessage(notice) }, "could not tell the sender their message was dropped");
+            });
+          }
           return undefined;
         }
         logger.warn(fields, "discord event hand-over failed; retrying");
         // Stopping cuts the wait short: the event is lost then, as the process is going away.
-        await delay(500 * 2 ** (attempt - 1), undefined, { signal }).catch(() => undefined);
+        await delay((options.handOverBackoffMs ?? 500) * 2 ** (attempt - 1), undefined, { signal }).catch(() => undefined);
       }
     }
   }
@@ -271,7 +282,7 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
     }
   }
 
-  return {
+  const adapter: DiscordAdapter = {
     name: "discord",
     capabilities: discordCapabilities,
     get identity() {
@@ -336,4 +347,5 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
       }
     },
   };
+  return adapter;
 }

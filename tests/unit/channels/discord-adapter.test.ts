@@ -8,9 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { type DiscordAdapterOptions, createDiscordAdapter, nonceOf } from "../../../channels/discord/discord-adapter.js";
+import { DROPPED_NOTICE, type DiscordAdapterOptions, createDiscordAdapter, nonceOf } from "../../../channels/discord/discord-adapter.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
-import { ChannelError } from "../../../src/errors.js";
+import { BusError, ChannelError } from "../../../src/errors.js";
 import type { PlatformEvent } from "../../../src/gateway/channel.js";
 import { createDispatcher } from "../../../src/gateway/dispatcher.js";
 import { type FakeDiscordServer, type FakeGuild, type FakeUser, startFakeDiscord } from "../../support/fake-discord-server.js";
@@ -216,6 +216,26 @@ describe("Discord adapter: inbound", () => {
     const dropped = logged(/discord event not understood; dropped/);
     expect(dropped.map((record) => record.type)).toEqual(expect.arrayContaining(["MESSAGE_CREATE"]));
     expect(dropped.length).toBeGreaterThanOrEqual(3);
+  });
+
+  it("tells the sender when their message could not be handed over after every retry, where the bot was addressed", async () => {
+    const discord = await startDiscord();
+    const { guild, alice } = team(discord);
+    const context = await setup(discord, { handOverBackoffMs: 1 });
+    let tries = 0;
+    await context.adapter.start(async () => {
+      tries += 1;
+      throw new BusError("Redis is not reachable (connection reconnecting); nothing was stored", "unavailable");
+    });
+    const question = discord.sendDM({ from: alice, content: "are you there?" });
+    discord.sendMessage({ channelId: guild.generalId, from: alice, content: "talking to the others" });
+    const dm = discord.dmChannelId(alice);
+    await discord.waitFor(() => discord.sentIn(dm)[0], { what: "the notice" });
+    expect(discord.sentIn(dm)).toEqual([expect.objectContaining({ content: DROPPED_NOTICE, replyTo: question.id })]);
+    await discord.waitFor(() => context.logged(/could not be handed over; dropped/).length === 2 || undefined, { what: "both dropped" });
+    expect(tries).toBe(10);
+    // Not addressed in the group: dropped without a word there.
+    expect(discord.sentIn(guild.generalId)).toEqual([]);
   });
 
   it("stops receiving on stop(), and starts again", async () => {

@@ -79,7 +79,8 @@ async function say(page: Page, chatId: string, text: string, reply: string): Pro
   await page.getByText("Connected", { exact: true }).waitFor();
   await page.getByLabel("Message", { exact: true }).fill(text);
   await page.keyboard.press("Enter");
-  await page.locator('[data-kind="assistant"]').filter({ hasText: reply }).waitFor();
+  // The final, not a draft of it: the turn's history is written before the final goes out.
+  await page.locator('[data-kind="assistant"]:not([aria-busy="true"])').filter({ hasText: reply }).waitFor();
 }
 
 describe("tasks", () => {

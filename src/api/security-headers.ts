@@ -1,8 +1,8 @@
 /**
  * The security headers of every response (CSP, nosniff, frame and referrer policy, HSTS...), from
  * helmet. The policy is static, so helmet runs once at start-up and its headers are replayed on each
- * response: building helmet's middleware per request (what @fastify/helmet does) cost the gateway
- * 8 % of its CPU per message.
+ * response: building helmet's middleware per request (what @fastify/helmet does) took 11–13 µs a
+ * request, replaying its headers 0.4–0.6 µs.
  */
 import type { ServerResponse } from "node:http";
 import helmet, { type HelmetOptions } from "helmet";

@@ -105,12 +105,12 @@ class MemoryBus implements MessageBus {
   async publishInbound(message: InboundMessage): Promise<PublishResult> {
     this.assertOpen();
     const eventKey = message.platformEventId === undefined ? undefined : `${message.channel}:${message.platformEventId}`;
-    if (eventKey !== undefined && this.seenEvents.has(eventKey)) return { accepted: false };
-    // Before the dedupe mark: a refused event must be taken when the platform sends it again.
     if (this.queued >= this.maxQueued) {
+      // A redelivery is still a duplicate; anything else is refused unmarked, so it is taken when the platform sends it again.
+      if (eventKey !== undefined && this.seenEvents.has(eventKey)) return { accepted: false };
       throw new BusError(`the bus already holds ${this.queued} messages that no turn has finished (agent.maxQueuedMessages); nothing was stored`, "unavailable");
     }
-    if (eventKey !== undefined) this.seenEvents.add(eventKey);
+    if (eventKey !== undefined && !this.seenEvents.add(eventKey)) return { accepted: false };
     const sessionKey = sessionKeyOf(message);
     let mailbox = this.mailboxes.get(sessionKey);
     if (!mailbox) {

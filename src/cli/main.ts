@@ -113,7 +113,7 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
 
   program
     .command("doctor")
-    .description("check the config, the model, Redis, the channels' credentials, directories and the exec sandbox")
+    .description("check the config, the model, Redis, the channels' credentials, the MCP servers, directories and the exec sandbox")
     .action(() => run(runDoctorCommand()));
 
   program

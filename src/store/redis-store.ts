@@ -100,19 +100,12 @@ export function redisStoreKeys(prefix: string): RedisStoreKeys {
   };
 }
 
-/** JSON with object keys sorted at every level: one text per value, whatever the key order. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, item: unknown) => {
-    if (item === null || typeof item !== "object" || Array.isArray(item)) return item;
-    const record = item as Record<string, unknown>;
-    return Object.fromEntries(Object.keys(record).sort().map((key) => [key, record[key]]));
-  });
-}
-
 /**
- * `canonicalJson` of a parsed history entry, the same text: the schema knows every key, so the
- * object is built in sorted order and serialized without a replacer (JSON.stringify's fast path;
- * the replacer cost a turn 2 % of a worker's CPU). Absent fields are left out, as JSON.stringify does.
+ * A history entry as canonical JSON (object keys sorted at every level: one text per value,
+ * whatever the key order, so `compact` recognizes a kept entry). The schema knows every key, so the
+ * object is built in sorted order and serialized without a replacer (JSON.stringify's fast path; a
+ * sorting replacer was about 2 % of a worker's CPU in a profile). Absent fields are left out, as
+ * JSON.stringify does.
  */
 export function canonicalEntryJson(entry: HistoryEntry): string {
   const usage = entry.usage && {

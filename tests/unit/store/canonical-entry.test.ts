@@ -1,6 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { canonicalEntryJson, canonicalJson } from "../../../src/store/redis-store.js";
+import { canonicalEntryJson } from "../../../src/store/redis-store.js";
 import { type HistoryEntry, HistoryEntrySchema } from "../../../src/store/store.js";
+
+/** The generic form: object keys sorted at every level, by a replacer. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, item: unknown) => {
+    if (item === null || typeof item !== "object" || Array.isArray(item)) return item;
+    const record = item as Record<string, unknown>;
+    return Object.fromEntries(Object.keys(record).sort().map((key) => [key, record[key]]));
+  });
+}
 
 describe("canonicalEntryJson", () => {
   const full: HistoryEntry = HistoryEntrySchema.parse({

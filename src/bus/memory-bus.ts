@@ -41,10 +41,11 @@ export interface MemoryBusOptions extends BusOptions {
   /** First delay before redelivering an outbound event whose handler threw. */
   redeliveryDelayMs?: number;
   /**
-   * Most inbound messages the bus holds at once (waiting for a worker or in a turn). Past it
-   * `publishInbound` throws BusError "unavailable" and stores nothing, so the channel refuses the
-   * message (the web answers 503, Telegram's update is fetched again later) instead of the process's
-   * memory growing without bound. Default 10,000.
+   * Most messages the bus holds at once: inbound ones waiting for a worker or in a turn, plus
+   * replies a platform has not taken yet (it is down, or slow). Past it `publishInbound` throws
+   * BusError "unavailable" and stores nothing, so the channel refuses the message (the web answers
+   * 503, Telegram's update is fetched again later) instead of the process's memory growing without
+   * bound. A reply is never refused: the bound is applied where messages come in. Default 10,000.
    */
   maxQueued?: number;
 }
@@ -71,6 +72,8 @@ class MemoryBus implements MessageBus {
   private readonly mailboxes = new Map<string, InboundMessage[]>();
   /** Messages in all mailboxes, against `maxQueued`. */
   private queued = 0;
+  /** Final replies queued for a platform and not delivered yet, against `maxQueued` too. */
+  private undelivered = 0;
   private readonly maxQueued: number;
   private readonly ready = new ReadyQueue();
   private readonly leases = new Map<string, Lease>();
@@ -105,10 +108,13 @@ class MemoryBus implements MessageBus {
   async publishInbound(message: InboundMessage): Promise<PublishResult> {
     this.assertOpen();
     const eventKey = message.platformEventId === undefined ? undefined : `${message.channel}:${message.platformEventId}`;
-    if (this.queued >= this.maxQueued) {
+    if (this.queued + this.undelivered >= this.maxQueued) {
       // A redelivery is still a duplicate; anything else is refused unmarked, so it is taken when the platform sends it again.
       if (eventKey !== undefined && this.seenEvents.has(eventKey)) return { accepted: false };
-      throw new BusError(`the bus already holds ${this.queued} messages that no turn has finished (agent.maxQueuedMessages); nothing was stored`, "unavailable");
+      throw new BusError(
+        `the bus already holds ${this.queued} messages that no turn has finished and ${this.undelivered} replies not yet delivered (agent.maxQueuedMessages); nothing was stored`,
+        "unavailable",
+      );
     }
     if (eventKey !== undefined && !this.seenEvents.add(eventKey)) return { accepted: false };
     const sessionKey = sessionKeyOf(message);
@@ -122,6 +128,11 @@ class MemoryBus implements MessageBus {
     if (!this.isLeased(sessionKey)) this.ready.schedule(sessionKey, this.now() + this.debounceMs);
     this.dispatch();
     return { accepted: true };
+  }
+
+  async markEventSeen(channel: string, eventId: string): Promise<boolean> {
+    this.assertOpen();
+    return this.seenEvents.add(`${channel}:${eventId}`);
   }
 
   claimSession(options: ClaimOptions = {}): Promise<Claim | null> {
@@ -361,7 +372,7 @@ class MemoryBus implements MessageBus {
   private queueFor(channel: string): OutboundQueue {
     let queue = this.outbound.get(channel);
     if (!queue) {
-      queue = new OutboundQueue(this.redeliveryDelayMs);
+      queue = new OutboundQueue(this.redeliveryDelayMs, (change) => (this.undelivered += change));
       this.outbound.set(channel, queue);
     }
     return queue;
@@ -379,10 +390,15 @@ class OutboundQueue {
   private readonly finished = new Set<string>();
   private closed = false;
 
-  constructor(private readonly redeliveryDelayMs: number) {}
+  constructor(
+    private readonly redeliveryDelayMs: number,
+    /** Told +1 when a final is queued and -1 when it was delivered. */
+    private readonly countFinals: (change: number) => void,
+  ) {}
 
   pushMessage(message: OutboundMessage): void {
     this.rememberFinished(message.id);
+    this.countFinals(1);
     this.laneFor(message.chatId).pushMessage(message);
   }
 
@@ -418,6 +434,7 @@ class OutboundQueue {
     if (!lane) {
       lane = new ChatOutbox(this.redeliveryDelayMs, {
         handler: () => (this.closed ? undefined : this.handler),
+        delivered: () => this.countFinals(-1),
         // An empty lane goes away: the map does not grow with every chat ever served.
         onIdle: () => {
           if (this.lanes.get(chatId) === lane && lane!.empty) this.lanes.delete(chatId);
@@ -450,7 +467,7 @@ class ChatOutbox {
 
   constructor(
     private readonly redeliveryDelayMs: number,
-    private readonly owner: { handler: () => OutboundHandler | undefined; onIdle: () => void },
+    private readonly owner: { handler: () => OutboundHandler | undefined; delivered: () => void; onIdle: () => void },
   ) {}
 
   get empty(): boolean {
@@ -504,6 +521,7 @@ class ChatOutbox {
         failures = 0;
         if (this.events[0] === event) this.events.shift();
         else this.events.splice(this.events.indexOf(event), 1);
+        if (event.type === "message") this.owner.delivered();
       } catch {
         // Drafts are disposable; finals are retried with backoff until delivered or closed.
         if (event.type === "draft") {

@@ -56,6 +56,12 @@ export interface Subscription {
 export interface MessageBus {
   /** Queue a message in its session's mailbox. Deduped on `platformEventId` when present. */
   publishInbound(message: InboundMessage): Promise<PublishResult>;
+  /**
+   * Remember a platform event that was answered without a publish (a gateway answers `/stop` and
+   * `/help` itself), under the same mark a publish of it sets: true the first time, false when the
+   * event was seen before, by any gateway, published or not. Lasts as long as the publish dedupe.
+   */
+  markEventSeen(channel: string, eventId: string): Promise<boolean>;
   /** Wait for a ready session and lease it. Null on timeout, abort or close. */
   claimSession(options?: ClaimOptions): Promise<Claim | null>;
   /**

@@ -142,6 +142,12 @@ class RedisBus implements MessageBus {
     return { accepted: queued === 1 };
   }
 
+  async markEventSeen(channel: string, eventId: string): Promise<boolean> {
+    this.assertOpen();
+    // The publish dedupe's own marker; a token of this call, so a replay after a lost reply still wins.
+    return (await runScript(this.redis, scripts.markDelivered, [this.keys.seen(channel, eventId)], [randomUUID(), this.dedupeTtlMs])) === 1;
+  }
+
   async claimSession(options: ClaimOptions = {}): Promise<Claim | null> {
     return (await this.claimSessions({ ...options, max: 1 }))[0] ?? null;
   }

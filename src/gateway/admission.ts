@@ -27,7 +27,6 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { lazyChild } from "../logger.js";
 import { helpText, parseCommand } from "../agent/commands.js";
-import { ExpiringSet } from "../bus/expiring-set.js";
 import { type InboundMessage, sessionKeyOf } from "../bus/message.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
@@ -40,7 +39,7 @@ export type { AdmissionOutcome, AdmissionPolicy, IgnoredReason, RateLimit } from
 export interface AdmissionOptions {
   /** Channel name on the bus, e.g. `telegram`. */
   channel: string;
-  bus: Pick<MessageBus, "publishInbound" | "requestCancel">;
+  bus: Pick<MessageBus, "publishInbound" | "requestCancel" | "markEventSeen">;
   store: Pick<Store, "pairing">;
   /** For "typing…". */
   adapter: Pick<ChannelAdapter, "typing">;
@@ -104,8 +103,6 @@ export function createAdmission(options: AdmissionOptions): Admission {
   let policy = policyOf(options.policy);
   let limiter = limiterOf(options.policy);
   let currentLimit = JSON.stringify(options.policy.rateLimit ?? DEFAULT_RATE_LIMIT);
-  // Commands answered here never reach the bus's dedupe: a redelivered `/help` must not answer twice.
-  const handledHere = new ExpiringSet(HOUR_MS, now);
   const logger = options.logger.child({ component: "admission", channel });
 
   async function reply(event: PlatformEvent, what: string, text: string, log: Logger): Promise<void> {
@@ -206,7 +203,9 @@ export function createAdmission(options: AdmissionOptions): Admission {
 
       const command = parseCommand(content);
       if (command === "stop" || command === "help") {
-        if (!handledHere.add(event.eventId)) return "duplicate";
+        // Answered here, never published: the bus still remembers the event, for every gateway and
+        // past a restart, so a redelivered `/stop` cannot cancel the turn the user started after it.
+        if (!(await bus.markEventSeen(channel, event.eventId))) return "duplicate";
         if (command === "stop") {
           await bus.requestCancel(sessionKey);
           log.info("cancel requested");

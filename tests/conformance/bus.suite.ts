@@ -232,6 +232,17 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       expect(claim?.messages).toHaveLength(1);
     });
 
+    it("remembers a platform event answered without a publish, per channel, as publishing it would", async () => {
+      await open();
+      // A gateway answers /stop itself: the event must count as seen by every gateway, and by a publish.
+      expect(await bus.markEventSeen("test", "update-9")).toBe(true);
+      expect(await bus.markEventSeen("test", "update-9")).toBe(false);
+      expect(await bus.markEventSeen("other", "update-9")).toBe(true);
+      expect((await bus.publishInbound(inbound("a", "hi", { platformEventId: "update-9" }))).accepted).toBe(false);
+      expect((await bus.publishInbound(inbound("a", "hi", { platformEventId: "update-10" }))).accepted).toBe(true);
+      expect(await bus.markEventSeen("test", "update-10")).toBe(false);
+    });
+
     it("files a system message under the session it names", async () => {
       await open();
       await bus.publishInbound(inbound("a", "user text"));

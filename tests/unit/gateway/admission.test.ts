@@ -282,6 +282,21 @@ describe("admission", () => {
     expect(await published()).toEqual([]);
   });
 
+  it("acts on a redelivered /stop or /help once, even when another gateway (or this one restarted) gets it", async () => {
+    const cancelled: string[] = [];
+    await bus.onCancel((sessionKey) => cancelled.push(sessionKey));
+    const stop = dm(OWNER, "/stop");
+    const help = dm(OWNER, "/help");
+    expect(await admission().handle(stop)).toBe("command:stop");
+    expect(await admission().handle(help)).toBe("command:help");
+    // A new admission shares nothing in memory with the first: only the bus remembers.
+    const restarted = admission();
+    expect(await restarted.handle({ ...stop })).toBe("duplicate");
+    expect(await restarted.handle({ ...help })).toBe("duplicate");
+    expect(cancelled).toEqual([`telegram:${OWNER}`]);
+    expect(adapter.sent.map((sent) => sent.text)).toEqual([STOP_ACKNOWLEDGEMENT, helpText]);
+  });
+
   it("answers /help itself and queues /new and /status for the worker", async () => {
     const gate = admission();
     expect(await gate.handle(dm(OWNER, "/help"))).toBe("command:help");

@@ -48,7 +48,7 @@ export const AgentSchema = z
       .max(1_000_000)
       .default(10_000)
       .describe(
-        "Without Redis: most messages the in-process bus holds at once (waiting for a turn or in one). Past it a channel refuses new messages (the web answers 503, Telegram fetches the update again later) instead of the process's memory growing without bound. With Redis, messages wait in Redis and this is not used.",
+        "Without Redis: most messages the in-process bus holds at once (waiting for a turn or in one, and replies a platform has not taken yet). Past it a channel refuses new messages (the web answers 503, Telegram fetches the update again later) instead of the process's memory growing without bound. With Redis, messages wait in Redis and this is not used.",
       ),
     debounceMs: z.number().int().min(0).max(60_000).default(0).describe("Wait this long after a message for more before starting a turn."),
     providerRetries: z.number().int().min(0).max(10).default(3).describe("Retries of a model call on 429/5xx/timeouts (never after output began)."),

@@ -19,18 +19,13 @@
   ARGV[6] id of this ack call
   Output: 1, or the error LEASE_LOST
 ]]
---- @include "includes/lease-held"
 --- @include "includes/end-lease"
 --- @include "includes/clock"
 
 local now = clockOf(ARGV[4])
-local lost = leaseLost(KEYS[4], KEYS[3], ARGV[1], ARGV[2], now)
-if lost then
-  if redis.call("GET", KEYS[7]) == ARGV[6] then
-    return 1
-  end
-  return redis.error_reply("LEASE_LOST " .. lost)
+local refused = refusedEnd(KEYS[4], KEYS[3], ARGV[1], ARGV[2], now, KEYS[7], ARGV[6])
+if refused then
+  return refused
 end
-redis.call("SET", KEYS[7], ARGV[6], "PX", 600000)
 endLease(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[3]), now, ARGV[5])
 return 1

@@ -20,19 +20,14 @@
   ARGV[8] id of this call
   Output: 1, or the error LEASE_LOST
 ]]
---- @include "includes/lease-held"
 --- @include "includes/end-lease"
 --- @include "includes/clock"
 
 local now = clockOf(ARGV[4])
-local lost = leaseLost(KEYS[4], KEYS[3], ARGV[1], ARGV[2], now)
-if lost then
-  if redis.call("GET", KEYS[8]) == ARGV[8] then
-    return 1
-  end
-  return redis.error_reply("LEASE_LOST " .. lost)
+local refused = refusedEnd(KEYS[4], KEYS[3], ARGV[1], ARGV[2], now, KEYS[8], ARGV[8])
+if refused then
+  return refused
 end
-redis.call("SET", KEYS[8], ARGV[8], "PX", 600000)
 local count = tonumber(ARGV[3])
 local parked = redis.call("LRANGE", KEYS[1], 0, count - 1)
 local letter = cjson.encode({ sessionKey = ARGV[1], reason = ARGV[6], at = now, messages = parked })

@@ -1,7 +1,13 @@
 --[[
-  Included (`--- @include`) by the scripts that end a turn (ack-7, ack-with-reply-8, dead-letter-8):
-  drops the messages the turn consumed, releases the lease and, when more messages wait (they
-  arrived mid-turn), makes the session ready at once and wakes a worker.
+  Included (`--- @include`) by the scripts that end a turn (ack-7, ack-with-reply-8, dead-letter-8).
+
+  refusedEnd(own, lease, sid, token, now, done, callId) decides whether this call may end the
+  lease: nil when it may (and `done`, done:<token>, now names this call for 10 minutes), else the
+  script's reply: 1 when this very call ended it already (a replay after its reply was lost, which
+  must succeed without doing anything twice), or the error LEASE_LOST.
+
+  endLease(...) drops the messages the turn consumed, releases the lease and, when more messages
+  wait (they arrived mid-turn), makes the session ready at once and wakes a worker.
 
   endLease(mailbox, ready, lease, own, wake, attempts, sid, consumed, now, firstId)
   mailbox   in:<sid>  the session's mailbox
@@ -10,6 +16,20 @@
   consumed  messages the turn consumed;  firstId  id of the batch's first message
   Output: none
 ]]
+--- @include "lease-held"
+
+local function refusedEnd(own, lease, sid, token, now, done, callId)
+  local lost = leaseLost(own, lease, sid, token, now)
+  if lost then
+    if redis.call("GET", done) == callId then
+      return 1
+    end
+    return redis.error_reply("LEASE_LOST " .. lost)
+  end
+  redis.call("SET", done, callId, "PX", 600000)
+  return nil
+end
+
 local function endLease(mailbox, ready, lease, own, wake, attempts, sid, consumed, now, firstId)
   redis.call("HDEL", attempts, firstId)
   if consumed > 0 then

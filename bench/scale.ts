@@ -651,7 +651,8 @@ async function endToEnd(setup: BenchSetup, redisPid: number | undefined): Promis
   return { one, two, sentPerMessage: sentTotal / counted.messages, sentPerTurn: sentTotal / counted.finals };
 }
 
-type Ceiling = { seconds: number; ratio: number };
+/** The fake LLM alone: a burst's time, its ratio to the ideal, and the CPU per call of the bench (the SDK client) and of the fake server. */
+type Ceiling = { seconds: number; ratio: number; cpuPerCall: { bench: number; fake: number } };
 
 /**
  * The ceiling of the fake LLM and this machine: `chats` calls at once, straight from this process
@@ -665,11 +666,15 @@ async function fakeLlmCeiling(setup: BenchSetup, chats: number): Promise<{ cold:
     const stream = await client.chat.completions.create({ model: "fake", stream: true, messages: [{ role: "user", content: "hello" }] });
     for await (const _chunk of stream) void _chunk;
   };
-  const burst = async () => {
+  const meter = cpuMeter([{ label: "fake", pid: setup.llm.pid }]);
+  const burst = async (): Promise<Ceiling> => {
+    const before = meter();
     const started = performance.now();
     await Promise.all(Array.from({ length: chats }, call));
     const seconds = (performance.now() - started) / 1000;
-    return { seconds, ratio: SLOW_LLM_MS / 1000 / seconds };
+    const after = meter();
+    const perCall = (label: string) => ((after[label] ?? 0) - (before[label] ?? 0)) / chats;
+    return { seconds, ratio: SLOW_LLM_MS / 1000 / seconds, cpuPerCall: { bench: perCall("bench"), fake: perCall("fake") } };
   };
   // A few calls first (JIT), as CountBot's cold row gets; then the same burst again on the
   // connections the first one opened, as its warm row gets.
@@ -680,7 +685,46 @@ async function fakeLlmCeiling(setup: BenchSetup, chats: number): Promise<{ cold:
   return { cold, warm };
 }
 
-type ConcurrencyRow = { chats: number; burst: "cold" | "warm"; result: RunResult; peak: number; firstCall: number; lastCall: number; connections: number; ceiling: Ceiling };
+type ConcurrencyRow = {
+  chats: number;
+  burst: "cold" | "warm";
+  result: RunResult;
+  peak: number;
+  firstCall: number;
+  lastCall: number;
+  connections: number;
+  ceiling: Ceiling;
+  /** CPU ms each process used from the first POST until the last model call started. */
+  front: Record<string, number>;
+};
+
+/**
+ * Samples a CPU meter every few ms while `run` runs; `at(ms)` then tells what each process had used
+ * `ms` after `origin` (performance.now()), from the nearest sample at or after it.
+ */
+async function sampledCpu<T>(meter: CpuMeter, run: () => Promise<T>): Promise<{ value: T; at: (origin: number, ms: number) => Record<string, number> }> {
+  const samples: Array<{ time: number; cpu: Record<string, number> }> = [];
+  const timer = setInterval(() => samples.push({ time: performance.now(), cpu: meter() }), 10);
+  try {
+    const value = await run();
+    samples.push({ time: performance.now(), cpu: meter() });
+    const at = (origin: number, ms: number) => (samples.find((sample) => sample.time >= origin + ms) ?? samples.at(-1)!).cpu;
+    return { value, at };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/**
+ * What the CPU spent before the last model call started says of a burst's best ratio: every model
+ * call waits `SLOW_LLM_MS`, and nothing a message needs before its call can overlap that wait for
+ * the last one, so on `cores` cores the burst cannot end before that CPU / cores + the wait.
+ */
+function frontBound(row: ConcurrencyRow): { perMessage: number; ratio: number } {
+  const spent = Object.values(row.front).reduce((sum, used) => sum + used, 0);
+  const wait = SLOW_LLM_MS / 1000;
+  return { perMessage: spent / row.chats, ratio: wait / (wait + spent / 1000 / cpuCount()) };
+}
 
 async function concurrency(setup: BenchSetup, redisPid: number | undefined): Promise<ConcurrencyRow[]> {
   setup.setLlmDelay(SLOW_LLM_MS);
@@ -704,17 +748,23 @@ async function concurrency(setup: BenchSetup, redisPid: number | undefined): Pro
       const connectionsBefore = (await setup.llmCalls()).connections;
       const chatIds = Array.from({ length: chats }, (_, index) => `${scaleVariant}c${chats}-${burst}-${index}`);
       const label = `concurrency-${chats}-${burst}`;
-      const result = await driveChats(base, chatIds, 1, 120_000, meterFor(setup, redisPid, gateway, [worker]), undefined, { label, processes: [gateway, worker] });
+      const meter = meterFor(setup, redisPid, gateway, [worker]);
+      const sampled = await sampledCpu(meter, () => driveChats(base, chatIds, 1, 120_000, meter, undefined, { label, processes: [gateway, worker] }));
+      const result = sampled.value;
       assertClean(result, [gateway, worker]);
       const calls = await setup.llmCalls();
       const starts = calls.starts.map((start) => start - result.startedAtEpoch);
+      const lastCall = Math.max(...starts);
+      const atStart = sampled.at(result.startedAt, 0);
+      const atLastCall = sampled.at(result.startedAt, lastCall);
       rows.push({
         chats,
         burst,
         result,
         peak: peakInWindow(calls.starts, SLOW_LLM_MS),
         firstCall: Math.min(...starts),
-        lastCall: Math.max(...starts),
+        lastCall,
+        front: Object.fromEntries(Object.entries(atLastCall).map(([name, used]) => [name, used - (atStart[name] ?? 0)])),
         connections: calls.connections - connectionsBefore,
         ceiling: ceiling[burst],
       });
@@ -725,7 +775,8 @@ async function concurrency(setup: BenchSetup, redisPid: number | undefined): Pro
   await gateway.stop();
 
   console.log(`concurrency: one worker, default config (agent.maxConcurrentTurns ${DEFAULT_MAX_CONCURRENT_TURNS}), fake LLM taking ${SLOW_LLM_MS} ms per call, N chats sending one message each at once`);
-  for (const { chats, burst, result, peak, firstCall, lastCall, connections, ceiling } of rows) {
+  for (const row of rows) {
+    const { chats, burst, result, peak, firstCall, lastCall, connections, ceiling } = row;
     const ideal = chats / (SLOW_LLM_MS / 1000);
     const ratio = result.perSecond / ideal;
     console.log(
@@ -736,6 +787,14 @@ async function concurrency(setup: BenchSetup, redisPid: number | undefined): Pro
       `    all answered at ${result.seconds.toFixed(2)} s; POSTs done at ${result.sendSeconds.toFixed(2)} s; LLM calls started from ${(firstCall / 1000).toFixed(2)} s to ${(lastCall / 1000).toFixed(2)} s, at most ${peak} within 1 s, over ${connections} new connections; latency p50 ${ms(percentile(result.latencies, 0.5))} p99 ${ms(percentile(result.latencies, 0.99))}`,
     );
     console.log(`    ${describeCpu(result)}`);
+    const bound = frontBound(row);
+    const front = Object.entries(row.front)
+      .map(([name, used]) => `${name} ${(used / chats).toFixed(2)}`)
+      .join(", ");
+    console.log(
+      `    before the last model call started, the processes used ${bound.perMessage.toFixed(2)} ms CPU per message (${front}): on ${cpuCount()} cores that alone caps the ratio at ${bound.ratio.toFixed(3)}` +
+        `; the fake LLM's ceiling run used ${ceiling.cpuPerCall.bench.toFixed(2)} ms per call in the bench (the OpenAI SDK client) and ${ceiling.cpuPerCall.fake.toFixed(2)} ms in the fake server`,
+    );
   }
   const nanobot = NANOBOT_DEFAULT_TURNS / (SLOW_LLM_MS / 1000);
   console.log(`  nanobot's default (${NANOBOT_DEFAULT_TURNS} turns at once) would allow at most ${nanobot.toFixed(0)} msg/s here: ratio to ideal ${(nanobot / CONCURRENT_CHATS).toFixed(3)} at ${CONCURRENT_CHATS} chats`);

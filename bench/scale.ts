@@ -720,8 +720,8 @@ async function sampledCpu<T>(meter: CpuMeter, run: () => Promise<T>): Promise<{ 
  * call waits `SLOW_LLM_MS`, and nothing a message needs before its call can overlap that wait for
  * the last one, so on `cores` cores the burst cannot end before that CPU / cores + the wait.
  */
-function frontBound(row: ConcurrencyRow): { perMessage: number; ratio: number } {
-  const spent = Object.values(row.front).reduce((sum, used) => sum + used, 0);
+function frontBound(row: ConcurrencyRow, processes = Object.keys(row.front)): { perMessage: number; ratio: number } {
+  const spent = processes.reduce((sum, name) => sum + (row.front[name] ?? 0), 0);
   const wait = SLOW_LLM_MS / 1000;
   return { perMessage: spent / row.chats, ratio: wait / (wait + spent / 1000 / cpuCount()) };
 }
@@ -788,11 +788,14 @@ async function concurrency(setup: BenchSetup, redisPid: number | undefined): Pro
     );
     console.log(`    ${describeCpu(result)}`);
     const bound = frontBound(row);
+    // The load generator and the fake LLM are not CountBot: what they spent caps any system measured here.
+    const harness = frontBound(row, ["bench", "fake LLM"]);
     const front = Object.entries(row.front)
       .map(([name, used]) => `${name} ${(used / chats).toFixed(2)}`)
       .join(", ");
     console.log(
       `    before the last model call started, the processes used ${bound.perMessage.toFixed(2)} ms CPU per message (${front}): on ${cpuCount()} cores that alone caps the ratio at ${bound.ratio.toFixed(3)}` +
+        ` (the bench and the fake LLM alone, ${harness.perMessage.toFixed(2)} ms: ${harness.ratio.toFixed(3)}, whatever CountBot costs)` +
         `; the fake LLM's ceiling run used ${ceiling.cpuPerCall.bench.toFixed(2)} ms per call in the bench (the OpenAI SDK client) and ${ceiling.cpuPerCall.fake.toFixed(2)} ms in the fake server`,
     );
   }

@@ -268,6 +268,13 @@ const configShape = {
       globalConcurrency: z.number().int().min(1).max(100_000).optional().describe("Team agents the whole deployment runs at once, over all workers. Unset: only the per-worker limit."),
       perRunConcurrency: z.number().int().min(1).max(64).default(8).describe("Agents of one run that run at once, unless the team sets `maxParallel`."),
       perSession: z.number().int().min(1).max(100).default(3).describe("Unfinished team runs one chat may have at once."),
+      keepRunsDays: z
+        .number()
+        .int()
+        .min(0)
+        .max(3_650)
+        .default(30)
+        .describe("Finished team runs (with every agent's output) are deleted this many days after they ended, checked hourly; 0 keeps them for ever. Unfinished runs are never deleted."),
     })
     .prefault({})
     .describe("Agent-team runs (see `teams`)."),

@@ -23,6 +23,8 @@ import type { RunTeamAgent } from "./workflows/runner.js";
 import { type TeamCatalog, createTeamCatalog } from "./workflows/team-catalog.js";
 import { createTeamTrigger } from "./workflows/triggers.js";
 
+const DAY_MS = 24 * 60 * 60 * 1000;
+
 export interface Jobs {
   subagents: SubagentManager;
   /** Agent-team runs: every agent a job on the `workflows` queue. */
@@ -35,6 +37,11 @@ export interface Jobs {
   heartbeat?: Heartbeat;
   /** Drops a silent heartbeat reply (HEARTBEAT_OK) and counts a delivered one toward the daily cap. */
   replyFilter(messages: InboundMessage[], reply: string): boolean;
+  /**
+   * Deletes what finished long enough ago: subagent tasks after a day, team runs after
+   * `workflows.keepRunsDays` (never when 0). Runs hourly once `start`ed; returns how many went.
+   */
+  cleanup(): Promise<{ tasks: number; runs: number }>;
   /** Jobs waiting and running per queue (`subagents`, `workflows`), for metrics. */
   queueCounts(): Promise<Array<{ queue: string } & JobCounts>>;
   /** Run jobs in this process: subagents, scheduled firings, the heartbeat (workers and `start`). */
@@ -189,7 +196,14 @@ export function createJobs(options: JobsOptions): Jobs {
 
   let heartbeatLeadership: Leadership | undefined;
   let cleanupTimer: NodeJS.Timeout | undefined;
-  return {
+  const keepRunsMs = config.workflows.keepRunsDays * DAY_MS;
+  const jobs: Jobs = {
+    async cleanup() {
+      const tasks = await manager.cleanup();
+      const runs = keepRunsMs > 0 ? await store.runs.cleanup(now() - keepRunsMs) : 0;
+      if (tasks + runs > 0) logger.info({ tasks, runs }, "deleted finished subagent tasks and team runs");
+      return { tasks, runs };
+    },
     async queueCounts() {
       return Promise.all([
         queue.counts().then((counts) => ({ queue: SUBAGENT_QUEUE, ...counts })),
@@ -227,7 +241,7 @@ export function createJobs(options: JobsOptions): Jobs {
         heartbeatLeadership = options.elect("heartbeat");
         void heartbeatLeadership.acquired.then((leading) => (leading ? heartbeat.start() : undefined));
       }
-      cleanupTimer = setInterval(() => void manager.cleanup().catch(() => undefined), 60 * 60 * 1000);
+      cleanupTimer = setInterval(() => void jobs.cleanup().catch((error: unknown) => logger.warn({ err: error }, "could not clean up finished tasks and team runs")), 60 * 60 * 1000);
       cleanupTimer.unref();
     },
     async close() {
@@ -239,4 +253,5 @@ export function createJobs(options: JobsOptions): Jobs {
       await scheduler.close();
     },
   };
+  return jobs;
 }

@@ -13,12 +13,14 @@ import { createKeyedQueue, safeFileName, writeFileAtomic } from "./file-io.js";
 import type { WorkflowRunStore } from "./store.js";
 import {
   ACTIVE_NODE_STATUSES,
+  FINISHED_RUN_STATUSES,
   NodePatchSchema,
   RunPatchSchema,
   type WorkflowRun,
   WorkflowRunSchema,
   matchesRunFilter,
   newestRunFirst,
+  runEndedAt,
   validRecord,
 } from "./team-record.js";
 
@@ -42,9 +44,18 @@ function parseRun(text: string): WorkflowRun | undefined {
   }
 }
 
-type RunSummary = Pick<WorkflowRun, "id" | "sessionKey" | "teamId" | "status" | "createdAt">;
+type RunSummary = Pick<WorkflowRun, "id" | "sessionKey" | "teamId" | "status" | "createdAt" | "completedAt">;
 
-const summaryOf = (run: WorkflowRun): RunSummary => ({ id: run.id, sessionKey: run.sessionKey, teamId: run.teamId, status: run.status, createdAt: run.createdAt });
+const summaryOf = (run: WorkflowRun): RunSummary => ({
+  id: run.id,
+  sessionKey: run.sessionKey,
+  teamId: run.teamId,
+  status: run.status,
+  createdAt: run.createdAt,
+  completedAt: run.completedAt,
+});
+
+const endedBefore = (run: RunSummary, before: number) => FINISHED_RUN_STATUSES.has(run.status) && runEndedAt(run) < before;
 
 export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunStore & { close(): Promise<void> } {
   const { directory } = options;
@@ -78,6 +89,18 @@ export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunSto
     summaries.set(checked.id, summaryOf(checked));
     removed.delete(checked.id);
     return checked;
+  }
+
+  async function remove(id: string): Promise<boolean> {
+    try {
+      await rm(fileOf(id));
+      summaries.delete(id);
+      removed.add(id);
+      return true;
+    } catch (error) {
+      if (isMissing(error)) return false;
+      throw error;
+    }
   }
 
   function scan(): Promise<void> {
@@ -153,17 +176,22 @@ export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunSto
     },
 
     delete(id) {
-      return serialized(id, async () => {
-        try {
-          await rm(fileOf(id));
-          summaries.delete(id);
-          removed.add(id);
-          return true;
-        } catch (error) {
-          if (isMissing(error)) return false;
-          throw error;
-        }
-      });
+      return serialized(id, () => remove(id));
+    },
+
+    async cleanup(before) {
+      if (closed) throw new Error("the file store is closed");
+      await scan();
+      let deleted = 0;
+      for (const candidate of [...summaries.values()].filter((summary) => endedBefore(summary, before))) {
+        // Checked again in the run's queue against the file itself, which a write may have changed since.
+        const gone = await serialized(candidate.id, async () => {
+          const run = await read(candidate.id);
+          return run !== undefined && endedBefore(run, before) && (await remove(run.id));
+        });
+        if (gone) deleted += 1;
+      }
+      return deleted;
     },
 
     async close() {

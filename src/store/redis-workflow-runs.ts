@@ -15,6 +15,7 @@ import { hashTag, type RedisClient } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
 import type { WorkflowRunStore } from "./store.js";
 import {
+  FINISHED_RUN_STATUSES,
   type NodeState,
   NodePatchSchema,
   RunPatchSchema,
@@ -23,6 +24,7 @@ import {
   type WorkflowRun,
   WorkflowRunSchema,
   matchesRunFilter,
+  runEndedAt,
   validRecord,
 } from "./team-record.js";
 
@@ -107,6 +109,11 @@ export function createRedisRunStore(options: RedisRunStoreOptions): WorkflowRunS
     });
   }
 
+  async function remove(id: string, sessionKey: string, teamId: string): Promise<boolean> {
+    const keyList = [keys.run(id), keys.all, keys.session(sessionKey), keys.team(teamId), ...statusKeys];
+    return ((await runScript(redis, scripts.delete, keyList, [id])) as number) === 1;
+  }
+
   async function read(id: string): Promise<WorkflowRun | undefined> {
     if (id === "") return undefined;
     const [run] = await readMany([id]);
@@ -167,8 +174,25 @@ export function createRedisRunStore(options: RedisRunStoreOptions): WorkflowRunS
       assertOpen();
       const [sessionKey, teamId] = await redis.hmget(keys.run(id), "sessionKey", "teamId");
       if (sessionKey == null || teamId == null) return false;
-      const keyList = [keys.run(id), keys.all, keys.session(JSON.parse(sessionKey) as string), keys.team(JSON.parse(teamId) as string), ...statusKeys];
-      return ((await runScript(redis, scripts.delete, keyList, [id])) as number) === 1;
+      return remove(id, JSON.parse(sessionKey) as string, JSON.parse(teamId) as string);
+    },
+
+    async cleanup(before) {
+      assertOpen();
+      let deleted = 0;
+      for (const status of FINISHED_RUN_STATUSES) {
+        // A run ends after it is created, so only those created before `before` can qualify (the
+        // index's score); each is read again for its end. A finished run never changes status.
+        const ids = await redis.zrangebyscore(keys.status(status), "-inf", `(${before}`);
+        for (const id of ids) {
+          const fields = await redis.hmget(keys.run(id), "status", "createdAt", "completedAt", "sessionKey", "teamId");
+          const [runStatus, createdAt, completedAt, sessionKey, teamId] = fields.map((text) => (text == null ? undefined : (JSON.parse(text) as unknown)));
+          if (!FINISHED_RUN_STATUSES.has(runStatus as RunStatus) || typeof createdAt !== "number") continue;
+          if (runEndedAt({ createdAt, completedAt: typeof completedAt === "number" ? completedAt : undefined }) >= before) continue;
+          if (await remove(id, String(sessionKey), String(teamId))) deleted += 1;
+        }
+      }
+      return deleted;
     },
 
     async close() {

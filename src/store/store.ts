@@ -175,6 +175,11 @@ export interface WorkflowRunStore {
   /** The run after the node's patch, or undefined when the run or node does not exist or a condition of `options` does not hold. */
   updateNode(id: string, nodeId: string, patch: NodePatch, options?: NodeUpdateOptions): Promise<WorkflowRun | undefined>;
   delete(id: string): Promise<boolean>;
+  /**
+   * Deletes finished runs (completed, failed, cancelled) that ended before `before` (ms: their
+   * `completedAt`, or their creation when none was stamped); returns how many. Unfinished runs stay.
+   */
+  cleanup(before: number): Promise<number>;
 }
 
 export interface Store {

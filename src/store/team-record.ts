@@ -33,6 +33,8 @@ export class TeamConflictError extends Error {
 export const RunStatusSchema = z.enum(["pending", "running", "completed", "failed", "cancelled"]);
 export type RunStatus = z.infer<typeof RunStatusSchema>;
 export const FINISHED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["completed", "failed", "cancelled"]);
+/** When a finished run counts as ended for `cleanup`: its completion, or its creation if that was never stamped. */
+export const runEndedAt = (run: { createdAt: number; completedAt?: number | undefined }): number => run.completedAt ?? run.createdAt;
 
 /**
  * pending → queued (its job is on the queue) → running → completed | failed | cancelled; or, without

@@ -212,6 +212,28 @@ export function runTeamStoreSuite(name: string, makeStore: () => Promise<TeamSto
       expect(await runs().list()).toEqual([]);
     });
 
+    it("cleans up finished runs that ended before a time, from every listing, and keeps the rest", async () => {
+      const before = START + 10_000;
+      await runs().create(run("old-done", { status: "completed", createdAt: START + 1, completedAt: START + 5_000 }));
+      await runs().create(run("old-failed", { status: "failed", createdAt: START + 2, completedAt: START + 6_000, sessionKey: "web:9" }));
+      // Ended before `before` by its creation time: no completedAt was ever stamped.
+      await runs().create(run("old-cancelled", { status: "cancelled", createdAt: START + 3 }));
+      await runs().create(run("ended-late", { status: "completed", createdAt: START + 4, completedAt: before + 1 }));
+      await runs().create(run("still-running", { createdAt: START + 5 }));
+      await runs().create(run("new-done", { status: "completed", createdAt: before + 2, completedAt: before + 3 }));
+
+      expect(await runs().cleanup(before)).toBe(3);
+      expect(await runs().cleanup(before)).toBe(0);
+      expect((await runs().list()).map((item) => item.id)).toEqual(["new-done", "still-running", "ended-late"]);
+      expect((await runs().list({ sessionKey: "web:9" })).map((item) => item.id)).toEqual([]);
+      expect((await runs().list({ status: "completed" })).map((item) => item.id)).toEqual(["new-done", "ended-late"]);
+      expect(await runs().get("old-done")).toBeUndefined();
+      // A run that finishes after the listing: it goes at the next cleanup, never while it runs.
+      await runs().updateRun("still-running", { status: "completed", completedAt: START + 7_000 });
+      expect(await runs().cleanup(before)).toBe(1);
+      expect((await runs().list()).map((item) => item.id)).toEqual(["new-done", "ended-late"]);
+    });
+
     it("keeps teams and runs across a restart", async () => {
       await teams().create(team("t1", "Durable"));
       await runs().create(run("r1"));

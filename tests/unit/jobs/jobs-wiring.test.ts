@@ -49,3 +49,58 @@ describe("jobs.replyFilter", () => {
     expect(jobs.replyFilter([system("Subagent [x] completed.")], "HEARTBEAT_OK")).toBe(true);
   });
 });
+
+describe("jobs.cleanup", () => {
+  const DAY = 24 * 60 * 60 * 1000;
+  const finishedRun = (id: string, endedDaysAgo: number, status: "completed" | "running" = "completed") => {
+    const time = Date.now() - endedDaysAgo * DAY;
+    return {
+      id,
+      teamId: "t1",
+      teamName: "Research",
+      mode: "pipeline" as const,
+      goal: "g",
+      sessionKey: "web:1",
+      status,
+      team: {
+        id: "t1",
+        name: "Research",
+        description: "",
+        mode: "pipeline" as const,
+        enabled: true,
+        crossReview: false,
+        maxIterations: 10,
+        nodeTimeoutSeconds: 600,
+        agents: [{ id: "a", role: "r", task: "t", dependsOn: [] }],
+        createdAt: time,
+        updatedAt: time,
+      },
+      nodes: [{ id: "a", agentId: "a", kind: "agent" as const, status: "completed" as const, toolCalls: [], attempts: 1 }],
+      createdAt: time - 1_000,
+      ...(status === "completed" ? { completedAt: time } : {}),
+    };
+  };
+
+  it("deletes team runs that ended more than workflows.keepRunsDays ago (30 by default), never an unfinished one", async () => {
+    const runs = infrastructure.store.runs;
+    await runs.create(finishedRun("ended-40-days-ago", 40));
+    await runs.create(finishedRun("ended-20-days-ago", 20));
+    await runs.create(finishedRun("running-for-90-days", 90, "running"));
+    expect(await jobs.cleanup()).toEqual({ tasks: 0, runs: 1 });
+    expect((await runs.list()).map((run) => run.id).sort()).toEqual(["ended-20-days-ago", "running-for-90-days"]);
+  });
+
+  it("keeps every run when keepRunsDays is 0", async () => {
+    const file = path.join(root, "keep.json");
+    await writeFile(file, JSON.stringify({ workflows: { keepRunsDays: 0 } }));
+    const config = loadConfig({ env: { COUNTBOT_DATA_DIR: root }, cwd: root, file });
+    const keeping = createJobsOn(infrastructure, config, pino({ level: "silent" }), { workspace: root });
+    try {
+      await infrastructure.store.runs.create(finishedRun("ended-long-ago", 3_000));
+      expect(await keeping.cleanup()).toEqual({ tasks: 0, runs: 0 });
+      expect(await infrastructure.store.runs.get("ended-long-ago")).toBeDefined();
+    } finally {
+      await keeping.close();
+    }
+  });
+});

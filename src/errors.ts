@@ -23,6 +23,7 @@ export type ProviderErrorKind =
   | "network"
   | "auth" // 401/403
   | "bad-request" // 400/404/422: the request itself is wrong
+  | "context-overflow" // 400/413: the prompt does not fit the model's context window
   | "aborted" // cancelled by us
   | "stream" // the stream broke or sent something unparseable
   | "unknown";

@@ -6,7 +6,7 @@
 import type { Logger } from "pino";
 import type { Media } from "../bus/message.js";
 import type { AgentConfig } from "../config/schema.js";
-import { ToolError } from "../errors.js";
+import { ProviderError, ToolError } from "../errors.js";
 import type { ChatModel } from "../providers/chat-model.js";
 import type { Fence, HistoryEntry, SessionSnapshot, Store } from "../store/store.js";
 import { type AuditLog, auditEntryOf } from "../tools/audit-log.js";
@@ -57,6 +57,11 @@ export interface TurnInput {
   send?: (content: string, media?: Media[]) => Promise<void>;
 }
 
+/** How many times a turn refused for its size folds more history into memory and runs again. */
+const MAX_CONTEXT_SHRINKS = 2;
+/** Of a message the model could not take even with no history, the characters the history keeps. */
+const OVERFLOWED_MESSAGE_KEPT = 2_000;
+
 export class Agent {
   private readonly now: () => number;
 
@@ -92,18 +97,66 @@ export class Agent {
     const { settings, store, logger } = this.dependencies;
     const log = logger.child({ session: input.sessionKey });
     const snapshot = input.snapshot ?? (await store.sessions.load(input.sessionKey));
-    const history = await compactHistory({
-      model: this.dependencies.model,
-      sessions: store.sessions,
-      remember: (summary) => this.remember(input.sessionKey, summary),
-      sessionKey: input.sessionKey,
-      history: snapshot.history,
-      maxHistory: settings.maxHistory,
-      fence: input.fence,
-      signal: input.signal,
-      onWarning: (message) => log.warn(message),
-    });
+    const compact = (history: HistoryEntry[], maxHistory: number) =>
+      compactHistory({
+        model: this.dependencies.model,
+        sessions: store.sessions,
+        remember: (summary) => this.remember(input.sessionKey, summary),
+        sessionKey: input.sessionKey,
+        history,
+        maxHistory,
+        fence: input.fence,
+        signal: input.signal,
+        onWarning: (message) => log.warn(message),
+      });
+    let history = await compact(snapshot.history, settings.maxHistory);
 
+    let result: TurnResult;
+    for (let shrinks = 0; ; shrinks += 1) {
+      try {
+        result = await this.runLoop(input, history, shrinks < MAX_CONTEXT_SHRINKS && history.length > 0);
+        break;
+      } catch (error) {
+        if (!(error instanceof ProviderError && error.kind === "context-overflow")) throw error;
+        // The prompt does not fit the model's window and nothing was said or done yet: fold more of
+        // the history into memory (a quarter kept, then none) and run the turn again. A chat whose
+        // history outgrew the window is never stuck failing every turn.
+        log.warn({ entries: history.length, shrinks: shrinks + 1 }, "the prompt does not fit the model's context window: summarizing more of the history");
+        history = await compact(history, shrinks === 0 ? Math.floor(history.length / 2) : 0);
+      }
+    }
+
+    // Cut short by a shutdown or a lost lease: leave no trace, the turn runs again elsewhere.
+    if (leavesNoTrace(input.signal)) return result;
+    // A fenced write checks the lease itself, in the same step: asking first would only cost a round trip.
+    if (!input.fence) await input.assertOwnership?.();
+    const at = this.now();
+    const said = describeUserTurn(input);
+    // A message too long for the model is kept only in part: whole, it would overflow every later turn.
+    const overflowed = result.error instanceof ProviderError && result.error.kind === "context-overflow";
+    const kept = overflowed && said.length > OVERFLOWED_MESSAGE_KEPT ? `${said.slice(0, OVERFLOWED_MESSAGE_KEPT)}\n[… ${said.length - OVERFLOWED_MESSAGE_KEPT} more characters, too long for the model's context window, not kept]` : said;
+    const entries: HistoryEntry[] = [
+      { role: "user", content: kept, at, messageIds: input.messageIds },
+      { role: "assistant", content: result.reply, at, model: result.model, usage: { ...result.usage } },
+    ];
+    await store.sessions.append(input.sessionKey, entries, input.fence);
+    log.info(
+      {
+        stopReason: result.stopReason,
+        iterations: result.iterations,
+        toolCalls: result.toolCalls.length,
+        inputTokens: result.usage.inputTokens,
+        outputTokens: result.usage.outputTokens,
+        model: result.model,
+      },
+      "turn finished",
+    );
+    return result;
+  }
+
+  /** One run of the ReAct loop over `history` and the turn's input. */
+  private async runLoop(input: TurnInput, history: HistoryEntry[], throwContextOverflowAtStart: boolean): Promise<TurnResult> {
+    const { settings } = this.dependencies;
     const messages = await this.dependencies.context.buildMessages({
       sessionKey: input.sessionKey,
       channel: input.channel,
@@ -111,8 +164,7 @@ export class Agent {
       content: input.content,
       media: input.media,
     });
-
-    const result = await runReactLoop({
+    return runReactLoop({
       model: this.dependencies.model,
       tools: this.dependencies.tools,
       messages,
@@ -133,30 +185,8 @@ export class Agent {
       listener: this.recordingListener(input),
       now: this.now,
       sleep: this.dependencies.sleep,
+      throwContextOverflowAtStart,
     });
-
-    // Cut short by a shutdown or a lost lease: leave no trace, the turn runs again elsewhere.
-    if (leavesNoTrace(input.signal)) return result;
-    // A fenced write checks the lease itself, in the same step: asking first would only cost a round trip.
-    if (!input.fence) await input.assertOwnership?.();
-    const at = this.now();
-    const entries: HistoryEntry[] = [
-      { role: "user", content: describeUserTurn(input), at, messageIds: input.messageIds },
-      { role: "assistant", content: result.reply, at, model: result.model, usage: { ...result.usage } },
-    ];
-    await store.sessions.append(input.sessionKey, entries, input.fence);
-    log.info(
-      {
-        stopReason: result.stopReason,
-        iterations: result.iterations,
-        toolCalls: result.toolCalls.length,
-        inputTokens: result.usage.inputTokens,
-        outputTokens: result.usage.outputTokens,
-        model: result.model,
-      },
-      "turn finished",
-    );
-    return result;
   }
 
   /** Passes turn events on, recording each finished tool call in the audit log and tool history. */

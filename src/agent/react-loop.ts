@@ -51,6 +51,13 @@ export interface ReactLoopOptions {
   listener?: TurnListener;
   now?: () => number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /**
+   * When the turn's first model call is refused because the prompt does not fit the model's
+   * context window, before anything was streamed or run: throw that ProviderError (kind
+   * "context-overflow") instead of answering with the failure, so the caller can shorten the
+   * history and run the turn again as if nothing happened.
+   */
+  throwContextOverflowAtStart?: boolean;
 }
 
 export function limitNote(limit: number): string {
@@ -132,6 +139,8 @@ export async function runReactLoop(options: ReactLoopOptions): Promise<TurnResul
         }
       }
     } catch (error) {
+      const untouched = iterations === 1 && text === "" && reasoningText === "" && calls.length === 0;
+      if (options.throwContextOverflowAtStart && untouched && error instanceof ProviderError && error.kind === "context-overflow") throw error;
       if (signal.aborted || (error instanceof ProviderError && error.kind === "aborted")) {
         stopReason = "cancelled";
       } else {
@@ -173,7 +182,7 @@ export async function runReactLoop(options: ReactLoopOptions): Promise<TurnResul
   } else if (stopReason === "cancelled") {
     await addText("[stopped]", true);
   } else if (stopReason === "error") {
-    await addText(`Sorry, the model request failed: ${errorMessage(failure)}`, true);
+    await addText(failureText(failure, iterations), true);
   } else if (reply.trim() === "") {
     reply = "(no reply)";
   }
@@ -220,6 +229,15 @@ async function runToolCall(
   };
   await emit({ type: "tool-result", record });
   return record;
+}
+
+/** What the user reads when the model failed the turn. */
+function failureText(failure: Error | undefined, iterations: number): string {
+  if (failure instanceof ProviderError && failure.kind === "context-overflow") {
+    const what = iterations > 1 ? "this turn's tool results made the conversation" : "your message is";
+    return `Sorry, ${what} too long for the model's context window, even with the earlier conversation summarized. Please send something shorter, or split it. (${errorMessage(failure)})`;
+  }
+  return `Sorry, the model request failed: ${errorMessage(failure)}`;
 }
 
 function skippedResult(call: ToolCallRequest, reason: string): ChatMessage {

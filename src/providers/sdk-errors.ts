@@ -36,6 +36,10 @@ export interface ErrorContext {
 
 // Providers word "you ran out of money" in many ways; retrying any of them is pointless.
 const quotaPattern = /quota|billing|credit balance|insufficient[ _]?(credit|balance|fund)|arrearage|余额不足|欠费/i;
+// "The prompt does not fit the context window", as OpenAI, DeepSeek, Anthropic, Gemini, Qwen,
+// Moonshot, vLLM and Ollama word it: the one bad request that a shorter history cures.
+const contextPattern =
+  /context_length_exceeded|maximum context length|context (window|length)|prompt is too long|prompt too long|too many (input )?tokens|input (is )?too long|exceeds? the (model'?s? )?(maximum )?(context|token)|token limit|range of input length|reduce the length|上下文长度|超过.*(上下文|最大长度|长度限制)/i;
 // Error events inside a stream carry no HTTP status, only the provider's error type.
 const serverPattern = /overloaded|server_error|api_error|internal|unavailable/i;
 
@@ -64,6 +68,8 @@ export function toProviderError(error: unknown, classes: SdkErrorClasses, contex
 
 export function kindOfStatus(status: number, description: string): ProviderErrorKind {
   if ((status === 429 || status === 402 || status === 403 || status === 400) && quotaPattern.test(description)) return "quota";
+  if ((status === 400 || status === 413 || status === 422) && contextPattern.test(description)) return "context-overflow";
+  if (status === 413) return "context-overflow";
   if (status === 429) return "rate-limit";
   if (status === 402) return "quota";
   if (status === 401 || status === 403) return "auth";
@@ -78,6 +84,7 @@ export function kindOfStatus(status: number, description: string): ProviderError
 function kindOfStreamError(description: string): ProviderErrorKind {
   if (quotaPattern.test(description)) return "quota";
   if (/rate.?limit/i.test(description)) return "rate-limit";
+  if (contextPattern.test(description)) return "context-overflow";
   if (serverPattern.test(description)) return "server";
   if (/invalid_request/i.test(description)) return "bad-request";
   if (/authentication|permission/i.test(description)) return "auth";

@@ -163,6 +163,7 @@ describe("anthropic provider", () => {
     { name: "401", error: { status: 401 }, kind: "auth", retryAfterMs: undefined },
     { name: "402 billing", error: { status: 402, message: "Your credit balance is too low" }, kind: "quota", retryAfterMs: undefined },
     { name: "400", error: { status: 400, message: "messages: roles must alternate" }, kind: "bad-request", retryAfterMs: undefined },
+    { name: "400 prompt is too long", error: { status: 400, message: "prompt is too long: 210385 tokens > 200000 maximum" }, kind: "context-overflow", retryAfterMs: undefined },
   ])("maps $name to $kind", async ({ error, kind, retryAfterMs }) => {
     const { provider } = await setup([{ error }]);
     const failure = await collectFailure(provider.stream({ model: "claude-test-model", messages: hello }));

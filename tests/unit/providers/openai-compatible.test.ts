@@ -181,6 +181,25 @@ describe("openai-compatible provider", () => {
     { name: "403", error: { status: 403 }, kind: "auth", retryAfterMs: undefined },
     { name: "400", error: { status: 400, message: "Invalid 'messages'" }, kind: "bad-request", retryAfterMs: undefined },
     { name: "404", error: { status: 404, message: "model not found" }, kind: "bad-request", retryAfterMs: undefined },
+    {
+      name: "400 context_length_exceeded (OpenAI)",
+      error: {
+        status: 400,
+        code: "context_length_exceeded",
+        message: "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. Please reduce the length of the messages.",
+      },
+      kind: "context-overflow",
+      retryAfterMs: undefined,
+    },
+    {
+      name: "400 too long (DeepSeek)",
+      error: { status: 400, message: "This model's maximum context length is 65536 tokens. However, you requested 70000 tokens (62000 in the messages, 8000 in the completion)." },
+      kind: "context-overflow",
+      retryAfterMs: undefined,
+    },
+    { name: "400 input length (Qwen)", error: { status: 400, message: "Range of input length should be [1, 30720]" }, kind: "context-overflow", retryAfterMs: undefined },
+    { name: "413 from a proxy", error: { status: 413, message: "Request Entity Too Large" }, kind: "context-overflow", retryAfterMs: undefined },
+    { name: "400 max_tokens too large", error: { status: 400, message: "max_tokens is too large: 100000. This model supports at most 16384 completion tokens." }, kind: "bad-request", retryAfterMs: undefined },
   ])("maps $name to $kind", async ({ error, kind, retryAfterMs }) => {
     const { provider } = await setup([{ error }], { now: () => Date.parse("2026-01-01T00:00:00Z") });
     const failure = await collectFailure(provider.stream({ model: "m", messages: hello }));

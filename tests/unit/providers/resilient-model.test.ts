@@ -111,6 +111,16 @@ describe("resilient chat model", () => {
     expect(failure.error.message).toContain("second/model-a");
   });
 
+  it("falls back, without retrying, to a model whose window may hold a prompt the first one's does not", async () => {
+    const tooLong = { status: 400, code: "context_length_exceeded", message: "This model's maximum context length is 8192 tokens." };
+    const primary = await openAITarget("openai", [{ error: tooLong }], "small-window");
+    const fallback = await anthropicTarget([{ text: "from the larger window" }]);
+    const { chatModel, waits } = model([primary.target, fallback.target]);
+    expect(textOf(await collect(chatModel.stream({ messages })))).toBe("from the larger window");
+    expect(primary.server.requests).toHaveLength(1);
+    expect(waits).toEqual([]);
+  });
+
   it("throws a bad request at once, without fallback", async () => {
     const primary = await openAITarget("openai", [{ error: { status: 400, message: "Invalid 'messages[0]'" } }]);
     const fallback = await openAITarget("backup", [{ text: "unused" }]);

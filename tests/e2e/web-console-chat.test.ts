@@ -198,7 +198,15 @@ describe("chat", () => {
     await say(page, "/new");
     await page.locator('[data-kind="divider"]').waitFor();
     await replies(page).filter({ hasText: "Started a new conversation." }).waitFor();
-    const session = await countbot.api<{ generation: number; history: unknown[] }>("/api/sessions/web:commands");
+    // Read until the reset shows (once, under a full suite's load, a single read right after the
+    // reply saw generation 0); a reset that never lands still fails here, with what was read.
+    let session: { generation: number; history: unknown[] } | undefined;
+    await until(async () => {
+      session = await countbot.api<{ generation: number; history: unknown[] }>("/api/sessions/web:commands");
+      return session.generation === 1;
+    }, "the session's reset to show", 5_000).catch((error: unknown) => {
+      throw new Error(`${String(error)}; last read: ${JSON.stringify(session)}`);
+    });
     expect(session).toMatchObject({ generation: 1, history: [] });
     await page.context().close();
   });

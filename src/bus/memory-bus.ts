@@ -72,8 +72,6 @@ class MemoryBus implements MessageBus {
   private readonly mailboxes = new Map<string, InboundMessage[]>();
   /** Messages in all mailboxes, against `maxQueued`. */
   private queued = 0;
-  /** Final replies queued for a platform and not delivered yet, against `maxQueued` too. */
-  private undelivered = 0;
   private readonly maxQueued: number;
   private readonly ready = new ReadyQueue();
   private readonly leases = new Map<string, Lease>();
@@ -108,11 +106,12 @@ class MemoryBus implements MessageBus {
   async publishInbound(message: InboundMessage): Promise<PublishResult> {
     this.assertOpen();
     const eventKey = message.platformEventId === undefined ? undefined : `${message.channel}:${message.platformEventId}`;
-    if (this.queued + this.undelivered >= this.maxQueued) {
+    const undelivered = this.undelivered();
+    if (this.queued + undelivered >= this.maxQueued) {
       // A redelivery is still a duplicate; anything else is refused unmarked, so it is taken when the platform sends it again.
       if (eventKey !== undefined && this.seenEvents.has(eventKey)) return { accepted: false };
       throw new BusError(
-        `the bus already holds ${this.queued} messages that no turn has finished and ${this.undelivered} replies not yet delivered (agent.maxQueuedMessages); nothing was stored`,
+        `the bus already holds ${this.queued} messages that no turn has finished and ${undelivered} replies not yet delivered (agent.maxQueuedMessages); nothing was stored`,
         "unavailable",
       );
     }
@@ -291,6 +290,17 @@ class MemoryBus implements MessageBus {
     this.cancels.removeAllListeners();
   }
 
+  /**
+   * Final replies queued for a platform that is being delivered to and not taken yet (it is down or
+   * slow). A channel nobody consumes here is left out: its replies wait for nobody, and counting
+   * them would end in refusing every message.
+   */
+  private undelivered(): number {
+    let count = 0;
+    for (const queue of this.outbound.values()) if (queue.consumed) count += queue.finals;
+    return count;
+  }
+
   private tryClaim(): Claim | null {
     this.reapExpiredLeases();
     const now = this.now();
@@ -372,7 +382,7 @@ class MemoryBus implements MessageBus {
   private queueFor(channel: string): OutboundQueue {
     let queue = this.outbound.get(channel);
     if (!queue) {
-      queue = new OutboundQueue(this.redeliveryDelayMs, (change) => (this.undelivered += change));
+      queue = new OutboundQueue(this.redeliveryDelayMs);
       this.outbound.set(channel, queue);
     }
     return queue;
@@ -390,15 +400,19 @@ class OutboundQueue {
   private readonly finished = new Set<string>();
   private closed = false;
 
-  constructor(
-    private readonly redeliveryDelayMs: number,
-    /** Told +1 when a final is queued and -1 when it was delivered. */
-    private readonly countFinals: (change: number) => void,
-  ) {}
+  /** Finals queued and not delivered yet. */
+  finals = 0;
+
+  constructor(private readonly redeliveryDelayMs: number) {}
+
+  /** Whether a handler takes this channel's events (the channel runs in this process). */
+  get consumed(): boolean {
+    return this.handler !== undefined && !this.closed;
+  }
 
   pushMessage(message: OutboundMessage): void {
     this.rememberFinished(message.id);
-    this.countFinals(1);
+    this.finals += 1;
     this.laneFor(message.chatId).pushMessage(message);
   }
 
@@ -434,7 +448,7 @@ class OutboundQueue {
     if (!lane) {
       lane = new ChatOutbox(this.redeliveryDelayMs, {
         handler: () => (this.closed ? undefined : this.handler),
-        delivered: () => this.countFinals(-1),
+        delivered: () => (this.finals -= 1),
         // An empty lane goes away: the map does not grow with every chat ever served.
         onIdle: () => {
           if (this.lanes.get(chatId) === lane && lane!.empty) this.lanes.delete(chatId);

@@ -89,14 +89,28 @@ describe("memory bus capacity: replies not yet delivered", () => {
     await refusal(bus.publishInbound(inbound("m5", "e")));
   });
 
+  it("leaves out the replies of a channel nobody consumes here: they wait for nobody", async () => {
+    bus = createMemoryBus({ maxQueued: 2 });
+    await answer("m1", "a");
+    await answer("m2", "b");
+    expect(await bus.publishInbound(inbound("m3", "c"))).toEqual({ accepted: true });
+    expect(await bus.publishInbound(inbound("m4", "d"))).toEqual({ accepted: true });
+    await refusal(bus.publishInbound(inbound("m5", "e")));
+  });
+
   it("never refuses a turn's reply itself: the bound is applied where a message comes in", async () => {
-    bus = createMemoryBus({ maxQueued: 1 });
+    bus = createMemoryBus({ maxQueued: 1, redeliveryDelayMs: 1 });
+    let down = true;
+    const events: string[] = [];
+    await bus.consumeOutbound("web", async (event) => {
+      if (down) throw new Error("platform down");
+      if (event.type === "message") events.push(event.message.id);
+    });
     await answer("m1", "a");
     await refusal(bus.publishInbound(inbound("m2", "b")));
     // A reply published outside a turn (a job's) is still taken, and counted.
     await bus.publishOutbound(reply("job", "a"));
-    const events: string[] = [];
-    await bus.consumeOutbound("web", async (event) => void (event.type === "message" && events.push(event.message.id)));
+    down = false;
     for (let waited = 0; events.length < 2 && waited < 200; waited += 1) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(events).toEqual(["reply-m1", "reply-job"]);
     expect(await bus.publishInbound(inbound("m2", "b"))).toEqual({ accepted: true });

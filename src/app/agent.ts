@@ -75,14 +75,26 @@ export interface RuntimeOverrides {
 
 /** The process's MCP connections, as configured (connected on the first turn). */
 export function createMcpServers(config: ResolvedConfig, workspace: string, logger: Logger): McpServers {
-  const servers = Object.fromEntries(Object.entries(config.tools.mcpServers).filter(([, server]) => server.enabled));
-  return new McpServers({ servers, allowedHosts: config.tools.mcpAllowedHosts, workspace, logger });
+  return new McpServers({ servers: enabledMcpServers(config), allowedHosts: config.tools.mcpAllowedHosts, workspace, logger });
 }
 
-/** A tool registry's sources: the MCP servers offered to this audience, if any. */
+function enabledMcpServers(config: ResolvedConfig) {
+  return Object.fromEntries(Object.entries(config.tools.mcpServers).filter(([, server]) => server.enabled));
+}
+
+/** Applies a reloaded config's MCP servers to a running process's connections (see McpServers.reconfigure). */
+export function reloadMcpServers(mcp: McpServers, config: ResolvedConfig, logger: Logger): void {
+  mcp.reconfigure(enabledMcpServers(config), config.tools.mcpAllowedHosts).then(
+    (changed) => {
+      if (changed.added.length + changed.removed.length + changed.replaced.length > 0) logger.info(changed, "MCP servers reloaded");
+    },
+    (error: unknown) => logger.warn({ err: error }, "MCP servers could not be reloaded"),
+  );
+}
+
+/** A tool registry's sources: the MCP servers offered to this audience. */
 function mcpSources(mcp: McpServers, audience: Parameters<McpServers["toolSource"]>[0]): ToolSource[] {
-  const source = mcp.toolSource(audience);
-  return source ? [source] : [];
+  return [mcp.toolSource(audience)];
 }
 
 /** The tools the main agent gets, as the config allows them: the built-in set plus its own, and every MCP server's. */
@@ -160,7 +172,10 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     tools,
     store,
     workspace,
-    reload: (next) => context.setPersona(next.agent.persona),
+    reload: (next) => {
+      context.setPersona(next.agent.persona);
+      reloadMcpServers(mcp, next, logger);
+    },
     close: async () => {
       if (!overrides.mcp) await mcp.close();
       await audit?.close();

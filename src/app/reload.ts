@@ -4,9 +4,10 @@
  * force. A reload that took is announced over the bus, so every other process of the deployment
  * reads its own config too (gateways and workers may run on other machines with their own files).
  *
- * What changes live: each channel's admission policy (allowlists, group policy, rate limit) and the
- * persona. Skills are read from the workspace as they change. Everything else is logged as needing
- * a restart.
+ * What changes live: each channel's admission policy (allowlists, group policy, rate limit), the
+ * persona and the MCP servers (`tools.mcpServers`, `tools.mcpAllowedHosts`: added, removed or
+ * changed servers are connected, closed or replaced). Skills are read from the workspace as they
+ * change. Everything else is logged as needing a restart.
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
@@ -75,6 +76,12 @@ function changedSections(before: ResolvedConfig, after: ResolvedConfig): string[
       const { persona: _before, ...agentBefore } = before.agent;
       const { persona: _after, ...agentAfter } = after.agent;
       if (JSON.stringify(agentBefore) !== JSON.stringify(agentAfter)) changed.push("agent");
+      continue;
+    }
+    if (key === "tools") {
+      const { mcpServers: _serversBefore, mcpAllowedHosts: _hostsBefore, ...toolsBefore } = before.tools;
+      const { mcpServers: _serversAfter, mcpAllowedHosts: _hostsAfter, ...toolsAfter } = after.tools;
+      if (JSON.stringify(toolsBefore) !== JSON.stringify(toolsAfter)) changed.push("tools");
       continue;
     }
     if (JSON.stringify(before[key]) !== JSON.stringify(after[key])) changed.push(key);

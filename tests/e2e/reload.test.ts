@@ -1,7 +1,8 @@
 /**
  * A config reload on a running gateway and worker, without a restart: SIGHUP to the gateway lets a
  * sender the allowlist now names in, and the worker (told over the bus) answers with the new
- * persona; a config that does not load is refused with one log line and the old one stays.
+ * persona and the tools of an MCP server the new config adds; a config that does not load is
+ * refused with one log line and the old one stays.
  */
 import { randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -11,6 +12,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
 import { type FakeTelegramServer, startFakeTelegram } from "../support/fake-telegram-server.js";
+import { stdioServerEntry } from "../support/mcp-fixtures.js";
 import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 
@@ -26,11 +28,14 @@ let llm: FakeOpenAIServer;
 let gateway: ServiceProcess;
 let worker: ServiceProcess;
 
-const config = (allowFrom: number[], persona: string) => ({
+const config = (allowFrom: number[], persona: string, mcpServers: Record<string, unknown> = {}) => ({
   redis: { prefix },
   agent: { providerRetries: 0, persona: { name: persona } },
   channels: { telegram: { enabled: true, allowFrom: allowFrom.map(String) } },
+  tools: { mcpServers },
 });
+
+const toolNames = (body: Record<string, unknown>) => ((body.tools ?? []) as Array<{ function: { name: string } }>).map((tool) => tool.function.name);
 
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), "countbot-reload-"));
@@ -85,13 +90,17 @@ describe("config reload", () => {
     expect(pairing.text).toContain("pairing code");
     expect(llm.requests.length).toBe(before);
 
-    await writeFile(configFile, JSON.stringify(config([OWNER, NEWCOMER], "Beta")));
+
+    await writeFile(configFile, JSON.stringify(config([OWNER, NEWCOMER], "Beta", { notes: stdioServerEntry() })));
     process.kill(gateway.pid, "SIGHUP");
-    await Promise.all([gateway.waitForLog(/^config reloaded/, 30_000), worker.waitForLog(/^config reloaded/, 30_000)]);
+    const [, reloaded] = await Promise.all([gateway.waitForLog(/^config reloaded/, 30_000), worker.waitForLog(/^config reloaded/, 30_000)]);
+    // MCP servers change live: nothing of `tools` waits for a restart.
+    expect(reloaded.restartNeeded).toEqual([]);
 
     const answer = await sendAndWait(NEWCOMER, "now?");
     expect(answer.text).toBe("hello from the model");
     expect(systemPrompt(llm.requests.at(-1)!.body)).toContain("You are Beta");
+    expect(toolNames(llm.requests.at(-1)!.body)).toContain("mcp_notes_echo");
 
     await writeFile(configFile, "{ not json");
     process.kill(gateway.pid, "SIGHUP");

@@ -46,32 +46,77 @@ export interface McpNamedTool extends McpToolInfo {
 
 const MAX_DESCRIPTION = 2_000;
 
+/** What a reload changed: servers by name. */
+export interface McpReconfigured {
+  added: string[];
+  removed: string[];
+  /** Replaced: their config changed (or, for HTTP servers, `tools.mcpAllowedHosts`). */
+  replaced: string[];
+}
+
 export class McpServers {
-  private readonly connections: McpServerConnection[];
-  private readonly guardedFetch: GuardedFetch;
+  private connections: McpServerConnection[];
+  private guardedFetch: GuardedFetch;
+  private allowedHosts: string;
   private readonly compiler = new JsonSchemaCompiler();
   private readonly log: Logger;
   /** Built tools by server, rebuilt when a server's tool list or the naming changes. */
   private built: Map<string, Tool[]> | undefined;
   private readonly reported = new Set<string>();
 
-  constructor(options: McpServersOptions) {
+  constructor(private readonly options: McpServersOptions) {
     this.log = options.logger;
     this.guardedFetch = createGuardedFetch({ allowedHosts: options.allowedHosts, resolve: options.resolve });
-    this.connections = Object.entries(options.servers).map(
-      ([name, config]) =>
-        new McpServerConnection({
-          name,
-          config,
-          workspace: options.workspace,
-          fetch: this.guardedFetch.fetch,
-          logger: options.logger,
-          clientInfo: options.clientInfo ?? { name: "countbot", version: "0.1.0" },
-          backoff: options.backoff,
-          now: options.now,
-          onToolsChanged: () => (this.built = undefined),
-        }),
-    );
+    this.allowedHosts = JSON.stringify(options.allowedHosts);
+    this.connections = Object.entries(options.servers).map(([name, config]) => this.connection(name, config));
+  }
+
+  /**
+   * Applies a reloaded config (SIGHUP): a server added is connected when a turn next needs it, a
+   * removed one is closed (a stdio server exits), a changed one is replaced, and so is every HTTP
+   * server when `mcpAllowedHosts` changed; the others keep their connection. A call in flight on a
+   * server that goes away fails, and the model reads that.
+   */
+  async reconfigure(servers: Record<string, McpServerConfig>, allowedHosts: readonly string[]): Promise<McpReconfigured> {
+    const hostsChanged = JSON.stringify(allowedHosts) !== this.allowedHosts;
+    const oldFetch = hostsChanged ? this.guardedFetch : undefined;
+    if (hostsChanged) {
+      this.guardedFetch = createGuardedFetch({ allowedHosts, resolve: this.options.resolve });
+      this.allowedHosts = JSON.stringify(allowedHosts);
+    }
+    const current = new Map(this.connections.map((connection) => [connection.name, connection]));
+    const outcome: McpReconfigured = { added: [], removed: [], replaced: [] };
+    const closing: McpServerConnection[] = [];
+    const next = Object.entries(servers).map(([name, config]) => {
+      const existing = current.get(name);
+      current.delete(name);
+      const same = existing && JSON.stringify(existing.config) === JSON.stringify(config) && !(hostsChanged && config.url !== undefined);
+      if (existing && same) return existing;
+      if (existing) closing.push(existing);
+      (existing ? outcome.replaced : outcome.added).push(name);
+      return this.connection(name, config);
+    });
+    outcome.removed = [...current.keys()];
+    closing.push(...current.values());
+    this.connections = next;
+    this.built = undefined;
+    await Promise.all(closing.map((connection) => connection.close()));
+    await oldFetch?.close();
+    return outcome;
+  }
+
+  private connection(name: string, config: McpServerConfig): McpServerConnection {
+    return new McpServerConnection({
+      name,
+      config,
+      workspace: this.options.workspace,
+      fetch: this.guardedFetch.fetch,
+      logger: this.options.logger,
+      clientInfo: this.options.clientInfo ?? { name: "countbot", version: "0.1.0" },
+      backoff: this.options.backoff,
+      now: this.options.now,
+      onToolsChanged: () => (this.built = undefined),
+    });
   }
 
   /** Whether any server is configured. */
@@ -79,11 +124,9 @@ export class McpServers {
     return this.connections.length > 0;
   }
 
-  /** The servers' tools for a tool registry (see {@link McpAudience}); undefined when none is offered to it. */
-  toolSource(audience: McpAudience): ToolSource | undefined {
-    const offered = this.connections.filter((connection) => audience === "agent" || connection.config[audience]);
-    if (offered.length === 0) return undefined;
-    return { load: (signal) => this.load(offered, signal) };
+  /** The servers' tools for a tool registry (see {@link McpAudience}), as they are at each load: a reload reaches it. */
+  toolSource(audience: McpAudience): ToolSource {
+    return { load: (signal) => this.load(this.connections.filter((connection) => audience === "agent" || connection.config[audience]), signal) };
   }
 
   /** Connects every server that is due (the CLI's view; turns use {@link toolSource}). */

@@ -156,6 +156,35 @@ describe("a stdio MCP server", () => {
   });
 });
 
+describe("a reload (SIGHUP) of the MCP servers", () => {
+  it("connects an added server, closes a removed one, replaces a changed one and keeps the rest running", async () => {
+    const { mcp, registry, call } = await setup({ kept: stdioServer(), dropped: stdioServer(), changed: stdioServer() });
+    const pidOf = async (server: string) => Number(unwrapped((await call(`mcp_${server}_pid`)).content));
+    const [kept, dropped, changed] = [await pidOf("kept"), await pidOf("dropped"), await pidOf("changed")];
+
+    const outcome = await mcp.reconfigure({ kept: stdioServer(), changed: stdioServer({ callTimeoutMs: 30_000 }), added: stdioServer() }, []);
+    expect(outcome).toEqual({ added: ["added"], removed: ["dropped"], replaced: ["changed"] });
+    // The registry the turns use sees the new set at its next load.
+    await registry.load();
+    const names = registry.names();
+    expect(names.filter((name) => name.endsWith("_pid")).sort()).toEqual(["mcp_added_pid", "mcp_changed_pid", "mcp_kept_pid"]);
+    expect(await pidOf("kept")).toBe(kept);
+    expect(await pidOf("changed")).not.toBe(changed);
+    expect((await call("mcp_added_echo", { text: "new here" })).success).toBe(true);
+    // The removed and the replaced servers' processes are gone.
+    const gone = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    await eventually(() => gone(dropped) && gone(changed), "the removed and the replaced servers to exit");
+    expect(() => process.kill(kept, 0)).not.toThrow();
+  });
+});
+
 describe("a server that never comes up", () => {
   it("is logged once and its tools are left out, while the other servers work", async () => {
     let clock = 0;

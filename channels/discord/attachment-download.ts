@@ -8,14 +8,13 @@
  * fetched, without following redirects: an attachment URL is data from the platform, not a place
  * the gateway should be sent anywhere.
  */
-import { createWriteStream } from "node:fs";
-import { mkdir, rename, rm } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { extname, join } from "node:path";
-import { Readable, Transform } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import { Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import type { Logger } from "pino";
 import type { Media } from "../../src/bus/message.js";
+import { OverSizeError, saveStream } from "../../src/store/file-io.js";
 
 export interface InboundAttachment {
   id: string;
@@ -73,22 +72,10 @@ export function createAttachmentDownloader(options: AttachmentDownloaderOptions)
       await response.body.cancel();
       throw new TooBigError("over the cap");
     }
-    let received = 0;
     // The announced size may be wrong: the cap holds on the bytes that actually arrive.
-    const cap = new Transform({
-      transform(chunk: Buffer, _encoding, callback) {
-        received += chunk.length;
-        callback(received > maxImageBytes ? new TooBigError("over the cap") : null, chunk);
-      },
+    await saveStream(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), target, maxImageBytes, signal).catch((error: unknown) => {
+      throw error instanceof OverSizeError ? new TooBigError("over the cap") : error;
     });
-    const partial = `${target}.part`;
-    try {
-      await pipeline(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), cap, createWriteStream(partial), { signal });
-      await rename(partial, target);
-    } catch (error) {
-      await rm(partial, { force: true });
-      throw error;
-    }
   }
 
   async function downloadImage(attachment: InboundAttachment, signal: AbortSignal): Promise<{ media: Media } | { note: string }> {

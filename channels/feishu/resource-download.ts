@@ -5,15 +5,13 @@
  * or one that fails to download, becomes a note for the text instead: the message still reaches
  * the model, and nothing here throws except an abort.
  */
-import { randomUUID } from "node:crypto";
-import { createWriteStream } from "node:fs";
-import { mkdir, rename, rm } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { extname, join } from "node:path";
-import { type Readable, Transform } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import type { Readable } from "node:stream";
 import type { Logger } from "pino";
 import type { Media } from "../../src/bus/message.js";
 import { errorMessage } from "../../src/errors.js";
+import { OverSizeError, saveStream } from "../../src/store/file-io.js";
 
 export interface Resource {
   messageId: string;
@@ -83,21 +81,7 @@ export function createResourceDownloader(options: ResourceDownloaderOptions) {
       const extension = resource.name ? "" : resource.type === "image" ? (imageExtensions[mimeType ?? ""] ?? ".img") : "";
       const fileName = resource.name ? `${base}-${safeName(resource.name)}` : `${base}${extension}`;
       target = join(options.downloadDir, fileName);
-      let received = 0;
-      const limit = new Transform({
-        transform(chunk: Buffer, _encoding, callback) {
-          received += chunk.length;
-          callback(received > cap ? new TooBigError("over the cap") : null, chunk);
-        },
-      });
-      const temporary = `${target}.${randomUUID()}.part`;
-      try {
-        await pipeline(stream, limit, createWriteStream(temporary), { signal });
-        await rename(temporary, target);
-      } catch (error) {
-        await rm(temporary, { force: true });
-        throw error;
-      }
+      await saveStream(stream, target, cap, signal);
       const kind: Media["kind"] = resource.type === "image" || mimeType?.startsWith("image/") ? "image" : "document";
       const media: Media = { path: target, kind };
       const knownMime = mimeType && mimeType !== "application/octet-stream" ? mimeType : resource.type === "image" ? "image/png" : undefined;
@@ -108,7 +92,7 @@ export function createResourceDownloader(options: ResourceDownloaderOptions) {
       return { media };
     } catch (error) {
       if (signal.aborted) throw error;
-      if (error instanceof TooBigError) return tooBig();
+      if (error instanceof TooBigError || error instanceof OverSizeError) return tooBig();
       logger.warn({ channel: "feishu", messageId: resource.messageId, fileKey: resource.fileKey, error: errorMessage(error) }, "feishu resource download failed");
       return { note: `[${resource.label} could not be downloaded]` };
     }

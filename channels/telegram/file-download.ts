@@ -3,15 +3,13 @@
  * A file over the cap, or one that fails to download, becomes a note for the text instead of media:
  * the message still reaches the model, and nothing here throws except an abort (the adapter stops).
  */
-import { randomUUID } from "node:crypto";
-import { createWriteStream } from "node:fs";
-import { mkdir, rename, rm } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { extname, join } from "node:path";
-import { Readable, Transform } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import { Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import type { Logger } from "pino";
 import type { Media } from "../../src/bus/message.js";
+import { OverSizeError, saveStream } from "../../src/store/file-io.js";
 import type { TelegramFile } from "./update-schema.js";
 
 export interface Attachment {
@@ -86,22 +84,10 @@ export function createFileDownloader(options: FileDownloaderOptions) {
       await response.body.cancel();
       throw new TooBigError(length);
     }
-    let received = 0;
     // The announced sizes may be missing or wrong: the cap holds on the bytes that actually arrive.
-    const cap = new Transform({
-      transform(chunk: Buffer, _encoding, callback) {
-        received += chunk.length;
-        callback(received > maxFileBytes ? new TooBigError(undefined) : null, chunk);
-      },
+    await saveStream(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), target, maxFileBytes, signal).catch((error: unknown) => {
+      throw error instanceof OverSizeError ? new TooBigError(undefined) : error;
     });
-    const temporary = `${target}.${randomUUID()}.part`;
-    try {
-      await pipeline(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), cap, createWriteStream(temporary), { signal });
-      await rename(temporary, target);
-    } catch (error) {
-      await rm(temporary, { force: true });
-      throw error;
-    }
   }
 
   /** Downloads the attachment, or explains in a note why it is not there. Rejects only when `signal` aborts. */

@@ -5,9 +5,13 @@
  * store so its parts import them without importing the store that imports them.
  */
 import { createHash, randomBytes } from "node:crypto";
+import { once } from "node:events";
+import { createWriteStream } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { open, rename, unlink } from "node:fs/promises";
 import path from "node:path";
+import { type Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { KeyedLanes } from "../bus/chat-lane.js";
 
 /** Encoded names longer than this are shortened and made unique with a hash (255-byte name limit). */
@@ -81,6 +85,42 @@ export async function writeFileAtomic(file: string, content: string, options: At
 }
 
 /** Runs operations one after another per key; different keys run concurrently. */
+/** Thrown by {@link saveStream} when more bytes arrive than it may keep. */
+export class OverSizeError extends Error {
+  override name = "OverSizeError";
+  constructor(readonly maxBytes: number) {
+    super(`more than ${maxBytes} bytes`);
+  }
+}
+
+/**
+ * Streams `source` into `target`, keeping at most `maxBytes` (the bytes that arrive count, whatever
+ * size was announced): into a temporary file beside it, renamed once whole, so `target` appears
+ * complete or not at all. Past the cap it throws OverSizeError; on that or any other failure (the
+ * source, the disk, `signal`) no file is left behind. Every platform's attachment download uses it.
+ */
+export async function saveStream(source: Readable, target: string, maxBytes: number, signal?: AbortSignal): Promise<void> {
+  let received = 0;
+  const cap = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      received += chunk.length;
+      callback(received > maxBytes ? new OverSizeError(maxBytes) : null, chunk);
+    },
+  });
+  const temporary = `${target}.${randomBytes(6).toString("hex")}.part`;
+  const file = createWriteStream(temporary);
+  try {
+    await pipeline(source, cap, file, signal ? { signal } : {});
+    await rename(temporary, target);
+  } catch (error) {
+    // The pipeline can fail while the file is still being opened: removed before that open lands,
+    // it would be created afterwards and stay. Removed once the stream has let go of it.
+    if (!file.closed) await once(file, "close").catch(() => undefined);
+    await unlink(temporary).catch(() => undefined);
+    throw error;
+  }
+}
+
 export interface KeyedQueue {
   run<T>(key: string, operation: () => Promise<T>): Promise<T>;
   /** Resolves when everything queued so far has settled. */

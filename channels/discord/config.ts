@@ -30,7 +30,7 @@ export const DiscordConfigSchema = z.strictObject({
       inheritParent: z
         .boolean()
         .default(false)
-        .describe("A thread is always its own session; on, its messages also carry the parent channel's id (metadata.parentChatId) for the agent's context."),
+        .describe("A thread is always its own session; on, its messages carry the parent channel's id (metadata.parentChatId) and a new thread starts from the parent channel's last 10 history entries, kept in the thread's own history."),
     })
     .prefault({})
     .describe("Threads."),

@@ -4,7 +4,7 @@
  * from the bus, `countbot agent -m` calls it directly.
  */
 import type { Logger } from "pino";
-import type { Media } from "../bus/message.js";
+import { type Media, sessionKeyOf } from "../bus/message.js";
 import type { AgentConfig } from "../config/schema.js";
 import { ProviderError, ToolError } from "../errors.js";
 import type { ChatModel } from "../providers/chat-model.js";
@@ -55,10 +55,17 @@ export interface TurnInput {
   fence?: Fence;
   /** Sends a message into the chat mid-turn (the `message` tool). */
   send?: (content: string, media?: Media[]) => Promise<void>;
+  /**
+   * The chat this one was opened from (a Discord thread's channel, with `threads.inheritParent`):
+   * a session with no history yet starts from that chat's last entries, kept in its own history.
+   */
+  parentChatId?: string;
 }
 
 /** How many times a turn refused for its size folds more history into memory and runs again. */
 const MAX_CONTEXT_SHRINKS = 2;
+/** How much of its parent chat's history a new thread starts from. */
+const INHERITED_ENTRIES = 10;
 /** Of a message the model could not take even with no history, the characters the history keeps. */
 const OVERFLOWED_MESSAGE_KEPT = 2_000;
 
@@ -109,7 +116,9 @@ export class Agent {
         signal: input.signal,
         onWarning: (message) => log.warn(message),
       });
-    let history = await compact(snapshot.history, settings.maxHistory);
+    // A new thread starts from its parent chat's recent talk, which then stays in its own history.
+    let inherited = snapshot.history.length === 0 && input.parentChatId ? await this.parentTail(input.channel, input.parentChatId) : [];
+    let history = inherited.length > 0 ? inherited : await compact(snapshot.history, settings.maxHistory);
 
     let result: TurnResult;
     for (let shrinks = 0; ; shrinks += 1) {
@@ -122,7 +131,9 @@ export class Agent {
         // the history into memory (a quarter kept, then none) and run the turn again. A chat whose
         // history outgrew the window is never stuck failing every turn.
         log.warn({ entries: history.length, shrinks: shrinks + 1 }, "the prompt does not fit the model's context window: summarizing more of the history");
-        history = await compact(history, shrinks === 0 ? Math.floor(history.length / 2) : 0);
+        // What a new thread took from its parent is only borrowed: dropped, not summarized.
+        if (inherited.length > 0) [inherited, history] = [[], []];
+        else history = await compact(history, shrinks === 0 ? Math.floor(history.length / 2) : 0);
       }
     }
 
@@ -139,7 +150,7 @@ export class Agent {
       { role: "user", content: kept, at, messageIds: input.messageIds },
       { role: "assistant", content: result.reply, at, model: result.model, usage: { ...result.usage } },
     ];
-    await store.sessions.append(input.sessionKey, entries, input.fence);
+    await store.sessions.append(input.sessionKey, [...inherited, ...entries], input.fence);
     log.info(
       {
         stopReason: result.stopReason,
@@ -152,6 +163,14 @@ export class Agent {
       "turn finished",
     );
     return result;
+  }
+
+  /** The last entries of a parent chat's history, from a user message on, without their message ids (they answer nothing here). */
+  private async parentTail(channel: string, parentChatId: string): Promise<HistoryEntry[]> {
+    const { history } = await this.dependencies.store.sessions.load(sessionKeyOf({ channel, chatId: parentChatId }));
+    const tail = history.slice(-INHERITED_ENTRIES);
+    const start = tail.findIndex((entry) => entry.role === "user");
+    return start === -1 ? [] : tail.slice(start).map(({ messageIds: _ids, ...entry }) => entry);
   }
 
   /** One run of the ReAct loop over `history` and the turn's input. */

@@ -277,6 +277,7 @@ export class TurnConsumer {
         listener,
         fence: { token: claim.token },
         snapshot,
+        ...parentChatOf(messages),
         send: async (content, media = []) => {
           sequence += 1;
           await bus.publishOutbound({ ...finalMessage(first, content), id: outboundId(first, sequence), media }, claim);
@@ -418,3 +419,9 @@ class DraftThrottle {
 
 /** After a draft nobody could see, the next one is tried this much later. */
 const UNWATCHED_RECHECK_MS = 2_000;
+
+/** The chat a thread was opened from, when the platform says (Discord's `threads.inheritParent`): its recent talk starts the thread's context. */
+function parentChatOf(messages: InboundMessage[]): { parentChatId?: string } {
+  const parent = messages.find((message) => typeof message.metadata.parentChatId === "string")?.metadata.parentChatId;
+  return typeof parent === "string" && parent !== "" ? { parentChatId: parent } : {};
+}

@@ -117,7 +117,7 @@ export class Agent {
         onWarning: (message) => log.warn(message),
       });
     // A new thread starts from its parent chat's recent talk, which then stays in its own history.
-    let inherited = snapshot.history.length === 0 && input.parentChatId ? await this.parentTail(input.channel, input.parentChatId) : [];
+    let inherited = snapshot.history.length === 0 && input.parentChatId ? await this.parentTail(input.channel, input.parentChatId, Math.min(INHERITED_ENTRIES, settings.maxHistory)) : [];
     let history = inherited.length > 0 ? inherited : await compact(snapshot.history, settings.maxHistory);
 
     let result: TurnResult;
@@ -142,12 +142,8 @@ export class Agent {
     // A fenced write checks the lease itself, in the same step: asking first would only cost a round trip.
     if (!input.fence) await input.assertOwnership?.();
     const at = this.now();
-    const said = describeUserTurn(input);
-    // A message too long for the model is kept only in part: whole, it would overflow every later turn.
-    const overflowed = result.error instanceof ProviderError && result.error.kind === "context-overflow";
-    const kept = overflowed && said.length > OVERFLOWED_MESSAGE_KEPT ? `${said.slice(0, OVERFLOWED_MESSAGE_KEPT)}\n[… ${said.length - OVERFLOWED_MESSAGE_KEPT} more characters, too long for the model's context window, not kept]` : said;
     const entries: HistoryEntry[] = [
-      { role: "user", content: kept, at, messageIds: input.messageIds },
+      { role: "user", content: keptUserTurn(input, result), at, messageIds: input.messageIds },
       { role: "assistant", content: result.reply, at, model: result.model, usage: { ...result.usage } },
     ];
     await store.sessions.append(input.sessionKey, [...inherited, ...entries], input.fence);
@@ -166,9 +162,9 @@ export class Agent {
   }
 
   /** The last entries of a parent chat's history, from a user message on, without their message ids (they answer nothing here). */
-  private async parentTail(channel: string, parentChatId: string): Promise<HistoryEntry[]> {
+  private async parentTail(channel: string, parentChatId: string, entries: number): Promise<HistoryEntry[]> {
     const { history } = await this.dependencies.store.sessions.load(sessionKeyOf({ channel, chatId: parentChatId }));
-    const tail = history.slice(-INHERITED_ENTRIES);
+    const tail = history.slice(-entries);
     const start = tail.findIndex((entry) => entry.role === "user");
     return start === -1 ? [] : tail.slice(start).map(({ messageIds: _ids, ...entry }) => entry);
   }
@@ -265,6 +261,17 @@ export class Agent {
 /** Whether `prefix` is a non-empty prefix of `ids`. */
 function isPrefix(prefix: string[] | undefined, ids: string[]): boolean {
   return prefix !== undefined && prefix.length > 0 && prefix.length <= ids.length && prefix.every((id, index) => id === ids[index]);
+}
+
+/**
+ * What the history keeps of the user side of a turn; of a message the model could not take even
+ * with no history, only the start: whole, it would overflow every later turn.
+ */
+function keptUserTurn(input: TurnInput, result: TurnResult): string {
+  const said = describeUserTurn(input);
+  const overflowed = result.error instanceof ProviderError && result.error.kind === "context-overflow";
+  if (!overflowed || said.length <= OVERFLOWED_MESSAGE_KEPT) return said;
+  return `${said.slice(0, OVERFLOWED_MESSAGE_KEPT)}\n[… ${said.length - OVERFLOWED_MESSAGE_KEPT} more characters, too long for the model's context window, not kept]`;
 }
 
 /** The user side of a turn as the history keeps it: the text plus a mention of attachments. */

@@ -7,14 +7,14 @@
 # Stage 1: production dependencies, installed from the lock file. Installing here rather than
 # copying the host's node_modules gets the Linux builds of native packages (esbuild, under tsx).
 # The package's `prepare` finds neither TypeScript nor Vite in a production install and skips.
-FROM node:20-bookworm-slim AS deps
+FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY scripts/build-server.js scripts/prepare-web.js ./scripts/
 RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --no-audit --no-fund
 
 # Stage 2: the web console, built with the dev dependencies (Vite, Preact); only web/dist is kept.
-FROM node:20-bookworm-slim AS web
+FROM node:24-bookworm-slim AS web
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund --ignore-scripts
@@ -22,7 +22,7 @@ COPY web ./web
 RUN npm run build:web
 
 # Stage 3: the server build (tsc into dist/), with the dev dependencies it needs; only dist/ leaves it.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts --no-audit --no-fund
@@ -33,7 +33,7 @@ COPY channels ./channels
 RUN node scripts/build-server.js
 
 # Stage 4: the runtime, without npm's cache or build tools.
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     COUNTBOT_DATA_DIR=/data \
     COUNTBOT_WORKSPACE=/workspace \

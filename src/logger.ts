@@ -46,7 +46,10 @@ export function censorSecrets(record: Record<string, unknown>, depth = 0): Recor
 /** A shallow copy; an Error stays an Error of its class, with its message and stack (as pino serializes it). */
 function copyOf(record: Record<string, unknown>): Record<string, unknown> {
   if (!(record instanceof Error)) return { ...record };
-  return Object.create(Object.getPrototypeOf(record) as object, Object.getOwnPropertyDescriptors(record)) as Record<string, unknown>;
+  const copy = Object.create(Object.getPrototypeOf(record) as object, Object.getOwnPropertyDescriptors(record)) as Record<string, unknown>;
+  // Node 22+ keeps `stack` behind an accessor bound to the original error: copied, it reads empty.
+  Object.defineProperty(copy, "stack", { value: record.stack, enumerable: false, writable: true, configurable: true });
+  return copy;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

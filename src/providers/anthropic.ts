@@ -56,10 +56,9 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
     timeout: timeoutMs,
     maxRetries: 0, // retries and fallback are decided in resilient-model.ts, where output already sent is known
     defaultHeaders: { ...(options.apiKey ? {} : { Authorization: null }), ...options.headers },
-    ...(options.fetch ? { fetch: options.fetch } : {}),
-    // Connections kept alive between calls, in a pool of this provider's own. The platform's fetch
-    // over it: this SDK's response handling (middleware, clone) wants a whole fetch Response.
-    fetchOptions: createConnectionPool().fetchOptions,
+    // Connections kept alive between calls, in a pool of this provider's own. A whole fetch over it:
+    // this SDK's response handling (middleware, clone) wants a whole fetch Response.
+    fetch: options.fetch ?? createConnectionPool().wholeFetch,
   });
 
   async function* stream(request: ChatRequest): AsyncGenerator<StreamPart> {

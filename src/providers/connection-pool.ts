@@ -13,7 +13,7 @@
  * streams on both sides and costs about twice the CPU per call (bench/README); anything else (a
  * multipart body) takes the platform's fetch, through the same pool.
  */
-import { Agent, type Dispatcher } from "undici";
+import { Agent, fetch as undiciFetch, type Dispatcher } from "undici";
 
 /** How long an idle connection is kept for the next call. */
 const KEEP_ALIVE_MS = 30_000;
@@ -21,8 +21,8 @@ const KEEP_ALIVE_MS = 30_000;
 export interface ConnectionPool {
   /** For the SDK's `fetch` option. */
   fetch: typeof fetch;
-  /** For the SDK's `fetchOptions`, when it must use the platform's fetch (through this pool). */
-  fetchOptions: { dispatcher: Agent };
+  /** A whole WHATWG fetch through this pool, for an SDK whose response handling wants one. */
+  wholeFetch: typeof fetch;
 }
 
 export function createConnectionPool(): ConnectionPool {
@@ -30,7 +30,7 @@ export function createConnectionPool(): ConnectionPool {
 
   async function poolFetch(input: string | URL | Request, init: RequestInit = {}): Promise<Response> {
     if (input instanceof Request || (init.body != null && typeof init.body !== "string")) {
-      return fetch(input, { ...init, dispatcher } as RequestInit);
+      return poolFetchWhole(input, init);
     }
     const url = new URL(String(input));
     const answer = await dispatcher.request({
@@ -44,12 +44,18 @@ export function createConnectionPool(): ConnectionPool {
     // `request` does not follow redirects; fetch does, so a server that redirects gets fetch.
     if (answer.statusCode >= 300 && answer.statusCode < 400 && answer.headers.location !== undefined) {
       await answer.body.dump();
-      return fetch(input, { ...init, dispatcher } as RequestInit);
+      return poolFetchWhole(input, init);
     }
     return poolResponse(url.href, answer);
   }
 
-  return { fetch: poolFetch as typeof fetch, fetchOptions: { dispatcher } };
+  // undici's own fetch, not the platform's: the Agent is this undici's, and Node's bundled one may
+  // be another major (Node 22 bundles undici 6).
+  function poolFetchWhole(input: string | URL | Request, init: RequestInit = {}): Promise<Response> {
+    return undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...init, dispatcher } as Parameters<typeof undiciFetch>[1]) as unknown as Promise<Response>;
+  }
+
+  return { fetch: poolFetch as typeof fetch, wholeFetch: poolFetchWhole as typeof fetch };
 }
 
 /** The request headers as a plain record (what `request` takes), whatever shape the SDK built. */

@@ -54,6 +54,8 @@ export function toProviderError(error: unknown, classes: SdkErrorClasses, contex
   if (context.timer.expired) return make("timeout", context.timer.expiredBecause ?? "no response from the server in time");
   if (error instanceof classes.APIConnectionTimeoutError) return make("timeout", "connection timed out");
   if (error instanceof classes.APIUserAbortError) return make("aborted", "request aborted");
+  // A connection lost after the response started is a broken stream, however the SDK words it.
+  if (error instanceof classes.APIConnectionError && context.phase === "stream") return make("stream", `the response stream broke: ${describeCause(error)}`);
   if (error instanceof classes.APIConnectionError) return make("network", `cannot reach the server: ${describeCause(error)}`);
   if (error instanceof classes.APIError) {
     const description = `${error.message} ${safeStringify(error.error)}`;

@@ -205,9 +205,9 @@ describe("countbot tasks usage", () => {
   it("exits 2 with the usage on wrong arguments", async () => {
     const cases: Array<[string[], string]> = [
       [["show"], "countbot: missing required argument 'id'\n"],
-      [["cancel", "a", "b"], "countbot: too many arguments for 'cancel'. Expected 1 argument but got 2.\n"],
+      [["cancel", "a", "b"], "countbot: too many arguments for 'cancel'. Expected 1 argument but got 2: a, b.\n"],
       [["shwo", "t-1"], "countbot: unknown command 'shwo' (did you mean show?)\n"],
-      [["list", "extra"], "countbot: too many arguments for 'list'. Expected 0 arguments but got 1.\n"],
+      [["list", "extra"], "countbot: too many arguments for 'list'. Expected 0 arguments but got 1: extra.\n"],
     ];
     const results = await Promise.all(cases.map(([args]) => tasks(args)));
     results.forEach((result, index) => {

@@ -113,9 +113,11 @@ describe("docker-compose.yml", () => {
 describe("Dockerfile", () => {
   const froms = instructions.filter((line) => line.startsWith("FROM "));
 
-  it("builds in stages on Node 20 and installs from the lock file", () => {
+  it("builds in stages on Node 24 (the current LTS, above the engines floor) and installs from the lock file", () => {
     expect(froms.length).toBeGreaterThanOrEqual(2);
-    for (const from of froms) expect(from).toMatch(/^FROM node:20[-.\w]* AS \w+$/);
+    for (const from of froms) expect(from).toMatch(/^FROM node:24[-.\w]* AS \w+$/);
+    const engines = (JSON.parse(read("package.json")) as { engines: { node: string } }).engines.node;
+    expect(engines).toBe(">=22.12");
     expect(instructions.some((line) => /^RUN .*npm ci\b/.test(line))).toBe(true);
     expect(instructions).toContain("COPY --from=deps /app/node_modules ./node_modules");
   });

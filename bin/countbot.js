@@ -7,6 +7,15 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildIsCurrent } from "./build-current.js";
 
+// A reader that stops early (`countbot --help | head`) closes the pipe: that ends the command
+// quietly instead of with an EPIPE stack trace.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (error) => {
+    if (error.code !== "EPIPE") throw error;
+    process.exit(process.exitCode ?? 0);
+  });
+}
+
 let main;
 if (buildIsCurrent(path.resolve(path.dirname(fileURLToPath(import.meta.url)), ".."))) {
   ({ main } = await import("../dist/src/cli/main.js"));

@@ -42,3 +42,18 @@ describe("buildIsCurrent", () => {
     expect(buildIsCurrent(root)).toBe(false);
   });
 });
+
+describe("bin/countbot.js output", () => {
+  it("ends quietly when the reader closes the pipe early (`countbot --help | head -1`)", async () => {
+    const { spawn } = await import("node:child_process");
+    const bin = path.resolve(path.dirname(new URL(import.meta.url).pathname), "../../bin/countbot.js");
+    const child = spawn(process.execPath, [bin, "--help"], { stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
+    // Our end closed before the help is written, as `head -1` closes it after its line.
+    child.stdout.destroy();
+    const code = await new Promise<number | null>((resolve) => child.on("close", (exitCode) => resolve(exitCode)));
+    expect(stderr).not.toContain("EPIPE");
+    expect(code).toBe(0);
+  });
+});

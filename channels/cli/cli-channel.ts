@@ -38,7 +38,6 @@ export const CLI_SENDER = "local-user";
 
 export const cliCapabilities: ChannelCapabilities = {
   maxMessageLength: 100_000,
-  markdown: "plain",
   streaming: "draft",
   // No throttling here (the agent already throttles drafts): a draft goes into the chat's lane as
   // soon as it arrives, so it can never land after a tool notice that followed it on the bus.

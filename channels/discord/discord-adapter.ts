@@ -37,7 +37,6 @@ import { acknowledge, commandEvent, isChatCommand, registerSlashCommands, withdr
 
 export const discordCapabilities: ChannelCapabilities = {
   maxMessageLength: 2000,
-  markdown: "discord",
   streaming: "edit",
   // Edits share the channel's message bucket (5 per 5 s): one a second leaves room for the finals.
   draftIntervalMs: 1_000,
@@ -285,6 +284,8 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
   const adapter: DiscordAdapter = {
     name: "discord",
     capabilities: discordCapabilities,
+    // Discord renders the model's Markdown itself; a message it refuses goes again as the same text.
+    render: (markdown) => ({ text: markdown, format: "formatted" }),
     get identity() {
       return identity;
     },

@@ -40,7 +40,6 @@ export type { BotIdentity } from "./inbound-event.js";
 
 export const feishuCapabilities: ChannelCapabilities = {
   maxMessageLength: 8_000,
-  markdown: "lark",
   streaming: "edit",
   draftIntervalMs: 500,
   minSendIntervalMs: 200,

@@ -25,6 +25,7 @@ import { createFileDownloader } from "./file-download.js";
 import { type BotIdentity, toPlatformEvent } from "./inbound-event.js";
 import { type Polling, startPolling } from "./polling.js";
 import { createScrubber, isNotModified, toChannelError } from "./telegram-errors.js";
+import { renderTelegramHtml, telegramRenderedLength } from "./render-html.js";
 import { TelegramFileSchema, type TelegramUpdate, TelegramUpdateSchema } from "./update-schema.js";
 import { type WebhookHandler, createWebhookHandler } from "./webhook-handler.js";
 
@@ -33,7 +34,6 @@ export type { BotIdentity } from "./inbound-event.js";
 
 export const telegramCapabilities: ChannelCapabilities = {
   maxMessageLength: 4096,
-  markdown: "telegram-html",
   streaming: "draft",
   draftIntervalMs: 1_000,
   minSendIntervalMs: 1_000,
@@ -185,6 +185,8 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
   return {
     name: "telegram",
     capabilities: telegramCapabilities,
+    render: (markdown) => ({ text: renderTelegramHtml(markdown), format: "formatted" }),
+    measure: telegramRenderedLength,
     handleWebhook,
     get identity() {
       return identity;

@@ -87,7 +87,6 @@ export type WebEvent =
 export const webCapabilities: ChannelCapabilities = {
   // The page renders Markdown itself and takes long replies in one piece.
   maxMessageLength: 100_000,
-  markdown: "plain",
   streaming: "draft",
   // The agent already throttles drafts; a draft goes out as soon as it arrives.
   draftIntervalMs: 0,

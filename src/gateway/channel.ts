@@ -19,10 +19,8 @@ import type { ChatEventLog } from "../store/chat-event-log.js";
 export type { ChatType } from "../bus/message.js";
 
 export interface ChannelCapabilities {
-  /** Longest text one platform message may carry (Telegram: 4096, Discord: 2000). */
+  /** Longest text one platform message may carry (Telegram: 4096, Discord: 2000), as the adapter's `measure` counts. */
   maxMessageLength: number;
-  /** How Markdown from the model is rendered: Telegram's HTML subset, Discord Markdown, Lark, or plain. */
-  markdown: "telegram-html" | "discord" | "lark" | "plain";
   /**
    * How a reply streams: `draft` (Telegram sendMessageDraft, private chats only), `edit` (one
    * message edited as text arrives), `none` (only the final is sent).
@@ -43,6 +41,16 @@ export interface ChannelCapabilities {
    * replies whose message does not say (a background job's completion).
    */
   chatType?: ChatType;
+}
+
+/** Text as a platform shows it, rendered from the model's Markdown by the platform's own renderer. */
+export interface RenderedText {
+  text: string;
+  /**
+   * `formatted`: in the platform's markup; a platform that refuses the markup gets the Markdown
+   * source as plain text instead. `plain`: sent as is, nothing to refuse.
+   */
+  format: "formatted" | "plain";
 }
 
 /** What a platform told us, normalized. Built by the adapter; judged by admission. */
@@ -188,6 +196,16 @@ export interface ChannelAdapter {
    * and the chat is private. `draftId` is a number derived from `replyId`, the id the final carries.
    */
   draft?(chatId: string, draftId: number, text: string, replyId: string): Promise<void>;
+  /**
+   * Renders the model's Markdown for this platform (Telegram's HTML subset, Discord's Markdown).
+   * Never throws. Absent: the text as is, `plain`.
+   */
+  render?(markdown: string): RenderedText;
+  /**
+   * The length the platform counts for `markdown` once rendered, for splitting a reply into
+   * messages that fit `maxMessageLength`. Absent: the rendered text's length.
+   */
+  measure?(markdown: string): number;
   /** Show "typing…". Best effort. */
   typing(chatId: string): Promise<void>;
   /** The bot's own username once known (a leading `@username` is stripped from what the agent reads). */

@@ -33,9 +33,8 @@ import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/mess
 import { ChannelError, errorMessage } from "../errors.js";
 import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
-import { renderMarkdown, renderedLength } from "./render-markdown.js";
 import { splitMessage } from "./split-message.js";
-import type { ChannelAdapter, OutboundPart, SendOptions } from "./channel.js";
+import type { ChannelAdapter, OutboundPart, RenderedText, SendOptions } from "./channel.js";
 
 export interface DispatcherOptions {
   bus: MessageBus;
@@ -266,11 +265,14 @@ class OutboundDispatcher implements Dispatcher {
 
   /** The chunks of a text, each rendered, measured as the platform counts. */
   private chunksOf(text: string, maxLength: number, plain = false): Array<{ source: string; rendered: string; format: SendOptions["format"] }> {
-    const dialect = plain ? "plain" : this.adapter.capabilities.markdown;
-    const format = dialect === "telegram-html" || dialect === "discord" ? "formatted" : "plain";
+    const render = plain ? asPlain : (this.adapter.render?.bind(this.adapter) ?? asPlain);
+    const measured = plain ? undefined : this.adapter.measure?.bind(this.adapter);
     // The plain fallback sends the source as is, so a chunk must fit both ways.
-    const measure = (chunk: string) => Math.max(chunk.length, renderedLength(chunk, dialect));
-    return splitMessage(text, maxLength, { measure }).map((source) => ({ source, rendered: renderMarkdown(source, dialect), format }));
+    const measure = (chunk: string) => Math.max(chunk.length, measured ? measured(chunk) : render(chunk).text.length);
+    return splitMessage(text, maxLength, { measure }).map((source) => {
+      const rendered = render(source);
+      return { source, rendered: rendered.text, format: rendered.format };
+    });
   }
 
   /**
@@ -510,6 +512,11 @@ class OutboundDispatcher implements Dispatcher {
       if (!lane.busy && lane.lastSendAt <= quietSince) this.lanes.delete(chatId);
     }
   }
+}
+
+/** A platform without a renderer of its own shows the text as it is. */
+function asPlain(text: string): RenderedText {
+  return { text, format: "plain" };
 }
 
 /** What one chunk of a final or notice is, for an adapter that asked (`annotateSends`). */

@@ -62,7 +62,7 @@ interface Sent {
 /** A platform account in memory, seen through one gateway: sends wait until the test opens `gate`. */
 class RecordingAdapter implements ChannelAdapter {
   readonly name = CHANNEL;
-  readonly capabilities: ChannelCapabilities = { maxMessageLength: 30, markdown: "plain", streaming: "draft", draftIntervalMs: 0, minSendIntervalMs: 0, chatType: "private" };
+  readonly capabilities: ChannelCapabilities = { maxMessageLength: 30, streaming: "draft", draftIntervalMs: 0, minSendIntervalMs: 0, chatType: "private" };
 
   constructor(
     private readonly gateway: string,

@@ -53,7 +53,8 @@ describe("Discord plugin", () => {
     const config = DiscordConfigSchema.parse({ enabled: true, token, allowFrom: ["42"], allowGuilds: ["100"], allowChannels: ["200"], allowRoles: ["300"], groupPolicy: "all", rateLimitPerMinute: 5 });
     const channel = await discordChannel.create(config, dependencies);
     expect(channel.adapter.name).toBe("discord");
-    expect(channel.adapter.capabilities).toMatchObject({ maxMessageLength: 2000, markdown: "discord", streaming: "edit" });
+    expect(channel.adapter.capabilities).toMatchObject({ maxMessageLength: 2000, streaming: "edit" });
+    expect(channel.adapter.render?.("**bold**")).toEqual({ text: "**bold**", format: "formatted" });
     expect(channel.account).toBe(createHash("sha256").update(token).digest("hex").slice(0, 16));
     expect(channel.account).not.toContain(token);
     expect(channel.policy).toEqual({ allowFrom: ["42", "guild:100", "channel:200", "role:300"], groupPolicy: "all", rateLimit: { messages: 5, perMs: 60_000 } });

@@ -373,7 +373,9 @@ describe("Telegram adapter: outbound", () => {
 
   it("streams a draft with sendMessageDraft and shows typing", async () => {
     const { telegram, adapter } = await withChat();
-    expect(adapter.capabilities).toMatchObject({ maxMessageLength: 4096, markdown: "telegram-html", streaming: "draft" });
+    expect(adapter.capabilities).toMatchObject({ maxMessageLength: 4096, streaming: "draft" });
+    expect(adapter.render?.("**bold** <x>")).toEqual({ text: "<b>bold</b> &lt;x&gt;", format: "formatted" });
+    expect(adapter.measure?.("**bold**")).toBe(4);
     await adapter.draft("42", 17, "partial answ");
     await adapter.typing("42");
     await adapter.typing("404");

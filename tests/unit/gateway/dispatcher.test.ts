@@ -5,7 +5,8 @@ import type { OutboundMessage } from "../../../src/bus/message.js";
 import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { ChannelError, type ChannelErrorKind } from "../../../src/errors.js";
 import { type DispatcherOptions, createDispatcher, draftIdOf } from "../../../src/gateway/dispatcher.js";
-import type { ChannelAdapter, ChannelCapabilities, EventSink, SendOptions } from "../../../src/gateway/channel.js";
+import type { ChannelAdapter, ChannelCapabilities, EventSink, RenderedText, SendOptions } from "../../../src/gateway/channel.js";
+import { renderTelegramHtml, telegramRenderedLength } from "../../../channels/telegram/render-html.js";
 
 const CHANNEL = "fake";
 
@@ -23,6 +24,9 @@ class FakePlatform implements ChannelAdapter {
   private readonly failures: Array<{ when: (call: Call) => boolean; error: () => Error; times: number }> = [];
   private nextId = 100;
   draft?: (chatId: string, draftId: number, text: string) => Promise<void>;
+  /** Renders as Telegram does: the dispatcher takes a platform's renderer, whatever it is. */
+  readonly render = (markdown: string): RenderedText => ({ text: renderTelegramHtml(markdown), format: "formatted" });
+  readonly measure = telegramRenderedLength;
 
   constructor(readonly capabilities: ChannelCapabilities) {
     if (capabilities.streaming === "draft") {
@@ -74,7 +78,6 @@ class FakePlatform implements ChannelAdapter {
 
 const telegramLike: ChannelCapabilities = {
   maxMessageLength: 4096,
-  markdown: "telegram-html",
   streaming: "none",
   draftIntervalMs: 1_000,
   minSendIntervalMs: 1_000,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { renderedLength } from "../../../src/gateway/render-markdown.js";
+import { telegramRenderedLength } from "../../../channels/telegram/render-html.js";
 import { splitMessage } from "../../../src/gateway/split-message.js";
 
 /** A small seeded generator (mulberry32): every failing case can be replayed from its seed. */
@@ -149,7 +149,7 @@ describe("splitMessage", () => {
 
   it("holds each chunk to the measure it is given", () => {
     const text = "a < b & c > d. ".repeat(40);
-    const measure = (chunk: string) => renderedLength(chunk, "telegram-html") + chunk.split("<").length * 3;
+    const measure = (chunk: string) => telegramRenderedLength(chunk) + chunk.split("<").length * 3;
     for (const chunk of splitMessage(text, 50, { measure })) expect(measure(chunk)).toBeLessThanOrEqual(50);
   });
 
@@ -164,7 +164,7 @@ describe("splitMessage", () => {
       const rng = random(seed);
       const text = randomText(rng);
       const maxLength = rng.int(40, 400);
-      const measure = rng.next() < 0.5 ? undefined : (chunk: string) => Math.max(chunk.length, renderedLength(chunk, "telegram-html"));
+      const measure = rng.next() < 0.5 ? undefined : (chunk: string) => Math.max(chunk.length, telegramRenderedLength(chunk));
       const chunks = splitMessage(text, maxLength, { measure });
       for (const chunk of chunks) {
         expect(chunk.trim()).not.toBe("");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { renderMarkdown, renderedLength } from "../../../src/gateway/render-markdown.js";
+import { renderTelegramHtml, telegramRenderedLength } from "../../../channels/telegram/render-html.js";
 
 /**
  * Checks `html` the way Telegram's parser reads it: only its tags (b i u s code pre a blockquote),
@@ -51,9 +51,9 @@ function parseTelegramHtml(html: string): string {
   return visible;
 }
 
-const telegram = (text: string) => renderMarkdown(text, "telegram-html");
+const telegram = (text: string) => renderTelegramHtml(text);
 
-describe("renderMarkdown for Telegram HTML", () => {
+describe("renderTelegramHtml", () => {
   it("renders the common Markdown of model replies", () => {
     expect(telegram("Hello **bold**, *italic*, ~~gone~~ and `a < b`")).toBe("Hello <b>bold</b>, <i>italic</i>, <s>gone</s> and <code>a &lt; b</code>");
     expect(telegram("# Title\n\nText")).toBe("<b>Title</b>\n\nText");
@@ -128,18 +128,8 @@ describe("renderMarkdown for Telegram HTML", () => {
   });
 });
 
-describe("renderMarkdown for other platforms", () => {
-  it("keeps Markdown for Discord and leaves plain and Lark text as it is", () => {
-    const text = "**bold** <tag> & `code`";
-    expect(renderMarkdown(text, "discord")).toBe(text);
-    expect(renderMarkdown(text, "plain")).toBe(text);
-    expect(renderMarkdown(text, "lark")).toBe(text);
-  });
-});
-
-describe("renderedLength", () => {
+describe("telegramRenderedLength", () => {
   it("counts what Telegram counts: the text after entity parsing", () => {
-    expect(renderedLength("**ab** <c>", "telegram-html")).toBe("ab <c>".length);
-    expect(renderedLength("**ab**", "discord")).toBe(6);
+    expect(telegramRenderedLength("**ab** <c>")).toBe("ab <c>".length);
   });
 });

@@ -1,26 +1,18 @@
 /**
- * Rendering the model's Markdown for a platform.
- *
- * - `telegram-html`: Telegram's HTML subset. The Markdown is parsed with `marked` (CommonMark +
- *   GFM, so unbalanced `*`, half links and stray backticks stay literal text the way every
- *   Markdown viewer shows them) and every token is written out by this file: tags come only from
- *   here, always nested, and every piece of text (raw HTML in the model's output included) is
- *   escaped, so the result parses whatever the input. Headings become bold lines, lists `• ` lines
- *   (ordered lists keep their numbers), tables a monospace block, images a link.
- * - `discord`: Markdown kept: Discord renders it.
- * - `lark`, `plain`: the text unchanged (Lark cards are not rendered yet).
+ * The model's Markdown rendered as Telegram's HTML subset (this platform's `render`). The Markdown
+ * is parsed with `marked` (CommonMark + GFM, so unbalanced `*`, half links and stray backticks stay
+ * literal text the way every Markdown viewer shows them) and every token is written out by this
+ * file: tags come only from here, always nested, and every piece of text (raw HTML in the model's
+ * output included) is escaped, so the result parses whatever the input. Headings become bold
+ * lines, lists `• ` lines (ordered lists keep their numbers), tables a monospace block, images a link.
  *
  * Telegram forbids some nestings (nothing inside `code`/`pre`, no `code` inside a link, no
  * blockquote in a blockquote), so those are written without the inner tag.
  */
 import { Lexer, type MarkedToken, type Token, type Tokens } from "marked";
-import type { ChannelCapabilities } from "./channel.js";
 
-export type MarkdownDialect = ChannelCapabilities["markdown"];
-
-/** Renders `text` (the model's Markdown) for `dialect`. Never throws. */
-export function renderMarkdown(text: string, dialect: MarkdownDialect): string {
-  if (dialect !== "telegram-html") return text;
+/** Renders `text` (the model's Markdown) as Telegram HTML. Never throws. */
+export function renderTelegramHtml(text: string): string {
   let rendered: string;
   try {
     rendered = renderBlocks(new Lexer({ gfm: true }).lex(text), {}).join("\n\n");
@@ -33,12 +25,11 @@ export function renderMarkdown(text: string, dialect: MarkdownDialect): string {
 }
 
 /**
- * The length the platform counts for `text` once rendered for `dialect`: Telegram counts the text
- * after parsing the entities (tags excluded, `&lt;` one character); the others count what is sent.
+ * The length Telegram counts for `text` once rendered: the text after parsing the entities (tags
+ * excluded, `&lt;` one character).
  */
-export function renderedLength(text: string, dialect: MarkdownDialect): number {
-  if (dialect !== "telegram-html") return text.length;
-  return renderMarkdown(text, dialect)
+export function telegramRenderedLength(text: string): number {
+  return renderTelegramHtml(text)
     .replace(/<[^>]*>/g, "")
     .replace(/&(?:lt|gt|amp|quot);/g, "_").length;
 }

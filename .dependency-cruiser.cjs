@@ -5,8 +5,10 @@
  *   cli → app → api | channels → gateway | jobs → agent → tools → providers | store → bus → base
  *
  * `base` is what every layer may use: src/config, src/redis, src/errors.ts, src/logger.ts, src/metrics.ts,
- * src/sleep.ts, src/metrics.ts. A platform folder under channels/ imports no other platform's; only
- * channels/index.ts lists them. tests/unit/layering.test.ts proves a wrong import is caught.
+ * src/sleep.ts. A platform folder under channels/ imports no other platform's (only channels/index.ts
+ * lists them), and from the core only the channel kit (src/gateway/kit/index.ts), the message model
+ * and the errors; a platform's SDK is imported only from its own folder.
+ * tests/unit/layering.test.ts proves a wrong import is caught, by each rule.
  */
 const layers = [
   ["cli", "^src/cli/"],
@@ -36,9 +38,37 @@ const upward = layers
     to: { path: above },
   }));
 
+/** Each platform's SDK packages: only `channels/<platform>/` may import them. */
+const platformSdks = {
+  telegram: ["telegraf"],
+  discord: ["discord\\.js", "@discordjs/[^/]+"],
+  feishu: ["@larksuiteoapi/node-sdk"],
+  dingtalk: ["dingtalk-stream"],
+  qq: ["qq-official-bot", "qq-guild-bot"],
+  slack: ["@slack/[^/]+"],
+  wecom: ["@wecom/[^/]+"],
+};
+
+const sdkRules = Object.entries(platformSdks).map(([platform, packages]) => ({
+  name: `sdk-${platform}`,
+  comment: `only channels/${platform}/ imports ${platform}'s SDK`,
+  severity: "error",
+  from: { pathNot: `^channels/${platform}/` },
+  // Resolved into node_modules, or (when it is not installed) the bare module name.
+  to: { path: `(^|node_modules/)(${packages.join("|")})(/|$)` },
+}));
+
 module.exports = {
   forbidden: [
     ...upward,
+    ...sdkRules,
+    {
+      name: "channel-kit-only",
+      comment: "a platform folder takes from the core only the channel kit, the message model and the errors",
+      severity: "error",
+      from: { path: "^channels/" },
+      to: { path: "^src/", pathNot: "^src/(gateway/kit/index\\.ts|bus/message\\.ts|errors\\.ts)$" },
+    },
     {
       name: "no-circular",
       comment: "import circles hide which part depends on which",
@@ -65,6 +95,6 @@ module.exports = {
     doNotFollow: { path: "node_modules" },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: "tsconfig.json" },
-    exclude: { path: "(^|/)node_modules/" },
+    // node_modules is not followed, but stays in the graph: the SDK rules look at imports into it.
   },
 };

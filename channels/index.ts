@@ -2,7 +2,7 @@
  * The channel plugins: a platform is one folder under `channels/` and one line here. The config's
  * `channels` section is assembled from these, and the gateway runs every enabled one.
  */
-import type { ChannelPlugin } from "../src/gateway/channel.js";
+import type { ChannelPlugin } from "../src/gateway/kit/index.js";
 import { discordChannel } from "./discord/plugin.js";
 import { feishuChannel } from "./feishu/plugin.js";
 import { telegramChannel } from "./telegram/plugin.js";

@@ -26,13 +26,17 @@
  */
 import { randomUUID } from "node:crypto";
 import readline from "node:readline";
-import type { Logger } from "pino";
-import { parseCommand } from "../../src/agent/commands.js";
-import type { MessageBus } from "../../src/bus/message-bus.js";
-import { type ChannelRuntime, createChannelRuntime } from "../../src/gateway/channel-runtime.js";
-import { draftIdOf } from "../../src/gateway/dispatcher.js";
-import type { AdmissionPolicy, ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
-import type { Store } from "../../src/store/store.js";
+import {
+  type AdmissionPolicy,
+  type ChannelAdapter,
+  type ChannelCapabilities,
+  type ChannelInstance,
+  type EventSink,
+  type PlatformEvent,
+  type SendOptions,
+  draftIdOf,
+  parseCommand,
+} from "../../src/gateway/kit/index.js";
 
 export const CLI_SENDER = "local-user";
 
@@ -337,29 +341,11 @@ export class CliChannel implements ChannelAdapter {
   }
 }
 
-export interface CliRuntimeOptions {
-  bus: MessageBus;
-  store: Store;
-  logger: Logger;
-}
-
 /**
- * The CLI channel on the shared runtime: admission with the local user's policy, the dispatcher
- * with tool notices and annotated sends, every chat private (draft streaming). No Redis: this
- * process always holds the leader lease.
+ * The CLI channel as the shared runtime takes it: the local user's policy, tool notices and
+ * annotated sends, every chat private (draft streaming). A line's event id is its inbound
+ * message's id, so a reply's `answers` name the lines it answers.
  */
-export function createCliRuntime(channel: CliChannel, options: CliRuntimeOptions): ChannelRuntime {
-  return createChannelRuntime({
-    channel: {
-      adapter: channel,
-      policy: cliPolicy,
-      // A line's event id is its inbound message's id: a reply's `answers` name the lines it answers.
-      inboundIdOf: (event) => event.eventId,
-      showNotices: true,
-      annotateSends: true,
-    },
-    bus: options.bus,
-    store: options.store,
-    logger: options.logger,
-  });
+export function cliChannelInstance(channel: CliChannel): ChannelInstance {
+  return { adapter: channel, policy: cliPolicy, inboundIdOf: (event) => event.eventId, showNotices: true, annotateSends: true };
 }

@@ -10,11 +10,9 @@
  */
 import { mkdir } from "node:fs/promises";
 import { extname, join } from "node:path";
-import { Readable } from "node:stream";
-import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import type { Logger } from "pino";
 import type { Media } from "../../src/bus/message.js";
-import { OverSizeError, saveStream } from "../../src/store/file-io.js";
+import { TooBigError, formatBytes, safeAttachmentName, saveDownload } from "../../src/gateway/kit/index.js";
 
 export interface InboundAttachment {
   id: string;
@@ -38,20 +36,6 @@ export const DISCORD_CDN_HOSTS = ["cdn.discordapp.com", "media.discordapp.net"] 
 
 const imageExtensions = new Set([".png", ".jpg", ".jpeg", ".gif", ".webp"]);
 
-class TooBigError extends Error {
-  override name = "TooBigError";
-}
-
-export function formatBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1).replace(/\.0$/, "")} KB`;
-  return `${(bytes / (1024 * 1024)).toFixed(1).replace(/\.0$/, "")} MB`;
-}
-
-/** Letters, digits, `.`, `_` and `-` only, so a sender's file name cannot climb out of the directory. */
-function safeName(name: string): string {
-  return name.replace(/[^\w.-]+/g, "_").replace(/^\.+/, "_").slice(-100) || "file";
-}
 
 function isImage(attachment: InboundAttachment): boolean {
   if (attachment.contentType) return attachment.contentType.startsWith("image/");
@@ -68,14 +52,8 @@ export function createAttachmentDownloader(options: AttachmentDownloaderOptions)
       await response.body?.cancel();
       throw new Error(`attachment download answered ${response.status}`);
     }
-    if (Number(response.headers.get("content-length") ?? Number.NaN) > maxImageBytes) {
-      await response.body.cancel();
-      throw new TooBigError("over the cap");
-    }
-    // The announced size may be wrong: the cap holds on the bytes that actually arrive.
-    await saveStream(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), target, maxImageBytes, signal).catch((error: unknown) => {
-      throw error instanceof OverSizeError ? new TooBigError("over the cap") : error;
-    });
+    const announcedBytes = Number(response.headers.get("content-length") ?? Number.NaN);
+    await saveDownload(response.body, target, { maxBytes: maxImageBytes, announcedBytes, signal });
   }
 
   async function downloadImage(attachment: InboundAttachment, signal: AbortSignal): Promise<{ media: Media } | { note: string }> {
@@ -95,7 +73,7 @@ export function createAttachmentDownloader(options: AttachmentDownloaderOptions)
     try {
       await mkdir(options.downloadDir, { recursive: true });
       // The attachment id names the file: a redelivered message rewrites the same one.
-      const path = join(options.downloadDir, `${safeName(attachment.id)}-${safeName(attachment.name)}`);
+      const path = join(options.downloadDir, `${safeAttachmentName(attachment.id)}-${safeAttachmentName(attachment.name)}`);
       await save(url, path, signal);
       const media: Media = { path, kind: "image", name: attachment.name };
       if (attachment.contentType) media.mimeType = attachment.contentType;

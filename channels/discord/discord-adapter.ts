@@ -24,14 +24,13 @@
  * - Slash commands (`registerCommands`): /new /stop /status /help, see slash-commands.ts.
  */
 import { createHash } from "node:crypto";
-import { setTimeout as delay } from "node:timers/promises";
 import { type ChatInputCommandInteraction, Client, Events, GatewayIntentBits, type Interaction, type Message, Partials, REST, Routes } from "discord.js";
 import type { Logger } from "pino";
-import type { AdmissionOutcome, ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
+import { type AdmissionOutcome, type ChannelAdapter, type ChannelCapabilities, type EventSink, type PlatformEvent, type SendOptions, KeyedLanes, createScrubber, scrubError, withRetries } from "../../src/gateway/kit/index.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
 import { DISCORD_CDN_HOSTS, createAttachmentDownloader } from "./attachment-download.js";
 import { type ConnectionStats, monitorConnection } from "./connection-monitor.js";
-import { createScrubber, scrubError, toChannelError } from "./discord-errors.js";
+import { toChannelError } from "./discord-errors.js";
 import { UnreadableMessageError, toPlatformEvent } from "./inbound-event.js";
 import { acknowledge, commandEvent, isChatCommand, registerSlashCommands, withdraw } from "./slash-commands.js";
 
@@ -104,7 +103,7 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
   const restOptions = { api: apiRoot, rejectOnRateLimit: (limit: { retryAfter: number }) => limit.retryAfter > maxRestWaitMs };
   // One REST client for every send, kept across gateway restarts so its rate-limit buckets stay known.
   const rest = new REST(restOptions).setToken(token);
-  const scrub = createScrubber(token);
+  const scrub = createScrubber([token], { replacement: "[token]" });
   const now = options.now ?? Date.now;
   const downloader = createAttachmentDownloader({
     downloadDir: options.downloadDir,
@@ -120,7 +119,7 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
   let applicationId: string | undefined;
   let sink: EventSink | undefined;
   let lifetime = new AbortController();
-  const chains = new Map<string, Promise<void>>();
+  const chats = new KeyedLanes();
 
   async function guard<T>(operation: string, call: () => Promise<T>): Promise<T> {
     try {
@@ -131,36 +130,31 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
   }
 
   function inChatOrder(chatId: string, task: () => Promise<void>): void {
-    const run = (chains.get(chatId) ?? Promise.resolve()).then(task);
-    const tail = run.catch(() => undefined);
-    chains.set(chatId, tail);
-    void tail.then(() => {
-      if (chains.get(chatId) === tail) chains.delete(chatId);
-    });
+    void chats.run(chatId, task).catch(() => undefined);
   }
 
   /** Hands the event to the sink; retried with backoff while it throws, as the gateway will not send it again. */
   async function deliver(event: PlatformEvent, signal: AbortSignal): Promise<AdmissionOutcome | undefined> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await sink!(event);
-      } catch (error) {
-        if (signal.aborted) return undefined;
-        const fields = { channel: "discord", chatId: event.chatId, eventId: event.eventId, attempt, error: errorMessage(error) };
-        if (attempt >= sinkAttempts) {
-          logger.error(fields, "discord event could not be handed over; dropped");
-          // The sender hears it was not taken instead of silence, where the bot was addressed.
-          if (event.chatType === "private" || event.mentionsBot || event.repliesToBot) {
-            await adapter.send(event.chatId, DROPPED_NOTICE, { format: "plain", replyTo: event.platformMessageId, idempotencyKey: `${event.eventId}#dropped` }).catch((notice: unknown) => {
-              logger.warn({ ...fields, error: errorMessage(notice) }, "could not tell the sender their message was dropped");
-            });
-          }
-          return undefined;
-        }
-        logger.warn(fields, "discord event hand-over failed; retrying");
-        // Stopping cuts the wait short: the event is lost then, as the process is going away.
-        await delay((options.handOverBackoffMs ?? 500) * 2 ** (attempt - 1), undefined, { signal }).catch(() => undefined);
+    const fields = { channel: "discord", chatId: event.chatId, eventId: event.eventId };
+    try {
+      // Stopping cuts the wait short: the event is lost then, as the process is going away.
+      return await withRetries(() => sink!(event), {
+        attempts: sinkAttempts,
+        baseDelayMs: options.handOverBackoffMs ?? 500,
+        jitter: 0,
+        signal,
+        onRetry: (error, attempt) => logger.warn({ ...fields, attempt, error: errorMessage(error) }, "discord event hand-over failed; retrying"),
+      });
+    } catch (error) {
+      if (signal.aborted) return undefined;
+      logger.error({ ...fields, attempts: sinkAttempts, error: errorMessage(error) }, "discord event could not be handed over; dropped");
+      // The sender hears it was not taken instead of silence, where the bot was addressed.
+      if (event.chatType === "private" || event.mentionsBot || event.repliesToBot) {
+        await adapter.send(event.chatId, DROPPED_NOTICE, { format: "plain", replyTo: event.platformMessageId, idempotencyKey: `${event.eventId}#dropped` }).catch((notice: unknown) => {
+          logger.warn({ ...fields, error: errorMessage(notice) }, "could not tell the sender their message was dropped");
+        });
       }
+      return undefined;
     }
   }
 
@@ -323,7 +317,7 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
       lifetime.abort();
       monitor?.dispose();
       await gatewayClient.destroy();
-      await Promise.all(chains.values());
+      await chats.idle();
       logger.info({ channel: "discord" }, "discord channel stopped");
     },
 

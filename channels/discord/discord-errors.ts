@@ -7,6 +7,7 @@
  */
 import { DiscordAPIError, HTTPError, RateLimitError } from "discord.js";
 import { ChannelError, type ChannelErrorKind } from "../../src/errors.js";
+import { type Scrub, scrubError } from "../../src/gateway/kit/index.js";
 
 const CHANNEL = "discord";
 
@@ -21,20 +22,6 @@ const ErrorCodes = {
   MissingPermissions: 50013,
   InvalidFormBody: 50035,
 } as const;
-
-/** The token (as is and URL-encoded) replaced by `[token]`. */
-export function createScrubber(token: string): (text: string) => string {
-  const forms = [...new Set([token, encodeURIComponent(token)])].filter((form) => form.length > 0);
-  return (text) => forms.reduce((result, form) => result.split(form).join("[token]"), text);
-}
-
-/** Scrubs the token out of an error and its causes, in place, so a logged cause cannot leak it. */
-export function scrubError(error: unknown, scrub: (text: string) => string, depth = 0): void {
-  if (!(error instanceof Error) || depth > 3) return;
-  error.message = scrub(error.message);
-  if (error.stack) error.stack = scrub(error.stack);
-  scrubError(error.cause, scrub, depth + 1);
-}
 
 /** The field errors of an Invalid Form Body answer, flattened to `field: CODE`. */
 function fieldErrors(raw: unknown, path = ""): string[] {
@@ -71,7 +58,7 @@ function isNetworkFailure(error: unknown): boolean {
 }
 
 /** Normalizes anything the REST client threw during `operation` into a ChannelError without the token. */
-export function toChannelError(error: unknown, operation: string, scrub: (text: string) => string): ChannelError {
+export function toChannelError(error: unknown, operation: string, scrub: Scrub): ChannelError {
   if (error instanceof ChannelError) return error;
   scrubError(error, scrub);
   if (error instanceof RateLimitError) {

@@ -7,7 +7,7 @@
  */
 import { ChannelType, type Message, MessageType } from "discord.js";
 import type { Media } from "../../src/bus/message.js";
-import type { ChatType, PlatformEvent } from "../../src/gateway/channel.js";
+import type { ChatType, PlatformEvent } from "../../src/gateway/kit/index.js";
 import type { AttachmentDownloader, InboundAttachment } from "./attachment-download.js";
 
 export interface InboundContext {

@@ -5,8 +5,7 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
-import type { AdmissionPolicy } from "../../src/gateway/channel.js";
-import { defineChannel } from "../../src/gateway/channel.js";
+import { type AdmissionPolicy, defineChannel } from "../../src/gateway/kit/index.js";
 import { type DiscordConfig, DiscordConfigSchema } from "./config.js";
 
 /**

@@ -10,7 +10,7 @@
  */
 import { ApplicationCommandType, ChannelType, type ChatInputCommandInteraction, type GuildMember, InteractionContextType, type REST, Routes } from "discord.js";
 import type { Logger } from "pino";
-import type { ChatType, PlatformEvent } from "../../src/gateway/channel.js";
+import type { ChatType, PlatformEvent } from "../../src/gateway/kit/index.js";
 
 export const slashCommands = [
   { name: "new", description: "Start a new conversation (the old one is archived)" },

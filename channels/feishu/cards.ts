@@ -7,7 +7,7 @@
  * one into several texts that each fit a card (at paragraph and code-block boundaries, through the
  * gateway's splitter), so a long reply arrives whole as several cards instead of being refused.
  */
-import { splitMessage } from "../../src/gateway/split-message.js";
+import { splitMessage } from "../../src/gateway/kit/index.js";
 
 export interface CardLimits {
   /** Bytes of the card's JSON. Feishu allows 30 KB; a margin is kept for what Feishu adds. */

@@ -24,12 +24,11 @@ import { createHash } from "node:crypto";
 import type { Readable } from "node:stream";
 import * as lark from "@larksuiteoapi/node-sdk";
 import type { Logger } from "pino";
-import { ExpiringSet } from "../../src/bus/expiring-set.js";
-import type { ChannelAdapter, ChannelCapabilities, EventSink, SendOptions } from "../../src/gateway/channel.js";
+import { type ChannelAdapter, type ChannelCapabilities, type EventSink, ExpiringSet, KeyedLanes, type SendOptions } from "../../src/gateway/kit/index.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
 import { type MessageBody, fitCards, markdownCard, markdownPost, plainText } from "./cards.js";
 import { MESSAGE_RECEIVED, type MessageEvent, MessageEventSchema } from "./event-schema.js";
-import { checked, createScrubber, toChannelError } from "./feishu-errors.js";
+import { checked, feishuScrubber, toChannelError } from "./feishu-errors.js";
 import { type BotIdentity, splitChatId, toPlatformEvent } from "./inbound-event.js";
 import { APP_ID_PATTERN } from "./config.js";
 import { type LongConnection, createLongConnection, sdkLogger } from "./long-connection.js";
@@ -90,7 +89,7 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
   if (!appId || !appSecret) throw new ChannelError("the Feishu channel needs an app id and an app secret", "feishu");
   if (options.mode === "webhook" && !options.encryptKey) throw new ChannelError("Feishu webhook mode needs the encrypt key", "feishu");
   const now = options.now ?? Date.now;
-  const scrub = createScrubber([appSecret, options.encryptKey, options.verificationToken]);
+  const scrub = feishuScrubber([appSecret, options.encryptKey, options.verificationToken]);
   const ackBudgetMs = options.ackBudgetMs ?? 2_500;
   const maxEventAgeMs = options.maxEventAgeMs ?? DAY_MS / 2;
   const client = new lark.Client({
@@ -137,17 +136,7 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
   const inThread = new ExpiringSet(DAY_MS, now);
   /** In-flight events, so stop() waits for them; and each chat's tail, so a chat's events stay in order. */
   const inFlight = new Set<Promise<void>>();
-  const chains = new Map<string, Promise<void>>();
-
-  function inChatOrder(chatId: string, task: () => Promise<void>): Promise<void> {
-    const run = (chains.get(chatId) ?? Promise.resolve()).then(task);
-    const tail = run.catch(() => undefined);
-    chains.set(chatId, tail);
-    void tail.then(() => {
-      if (chains.get(chatId) === tail) chains.delete(chatId);
-    });
-    return run;
-  }
+  const chats = new KeyedLanes();
 
   async function handOn(event: MessageEvent, signal: AbortSignal): Promise<void> {
     const platformEvent = await toPlatformEvent(
@@ -180,7 +169,7 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
     for (const id of ids) taking.add(id);
     if (message.thread_id) inThread.add(message.message_id);
     const signal = lifetime.signal;
-    const work = inChatOrder(message.chat_id, () => handOn(event, signal));
+    const work = chats.run(message.chat_id, () => handOn(event, signal));
     // Done: remembered. Failed: forgotten, so that Feishu's redelivery is taken.
     const tracked = work
       .then(() => ids.forEach((id) => recent.add(id)), () => undefined)

@@ -7,6 +7,7 @@
  * of it leaves here, only the code and message.
  */
 import { ChannelError, type ChannelErrorKind } from "../../src/errors.js";
+import { type Scrub, createScrubber } from "../../src/gateway/kit/index.js";
 
 const CHANNEL = "feishu";
 const DEFAULT_RATE_LIMIT_WAIT_MS = 1_000;
@@ -78,12 +79,9 @@ function kindOf(code: number, status: number, message: string): ChannelErrorKind
   return "other";
 }
 
-/** Removes every secret from a text (app secret, encrypt key, tokens). */
-export type Scrub = (text: string) => string;
-
-export function createScrubber(secrets: Array<string | undefined>): Scrub {
-  const forms = [...new Set(secrets.filter((secret): secret is string => typeof secret === "string" && secret.length >= 4))];
-  return (text) => forms.reduce((result, secret) => result.split(secret).join("[secret]"), text).replace(/\bt-[\w-]{16,}/g, "[token]");
+/** Removes every secret from a text: the configured ones, and the tenant tokens (`t-…`) made from them. */
+export function feishuScrubber(secrets: ReadonlyArray<string | undefined>): Scrub {
+  return createScrubber(secrets, { patterns: [/\bt-[\w-]{16,}/] });
 }
 
 /** Maps whatever a call of `method` threw (SDK, axios, our own checks) onto a ChannelError. */

@@ -13,7 +13,7 @@
  *   dedupe alike (the bus keeps `seen:` keys for a day, well past Feishu's redeliveries).
  */
 import type { Media } from "../../src/bus/message.js";
-import type { PlatformEvent } from "../../src/gateway/channel.js";
+import type { PlatformEvent } from "../../src/gateway/kit/index.js";
 import {
   FileContentSchema,
   ImageContentSchema,

@@ -19,7 +19,8 @@ import type { Logger } from "pino";
 import { ChannelError, errorMessage } from "../../src/errors.js";
 import { APP_ID_PATTERN } from "./config.js";
 import { MESSAGE_RECEIVED } from "./event-schema.js";
-import { type Scrub, createScrubber } from "./feishu-errors.js";
+import { feishuScrubber } from "./feishu-errors.js";
+import type { Scrub } from "../../src/gateway/kit/index.js";
 
 export interface LongConnectionOptions {
   appId: string;
@@ -71,7 +72,7 @@ export function sdkLogger(logger: Logger, scrub: Scrub) {
 export function createLongConnection(options: LongConnectionOptions): LongConnection {
   const { logger } = options;
   const now = options.now ?? Date.now;
-  const scrub = createScrubber([options.appSecret]);
+  const scrub = feishuScrubber([options.appSecret]);
   const log = logger.child({ channel: "feishu", mode: "longConnection" });
   let client: WSClient | undefined;
   let generation = 0;

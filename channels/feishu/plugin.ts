@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
-import { type AdmissionPolicy, defineChannel } from "../../src/gateway/channel.js";
+import { type AdmissionPolicy, defineChannel } from "../../src/gateway/kit/index.js";
 import { APP_ID_PATTERN, type FeishuConfig, FeishuConfigSchema, domainUrl } from "./config.js";
 
 export type { FeishuConfig } from "./config.js";

@@ -11,7 +11,7 @@ import type { Readable } from "node:stream";
 import type { Logger } from "pino";
 import type { Media } from "../../src/bus/message.js";
 import { errorMessage } from "../../src/errors.js";
-import { OverSizeError, saveStream } from "../../src/store/file-io.js";
+import { TooBigError, formatBytes, safeAttachmentName, saveDownload } from "../../src/gateway/kit/index.js";
 
 export interface Resource {
   messageId: string;
@@ -39,19 +39,6 @@ export interface ResourceDownloaderOptions {
   logger: Logger;
 }
 
-class TooBigError extends Error {
-  override name = "TooBigError";
-}
-
-function formatBytes(bytes: number): string {
-  if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KB`;
-  return `${(bytes / (1024 * 1024)).toFixed(1).replace(/\.0$/, "")} MB`;
-}
-
-/** Letters, digits, `.`, `_` and `-` only, so a key or a sender's file name cannot climb out of the directory. */
-function safeName(name: string): string {
-  return name.replace(/[^\w.-]+/g, "_").replace(/^\.+/, "_").slice(-100) || "file";
-}
 
 function header(headers: Record<string, unknown>, name: string): string | undefined {
   const value = headers[name] ?? headers[name.toLowerCase()];
@@ -70,18 +57,18 @@ export function createResourceDownloader(options: ResourceDownloaderOptions) {
     let target: string | undefined;
     try {
       const { stream, headers } = await options.fetchResource(resource);
-      const length = Number(header(headers, "content-length") ?? Number.NaN);
-      if (length > cap) {
+      const announcedBytes = Number(header(headers, "content-length") ?? Number.NaN);
+      if (announcedBytes > cap) {
         stream.destroy();
         return tooBig();
       }
       const mimeType = header(headers, "content-type")?.split(";")[0]?.trim();
       await mkdir(options.downloadDir, { recursive: true });
-      const base = safeName(resource.fileKey);
+      const base = safeAttachmentName(resource.fileKey);
       const extension = resource.name ? "" : resource.type === "image" ? (imageExtensions[mimeType ?? ""] ?? ".img") : "";
-      const fileName = resource.name ? `${base}-${safeName(resource.name)}` : `${base}${extension}`;
+      const fileName = resource.name ? `${base}-${safeAttachmentName(resource.name)}` : `${base}${extension}`;
       target = join(options.downloadDir, fileName);
-      await saveStream(stream, target, cap, signal);
+      await saveDownload(stream, target, { maxBytes: cap, signal });
       const kind: Media["kind"] = resource.type === "image" || mimeType?.startsWith("image/") ? "image" : "document";
       const media: Media = { path: target, kind };
       const knownMime = mimeType && mimeType !== "application/octet-stream" ? mimeType : resource.type === "image" ? "image/png" : undefined;
@@ -92,7 +79,7 @@ export function createResourceDownloader(options: ResourceDownloaderOptions) {
       return { media };
     } catch (error) {
       if (signal.aborted) throw error;
-      if (error instanceof TooBigError || error instanceof OverSizeError) return tooBig();
+      if (error instanceof TooBigError) return tooBig();
       logger.warn({ channel: "feishu", messageId: resource.messageId, fileKey: resource.fileKey, error: errorMessage(error) }, "feishu resource download failed");
       return { note: `[${resource.label} could not be downloaded]` };
     }

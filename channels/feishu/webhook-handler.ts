@@ -18,10 +18,11 @@
  *    published (or the ack budget ran out, see the adapter), 500 when publishing failed, so that
  *    Feishu delivers it again.
  */
-import { createDecipheriv, createHash, timingSafeEqual } from "node:crypto";
+import { createDecipheriv, createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
 import { errorMessage } from "../../src/errors.js";
+import { headerValue, sameSecret } from "../../src/gateway/kit/index.js";
 import { flattenEnvelope } from "./event-schema.js";
 
 export interface WebhookRequest {
@@ -49,17 +50,6 @@ export interface WebhookHandlerOptions {
 }
 
 export type WebhookHandler = (request: WebhookRequest) => Promise<WebhookResponse>;
-
-function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
-  const value = headers[name];
-  return Array.isArray(value) ? value[0] : value;
-}
-
-/** Constant-time equality of two strings, whatever their lengths. */
-function sameText(given: string, expected: string): boolean {
-  const digest = (text: string) => createHash("sha256").update(text, "utf8").digest();
-  return timingSafeEqual(digest(given), digest(expected));
-}
 
 export function decrypt(encrypted: string, encryptKey: string): string {
   const key = createHash("sha256").update(encryptKey).digest();
@@ -91,7 +81,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     const nonce = headerValue(headers, "x-lark-request-nonce") ?? "";
     const signature = headerValue(headers, "x-lark-signature") ?? "";
     const expected = createHash("sha256").update(timestamp + nonce + encryptKey).update(rawBody).digest("hex");
-    if (!sameText(signature.toLowerCase(), expected)) return "bad signature";
+    if (!sameSecret(signature.toLowerCase(), expected)) return "bad signature";
     const seconds = Number(timestamp);
     if (!/^\d+$/.test(timestamp) || Math.abs(now() - seconds * 1000) > toleranceMs) return "stale request";
     return undefined;
@@ -122,7 +112,7 @@ export function createWebhookHandler(options: WebhookHandlerOptions): WebhookHan
     }
     const challenge = body.type === "url_verification";
     const token = typeof body.token === "string" ? body.token : typeof (body.header as { token?: unknown } | undefined)?.token === "string" ? ((body.header as { token: string }).token) : undefined;
-    const tokenMatches = verificationToken !== undefined && token !== undefined && sameText(token, verificationToken);
+    const tokenMatches = verificationToken !== undefined && token !== undefined && sameSecret(token, verificationToken);
     if (!signed && !(challenge && (encrypted || tokenMatches))) {
       logger.warn({ channel: "feishu", reason: "unsigned" }, "feishu webhook refused");
       return refused("unsigned request");

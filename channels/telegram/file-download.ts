@@ -5,11 +5,9 @@
  */
 import { mkdir } from "node:fs/promises";
 import { extname, join } from "node:path";
-import { Readable } from "node:stream";
-import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import type { Logger } from "pino";
 import type { Media } from "../../src/bus/message.js";
-import { OverSizeError, saveStream } from "../../src/store/file-io.js";
+import { TooBigError, formatBytes, safeAttachmentName, saveDownload } from "../../src/gateway/kit/index.js";
 import type { TelegramFile } from "./update-schema.js";
 
 export interface Attachment {
@@ -40,24 +38,6 @@ export interface FileDownloaderOptions {
   scrub(text: string): string;
 }
 
-class TooBigError extends Error {
-  override name = "TooBigError";
-  constructor(readonly bytes: number | undefined) {
-    super("file over the size cap");
-  }
-}
-
-export function formatBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1).replace(/\.0$/, "")} KB`;
-  return `${(bytes / (1024 * 1024)).toFixed(1).replace(/\.0$/, "")} MB`;
-}
-
-/** Letters, digits, `.`, `_` and `-` only, so a sender's file name cannot climb out of the directory. */
-function safeName(name: string): string {
-  const cleaned = name.replace(/[^\w.-]+/g, "_").replace(/^\.+/, "_");
-  return cleaned.slice(-100) || "file";
-}
 
 function extensionOf(filePath: string, kind: Media["kind"]): string {
   const extension = extname(filePath);
@@ -79,15 +59,8 @@ export function createFileDownloader(options: FileDownloaderOptions) {
       await response.body?.cancel();
       throw new Error(`file download answered ${response.status}`);
     }
-    const length = Number(response.headers.get("content-length") ?? Number.NaN);
-    if (length > maxFileBytes) {
-      await response.body.cancel();
-      throw new TooBigError(length);
-    }
-    // The announced sizes may be missing or wrong: the cap holds on the bytes that actually arrive.
-    await saveStream(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), target, maxFileBytes, signal).catch((error: unknown) => {
-      throw error instanceof OverSizeError ? new TooBigError(undefined) : error;
-    });
+    const announcedBytes = Number(response.headers.get("content-length") ?? Number.NaN);
+    await saveDownload(response.body, target, { maxBytes: maxFileBytes, announcedBytes, signal });
   }
 
   /** Downloads the attachment, or explains in a note why it is not there. Rejects only when `signal` aborts. */
@@ -100,8 +73,8 @@ export function createFileDownloader(options: FileDownloaderOptions) {
       if (file.file_size !== undefined && file.file_size > maxFileBytes) return { note: tooBigNote(attachment, file.file_size) };
       if (!file.file_path) throw new Error("getFile returned no file_path");
       await mkdir(options.downloadDir, { recursive: true });
-      const base = safeName(attachment.uniqueId);
-      const fileName = attachment.name ? `${base}-${safeName(attachment.name)}` : `${base}${extensionOf(file.file_path, attachment.kind)}`;
+      const base = safeAttachmentName(attachment.uniqueId);
+      const fileName = attachment.name ? `${base}-${safeAttachmentName(attachment.name)}` : `${base}${extensionOf(file.file_path, attachment.kind)}`;
       const path = join(options.downloadDir, fileName);
       await save(options.fileUrl(file.file_path), path, signal);
       const media: Media = { path, kind: attachment.kind };

@@ -4,7 +4,7 @@
  * or document downloaded as media.
  */
 import type { Media } from "../../src/bus/message.js";
-import type { PlatformEvent } from "../../src/gateway/channel.js";
+import type { PlatformEvent } from "../../src/gateway/kit/index.js";
 import type { Attachment, DownloadResult } from "./file-download.js";
 import type { MessageEntity, PhotoSize, TelegramMessage, TelegramUser } from "./update-schema.js";
 

@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
-import { type AdmissionPolicy, defineChannel } from "../../src/gateway/channel.js";
+import { type AdmissionPolicy, defineChannel } from "../../src/gateway/kit/index.js";
 import { type TelegramConfig, TelegramConfigSchema } from "./config.js";
 
 export const telegramChannel = defineChannel({

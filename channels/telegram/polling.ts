@@ -7,7 +7,7 @@
  * has ended: no request or timer outlives it.
  */
 import type { Logger } from "pino";
-import { sleep } from "../../src/sleep.js";
+import { backoffDelay, sleep } from "../../src/gateway/kit/index.js";
 import { BusError, ChannelError, errorMessage } from "../../src/errors.js";
 
 export interface GetUpdatesParams {
@@ -50,7 +50,7 @@ export function startPolling(options: PollingOptions): Polling {
   const { logger, maxAttempts = 5, backoffBaseMs = 500 } = options;
   const delayAfter = (error: unknown, failures: number): number => {
     if (error instanceof ChannelError && error.retryAfterMs !== undefined) return error.retryAfterMs;
-    return Math.min(maxBackoffMs, backoffBaseMs * 2 ** Math.min(failures, 10));
+    return backoffDelay(failures + 1, backoffBaseMs, maxBackoffMs);
   };
   const controller = new AbortController();
   const { signal } = controller;

@@ -18,13 +18,12 @@
  */
 import { Telegraf } from "telegraf";
 import type { Logger } from "pino";
-import type { ChannelAdapter, ChannelCapabilities, EventSink, PlatformEvent, SendOptions } from "../../src/gateway/channel.js";
-import { KeyedLanes } from "../../src/bus/chat-lane.js";
+import { type ChannelAdapter, type ChannelCapabilities, type EventSink, KeyedLanes, type PlatformEvent, type SendOptions, createScrubber } from "../../src/gateway/kit/index.js";
 import { ChannelError } from "../../src/errors.js";
 import { createFileDownloader } from "./file-download.js";
 import { type BotIdentity, toPlatformEvent } from "./inbound-event.js";
 import { type Polling, startPolling } from "./polling.js";
-import { createScrubber, isNotModified, toChannelError } from "./telegram-errors.js";
+import { isNotModified, toChannelError } from "./telegram-errors.js";
 import { renderTelegramHtml, telegramRenderedLength } from "./render-html.js";
 import { TelegramFileSchema, type TelegramUpdate, TelegramUpdateSchema } from "./update-schema.js";
 import { type WebhookHandler, createWebhookHandler } from "./webhook-handler.js";
@@ -102,7 +101,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
   // A root without its trailing slash would lose its last path segment when telegraf resolves `./bot<token>/...` on it.
   const apiRoot = (options.apiRoot ?? defaultApiRoot).replace(/\/*$/, "/");
   const telegram = new Telegraf(token, { telegram: { apiRoot } }).telegram;
-  const scrub = createScrubber(token);
+  const scrub = createScrubber([token], { replacement: "[token]" });
   const now = options.now ?? Date.now;
 
   /** Runs one API call; anything it throws comes out as a ChannelError without the token. */

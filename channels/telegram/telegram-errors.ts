@@ -5,6 +5,7 @@
  * every message and stack that leaves this module has the token scrubbed.
  */
 import { ChannelError, type ChannelErrorKind } from "../../src/errors.js";
+import { type Scrub, scrubError } from "../../src/gateway/kit/index.js";
 
 const CHANNEL = "telegram";
 
@@ -17,20 +18,6 @@ function isApiFailure(error: unknown): error is ApiFailure {
   if (typeof error !== "object" || error === null || !("response" in error)) return false;
   const response = (error as { response: unknown }).response;
   return typeof response === "object" && response !== null && typeof (response as { error_code?: unknown }).error_code === "number";
-}
-
-/** The token in all its forms (as is and URL-encoded) replaced by `[token]`. */
-export function createScrubber(token: string): (text: string) => string {
-  const forms = [...new Set([token, encodeURIComponent(token)])].filter((form) => form.length > 0);
-  return (text) => forms.reduce((result, form) => result.split(form).join("[token]"), text);
-}
-
-/** Scrubs the token out of an error (and its causes) in place, so a logged cause cannot leak it. */
-export function scrubError(error: unknown, scrub: (text: string) => string, depth = 0): void {
-  if (!(error instanceof Error) || depth > 3) return;
-  error.message = scrub(error.message);
-  if (error.stack) error.stack = scrub(error.stack);
-  scrubError(error.cause, scrub, depth + 1);
 }
 
 const formattingRejections = /can't parse entities|unsupported start tag|can't find end tag|unexpected end tag|unclosed start tag/i;
@@ -57,7 +44,7 @@ export function isAbort(error: unknown): boolean {
 }
 
 /** Normalizes anything telegraf or fetch threw while calling `method` into a ChannelError without the token. */
-export function toChannelError(error: unknown, method: string, scrub: (text: string) => string): ChannelError {
+export function toChannelError(error: unknown, method: string, scrub: Scrub): ChannelError {
   if (error instanceof ChannelError) return error;
   scrubError(error, scrub);
   if (isApiFailure(error)) {

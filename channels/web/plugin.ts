@@ -1,7 +1,7 @@
 /** The web page as a channel plugin: on by default, since the HTTP API serves it. */
 import path from "node:path";
 import { z } from "zod";
-import { type AdmissionPolicy, type ChannelInstance, defineChannel } from "../../src/gateway/channel.js";
+import { type AdmissionPolicy, type ChannelInstance, defineChannel } from "../../src/gateway/kit/index.js";
 import { WebAdapter } from "./web-adapter.js";
 
 export const WebConfigSchema = z.strictObject({

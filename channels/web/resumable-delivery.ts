@@ -13,7 +13,7 @@
  */
 import type { Logger } from "pino";
 import type { WebSocket } from "ws";
-import { type AppendedEvent, type ChatEventLog, compareEventIds } from "../../src/store/chat-event-log.js";
+import { type AppendedEvent, type ChatEventLog, compareEventIds } from "../../src/gateway/kit/index.js";
 
 interface SocketState {
   /** Where this socket's next read starts; unknown until the first read (no token). */

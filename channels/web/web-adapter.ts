@@ -23,11 +23,23 @@ import type { Logger } from "pino";
 import type { WebSocket } from "ws";
 import { z } from "zod";
 import type { Media } from "../../src/bus/message.js";
-import type { Subscription } from "../../src/bus/message-bus.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
-import { type AdmissionOutcome, type ChannelAdapter, type ChannelCapabilities, type ChannelDependencies, type EventSink, type OutboundPart, type SendOptions, compositeKey } from "../../src/gateway/channel.js";
-import { parseRequest } from "../../src/gateway/http-request.js";
-import { type AppendedEvent, type ChatEventLog, EVENT_ID_PATTERN, createMemoryChatEventLog } from "../../src/store/chat-event-log.js";
+import {
+  type AdmissionOutcome,
+  type AppendedEvent,
+  type ChannelAdapter,
+  type ChannelCapabilities,
+  type ChannelDependencies,
+  type ChatEventLog,
+  EVENT_ID_PATTERN,
+  type EventSink,
+  type OutboundPart,
+  type SendOptions,
+  type Subscription,
+  compositeKey,
+  createMemoryChatEventLog,
+  parseRequest,
+} from "../../src/gateway/kit/index.js";
 import { BoundedMap } from "./bounded-map.js";
 import { ImageUploadError, ImageUploadSchema, MAX_IMAGES, MAX_MESSAGE_BODY_BYTES, saveImages } from "./image-upload.js";
 import { ResumableDelivery } from "./resumable-delivery.js";

@@ -15,7 +15,7 @@
  * peer reads when its socket opens and once more a moment later (see WebAdapter.attach).
  */
 import type { Logger } from "pino";
-import type { ChannelDependencies } from "../../src/gateway/channel.js";
+import type { ChannelDependencies } from "../../src/gateway/kit/index.js";
 
 /** A control message between gateways; events to fan out travel beside them on the same topic. */
 export type PeerMessage =

@@ -12,7 +12,7 @@ import { BusError, CancelledError, errorMessage } from "../errors.js";
 import { sleep } from "../sleep.js";
 import type { Agent } from "./agent.js";
 import { isShutdown, shutdownReason } from "./cancellation.js";
-import { type ChatCommand, helpText, parseCommand } from "./commands.js";
+import { type ChatCommand, helpText } from "../bus/commands.js";
 import type { TurnEvent } from "./react-loop.js";
 import { lazyChild } from "../logger.js";
 import type { Metrics } from "../metrics.js";
@@ -295,11 +295,11 @@ export class TurnConsumer {
  * one message that asked for a turn of its own, or a run of ordinary messages.
  */
 function takeBatch(messages: InboundMessage[], mayTake?: (message: InboundMessage) => boolean): { messages: InboundMessage[]; command?: ChatCommand; interceptable?: boolean } {
-  const command = parseCommand(messages[0]!.content);
+  const { command } = messages[0]!;
   if (command) return { messages: messages.slice(0, 1), command };
   if (mayTake?.(messages[0]!)) return { messages: messages.slice(0, 1), interceptable: true };
   if (wantsOwnTurn(messages[0]!)) return { messages: messages.slice(0, 1) };
-  const end = messages.findIndex((message) => parseCommand(message.content) !== undefined || mayTake?.(message) === true || wantsOwnTurn(message));
+  const end = messages.findIndex((message) => message.command !== undefined || mayTake?.(message) === true || wantsOwnTurn(message));
   return { messages: end === -1 ? messages : messages.slice(0, end) };
 }
 

@@ -2,6 +2,7 @@
  * The one normalized message model. Platform payloads are turned into these at the channel edge.
  */
 import { z } from "zod";
+import { ChatCommandSchema } from "./commands.js";
 
 export const MediaSchema = z.strictObject({
   /** Local path of the downloaded file (workspace or data dir). */
@@ -28,6 +29,8 @@ export const InboundMessageSchema = z.strictObject({
   receivedAt: z.number().int().nonnegative(),
   platformEventId: z.string().optional(),
   chatType: ChatTypeSchema.optional(),
+  /** The chat command this message is (`/new`, `/status`), parsed once at admission from the platform's text. */
+  command: ChatCommandSchema.optional(),
   metadata: z.record(z.string(), z.unknown()).default({}),
 });
 export type InboundMessage = z.infer<typeof InboundMessageSchema>;

@@ -1,7 +1,7 @@
 /** `countbot agent -m "text" [-s SESSION]`: one turn, the reply on stdout, exit 0; failures exit non-zero. */
 import { randomUUID } from "node:crypto";
 import { createAgentRuntime } from "../app/agent.js";
-import { helpText, parseCommand } from "../agent/commands.js";
+import { helpText, parseCommand } from "../bus/commands.js";
 import { loadCliConfig } from "./setup.js";
 
 export async function runAgentCommand(values: { message?: string; session: string; verbose?: boolean }): Promise<number> {

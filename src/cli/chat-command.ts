@@ -3,7 +3,8 @@
  * terminal is a channel like any other: the CLI adapter on the shared channel runtime (admission,
  * dispatcher) over the in-memory bus, with the agent loop consuming the same bus.
  */
-import { CliChannel, createCliRuntime } from "../../channels/cli/cli-channel.js";
+import { CliChannel } from "../../channels/cli/cli-channel.js";
+import { createCliRuntime } from "./cli-runtime.js";
 import { createEmbeddedRuntime } from "../app/agent.js";
 import { loadCliConfig } from "./setup.js";
 

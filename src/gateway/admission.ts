@@ -26,7 +26,7 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { lazyChild } from "../logger.js";
-import { helpText, parseCommand } from "../agent/commands.js";
+import { type ChatCommand, helpText, parseCommand } from "../bus/commands.js";
 import { type InboundMessage, sessionKeyOf } from "../bus/message.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
@@ -145,7 +145,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
     return text.replace(new RegExp(`^\\s*@${escaped}(?![\\w])[\\s,:]*`, "i"), "");
   }
 
-  function inboundMessage(event: PlatformEvent, content: string): InboundMessage {
+  function inboundMessage(event: PlatformEvent, content: string, command: ChatCommand | undefined): InboundMessage {
     const username = options.botUsername?.();
     return {
       id: newId(event),
@@ -159,6 +159,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
       receivedAt: event.receivedAt,
       platformEventId: event.eventId,
       chatType: event.chatType,
+      ...(command === undefined ? {} : { command }),
       metadata: {
         ...event.metadata,
         platformMessageId: event.platformMessageId,
@@ -216,7 +217,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
         return "command:help";
       }
 
-      const message = inboundMessage(event, content);
+      const message = inboundMessage(event, content, command);
       const { accepted } = await bus.publishInbound(message);
       if (!accepted) {
         log.debug("redelivered event dropped");

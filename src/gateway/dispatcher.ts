@@ -33,6 +33,7 @@ import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/mess
 import { ChannelError, errorMessage } from "../errors.js";
 import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
+import { draftIdOf } from "./kit/draft-id.js";
 import { splitMessage } from "./split-message.js";
 import type { ChannelAdapter, OutboundPart, RenderedText, SendOptions } from "./channel.js";
 
@@ -529,17 +530,4 @@ function outboundPart(message: OutboundMessage, chunk: number, chunks: number): 
 function remember<V>(map: Map<string, V>, key: string, value: V): void {
   map.set(key, value);
   if (map.size > MEMORY_LIMIT) map.delete(map.keys().next().value!);
-}
-
-/**
- * A stable, non-zero 31-bit draft id for a reply id (FNV-1a): the same reply keeps updating the
- * same draft, and the id fits the platform's integer.
- */
-export function draftIdOf(replyId: string): number {
-  let hash = 0x811c9dc5;
-  for (let index = 0; index < replyId.length; index++) {
-    hash ^= replyId.charCodeAt(index);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return (hash >>> 1) || 1;
 }

@@ -11,7 +11,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeDiscordServer, type FakeGuild, type FakeUser, type BotMessage, startFakeDiscord } from "../support/fake-discord-server.js";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
-import { helpText } from "../../src/agent/commands.js";
+import { helpText } from "../../src/bus/commands.js";
 import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 

@@ -8,6 +8,7 @@ import path from "node:path";
 import pino from "pino";
 import { type EmbeddedRuntime, createEmbeddedRuntime } from "../../src/app/agent.js";
 import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
+import { parseCommand } from "../../src/bus/commands.js";
 import type { Draft, Subscription } from "../../src/bus/message-bus.js";
 import { loadConfig } from "../../src/config/load.js";
 import type { ChatModel } from "../../src/providers/chat-model.js";
@@ -70,6 +71,8 @@ export async function startHarness(model: ChatModel, options: HarnessOptions = {
         mentions: [],
         receivedAt: Date.now(),
         metadata: {},
+        // What admission does at a gateway: the command parsed once, carried on the message.
+        ...(parseCommand(content) === undefined ? {} : { command: parseCommand(content) }),
         ...extra,
       };
       await runtime.bus.publishInbound(message);

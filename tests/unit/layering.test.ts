@@ -57,8 +57,35 @@ describe("layering rules", () => {
         ["everything-in-a-layer", "src/misc/thing.ts", "src/jobs/job.ts"],
       ]),
     );
-    // channels → jobs runs downward: allowed.
-    expect(found.filter(([, from]) => from === "channels/telegram/helper.ts")).toEqual([]);
+  });
+
+  it("hold a platform to the channel kit, the message model and the errors, and an SDK to its platform's folder", async () => {
+    const root = await tree({
+      "src/jobs/job.ts": "export const job = 1;\n",
+      "src/gateway/kit/index.ts": "export const kit = 1;\n",
+      "src/gateway/dispatcher.ts": "export const dispatcher = 1;\n",
+      "src/bus/message.ts": "export const message = 1;\n",
+      "src/errors.ts": "export const errors = 1;\n",
+      // Downward, but past the kit: refused.
+      "channels/telegram/helper.ts": 'import { job } from "../../src/jobs/job.js";\nimport { dispatcher } from "../../src/gateway/dispatcher.js";\nexport const helper = [job, dispatcher];\n',
+      // The kit, the message model, the errors and its own SDK: allowed.
+      "channels/telegram/adapter.ts":
+        'import { kit } from "../../src/gateway/kit/index.js";\nimport { message } from "../../src/bus/message.js";\nimport { errors } from "../../src/errors.js";\nimport { Telegraf } from "telegraf";\nexport const adapter = [kit, message, errors, Telegraf];\n',
+      // Another platform's SDK, from a platform folder and from the core: refused.
+      "channels/feishu/adapter.ts": 'import { Client } from "discord.js";\nexport const adapter = Client;\n',
+      "src/gateway/runtime.ts": 'import { Telegraf } from "telegraf";\nimport { WSClient } from "@larksuiteoapi/node-sdk";\nexport const runtime = [Telegraf, WSClient];\n',
+    });
+    const found = await violations(root);
+    expect(found).toEqual(
+      expect.arrayContaining([
+        ["channel-kit-only", "channels/telegram/helper.ts", "src/jobs/job.ts"],
+        ["channel-kit-only", "channels/telegram/helper.ts", "src/gateway/dispatcher.ts"],
+        ["sdk-discord", "channels/feishu/adapter.ts", "discord.js"],
+        ["sdk-telegram", "src/gateway/runtime.ts", "telegraf"],
+        ["sdk-feishu", "src/gateway/runtime.ts", "@larksuiteoapi/node-sdk"],
+      ]),
+    );
+    expect(found.filter(([, from]) => from === "channels/telegram/adapter.ts")).toEqual([]);
   });
 
   it("find nothing wrong in the project", async () => {
@@ -67,7 +94,7 @@ describe("layering rules", () => {
       ruleSet: { forbidden: rules.forbidden } as never,
       baseDir: projectRoot,
       tsPreCompilationDeps: true,
-      exclude: { path: "node_modules" },
+      doNotFollow: { path: "node_modules" },
     }, {}, {});
     if (typeof result.output === "string") throw new Error("expected a structured result");
     expect(result.output.summary.violations).toEqual([]);

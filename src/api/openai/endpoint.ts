@@ -21,7 +21,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import type { Logger } from "pino";
 import { z } from "zod";
-import { parseCommand } from "../../agent/commands.js";
+import { parseCommand } from "../../bus/commands.js";
 import type { InboundMessage } from "../../bus/message.js";
 import type { MessageBus, Subscription } from "../../bus/message-bus.js";
 import { STOP_ACKNOWLEDGEMENT } from "../../gateway/admission.js";
@@ -88,7 +88,8 @@ export function createOpenAiEndpoint(options: OpenAiEndpointOptions): OpenAiEndp
   async function askAgent(sessionKey: string, senderId: string, text: string, signal: AbortSignal, onText: (delta: string) => void): Promise<{ reply: Promise<Reply> }> {
     if (!running) throw new OpenAiError("the endpoint is not running", 503, { type: "server_error", code: "unavailable" });
     // Acted on at once, as every channel does: queued, it would wait for the turn it stops.
-    if (parseCommand(text) === "stop") {
+    const command = parseCommand(text);
+    if (command === "stop") {
       await bus.requestCancel(sessionKey);
       return { reply: Promise.resolve({ content: STOP_ACKNOWLEDGEMENT }) };
     }
@@ -104,6 +105,7 @@ export function createOpenAiEndpoint(options: OpenAiEndpointOptions): OpenAiEndp
       mentions: [],
       receivedAt: now(),
       chatType: "private",
+      ...(command === undefined ? {} : { command }),
       // The client waits for the answer to this message alone.
       metadata: { ownTurn: true },
     };

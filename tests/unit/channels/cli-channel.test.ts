@@ -1,7 +1,8 @@
 import { PassThrough, Writable } from "node:stream";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { CliChannel, createCliRuntime } from "../../../channels/cli/cli-channel.js";
+import { CliChannel } from "../../../channels/cli/cli-channel.js";
+import { createCliRuntime } from "../../../src/cli/cli-runtime.js";
 import type { ChannelRuntime } from "../../../src/gateway/channel-runtime.js";
 import { type Harness, startHarness } from "../../support/agent-harness.js";
 import { scriptedModel } from "../../support/scripted-model.js";

@@ -9,7 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { helpText } from "../../../src/agent/commands.js";
+import { helpText } from "../../../src/bus/commands.js";
 import { createMemoryBus } from "../../../src/bus/memory-bus.js";
 import type { InboundMessage } from "../../../src/bus/message.js";
 import type { MessageBus } from "../../../src/bus/message-bus.js";
@@ -303,7 +303,15 @@ describe("admission", () => {
     expect(adapter.sent.map((sent) => sent.text)).toEqual([helpText]);
     expect(await gate.handle(dm(OWNER, "/new"))).toBe("published");
     expect(await gate.handle(inGroup(OWNER, "@count_bot /status", { mentionsBot: true }))).toBe("published");
-    expect((await published()).map((message) => message.content)).toEqual(["/new", "/status"]);
+    const queued = await published();
+    expect(queued.map((message) => message.content)).toEqual(["/new", "/status"]);
+    expect(queued.map((message) => message.command)).toEqual(["new", "status"]);
+  });
+
+  it("parses a command once, at admission: a plain message carries none", async () => {
+    const gate = admission();
+    expect(await gate.handle(dm(OWNER, "tell me about /new things"))).toBe("published");
+    expect((await published())[0]?.command).toBeUndefined();
   });
 
   it("rate-limits each sender: one notice per window, then silence, then room again", async () => {

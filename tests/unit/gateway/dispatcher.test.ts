@@ -4,7 +4,8 @@ import { createMemoryBus } from "../../../src/bus/memory-bus.js";
 import type { OutboundMessage } from "../../../src/bus/message.js";
 import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { ChannelError, type ChannelErrorKind } from "../../../src/errors.js";
-import { type DispatcherOptions, createDispatcher, draftIdOf } from "../../../src/gateway/dispatcher.js";
+import { type DispatcherOptions, createDispatcher } from "../../../src/gateway/dispatcher.js";
+import { draftIdOf } from "../../../src/gateway/kit/index.js";
 import type { ChannelAdapter, ChannelCapabilities, EventSink, RenderedText, SendOptions } from "../../../src/gateway/channel.js";
 import { renderTelegramHtml, telegramRenderedLength } from "../../../channels/telegram/render-html.js";
 

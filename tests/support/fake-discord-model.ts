@@ -109,6 +109,8 @@ export interface RestFailure {
   global?: boolean;
   code?: number;
   message?: string;
+  /** Invalid Form Body's field errors (`{ content: { _errors: [{ code, message }] } }`). */
+  errors?: unknown;
 }
 
 export interface FakeDiscordOptions {

@@ -299,7 +299,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
     const failure = failures.get(route)?.shift();
     if (failure) {
       if (failure.status === 429) return rateLimited(response, failure);
-      return discordError(response, failure.status, failure.code ?? 0, failure.message ?? `${failure.status}: failure`);
+      return discordError(response, failure.status, failure.code ?? 0, failure.message ?? `${failure.status}: failure`, failure.errors === undefined ? undefined : { errors: failure.errors });
     }
     switch (route) {
       case "getGateway":

@@ -7,7 +7,7 @@
  */
 import type { Logger } from "pino";
 import { type InboundMessage, type OutboundMessage, SYSTEM_CHANNEL, replyTarget } from "../bus/message.js";
-import type { Claim, MessageBus, Subscription } from "../bus/message-bus.js";
+import type { Claim, Subscription, WorkerBus } from "../bus/message-bus.js";
 import { BusError, CancelledError, errorMessage } from "../errors.js";
 import { sleep } from "../sleep.js";
 import type { Agent } from "./agent.js";
@@ -23,7 +23,7 @@ import type { SessionSnapshot } from "../store/store.js";
 const CLAIM_BATCH = 64;
 
 export interface TurnConsumerOptions {
-  bus: MessageBus;
+  bus: WorkerBus;
   agent: Agent;
   logger: Logger;
   /** Turns run at once (different sessions). */

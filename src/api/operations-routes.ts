@@ -10,7 +10,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { DeadLetter, MessageBus } from "../bus/message-bus.js";
+import type { BusOps, DeadLetter } from "../bus/message-bus.js";
 import { errorMessage } from "../errors.js";
 import { parseRequest } from "../gateway/http-request.js";
 import type { JobCounts } from "../jobs/job-queue.js";
@@ -29,7 +29,7 @@ export interface ProcessSummary {
 export interface OperationRoutesOptions {
   /** `memory`: one process; `redis`: gateways and workers over Redis. */
   kind: "memory" | "redis";
-  bus: Pick<MessageBus, "stats" | "deadLetters">;
+  bus: Pick<BusOps, "stats" | "deadLetters">;
   readiness: () => Promise<Readiness>;
   tasks: Pick<TaskStore, "stats">;
   /** Jobs waiting, running and failed per background queue. */

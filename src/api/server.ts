@@ -12,7 +12,7 @@ import websocket from "@fastify/websocket";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from "fastify";
 import type { Logger } from "pino";
 import { z } from "zod";
-import type { MessageBus } from "../bus/message-bus.js";
+import type { GatewayBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelWebhook } from "../gateway/channel.js";
 import { RequestError, parseRequest } from "../gateway/http-request.js";
@@ -41,7 +41,7 @@ export interface Readiness {
 }
 
 export interface ApiServerOptions {
-  bus: Pick<MessageBus, "requestCancel">;
+  bus: Pick<GatewayBus, "requestCancel">;
   config: ApiServerConfig;
   logger: Logger;
   /** Whether this process can do its work (Redis reachable, leases renewing, ...). */

@@ -53,7 +53,12 @@ export interface Subscription {
   close(): Promise<void>;
 }
 
-export interface MessageBus {
+/**
+ * What a gateway does with the bus: publish what platforms said (deduped), take its channels'
+ * replies and drafts off it, remember what was delivered and which message shows a draft, and ask
+ * a worker to cancel a turn (`/stop`). Admission, the dispatcher and the channel runtime use only this.
+ */
+export interface GatewayBus {
   /** Queue a message in its session's mailbox. Deduped on `platformEventId` when present. */
   publishInbound(message: InboundMessage): Promise<PublishResult>;
   /**
@@ -62,47 +67,6 @@ export interface MessageBus {
    * event was seen before, by any gateway, published or not. Lasts as long as the publish dedupe.
    */
   markEventSeen(channel: string, eventId: string): Promise<boolean>;
-  /** Wait for a ready session and lease it. Null on timeout, abort or close. */
-  claimSession(options?: ClaimOptions): Promise<Claim | null>;
-  /**
-   * Like `claimSession`, but takes up to `max` ready sessions at once (oldest first), in one step:
-   * a worker with many free slots fills them in one round trip. Waits only while none is ready;
-   * empty on timeout, abort or close.
-   */
-  claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]>;
-  /** Extend the lease. false: it was lost (expired and taken over); the turn must stop. */
-  renew(claim: Claim): Promise<boolean>;
-  /**
-   * Finish a turn: drop the first `consumed` messages of the claim (default: all), release the
-   * lease and make the session ready again if messages remain. With `reply`, the turn's reply is
-   * published in the same step (as `publishOutbound` with the claim would): either both happen or,
-   * when the lease is no longer held, neither. Throws BusError("lease-lost") then.
-   */
-  ack(claim: Claim, consumed?: number, reply?: OutboundMessage): Promise<void>;
-  /** Give the lease back without consuming anything (the messages will be claimed again). */
-  release(claim: Claim): Promise<void>;
-  /**
-   * Move the first `count` messages of the claim to the dead-letter list with a reason, then ack
-   * them: a poison turn must not be retried forever.
-   */
-  deadLetter(claim: Claim, reason: string, count?: number): Promise<void>;
-  /** The newest dead letters, newest first. */
-  deadLetters(limit?: number): Promise<DeadLetter[]>;
-  /** How many sessions wait to be claimed, are being answered, and how many dead letters are kept (metrics). */
-  stats(): Promise<BusStats>;
-  /** Whether the claim still holds its session's lease (a fencing check for side effects). */
-  holds(claim: Claim): Promise<boolean>;
-  /**
-   * Publish a reply. With a claim, the publish is fenced: it throws BusError("lease-lost") when
-   * the lease was taken over, and nothing is published.
-   */
-  publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void>;
-  /**
-   * Publish the newest text of a streaming reply. May be dropped; never blocks a turn. Only drafts
-   * someone can see are published (see `watchDrafts`): resolves true when this one was, false when
-   * nobody watches the chat's drafts (the caller may stop sending them for a while).
-   */
-  publishDraft(draft: Draft): Promise<boolean>;
   /**
    * Declares that drafts of `channel` can be seen: in every chat (`chatId` omitted: a platform
    * connector that streams replies), or in the one chat `chatId` (a web page watching it). Drafts
@@ -132,16 +96,76 @@ export interface MessageBus {
   draftMessageOf(channel: string, replyId: string): Promise<string | undefined>;
   /** Ask whichever worker runs this session's turn to cancel it. */
   requestCancel(sessionKey: string): Promise<void>;
+}
+
+/**
+ * What a worker does with the bus: claim a session's pending messages under a fenced lease, keep
+ * the lease, finish the turn (acknowledging and publishing the reply in one step), hand it back or
+ * dead-letter it, publish replies and drafts, and hear cancellations. The turn consumer uses only this.
+ */
+export interface WorkerBus {
+  /** Wait for a ready session and lease it. Null on timeout, abort or close. */
+  claimSession(options?: ClaimOptions): Promise<Claim | null>;
+  /**
+   * Like `claimSession`, but takes up to `max` ready sessions at once (oldest first), in one step:
+   * a worker with many free slots fills them in one round trip. Waits only while none is ready;
+   * empty on timeout, abort or close.
+   */
+  claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]>;
+  /** Extend the lease. false: it was lost (expired and taken over); the turn must stop. */
+  renew(claim: Claim): Promise<boolean>;
+  /**
+   * Finish a turn: drop the first `consumed` messages of the claim (default: all), release the
+   * lease and make the session ready again if messages remain. With `reply`, the turn's reply is
+   * published in the same step (as `publishOutbound` with the claim would): either both happen or,
+   * when the lease is no longer held, neither. Throws BusError("lease-lost") then.
+   */
+  ack(claim: Claim, consumed?: number, reply?: OutboundMessage): Promise<void>;
+  /** Give the lease back without consuming anything (the messages will be claimed again). */
+  release(claim: Claim): Promise<void>;
+  /**
+   * Move the first `count` messages of the claim to the dead-letter list with a reason, then ack
+   * them: a poison turn must not be retried forever.
+   */
+  deadLetter(claim: Claim, reason: string, count?: number): Promise<void>;
+  /** Whether the claim still holds its session's lease (a fencing check for side effects). */
+  holds(claim: Claim): Promise<boolean>;
+  /**
+   * Publish a reply. With a claim, the publish is fenced: it throws BusError("lease-lost") when
+   * the lease was taken over, and nothing is published.
+   */
+  publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void>;
+  /**
+   * Publish the newest text of a streaming reply. May be dropped; never blocks a turn. Only drafts
+   * someone can see are published (see `watchDrafts`): resolves true when this one was, false when
+   * nobody watches the chat's drafts (the caller may stop sending them for a while).
+   */
+  publishDraft(draft: Draft): Promise<boolean>;
   /** Called on every worker when a cancel is requested for any session. */
   onCancel(handler: (sessionKey: string) => void): Promise<Subscription>;
+}
+
+/** Lossy fan-out to every process (a reply to the gateway that holds a browser's socket). */
+export interface BusSignals {
   /**
    * Fire-and-forget fan-out to every process (all gateways): how a reply reaches a browser socket
    * held by another gateway than the one that consumed it. Lossy; not for anything that must arrive.
    */
   broadcast(topic: string, payload: string): Promise<void>;
   onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription>;
+}
+
+/** What operators and metrics read, and closing. */
+export interface BusOps {
+  /** The newest dead letters, newest first. */
+  deadLetters(limit?: number): Promise<DeadLetter[]>;
+  /** How many sessions wait to be claimed, are being answered, and how many dead letters are kept (metrics). */
+  stats(): Promise<BusStats>;
   close(): Promise<void>;
 }
+
+/** The whole bus, as the composition root builds it: every role in one object (memory or Redis). */
+export interface MessageBus extends GatewayBus, WorkerBus, BusSignals, BusOps {}
 
 /** How long a declared draft audience outlives its last renewal (a process renews its own every third of it). */
 export const DRAFT_AUDIENCE_TTL_MS = 30_000;

@@ -28,7 +28,7 @@ import type { Logger } from "pino";
 import { lazyChild } from "../logger.js";
 import { type ChatCommand, helpText, parseCommand } from "../bus/commands.js";
 import { type InboundMessage, sessionKeyOf } from "../bus/message.js";
-import type { MessageBus } from "../bus/message-bus.js";
+import type { GatewayBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { AdmissionOutcome, AdmissionPolicy, ChannelAdapter, PlatformEvent, RateLimit } from "./channel.js";
@@ -39,7 +39,7 @@ export type { AdmissionOutcome, AdmissionPolicy, IgnoredReason, RateLimit } from
 export interface AdmissionOptions {
   /** Channel name on the bus, e.g. `telegram`. */
   channel: string;
-  bus: Pick<MessageBus, "publishInbound" | "requestCancel" | "markEventSeen">;
+  bus: Pick<GatewayBus, "publishInbound" | "requestCancel" | "markEventSeen">;
   store: Pick<Store, "pairing">;
   /** For "typing…". */
   adapter: Pick<ChannelAdapter, "typing">;

@@ -6,7 +6,7 @@
  */
 import type { Logger } from "pino";
 import { type ElectLeader, type Leadership, soleLeader } from "../bus/leader.js";
-import type { MessageBus } from "../bus/message-bus.js";
+import type { GatewayBus } from "../bus/message-bus.js";
 import type { Store } from "../store/store.js";
 import { createAdmission } from "./admission.js";
 import type { Metrics } from "../metrics.js";
@@ -26,7 +26,7 @@ export interface ChannelRuntime {
 export interface ChannelRuntimeOptions {
   /** What the channel's plugin built. */
   channel: ChannelInstance;
-  bus: MessageBus;
+  bus: GatewayBus;
   store: Pick<Store, "pairing">;
   logger: Logger;
   /** Leader election of the deployment; absent: this process always leads. */

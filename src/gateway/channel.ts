@@ -13,7 +13,7 @@ import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { z } from "zod";
 import type { ChatType, Media } from "../bus/message.js";
-import type { MessageBus } from "../bus/message-bus.js";
+import type { BusSignals, GatewayBus } from "../bus/message-bus.js";
 import type { ChatEventLog } from "../store/chat-event-log.js";
 
 export type { ChatType } from "../bus/message.js";
@@ -237,7 +237,7 @@ export interface ChannelDependencies {
    * Fan-out to every gateway, for channels whose users hold a connection to one gateway (web
    * sockets), and the declaration of which chats can see drafts (`draftsWatchedPerChat`).
    */
-  bus: Pick<MessageBus, "broadcast" | "onBroadcast" | "watchDrafts">;
+  bus: BusSignals & Pick<GatewayBus, "watchDrafts">;
   /**
    * This channel's log of the events its users must not miss while away (the web page's finals),
    * per chat: in Redis when scaled out, so it survives a gateway restart and every gateway shares it.

@@ -29,7 +29,7 @@
 import type { Logger } from "pino";
 import { ChatLane } from "../bus/chat-lane.js";
 import type { ChatType, OutboundMessage } from "../bus/message.js";
-import type { Draft, MessageBus, OutboundEvent, Subscription } from "../bus/message-bus.js";
+import type { Draft, GatewayBus, OutboundEvent, Subscription } from "../bus/message-bus.js";
 import { ChannelError, errorMessage } from "../errors.js";
 import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
@@ -38,7 +38,7 @@ import { splitMessage } from "./split-message.js";
 import type { ChannelAdapter, OutboundPart, RenderedText, SendOptions } from "./channel.js";
 
 export interface DispatcherOptions {
-  bus: MessageBus;
+  bus: GatewayBus;
   adapter: ChannelAdapter;
   logger: Logger;
   /** Clock, for pacing and draft throttling. Default Date.now. */
@@ -135,7 +135,7 @@ const MEMORY_LIMIT = 10_000;
 
 class OutboundDispatcher implements Dispatcher {
   private readonly adapter: ChannelAdapter;
-  private readonly bus: MessageBus;
+  private readonly bus: GatewayBus;
   private readonly logger: Logger;
   private readonly now: () => number;
   private readonly sleep: (ms: number) => Promise<void>;

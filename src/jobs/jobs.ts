@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import type { ElectLeader, Leadership } from "../bus/leader.js";
 import { SYSTEM_CHANNEL, type InboundMessage } from "../bus/message.js";
-import type { MessageBus } from "../bus/message-bus.js";
+import type { GatewayBus, WorkerBus } from "../bus/message-bus.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import type { Store } from "../store/store.js";
 import type { Scheduler } from "./cron/scheduler.js";
@@ -52,7 +52,8 @@ export interface Jobs {
 export interface JobsOptions {
   config: ResolvedConfig;
   logger: Logger;
-  bus: MessageBus;
+  /** Background completions are published as inbound `system` messages, notices as outbound; workers hear cancellations. */
+  bus: Pick<GatewayBus, "publishInbound"> & Pick<WorkerBus, "onCancel" | "publishOutbound">;
   store: Store;
   /** Builds the subagents' queue. */
   queue: <Data>(name: string, events?: JobQueueEvents<Data>) => JobQueue<Data>;

@@ -1,55 +1,24 @@
 /**
  * What a team's run consists of, and what comes next: pure functions of the team and the run's
  * node states, so the engine (./engine.ts) only stores and queues, and the rules are tested alone.
- *
- * - pipeline: one node per agent, each requiring the one before.
- * - graph: one node per agent, requiring its `dependsOn`; a node starts as soon as those are
- *   done, not when a whole "wave" is; an unmet condition skips it. A skipped dependency counts as
- *   done (the dependent is told it was skipped); a failed one marks the dependent "upstream failed".
- * - council: one node per member (round one); with cross-review a `<id>.review` node per member
- *   that requires its own round-one node and waits for the others' (whatever became of them);
- *   then `_synthesis`, which waits for every final-round node and runs if any of them completed.
+ * The modes' own shapes are in ./modes/ (one file each). The rules here hold for every mode: a
+ * node starts once what it requires is done and what it waits `after` has settled; an unmet
+ * condition skips it; a skipped dependency counts as done (the dependent is told it was skipped); a
+ * failed one marks the dependent "upstream failed"; the synthesis runs if any member completed.
  */
 import type { TeamAgent, TeamCondition } from "../../config/team.js";
 import type { NodeState, NodeStatus, TeamRecord, WorkflowRun } from "../../store/team-record.js";
 import { SETTLED_NODE_STATUSES } from "../../store/team-record.js";
+import { type NodePlan, type TeamShape, teamModes } from "./modes/index.js";
 
-export const SYNTHESIS_NODE = "_synthesis";
-export const REVIEW_SUFFIX = ".review";
-
-export interface NodePlan {
-  id: string;
-  agentId: string;
-  kind: NodeState["kind"];
-  /** Must have completed (or been skipped); if one failed, this node is upstream-failed. */
-  requires: string[];
-  /** Must have settled, whatever the outcome, before this node starts. */
-  after: string[];
-}
+export { REVIEW_SUFFIX, SYNTHESIS_NODE } from "./modes/index.js";
+export type { NodePlan } from "./modes/index.js";
 
 /** Statuses of a required node that make its dependents upstream-failed. */
 const BROKEN: ReadonlySet<NodeStatus> = new Set(["failed", "upstream-failed", "cancelled"]);
 
-export function planNodes(team: Pick<TeamRecord, "mode" | "agents" | "crossReview">): NodePlan[] {
-  const { agents } = team;
-  if (team.mode === "pipeline") {
-    return agents.map((agent, index) => ({ id: agent.id, agentId: agent.id, kind: "agent", requires: index === 0 ? [] : [agents[index - 1]!.id], after: [] }));
-  }
-  if (team.mode === "graph") {
-    return agents.map((agent) => ({ id: agent.id, agentId: agent.id, kind: "agent", requires: [...agent.dependsOn], after: [] }));
-  }
-  const members: NodePlan[] = agents.map((agent) => ({ id: agent.id, agentId: agent.id, kind: "agent", requires: [], after: [] }));
-  const reviews: NodePlan[] = team.crossReview
-    ? agents.map((agent) => ({
-        id: `${agent.id}${REVIEW_SUFFIX}`,
-        agentId: agent.id,
-        kind: "review",
-        requires: [agent.id],
-        after: agents.filter((other) => other.id !== agent.id).map((other) => other.id),
-      }))
-    : [];
-  const finalRound = (reviews.length > 0 ? reviews : members).map((node) => node.id);
-  return [...members, ...reviews, { id: SYNTHESIS_NODE, agentId: SYNTHESIS_NODE, kind: "synthesis", requires: [], after: finalRound }];
+export function planNodes(team: TeamShape): NodePlan[] {
+  return teamModes[team.mode].plan(team);
 }
 
 /** A fresh node state for each planned node. */
@@ -67,7 +36,7 @@ export interface NextSteps {
 }
 
 /** What to do with the run's pending nodes now. */
-export function nextSteps(team: Pick<TeamRecord, "mode" | "agents" | "crossReview">, run: Pick<WorkflowRun, "nodes">): NextSteps {
+export function nextSteps(team: TeamShape, run: Pick<WorkflowRun, "nodes">): NextSteps {
   const states = new Map(run.nodes.map((node) => [node.id, node]));
   const agents = new Map(team.agents.map((agent) => [agent.id, agent]));
   const steps: NextSteps = { start: [], skip: [], upstreamFailed: [] };
@@ -109,12 +78,8 @@ export function allSettled(run: Pick<WorkflowRun, "nodes">): boolean {
 }
 
 /** The nodes whose outputs make the result: the last stage, the graph's sinks, the synthesis. */
-export function finalNodes(team: Pick<TeamRecord, "mode" | "agents" | "crossReview">): string[] {
-  const plan = planNodes(team);
-  if (team.mode === "pipeline") return [plan.at(-1)!.id];
-  if (team.mode === "council") return [SYNTHESIS_NODE];
-  const needed = new Set(plan.flatMap((node) => node.requires));
-  return plan.filter((node) => !needed.has(node.id)).map((node) => node.id);
+export function finalNodes(team: TeamShape): string[] {
+  return teamModes[team.mode].finalNodes(planNodes(team));
 }
 
 export interface RunOutcome {

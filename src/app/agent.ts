@@ -15,7 +15,7 @@ import type { MessageBus } from "../bus/message-bus.js";
 import { collectSecrets } from "../config/mask.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { createCronTool } from "../jobs/cron/cron-tool.js";
-import { type Jobs, createJobs } from "../jobs/jobs.js";
+import type { Jobs } from "../jobs/jobs.js";
 import { createSubagentRunner } from "../jobs/subagents/runner.js";
 import { createSpawnTool } from "../jobs/subagents/spawn-tool.js";
 import { createSubagentTools } from "../jobs/subagents/tools.js";
@@ -37,6 +37,7 @@ import { McpServers } from "../tools/mcp/mcp-servers.js";
 import { createToolSet } from "../tools/tool-set.js";
 import type { Tool, ToolSource } from "../tools/tool.js";
 import { type Infrastructure, createInfrastructure, fileAuditOptions } from "./infrastructure.js";
+import { createJobsOn } from "./jobs.js";
 
 export interface AgentRuntime {
   config: ResolvedConfig;
@@ -291,28 +292,6 @@ export async function createEmbeddedRuntime(config: ResolvedConfig, logger: Logg
       await infrastructure.close();
     },
   };
-}
-
-/** Background jobs on this deployment's queue, scheduler, leader election and counters. */
-export function createJobsOn(
-  infrastructure: Infrastructure,
-  config: ResolvedConfig,
-  logger: Logger,
-  options: Pick<Parameters<typeof createJobs>[0], "workspace" | "runTask" | "runTeamAgent" | "teamToolNames" | "now">,
-): Jobs {
-  const { counters } = infrastructure;
-  const heartbeatKey = (day: string) => `heartbeat:delivered:${day}`;
-  return createJobs({
-    config,
-    logger,
-    bus: infrastructure.bus,
-    store: infrastructure.store,
-    queue: infrastructure.queue,
-    scheduler: infrastructure.scheduler(),
-    elect: infrastructure.elect,
-    heartbeatCounter: { increment: (day) => counters.increment(heartbeatKey(day), 3 * 24 * 60 * 60 * 1000), get: (day) => counters.get(heartbeatKey(day)) },
-    ...options,
-  });
 }
 
 /** The model, wrapped to count its calls when there are metrics. */

@@ -1,5 +1,5 @@
 /** `countbot gateway`: channels and the HTTP API over the Redis bus. */
-import { createJobsOn } from "../app/agent.js";
+import { createJobsOn } from "../app/jobs.js";
 import { createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";

@@ -7,7 +7,7 @@ import { Redis } from "ioredis";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { webChannel } from "../../../channels/web/plugin.js";
-import { createJobsOn } from "../../../src/app/agent.js";
+import { createJobsOn } from "../../../src/app/jobs.js";
 import { createGateway } from "../../../src/app/gateway.js";
 import { createInfrastructure } from "../../../src/app/infrastructure.js";
 import { loadConfig } from "../../../src/config/load.js";

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createJobsOn } from "../../../src/app/agent.js";
+import { createJobsOn } from "../../../src/app/jobs.js";
 import { type Infrastructure, createInfrastructure } from "../../../src/app/infrastructure.js";
 import type { InboundMessage } from "../../../src/bus/message.js";
 import { loadConfig } from "../../../src/config/load.js";

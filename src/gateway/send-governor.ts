@@ -1,0 +1,155 @@
+/**
+ * The send governor of one bot account: every platform call of the channel asks it first, so the
+ * platform's budgets (quotas.ts) are never exceeded and the platform never has to answer 429.
+ *
+ * - Finals, notices and the gateway's own replies `acquire`: they wait, as long as it takes, for
+ *   room in every budget the call counts against, and may use a budget to its limit. Waiters on one
+ *   budget queue here in order, and only the first asks the store again (when the store said room
+ *   would come), so a thousand finals waiting on the bot's budget cost one store call per slot, not
+ *   a thousand.
+ * - Drafts and typing `tryAcquire`: taken now or not at all, only down to each budget's reserve,
+ *   and never while a final waits here on one of its budgets or a 429 closed it ("closed": the
+ *   caller shows no more drafts until the final; "low": the caller shows fewer, larger ones).
+ * - A 429 that still arrives `rateLimited`: the budget the platform named (or the chat's, when it
+ *   did not say) is closed in the store for the wait the platform asked, for every process at once.
+ *
+ * The store decides (memory for one process, Redis for all gateways of the bot); the governor only
+ * maps calls onto budget keys and orders the waiting.
+ */
+import type { ChatType } from "../bus/message.js";
+import { KeyedLanes } from "../bus/chat-lane.js";
+import { sleep as defaultSleep } from "../sleep.js";
+import type { PlatformCall, PlatformQuotas } from "./quotas.js";
+import type { QuotaSlot, QuotaStore } from "./quota-store.js";
+
+/** One platform call, as the budgets see it. */
+export interface GovernedCall {
+  call: PlatformCall;
+  chatId: string;
+  /** Decides whether `group` budgets apply; unknown counts as a group (the stricter reading). */
+  chatType?: ChatType;
+  /** The message an edit changes: the key of `message` budgets. */
+  messageId?: string;
+  /** Platform calls this makes (a final the adapter splits over several cards). Default 1. */
+  cost?: number;
+}
+
+export type TryOutcome = "taken" | "low" | "closed";
+
+export interface SendGovernor {
+  readonly quotas: PlatformQuotas;
+  /** Waits for room in every budget of the call, then takes it. Resolves with how long it waited. */
+  acquire(call: GovernedCall, signal?: AbortSignal): Promise<number>;
+  /** Takes room now, above the reserves, or says why not. */
+  tryAcquire(call: GovernedCall): Promise<TryOutcome>;
+  /** The platform answered 429: the budget `scope` (a scope name), or the call's chat budgets, close for `retryAfterMs`. */
+  rateLimited(call: GovernedCall, retryAfterMs: number, scope?: string): Promise<void>;
+}
+
+export interface SendGovernorOptions {
+  quotas: PlatformQuotas;
+  store: QuotaStore;
+  now?: () => number;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Share of each budget (of 2 calls or more) that drafts and typing leave to finals. Default 0.5. */
+  reserveShare?: number;
+  /** A call had to wait for its budget. */
+  onDeferred?: () => void;
+}
+
+const GROUP_TYPES = new Set<ChatType | undefined>(["group", "thread", undefined]);
+
+interface NamedSlot extends QuotaSlot {
+  scope: string;
+  account: boolean;
+}
+
+export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
+  const { quotas, store } = options;
+  const now = options.now ?? Date.now;
+  const sleep = options.sleep ?? defaultSleep;
+  const share = options.reserveShare ?? 0.5;
+  const queues = new KeyedLanes();
+  /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
+  const closedUntil = new Map<string, number>();
+
+  const platformChat = (chatId: string) => quotas.platformChatOf?.(chatId) ?? chatId;
+
+  function slotsFor(call: GovernedCall): NamedSlot[] {
+    const slots: NamedSlot[] = [];
+    for (const [scope, budget] of Object.entries(quotas.scopes)) {
+      if (budget.calls && !budget.calls.includes(call.call)) continue;
+      let key: string | undefined;
+      if (budget.per === "chat") key = `${scope}:${platformChat(call.chatId)}`;
+      else if (budget.per === "group" && GROUP_TYPES.has(call.chatType)) key = `${scope}:${platformChat(call.chatId)}`;
+      else if (budget.per === "account") key = scope;
+      else if (budget.per === "message" && call.messageId !== undefined) key = `${scope}:${call.messageId}`;
+      if (key === undefined) continue;
+      const reserve = Math.min(budget.limit - 1, Math.floor(budget.limit * share));
+      slots.push({ key, limit: budget.limit, windowMs: budget.windowMs, reserve, scope, account: budget.per === "account" });
+    }
+    return slots;
+  }
+
+  /** Waits in the queue of the budget that stood in the way, until the store lets this call through or names another budget. */
+  async function waitBehind(slots: NamedSlot[], cost: number, blocked: number, firstWaitMs: number, signal?: AbortSignal) {
+    return queues.run(slots[blocked]!.key, async () => {
+      let waitMs = firstWaitMs;
+      for (;;) {
+        if (waitMs > 0) await sleep(waitMs, signal);
+        signal?.throwIfAborted();
+        const result = await store.take(slots, cost, "wait");
+        if (result.taken || result.blockedBy !== blocked) return result;
+        waitMs = result.waitMs;
+      }
+    });
+  }
+
+  return {
+    quotas,
+    async acquire(call, signal) {
+      const slots = slotsFor(call);
+      if (slots.length === 0) return 0;
+      const cost = call.cost ?? 1;
+      const started = now();
+      // Behind calls already waiting here on one of these budgets: they came first.
+      let blocked = slots.findIndex((slot) => queues.busy(slot.key));
+      let waitMs = 0;
+      if (blocked < 0) {
+        const first = await store.take(slots, cost, "wait");
+        if (first.taken) return 0;
+        ({ blockedBy: blocked, waitMs } = first);
+      }
+      options.onDeferred?.();
+      for (;;) {
+        const result = await waitBehind(slots, cost, blocked, waitMs, signal);
+        if (result.taken) return Math.max(0, now() - started);
+        ({ blockedBy: blocked, waitMs } = result);
+      }
+    },
+    async tryAcquire(call) {
+      const slots = slotsFor(call);
+      if (slots.length === 0) return "taken";
+      const at = now();
+      for (const slot of slots) {
+        const until = closedUntil.get(slot.key);
+        if (until !== undefined && until <= at) closedUntil.delete(slot.key);
+        if ((until !== undefined && until > at) || queues.busy(slot.key)) return "closed";
+      }
+      const result = await store.take(slots, call.cost ?? 1, "try");
+      return result.taken ? "taken" : "low";
+    },
+    async rateLimited(call, retryAfterMs, scope) {
+      const slots = slotsFor(call);
+      const named = scope === undefined ? [] : slots.filter((slot) => slot.scope === scope);
+      // Unnamed: the chat's own budgets. Closing the bot's on a guess would stop every chat.
+      const closing = named.length > 0 ? named : slots.filter((slot) => !slot.account);
+      const until = now() + retryAfterMs;
+      for (const slot of closing) {
+        closedUntil.set(slot.key, Math.max(until, closedUntil.get(slot.key) ?? 0));
+        if (closedUntil.size > 10_000) closedUntil.delete(closedUntil.keys().next().value!);
+        await store.close(slot, retryAfterMs);
+      }
+    },
+  };
+}

@@ -24,6 +24,8 @@ import { createInProcessScheduler } from "../jobs/cron/in-process-scheduler.js";
 import type { Scheduler } from "../jobs/cron/scheduler.js";
 import { createInProcessQueue } from "../jobs/in-process-queue.js";
 import type { JobQueue, JobQueueEvents } from "../jobs/job-queue.js";
+import { type QuotaStore, createMemoryQuotaStore } from "../gateway/quota-store.js";
+import { createRedisQuotaStore } from "../gateway/redis-quota-store.js";
 import { checkRedis } from "../redis/checks.js";
 import { type WorkspaceCheck, type WorkspaceMarker, checkWorkspaceMarkers, placeWorkspaceMarker } from "./workspace-markers.js";
 import { type BullmqConnection, connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
@@ -94,6 +96,11 @@ export interface Infrastructure {
   queue: QueueFactory;
   /** Scheduled messages: BullMQ job schedulers, or a file-backed scheduler in this process. */
   scheduler(): Scheduler;
+  /**
+   * The send budgets of one platform account (the send governor's store): in this process, or in
+   * Redis, where every gateway of the bot takes from the same windows.
+   */
+  quotaStore(channel: string, account: string): QuotaStore;
   /** Leader election: one process at a time leads a name (always this one in memory). */
   elect: ElectLeader;
   counters: Counters;
@@ -150,6 +157,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     leaseTtlMs,
     queue: (name, events) => createInProcessQueue({ name, events, logger, now }),
     scheduler: () => createInProcessScheduler({ file: path.join(config.dataDir, "cron", "jobs.json"), now, logger }),
+    quotaStore: () => createMemoryQuotaStore({ now }),
     elect: soleLeader,
     counters: {
       async increment(key, ttlMs) {
@@ -240,6 +248,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
       }),
     scheduler: () => createBullmqScheduler({ connection: jobs(), prefix: `{${prefix}}`, logger }),
     elect: (name) => electLeader({ name, redis, prefix }),
+    quotaStore: (channel, account) => createRedisQuotaStore({ redis, prefix, channel, account }),
     counters: {
       async increment(key, ttlMs) {
         await redis.multi().incr(counterKey(key)).pexpire(counterKey(key), ttlMs).exec();

@@ -28,7 +28,7 @@ export interface QuotaStore {
   /**
    * Takes `cost` calls from every slot, or none. `wait` (finals) may use a budget to its limit;
    * `try` (drafts, typing) only down to its reserve. Refused: the index of the slot that stands in
-   * the way longest and how long until it has room.
+   * the way longest and how long until it has room. A cost over a budget's limit takes the whole budget.
    */
   take(slots: readonly QuotaSlot[], cost: number, mode: "wait" | "try"): Promise<TakeResult>;
   /** A 429 said the budget is spent: nothing more may be taken from it for `forMs`, by anyone. */
@@ -59,7 +59,8 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
       slots.forEach((slot, index) => {
         const log = current(slot, at);
         const allowed = slot.limit - (mode === "try" ? slot.reserve : 0);
-        const excess = log.length + cost - allowed;
+        // A call that makes more platform calls than a budget allows at all takes the whole budget.
+        const excess = log.length + Math.min(cost, slot.limit) - allowed;
         if (excess <= 0) return;
         // Room comes once the `excess`-th oldest call has aged out of the window.
         const waitMs = excess > log.length ? slot.windowMs : Math.max(1, log[excess - 1]! + slot.windowMs - at);
@@ -68,9 +69,10 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
       if (refused) return { taken: false, ...refused };
       for (const slot of slots) {
         const log = logs.get(slot.key) ?? [];
-        for (let count = 0; count < cost; count++) log.push(at);
+        const taken = Math.min(cost, slot.limit);
+        for (let count = 0; count < taken; count++) log.push(at);
         // A closed budget's filler lies ahead of now: keep the log in time order.
-        if (log.length > cost && log[log.length - cost - 1]! > at) log.sort((a, b) => a - b);
+        if (log.length > taken && log[log.length - taken - 1]! > at) log.sort((a, b) => a - b);
         logs.set(slot.key, log);
       }
       return { taken: true };

@@ -93,14 +93,16 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
 
   /** Waits in the queue of the budget that stood in the way, until the store lets this call through or names another budget. */
   async function waitBehind(slots: NamedSlot[], cost: number, blocked: number, firstWaitMs: number, signal?: AbortSignal) {
+    // The time room was said to come: a call that had to queue behind others may find it come already.
+    let roomAt = now() + firstWaitMs;
     return queues.run(slots[blocked]!.key, async () => {
-      let waitMs = firstWaitMs;
       for (;;) {
+        const waitMs = roomAt - now();
         if (waitMs > 0) await sleep(waitMs, signal);
         signal?.throwIfAborted();
         const result = await store.take(slots, cost, "wait");
         if (result.taken || result.blockedBy !== blocked) return result;
-        waitMs = result.waitMs;
+        roomAt = now() + result.waitMs;
       }
     });
   }

@@ -70,6 +70,14 @@ export function runQuotaStoreSuite(name: string, makeHarness: () => Promise<Quot
       expect((await store.take([chat], 1, "wait")).taken).toBe(false);
     });
 
+    it("lets a call that makes more calls than a budget allows take the whole budget, not wait for ever", async () => {
+      const harness = await start();
+      const store = await harness.open();
+      expect((await store.take([bot], 7, "wait")).taken).toBe(true);
+      expect(await store.used(bot)).toBe(3);
+      expect(await store.take([bot], 7, "wait")).toEqual({ taken: false, waitMs: 1_000, blockedBy: 0 });
+    });
+
     it("two gateways share one window: together they never go over it", async () => {
       const harness = await start();
       const [first, second] = [await harness.open(), await harness.open()];

@@ -31,7 +31,8 @@ for i = 1, 6 do
     local count = redis.call("ZCARD", KEYS[i])
     local allowed = limit
     if trying then allowed = limit - reserve end
-    local excess = count + cost - allowed
+    -- A call that makes more platform calls than the budget allows at all takes the whole budget.
+    local excess = count + math.min(cost, limit) - allowed
     if excess > 0 then
       local wait = window
       if excess <= count then
@@ -44,14 +45,14 @@ for i = 1, 6 do
         blockedBy = i
       end
     end
-    used[#used + 1] = { KEYS[i], window }
+    used[#used + 1] = { KEYS[i], window, math.min(cost, limit) }
   end
 end
 if blockedBy > 0 then
   return { 0, longest, blockedBy }
 end
 for _, slot in ipairs(used) do
-  for n = 1, cost do
+  for n = 1, slot[3] do
     redis.call("ZADD", slot[1], now, token .. ":" .. n)
   end
   -- Kept until its newest call (a closed budget's filler may lie ahead) has aged out.

@@ -53,6 +53,12 @@ export interface SendGovernorOptions {
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Share of each budget (of 2 calls or more) that drafts and typing leave to finals. Default 0.5. */
   reserveShare?: number;
+  /**
+   * Added to each budget's window: a call is counted when it is taken here but when it arrives at
+   * the platform, and two calls taken a window apart may arrive closer than that. Default 5% of
+   * the window, at least 20 ms and at most 250 ms.
+   */
+  marginMs?: (windowMs: number) => number;
   /** A call had to wait for its budget. */
   onDeferred?: () => void;
 }
@@ -69,6 +75,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
   const now = options.now ?? Date.now;
   const sleep = options.sleep ?? defaultSleep;
   const share = options.reserveShare ?? 0.5;
+  const margin = options.marginMs ?? ((windowMs: number) => Math.min(250, Math.max(20, Math.round(windowMs * 0.05))));
   const queues = new KeyedLanes();
   /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
   const closedUntil = new Map<string, number>();
@@ -86,7 +93,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       else if (budget.per === "message" && call.messageId !== undefined) key = `${scope}:${call.messageId}`;
       if (key === undefined) continue;
       const reserve = Math.min(budget.limit - 1, Math.floor(budget.limit * share));
-      slots.push({ key, limit: budget.limit, windowMs: budget.windowMs, reserve, scope, account: budget.per === "account" });
+      slots.push({ key, limit: budget.limit, windowMs: budget.windowMs + margin(budget.windowMs), reserve, scope, account: budget.per === "account" });
     }
     return slots;
   }

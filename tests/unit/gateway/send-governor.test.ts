@@ -45,7 +45,7 @@ function setup() {
   const time = virtualTime();
   const store = createMemoryQuotaStore({ now: time.now });
   let deferred = 0;
-  const governor = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, onDeferred: () => (deferred += 1) });
+  const governor = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0, onDeferred: () => (deferred += 1) });
   return { time, store, governor, deferred: () => deferred };
 }
 

@@ -309,7 +309,8 @@ class OutboundDispatcher implements Dispatcher {
     let networkFailures = 0;
     for (;;) {
       await this.pace(lane);
-      const call: GovernedCall = { call: edit ? "edit" : "send", chatId, chatType: annotation.chatType, messageId: edit, cost: this.callsFor(text, { format, ...annotation }, edit !== undefined) };
+      const cost = this.callsFor(text, { format, ...annotation }, edit !== undefined);
+      const call: GovernedCall = { call: edit ? "edit" : "send", chatId, chatType: annotation.chatType, messageId: edit, cost, replyId: message.id };
       await this.budget(call);
       try {
         if (edit) await this.adapter.edit(chatId, edit, text, { format, ...annotation });
@@ -495,7 +496,7 @@ class OutboundDispatcher implements Dispatcher {
   /** sendMessageDraft takes plain text: no markup to be refused mid-stream. */
   private async showAsDraft(state: DraftState, text: string): Promise<void> {
     const [head, ...rest] = splitMessage(text, this.adapter.capabilities.maxMessageLength - 2);
-    if (!head || !(await this.draftBudget(state, { call: "draft", chatId: state.chatId, ...this.chatTypeOption(state.chatId) }, text))) return;
+    if (!head || !(await this.draftBudget(state, { call: "draft", chatId: state.chatId, ...this.chatTypeOption(state.chatId), replyId: state.replyId }, text))) return;
     await this.adapter.draft!(state.chatId, draftIdOf(state.replyId), rest.length > 0 ? `${head}\n…` : head, state.replyId);
   }
 
@@ -510,11 +511,17 @@ class OutboundDispatcher implements Dispatcher {
     if (!state.platformMessageId && !state.recalled) {
       state.recalled = true;
       state.platformMessageId = await this.bus.draftMessageOf(this.adapter.name, state.replyId);
+      // Two gateways leading at once (a hand-over) may each hold drafts of one reply: only the one
+      // that claims it starts the draft message; the other edits it once the bus knows it.
+      if (!state.platformMessageId && !(await this.bus.markDelivered(`${state.replyId}#draft`))) {
+        state.recalled = false;
+        return;
+      }
     }
     for (;;) {
       if (body === state.shown) return;
       await this.pace(lane);
-      const call: GovernedCall = { call: state.platformMessageId ? "edit" : "send", chatId: state.chatId, ...this.chatTypeOption(state.chatId), messageId: state.platformMessageId };
+      const call: GovernedCall = { call: state.platformMessageId ? "edit" : "send", chatId: state.chatId, ...this.chatTypeOption(state.chatId), messageId: state.platformMessageId, replyId: state.replyId };
       if (!(await this.draftBudget(state, call, text))) return;
       try {
         if (state.platformMessageId) {

@@ -9,7 +9,10 @@
  *   a thousand.
  * - Drafts and typing `tryAcquire`: taken now or not at all, only down to each budget's reserve,
  *   and never while a final waits here on one of its budgets or a 429 closed it ("closed": the
- *   caller shows no more drafts until the final; "low": the caller shows fewer, larger ones).
+ *   caller shows no more drafts until the final; "low": the caller shows fewer, larger ones). The
+ *   reserve is half the budget, and on a budget of a long window (a Telegram group's minute) at
+ *   least one call for each reply streaming into it: drafts spent there would hold its finals back
+ *   for up to a whole window, so a busy group's finals keep their budget and a quiet one still streams.
  * - A 429 that still arrives `rateLimited`: the budget the platform named (or the chat's, when it
  *   did not say) is closed in the store for the wait the platform asked, for every process at once.
  *
@@ -32,6 +35,8 @@ export interface GovernedCall {
   messageId?: string;
   /** Platform calls this makes (a final the adapter splits over several cards). Default 1. */
   cost?: number;
+  /** The reply a draft streams or a final ends: counts the replies streaming into a budget. */
+  replyId?: string;
 }
 
 export type TryOutcome = "taken" | "low" | "closed";
@@ -64,6 +69,10 @@ export interface SendGovernorOptions {
 }
 
 const GROUP_TYPES = new Set<ChatType | undefined>(["group", "thread", undefined]);
+/** Budgets whose window is this long or longer keep a call for each reply streaming into them. */
+const LONG_WINDOW_MS = 10_000;
+/** A reply whose drafts stopped coming this long ago no longer counts as streaming. */
+const STREAM_IDLE_MS = 120_000;
 
 interface NamedSlot extends QuotaSlot {
   scope: string;
@@ -79,6 +88,29 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
   const queues = new KeyedLanes();
   /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
   const closedUntil = new Map<string, number>();
+  /** Per long-window budget key: the replies streaming into it, with when their last draft came. */
+  const streams = new Map<string, Map<string, number>>();
+
+  function streamingInto(slot: NamedSlot, replyId: string | undefined, at: number): number {
+    if (slot.windowMs < LONG_WINDOW_MS) return 0;
+    let replies = streams.get(slot.key);
+    if (replyId !== undefined) {
+      if (!replies) streams.set(slot.key, (replies = new Map()));
+      replies.set(replyId, at);
+    }
+    if (!replies) return 0;
+    for (const [id, seen] of replies) if (at - seen > STREAM_IDLE_MS) replies.delete(id);
+    if (replies.size === 0) streams.delete(slot.key);
+    return replies.size;
+  }
+
+  function finished(slots: NamedSlot[], replyId: string | undefined): void {
+    if (replyId === undefined) return;
+    for (const slot of slots) {
+      const replies = streams.get(slot.key);
+      if (replies?.delete(replyId) && replies.size === 0) streams.delete(slot.key);
+    }
+  }
 
   const platformChat = (chatId: string) => quotas.platformChatOf?.(chatId) ?? chatId;
 
@@ -121,6 +153,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       if (slots.length === 0) return 0;
       const cost = call.cost ?? 1;
       const started = now();
+      finished(slots, call.replyId);
       // Behind calls already waiting here on one of these budgets: they came first.
       let blocked = slots.findIndex((slot) => queues.busy(slot.key));
       let waitMs = 0;
@@ -145,7 +178,8 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
         if (until !== undefined && until <= at) closedUntil.delete(slot.key);
         if ((until !== undefined && until > at) || queues.busy(slot.key)) return "closed";
       }
-      const result = await store.take(slots, call.cost ?? 1, "try");
+      const reserved = slots.map((slot) => ({ ...slot, reserve: Math.min(slot.limit, Math.max(slot.reserve, streamingInto(slot, call.replyId, at))) }));
+      const result = await store.take(reserved, call.cost ?? 1, "try");
       return result.taken ? "taken" : "low";
     },
     async rateLimited(call, retryAfterMs, scope) {

@@ -27,6 +27,7 @@ function virtualTime() {
   return {
     now: () => clock,
     sleep: (ms: number) => new Promise<void>((resolve) => sleepers.push({ at: clock + ms, wake: resolve })),
+    advance: (ms: number) => void (clock += ms),
     /** Lets every pending sleep pass, earliest first, until none is left. */
     async run(): Promise<void> {
       for (;;) {
@@ -148,5 +149,25 @@ describe("platform quotas", () => {
     const scopes = Object.fromEntries(Array.from({ length: 7 }, (_, index) => [`s${index}`, { per: "account" as const, limit: 1, windowMs: 1 }]));
     expect(() => defineQuotas({ scopes })).toThrow(/at most 6/);
     expect(() => defineQuotas({ scopes: { bad: { per: "chat", limit: 0, windowMs: 1 } } })).toThrow(/limit/);
+  });
+});
+
+describe("send governor on long windows", () => {
+  it("keeps a call of a group's minute for each reply streaming into it: a busy group streams no drafts, a quiet one does", async () => {
+    const { time, governor } = setup();
+    const draft = async (chatId: string, replyId: string) => {
+      time.advance(1_000); // past the chat's own second
+      return governor.tryAcquire({ call: "edit", chatId, chatType: "group", messageId: replyId, replyId });
+    };
+    // group: 4 a minute, half kept for finals. One reply streaming into it: its drafts take the other half.
+    expect([await draft("-1", "r1"), await draft("-1", "r1"), await draft("-1", "r1")]).toEqual(["taken", "taken", "low"]);
+    // Four replies streaming into another group: a call is kept for each of their finals.
+    expect([await draft("-2", "a"), await draft("-2", "b"), await draft("-2", "c"), await draft("-2", "d")]).toEqual(["taken", "taken", "low", "low"]);
+    // Their finals end the streams; a new reply alone in the group streams again once there is room.
+    const finals = ["a", "b", "c", "d"].map((replyId) => governor.acquire({ call: "send", chatId: "-2", chatType: "group", replyId }));
+    await time.run();
+    await Promise.all(finals);
+    time.advance(60_000);
+    expect(await draft("-2", "e")).toBe("taken");
   });
 });

@@ -461,6 +461,12 @@ class OutboundDispatcher implements Dispatcher {
     const text = state.pending;
     state.pending = undefined;
     if (state.finished || text === undefined || this.stopping) return;
+    // Another gateway (both leading during a hand-over) may be delivering the final already: a
+    // draft shown now would land over it, or beside it.
+    if (await this.bus.isDelivered(`${state.replyId}#0`)) {
+      state.finished = true;
+      return;
+    }
     state.lastShownAt = this.now();
     try {
       if (state.mode === "draft") await this.showAsDraft(state, text);

@@ -449,7 +449,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
   };
 
   /** The budget of `options.limits` this call breaks, if it breaks one (and counts it otherwise). */
-  function overBudget(method: string, chat: FakeChat | undefined): { retryAfterMs: number } | undefined {
+  function overBudget(method: string, chat: FakeChat | undefined): { key: string; retryAfterMs: number } | undefined {
     const limits = options.limits;
     if (!limits || !chat) return undefined;
     const inChat = method === "sendMessage" || method === "editMessageText" || method === "sendMessageDraft";
@@ -473,6 +473,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
     const limited = overBudget(method, chat);
     if (limited) {
       rateLimited += 1;
+      if (process.env.FAKE_LIMIT_DEBUG) console.log("telegram 429", method, chatId, JSON.stringify(limited));
       const retryAfter = Math.max(1, Math.ceil(limited.retryAfterMs / 1000));
       return failure(429, `Too Many Requests: retry after ${retryAfter}`, retryAfter);
     }

@@ -10,9 +10,9 @@
  * - Drafts and typing `tryAcquire`: taken now or not at all, only down to each budget's reserve,
  *   and never while a final waits here on one of its budgets or a 429 closed it ("closed": the
  *   caller shows no more drafts until the final; "low": the caller shows fewer, larger ones). The
- *   reserve is half the budget, and on a budget of a long window (a Telegram group's minute) at
- *   least one call for each reply streaming into it: drafts spent there would hold its finals back
- *   for up to a whole window, so a busy group's finals keep their budget and a quiet one still streams.
+ *   reserve is half the budget, and all of a budget of a long window (a Telegram group's minute)
+ *   while several replies stream into it: drafts spent there would hold its finals back for up to a
+ *   whole window, so a busy group's finals keep their budget and a quiet one still streams.
  * - A 429 that still arrives `rateLimited`: the budget the platform named (or the chat's, when it
  *   did not say) is closed in the store for the wait the platform asked, for every process at once.
  *
@@ -178,7 +178,9 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
         if (until !== undefined && until <= at) closedUntil.delete(slot.key);
         if ((until !== undefined && until > at) || queues.busy(slot.key)) return "closed";
       }
-      const reserved = slots.map((slot) => ({ ...slot, reserve: Math.min(slot.limit, Math.max(slot.reserve, streamingInto(slot, call.replyId, at))) }));
+      // Several replies streaming into a long-window budget (a busy group): its finals need all of it,
+      // and another gateway may hold drafts of more of them than this one sees.
+      const reserved = slots.map((slot) => ({ ...slot, reserve: streamingInto(slot, call.replyId, at) > 1 ? slot.limit : slot.reserve }));
       const result = await store.take(reserved, call.cost ?? 1, "try");
       return result.taken ? "taken" : "low";
     },

@@ -153,7 +153,7 @@ describe("platform quotas", () => {
 });
 
 describe("send governor on long windows", () => {
-  it("keeps a call of a group's minute for each reply streaming into it: a busy group streams no drafts, a quiet one does", async () => {
+  it("keeps a group's minute for its finals while several replies stream into it: a busy group streams no drafts, a quiet one does", async () => {
     const { time, governor } = setup();
     const draft = async (chatId: string, replyId: string) => {
       time.advance(1_000); // past the chat's own second
@@ -161,8 +161,8 @@ describe("send governor on long windows", () => {
     };
     // group: 4 a minute, half kept for finals. One reply streaming into it: its drafts take the other half.
     expect([await draft("-1", "r1"), await draft("-1", "r1"), await draft("-1", "r1")]).toEqual(["taken", "taken", "low"]);
-    // Four replies streaming into another group: a call is kept for each of their finals.
-    expect([await draft("-2", "a"), await draft("-2", "b"), await draft("-2", "c"), await draft("-2", "d")]).toEqual(["taken", "taken", "low", "low"]);
+    // Four replies streaming into another group: the whole minute is kept for their finals.
+    expect([await draft("-2", "a"), await draft("-2", "b"), await draft("-2", "c"), await draft("-2", "d")]).toEqual(["taken", "low", "low", "low"]);
     // Their finals end the streams; a new reply alone in the group streams again once there is room.
     const finals = ["a", "b", "c", "d"].map((replyId) => governor.acquire({ call: "send", chatId: "-2", chatType: "group", replyId }));
     await time.run();

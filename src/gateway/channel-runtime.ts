@@ -198,7 +198,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
         .then(() => current.resign())
         .then(stand);
     });
-    let standingBy = setTimeout(() => health.standby(), 1_000);
+    const standingBy = setTimeout(() => health.standby(), 1_000);
     standingBy.unref?.();
     return current.acquired.then((leading) => {
       clearTimeout(standingBy);

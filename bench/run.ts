@@ -6,6 +6,7 @@ import { benchAgentLoop } from "./agent-loop.js";
 import { benchBus } from "./bus.js";
 import { benchMemory } from "./memory.js";
 import { benchMemoryStore } from "./memory-store.js";
+import { benchQuotas } from "./quotas.js";
 import { benchRuntime } from "./runtime.js";
 import { benchScale } from "./scale.js";
 import { benchStartMemory } from "./start-memory.js";
@@ -21,6 +22,7 @@ const benches: Record<string, () => Promise<void>> = {
   "memory-store": benchMemoryStore,
   "start-memory": benchStartMemory,
   teams: benchTeams,
+  quotas: benchQuotas,
   "turn-memory": benchTurnMemory,
   runtime: benchRuntime,
 };

@@ -72,6 +72,7 @@ export type ChannelErrorKind =
   | "too-long" // the text is over the platform's limit
   | "forbidden" // blocked by the user, kicked from the group, no rights
   | "not-found" // the chat or message is gone
+  | "auth" // the platform refused the credentials (401, a bad token): trying again soon will not help
   | "network"
   | "other";
 
@@ -80,14 +81,20 @@ export class ChannelError extends Error {
   override name = "ChannelError";
   readonly kind: ChannelErrorKind;
   readonly retryAfterMs?: number;
+  /**
+   * A rate limit: the platform budget it hit, by the scope name the platform's quotas give it
+   * (`chat`, `bot`), when the platform said which (Discord's X-RateLimit-Scope, Feishu's codes).
+   */
+  readonly scope?: string;
   constructor(
     message: string,
     readonly channel: string,
-    options?: { cause?: unknown; kind?: ChannelErrorKind; retryAfterMs?: number },
+    options?: { cause?: unknown; kind?: ChannelErrorKind; retryAfterMs?: number; scope?: string },
   ) {
     super(message, options);
     this.kind = options?.kind ?? "other";
     this.retryAfterMs = options?.retryAfterMs;
+    this.scope = options?.scope;
   }
 }
 

@@ -10,6 +10,12 @@ export interface Metrics {
   outbound(channel: string, kind: "final" | "notice" | "gateway"): void;
   /** A platform call that is tried again: a rate limit waited out, a network failure, refused markup. */
   deliveryRetried(channel: string, reason: "rate-limit" | "network" | "formatting"): void;
+  /** The platform answered a call with its rate limit (a 429, or its own code for one). */
+  rateLimited(channel: string): void;
+  /** A call the send governor held back until the platform's budget had room. */
+  sendDeferred(channel: string): void;
+  /** A streamed draft left out (the budgets were low): the next one, or the final, shows its text. */
+  draftSkipped(channel: string): void;
   /** A turn from claim to ack. */
   turn(seconds: number, outcome: "answered" | "failed" | "cancelled" | "dead-letter"): void;
   /** One model call (a stream), by `provider/model`. */
@@ -21,6 +27,9 @@ export const noMetrics: Metrics = {
   inbound: () => undefined,
   outbound: () => undefined,
   deliveryRetried: () => undefined,
+  rateLimited: () => undefined,
+  sendDeferred: () => undefined,
+  draftSkipped: () => undefined,
   turn: () => undefined,
   modelCall: () => undefined,
   toolCall: () => undefined,

@@ -1,5 +1,7 @@
 /** The `channels.discord` section. */
 import { z } from "zod";
+import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { discordQuotas } from "./quotas.js";
 
 const snowflakes = (what: string) =>
   z
@@ -45,6 +47,7 @@ export const DiscordConfigSchema = z.strictObject({
     .boolean()
     .default(false)
     .describe("Register /new /stop /status /help as global slash commands on start and answer them; typed commands work either way."),
+  limits: limitsSchema(discordQuotas),
 });
 
 export type DiscordConfig = z.infer<typeof DiscordConfigSchema>;

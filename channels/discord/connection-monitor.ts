@@ -1,7 +1,9 @@
 /**
- * Watches the gateway connection of a discord.js Client: counts and logs every reconnect, resume,
- * identify and invalidated session, and after `maxFailedResumes` resumes in a row that did not come
- * back makes the next attempt a fresh IDENTIFY.
+ * Watches the gateway connection of a discord.js Client: counts every reconnect, resume, identify
+ * and invalidated session, and after `maxFailedResumes` resumes in a row that did not come back
+ * makes the next attempt a fresh IDENTIFY. An outage is logged twice, when the connection is lost
+ * and when it is back (with the attempts it took), not at every attempt: discord.js retries every
+ * half second while Discord cannot be reached. `onConnectionChange` hears the same two moments.
  *
  * What discord.js 14 (@discordjs/ws) does by itself: a dropped socket or a close code that allows it
  * is followed by a RESUME on resume_gateway_url; INVALID_SESSION `false`, close codes 4007/4009 and a
@@ -37,8 +39,17 @@ interface ShardState {
 
 const invalidSessionLine = /Invalid session; will attempt to resume: (true|false)/;
 
-export function monitorConnection(client: Client, options: { logger: Logger; maxFailedResumes?: number }) {
+export interface MonitorOptions {
+  logger: Logger;
+  maxFailedResumes?: number;
+  /** The connection was lost (false) or is back (true); once per outage each. */
+  onConnectionChange?: (connected: boolean, reason?: string) => void;
+}
+
+export function monitorConnection(client: Client, options: MonitorOptions) {
   const { logger } = options;
+  /** Reconnect attempts of the outage under way; 0 while connected. */
+  let outageAttempts = 0;
   const maxFailedResumes = options.maxFailedResumes ?? 3;
   const stats: ConnectionStats = { reconnects: 0, resumes: 0, identifies: 0, invalidSessions: 0, forcedIdentifies: 0 };
   const shards = new Map<number, ShardState>();
@@ -72,32 +83,43 @@ export function monitorConnection(client: Client, options: { logger: Logger; max
     state.failedResumes = 0;
   }
 
-  function healthy(shardId: number): void {
+  function healthy(shardId: number, how: string, fields: Record<string, unknown> = {}): void {
     const state = stateOf(shardId);
     state.resuming = false;
     state.failedResumes = 0;
+    const attempts = outageAttempts;
+    outageAttempts = 0;
+    if (attempts === 0) return logger.debug({ channel: "discord", shardId, ...fields, ...stats }, `discord gateway session ${how}`);
+    logger.info({ channel: "discord", shardId, attempts, ...fields, ...stats }, `discord gateway connection back (session ${how})`);
+    options.onConnectionChange?.(true);
   }
 
   const onReconnecting = (shardId: number) => {
     stats.reconnects += 1;
-    logger.info({ channel: "discord", shardId, ...stats, failedResumes: stateOf(shardId).failedResumes }, "discord gateway connection lost; reconnecting");
+    outageAttempts += 1;
+    const fields = { channel: "discord", shardId, ...stats, failedResumes: stateOf(shardId).failedResumes };
+    if (outageAttempts === 1) {
+      logger.warn(fields, "discord gateway connection lost; reconnecting");
+      options.onConnectionChange?.(false, "the Discord gateway connection was lost; reconnecting");
+    } else {
+      logger.debug(fields, "discord gateway still reconnecting");
+    }
     resumeStarting(shardId, "reconnect");
   };
   const onResume = (shardId: number, replayed: number) => {
     stats.resumes += 1;
-    healthy(shardId);
-    logger.info({ channel: "discord", shardId, replayed, ...stats }, "discord gateway session resumed");
+    healthy(shardId, "resumed", { replayed });
   };
   const onReady = (shardId: number) => {
     stats.identifies += 1;
-    healthy(shardId);
-    logger.info({ channel: "discord", shardId, ...stats }, "discord gateway session ready");
+    healthy(shardId, "ready");
   };
   const onDisconnect = (event: { code: number }, shardId: number) => {
     logger.error({ channel: "discord", shardId, code: event.code, ...stats }, "discord gateway closed for good; not reconnecting");
   };
   const onError = (error: Error, shardId: number) => {
-    logger.warn({ channel: "discord", shardId, error: error.message }, "discord gateway connection error");
+    // Each failed attempt of an outage errors too: only the first is worth a line.
+    logger[outageAttempts > 1 ? "debug" : "warn"]({ channel: "discord", shardId, error: error.message }, "discord gateway connection error");
   };
   const onDebug = (line: string) => {
     const invalid = invalidSessionLine.exec(line);
@@ -108,7 +130,7 @@ export function monitorConnection(client: Client, options: { logger: Logger; max
     logger.warn({ channel: "discord", shardId, resumable, ...stats }, "discord gateway session invalidated");
     // Runs before @discordjs/ws reads the session for its RESUME: forgetting it here turns that into an IDENTIFY.
     if (resumable) resumeStarting(shardId, "invalid session");
-    else healthy(shardId);
+    else Object.assign(stateOf(shardId), { resuming: false, failedResumes: 0 });
   };
 
   client.on(Events.ShardReconnecting, onReconnecting);

@@ -15,16 +15,19 @@
  *   (Discord then answers a repeat with the first message instead of a second one), and
  *   allowed_mentions that ping the replied-to user and mentioned users, never @everyone, @here or
  *   roles. PATCH for edit-style streaming; POST typing.
- * - Pace: @discordjs/rest keeps Discord's per-route buckets from the X-RateLimit headers and waits
- *   out short 429s itself (Retry-After); a wait longer than `maxRestWaitMs` comes back as a
- *   ChannelError `rate-limit` with retryAfterMs, for the dispatcher to wait out (and cut short on
- *   shutdown). `minSendIntervalMs` is only a small floor.
- * - Reconnects: discord.js resumes by itself; connection-monitor.ts logs every reconnect and makes a
- *   fresh IDENTIFY after three failed resumes.
+ * - Pace: the runtime's send governor keeps every call within discordQuotas (quotas.ts), shared by
+ *   every gateway of the bot. @discordjs/rest also keeps Discord's per-route buckets from the
+ *   X-RateLimit headers and waits short known limits out itself; a 429 Discord still sends comes
+ *   back as a ChannelError `rate-limit` (retryAfterMs, and the scope its X-RateLimit-Scope names)
+ *   instead of being retried inside the REST client, so the governor closes that budget for every
+ *   gateway. A known wait longer than `maxRestWaitMs` comes back the same way. `minSendIntervalMs`
+ *   is only a small floor.
+ * - Reconnects: discord.js resumes by itself; connection-monitor.ts logs an outage when it starts
+ *   and when it ends (watchConnection hears both), and makes a fresh IDENTIFY after three failed resumes.
  * - Slash commands (`registerCommands`): /new /stop /status /help, see slash-commands.ts.
  */
 import { createHash } from "node:crypto";
-import { type ChatInputCommandInteraction, Client, Events, GatewayIntentBits, type Interaction, type Message, Partials, REST, Routes } from "discord.js";
+import { type ChatInputCommandInteraction, Client, Events, GatewayIntentBits, type Interaction, type Message, Partials, REST, RESTEvents, Routes } from "discord.js";
 import type { Logger } from "pino";
 import { type AdmissionOutcome, type ChannelAdapter, type ChannelCapabilities, type EventSink, type PlatformEvent, type SendOptions, KeyedLanes, createScrubber, scrubError, withRetries } from "../../src/gateway/kit/index.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
@@ -100,9 +103,30 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
   if (!token) throw new ChannelError("the Discord channel needs a bot token", "discord");
   const apiRoot = (options.apiRoot ?? defaultApiRoot).replace(/\/+$/, "").replace(/\/v\d+$/, "");
   const maxRestWaitMs = options.maxRestWaitMs ?? 5_000;
-  const restOptions = { api: apiRoot, rejectOnRateLimit: (limit: { retryAfter: number }) => limit.retryAfter > maxRestWaitMs };
+  /** Paths (`POST /channels/1/messages`) Discord just answered 429: that limit is thrown, not waited out inside the client. */
+  const answered429 = new Map<string, number>();
+  const restOptions = {
+    api: apiRoot,
+    rejectOnRateLimit: (limit: { retryAfter: number; method: string; url: string }) => {
+      const key = `${limit.method.toUpperCase()} ${new URL(limit.url).pathname.replace(/^.*?\/v\d+\//, "/")}`;
+      const pending = answered429.get(key) ?? 0;
+      if (pending > 0) {
+        if (pending === 1) answered429.delete(key);
+        else answered429.set(key, pending - 1);
+        return true;
+      }
+      return limit.retryAfter > maxRestWaitMs;
+    },
+  };
   // One REST client for every send, kept across gateway restarts so its rate-limit buckets stay known.
   const rest = new REST(restOptions).setToken(token);
+  rest.on(RESTEvents.Response, (request, response) => {
+    if (response.status !== 429) return;
+    const key = `${request.method.toUpperCase()} ${request.path}`;
+    answered429.set(key, (answered429.get(key) ?? 0) + 1);
+    if (answered429.size > 1_000) answered429.delete(answered429.keys().next().value!);
+  });
+  const connectionListeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
   const scrub = createScrubber([token], { replacement: "[token]" });
   const now = options.now ?? Date.now;
   const downloader = createAttachmentDownloader({
@@ -262,7 +286,9 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
         applicationId = readyClient.application.id;
         resolve();
       });
-      refused = (event) => reject(new ChannelError(`discord gateway refused the connection (close code ${event.code}${closeHints[event.code] ?? ""})`, "discord", { kind: "forbidden" }));
+      // 4004: the token was refused, which trying again soon does not change (and Discord counts).
+      const kindOf = (code: number) => (code === 4004 ? "auth" : "forbidden");
+      refused = (event) => reject(new ChannelError(`discord gateway refused the connection (close code ${event.code}${closeHints[event.code] ?? ""})`, "discord", { kind: kindOf(event.code) }));
       gatewayClient.once(Events.ShardDisconnect, refused);
       timer = setTimeout(() => reject(new ChannelError(`discord gateway not ready after ${timeoutMs} ms`, "discord", { kind: "network" })), timeoutMs);
     });
@@ -285,6 +311,10 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
     },
     connectionStats: () => monitor?.stats() ?? { reconnects: 0, resumes: 0, identifies: 0, invalidSessions: 0, forcedIdentifies: 0 },
     botUsername: () => identity?.username,
+    watchConnection(listener) {
+      connectionListeners.add(listener);
+      return () => void connectionListeners.delete(listener);
+    },
 
     async probe() {
       const me = (await guard("getCurrentUser", () => rest.get(Routes.user("@me")))) as { id: string; username: string };
@@ -297,7 +327,13 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
       sink = eventSink;
       const gatewayClient = createClient();
       client = gatewayClient;
-      monitor = monitorConnection(gatewayClient, { logger, maxFailedResumes: options.maxFailedResumes });
+      monitor = monitorConnection(gatewayClient, {
+        logger,
+        maxFailedResumes: options.maxFailedResumes,
+        onConnectionChange: (connected, reason) => {
+          for (const listener of connectionListeners) listener({ connected, reason });
+        },
+      });
       try {
         await connect(gatewayClient);
       } catch (error) {

@@ -40,6 +40,7 @@ function fieldErrors(raw: unknown, path = ""): string[] {
 function kindOfApiError(error: DiscordAPIError): ChannelErrorKind {
   const { status, code } = error;
   if (status === 429) return "rate-limit";
+  if (status === 401) return "auth";
   if (status === 403 || code === ErrorCodes.MissingAccess || code === ErrorCodes.MissingPermissions || code === ErrorCodes.CannotSendToUser) return "forbidden";
   if (status === 404 || code === ErrorCodes.UnknownChannel || code === ErrorCodes.UnknownMessage || code === ErrorCodes.UnknownGuild || code === ErrorCodes.UnknownUser) return "not-found";
   if (code === ErrorCodes.InvalidFormBody) {
@@ -62,7 +63,14 @@ export function toChannelError(error: unknown, operation: string, scrub: Scrub):
   if (error instanceof ChannelError) return error;
   scrubError(error, scrub);
   if (error instanceof RateLimitError) {
-    return new ChannelError(scrub(`discord ${operation} rate-limited for ${error.retryAfter} ms (${error.route})`), CHANNEL, { kind: "rate-limit", retryAfterMs: error.retryAfter, cause: error });
+    // The bot's own budget (global), or the channel's bucket (user, shared): discordQuotas' names.
+    const scope = error.global || error.scope === "global" ? "bot" : "channel";
+    return new ChannelError(scrub(`discord ${operation} rate-limited for ${error.retryAfter} ms (${error.route}, ${error.scope})`), CHANNEL, {
+      kind: "rate-limit",
+      retryAfterMs: error.retryAfter,
+      scope,
+      cause: error,
+    });
   }
   if (error instanceof DiscordAPIError) {
     const kind = kindOfApiError(error);

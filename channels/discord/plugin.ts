@@ -5,8 +5,9 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
-import { type AdmissionPolicy, defineChannel } from "../../src/gateway/kit/index.js";
+import { type AdmissionPolicy, defineChannel, withLimits } from "../../src/gateway/kit/index.js";
 import { type DiscordConfig, DiscordConfigSchema } from "./config.js";
+import { discordQuotas } from "./quotas.js";
 
 /**
  * Who may talk to the bot: user ids as they are, and the guild, channel and role lists as the
@@ -47,6 +48,7 @@ export const discordChannel = defineChannel({
     return {
       adapter,
       policy: discordPolicy(config),
+      quotas: withLimits(discordQuotas, config.limits, "channels.discord.limits"),
       // The account is named by a hash of the token: the token itself must not become a key.
       account: createHash("sha256").update(config.token).digest("hex").slice(0, 16),
     };

@@ -3,6 +3,8 @@
  * usually given as `${VAR}` references or through FEISHU_APP_SECRET.
  */
 import { z } from "zod";
+import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { feishuQuotas } from "./quotas.js";
 
 const positiveInt = z.number().int().positive();
 
@@ -57,6 +59,7 @@ export const FeishuConfigSchema = z.strictObject({
   silenceTimeoutMs: positiveInt
     .optional()
     .describe("Long connection: reconnect when no frame (pong or event) arrived for this long. Default three ping intervals as Feishu sets them (6 minutes)."),
+  limits: limitsSchema(feishuQuotas),
 });
 
 export type FeishuConfig = z.infer<typeof FeishuConfigSchema>;

@@ -16,8 +16,9 @@
  *   ChannelError kinds; rate limits carry `x-ogw-ratelimit-reset` for the dispatcher to wait out.
  * - The SDK's token cache is process-wide unless a client brings its own: each adapter does.
  *
- * Capabilities: Feishu allows 5 messages a second per chat (and 5 updates a second per message), so
- * `minSendIntervalMs` is 200 and drafts update at most twice a second. Feishu has no typing indicator
+ * Capabilities: Feishu allows 5 messages a second per chat (and 10 updates a second per streaming
+ * card), so `minSendIntervalMs` is 200 and drafts update at most twice a second; the app's budgets
+ * (quotas.ts) are the send governor's. Feishu has no typing indicator
  * for bots: typing() does nothing.
  */
 import { createHash } from "node:crypto";
@@ -255,6 +256,8 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
       return connection?.reconnects ?? 0;
     },
     botUsername: () => identity?.name,
+    // A final over the card limits goes out as several cards: each is a call the budgets count.
+    callsFor: (text, sendOptions, editing) => (isDraft(sendOptions, editing) ? 1 : fitCards(text).length),
 
     async probe() {
       const info = await call("bot.info", () => client.request<{ code: number; msg: string; bot?: { open_id?: string; app_name?: string } }>({ method: "GET", url: "/open-apis/bot/v3/info" }));

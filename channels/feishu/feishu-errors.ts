@@ -17,6 +17,10 @@ const DEFAULT_RATE_LIMIT_WAIT_MS = 1_000;
  * 11232/11233: message sending over its limit.
  */
 const rateLimitCodes = new Set([99991400, 230020, 11232, 11233]);
+/** The app's credentials were refused: a wrong app secret, a tenant token that is not valid. */
+const authCodes = new Set([10014, 99991543, 99991663, 99991664]);
+/** The app's own frequency limit (the rest of rateLimitCodes are the chat's): feishuQuotas' names. */
+const appLimitCodes = new Set([99991400]);
 /** The bot is not in the chat, was removed, has no rights or is not available to the user. */
 const forbiddenCodes = new Set([230002, 230006, 230013, 230027, 230035, 232009, 99991672]);
 /** The message was withdrawn or deleted, or the chat or resource is gone. */
@@ -71,6 +75,7 @@ export function checked<T>(answer: T): T {
 
 function kindOf(code: number, status: number, message: string): ChannelErrorKind {
   if (status === 429 || rateLimitCodes.has(code)) return "rate-limit";
+  if (status === 401 || authCodes.has(code)) return "auth";
   if (forbiddenCodes.has(code) || status === 403) return "forbidden";
   if (notFoundCodes.has(code)) return "not-found";
   if (tooLongCodes.has(code)) return "too-long";
@@ -113,5 +118,6 @@ export function toChannelError(error: unknown, method: string, scrub: Scrub): Ch
     // A sanitized cause: the SDK's error holds the request, and a token request holds the app secret.
     cause: new FeishuApiFailure(code, message, status, retryAfterMs),
     retryAfterMs: kind === "rate-limit" ? (retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS) : undefined,
+    ...(kind === "rate-limit" ? { scope: appLimitCodes.has(code) || status === 429 ? "app" : "chat" } : {}),
   });
 }

@@ -6,8 +6,9 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
-import { type AdmissionPolicy, defineChannel } from "../../src/gateway/kit/index.js";
+import { type AdmissionPolicy, defineChannel, withLimits } from "../../src/gateway/kit/index.js";
 import { APP_ID_PATTERN, type FeishuConfig, FeishuConfigSchema, domainUrl } from "./config.js";
+import { feishuQuotas } from "./quotas.js";
 
 export type { FeishuConfig } from "./config.js";
 
@@ -52,6 +53,7 @@ export const feishuChannel = defineChannel({
     return {
       adapter,
       policy: feishuPolicy(config),
+      quotas: withLimits(feishuQuotas, config.limits, "channels.feishu.limits"),
       ...(config.mode === "webhook" ? { webhook: { path: config.webhook.path, handle: adapter.webhook } } : {}),
       account: createHash("sha256").update(appId).digest("hex").slice(0, 16),
       // The same message always makes the same inbound id, so its reply's ids (and uuids) repeat too.

@@ -1,5 +1,7 @@
 /** The `channels.telegram` section. */
 import { z } from "zod";
+import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { telegramQuotas } from "./quotas.js";
 
 export const TelegramConfigSchema = z
   .strictObject({
@@ -28,6 +30,7 @@ export const TelegramConfigSchema = z
       .positive()
       .default(20 * 1024 * 1024)
       .describe("Photos and documents larger than this are not downloaded; the model gets a note instead (the public Bot API serves at most 20 MB)."),
+    limits: limitsSchema(telegramQuotas),
   })
   .superRefine((telegram, context) => {
     if (telegram.mode !== "webhook") return;

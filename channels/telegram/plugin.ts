@@ -5,8 +5,9 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
-import { type AdmissionPolicy, defineChannel } from "../../src/gateway/kit/index.js";
+import { type AdmissionPolicy, defineChannel, withLimits } from "../../src/gateway/kit/index.js";
 import { type TelegramConfig, TelegramConfigSchema } from "./config.js";
+import { telegramQuotas } from "./quotas.js";
 
 export const telegramChannel = defineChannel({
   name: "telegram",
@@ -30,6 +31,7 @@ export const telegramChannel = defineChannel({
     return {
       adapter,
       policy: telegramPolicy(config),
+      quotas: withLimits(telegramQuotas, config.limits, "channels.telegram.limits"),
       // The account is named by a hash of the token: the token itself must not become a key.
       account: createHash("sha256").update(config.token).digest("hex").slice(0, 16),
       webhook: webhook && { path: webhook.path, handle: ({ headers, rawBody }) => adapter.handleWebhook(headers, rawBody).then(({ status, error }) => ({ status, body: error ? { error } : { ok: true } })) },

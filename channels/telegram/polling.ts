@@ -31,6 +31,8 @@ export interface PollingOptions {
   maxAttempts?: number;
   /** First pause after a failure, doubled each time up to 30 s. Default 500 ms. */
   backoffBaseMs?: number;
+  /** getUpdates started failing (false) or works again (true): once per outage each, as the log says it. */
+  onConnectionChange?: (connected: boolean, reason?: string) => void;
 }
 
 export interface Polling {
@@ -116,14 +118,21 @@ export function startPolling(options: PollingOptions): Polling {
         const sent = offset;
         updates = await options.getUpdates({ offset, timeout: options.timeoutSeconds }, signal);
         confirmed = sent;
+        if (failures > 0) {
+          logger.info({ channel: "telegram", failures }, "telegram getUpdates works again");
+          options.onConnectionChange?.(true);
+        }
         failures = 0;
       } catch (error) {
         if (signal.aborted) break;
         const conflict = error instanceof ChannelError && /\b409\b/.test(error.message);
-        const fields = { channel: "telegram", error: errorMessage(error) };
-        // 409: a webhook is set or another process polls the same bot; both need an operator.
-        if (conflict) logger.error(fields, "telegram getUpdates conflict: is another gateway polling this bot, or a webhook set?");
+        const fields = { channel: "telegram", error: errorMessage(error), failures: failures + 1 };
+        // One line when an outage starts, not one per retry. 409: a webhook is set or another
+        // process polls the same bot; both need an operator.
+        if (failures > 0) logger.debug(fields, "telegram getUpdates still failing; retrying");
+        else if (conflict) logger.error(fields, "telegram getUpdates conflict: is another gateway polling this bot, or a webhook set?");
         else logger.warn(fields, "telegram getUpdates failed; retrying");
+        if (failures === 0) options.onConnectionChange?.(false, `telegram getUpdates fails: ${errorMessage(error)}`);
         await pause(delayAfter(error, failures++));
         continue;
       }

@@ -137,6 +137,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
   let lifetime = new AbortController();
   /** Webhook mode: a lane per chat, so a chat's events stay in order. */
   const chats = new KeyedLanes();
+  const connectionListeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
 
   async function handleUpdate(update: TelegramUpdate, signal: AbortSignal): Promise<void> {
     const message = update.message;
@@ -173,6 +174,9 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
       },
       timeoutSeconds: options.pollTimeoutSeconds ?? 30,
       logger,
+      onConnectionChange: (connected, reason) => {
+        for (const listener of connectionListeners) listener({ connected, reason });
+      },
     });
   }
 
@@ -192,6 +196,10 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
     },
     botUsername() {
       return identity?.username;
+    },
+    watchConnection(listener) {
+      connectionListeners.add(listener);
+      return () => void connectionListeners.delete(listener);
     },
 
     async probe() {

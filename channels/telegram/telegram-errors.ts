@@ -26,6 +26,7 @@ const notFound = /chat not found|message to edit not found|message to be replied
 
 function kindOf(code: number, description: string): ChannelErrorKind {
   if (code === 429) return "rate-limit";
+  if (code === 401) return "auth";
   if (code === 403) return "forbidden";
   if (code >= 500) return "network";
   if (code === 400 && formattingRejections.test(description)) return "formatting";

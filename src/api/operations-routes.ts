@@ -1,7 +1,8 @@
 /**
  * The operator's overview, read-only (the web console's Operations view):
  *
- *   GET /api/operations                 readiness and its checks, chats waiting and being answered,
+ *   GET /api/operations                 readiness and its checks, each channel's health (state, since
+ *                                       when, last error, messages in and out), chats waiting and being answered,
  *                                       background queues, task counts, processes (over Redis),
  *                                       and where metrics and the queue dashboard are
  *   GET /api/dead-letters?limit=        the newest dead letters: turns given up on, with their messages
@@ -83,6 +84,7 @@ export function registerOperationRoutes(scope: FastifyInstance, options: Operati
       kind: options.kind,
       ready: readiness.ready && Object.values(readiness.checks).every((check) => check.ok),
       checks: readiness.checks,
+      channels: readiness.channels ?? [],
       sessions: { waiting: sessions.ready, answering: sessions.leased, deadLetters: sessions.deadLetters },
       queues: queues.map((counts) => ({ queue: counts.queue, waiting: counts.waiting, active: counts.active, failed: counts.failed })),
       tasks,

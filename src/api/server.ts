@@ -14,6 +14,7 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import type { GatewayBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
+import type { ChannelHealthJson } from "../gateway/channel-health.js";
 import type { ChannelWebhook } from "../gateway/channel.js";
 import { RequestError, parseRequest } from "../gateway/http-request.js";
 import { lazyRequestLogger } from "./lazy-request-logger.js";
@@ -38,6 +39,8 @@ export interface ReadinessCheck {
 export interface Readiness {
   ready: boolean;
   checks: Record<string, ReadinessCheck>;
+  /** Every channel this process runs, each with its state (one down does not make the process unready). */
+  channels?: ChannelHealthJson[];
 }
 
 export interface ApiServerOptions {

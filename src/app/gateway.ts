@@ -23,6 +23,7 @@ import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
 import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-runtime.js";
+import { channelHealthJson } from "../gateway/channel-health.js";
 import type { SubagentManager } from "../jobs/subagents/manager.js";
 import type { WorkflowEngine } from "../jobs/workflows/engine.js";
 import type { TeamCatalog } from "../jobs/workflows/team-catalog.js";
@@ -61,7 +62,8 @@ export interface Gateway {
 export interface GatewayOptions {
   config: ResolvedConfig;
   logger: Logger;
-  infrastructure: Pick<Infrastructure, "kind" | "bus" | "store" | "memory" | "elect" | "checks" | "bullmq" | "toolHistory" | "chatEvents" | "processes">;
+  infrastructure: Pick<Infrastructure, "kind" | "bus" | "store" | "memory" | "elect" | "checks" | "bullmq" | "toolHistory" | "chatEvents" | "processes"> &
+    Partial<Pick<Infrastructure, "quotaStore">>;
   /** Extra readiness checks (the embedded worker's, say). */
   checks?: () => Promise<Readiness["checks"]>;
   /** Cancels subagent tasks wherever they run (the tasks API). */
@@ -117,9 +119,13 @@ export async function createChannels(
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const { config, logger, infrastructure } = options;
   const { bus, store } = infrastructure;
+  // Ready while what is shared works and at least one channel serves (or stands by for another
+  // gateway): one platform down does not take the process out of its load balancer.
   const readiness = async (): Promise<Readiness> => {
     const checks: Readiness["checks"] = { ...(await infrastructure.checks()), ...((await options.checks?.()) ?? {}) };
-    return { ready: Object.values(checks).every((check) => check.ok), checks };
+    const health = channels.map((channel) => channel.health());
+    const serving = health.length === 0 || health.some((channel) => channel.state === "up" || channel.state === "degraded" || channel.state === "standby");
+    return { ready: serving && Object.values(checks).every((check) => check.ok), checks, channels: health.map(channelHealthJson) };
   };
   // Read-only here: workers write it (in Redis, or under this process's data directory when embedded).
   const toolHistory = infrastructure.toolHistory();
@@ -128,8 +134,13 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const { metrics } = options;
   // The BullMQ dashboard, over Redis; behind the token like the rest of the API.
   const board = infrastructure.bullmq && createQueueBoard({ ...infrastructure.bullmq, queues: [SUBAGENT_QUEUE, WORKFLOW_QUEUE] });
-  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics }));
-  metrics?.watch({ bus, leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })) });
+  const quotaStore = infrastructure.quotaStore?.bind(infrastructure);
+  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, now: options.now }));
+  metrics?.watch({
+    bus,
+    leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })),
+    channels: () => channels.map((channel) => channel.health()),
+  });
   const openai = config.api.openai.enabled
     ? createOpenAiEndpoint({ bus, teams: options.teams, workflows: options.workflows, config: config.api.openai, logger, now: options.now })
     : undefined;
@@ -189,7 +200,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       if (options.apiToken) assertTokenFitsBinding(config, options.apiToken);
       const address = await api.listen();
       try {
-        for (const channel of channels) await channel.start();
+        // Side by side: a platform that is slow to answer holds up none of the others. One that
+        // cannot connect is down and retried in the background (channel-runtime.ts).
+        await Promise.all(channels.map((channel) => channel.start()));
         await openai?.start();
       } catch (error) {
         await openai?.stop();
@@ -208,3 +221,4 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     },
   };
 }
+

@@ -24,6 +24,9 @@ import { createInProcessScheduler } from "../jobs/cron/in-process-scheduler.js";
 import type { Scheduler } from "../jobs/cron/scheduler.js";
 import { createInProcessQueue } from "../jobs/in-process-queue.js";
 import type { JobQueue, JobQueueEvents } from "../jobs/job-queue.js";
+import type { ChannelHealthJson } from "../gateway/channel-health.js";
+import { type QuotaStore, createMemoryQuotaStore } from "../gateway/quota-store.js";
+import { createRedisQuotaStore } from "../gateway/redis-quota-store.js";
 import { checkRedis } from "../redis/checks.js";
 import { type WorkspaceCheck, type WorkspaceMarker, checkWorkspaceMarkers, placeWorkspaceMarker } from "./workspace-markers.js";
 import { type BullmqConnection, connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
@@ -52,6 +55,8 @@ export interface ProcessRecord {
   startedAt: number;
   /** When it last said it is alive. */
   seenAt: number;
+  /** A gateway's channels and their health, as it last said. */
+  channels?: ChannelHealthJson[];
 }
 
 /** A process that has not said it is alive for this long is gone. */
@@ -94,6 +99,11 @@ export interface Infrastructure {
   queue: QueueFactory;
   /** Scheduled messages: BullMQ job schedulers, or a file-backed scheduler in this process. */
   scheduler(): Scheduler;
+  /**
+   * The send budgets of one platform account (the send governor's store): in this process, or in
+   * Redis, where every gateway of the bot takes from the same windows.
+   */
+  quotaStore(channel: string, account: string): QuotaStore;
   /** Leader election: one process at a time leads a name (always this one in memory). */
   elect: ElectLeader;
   counters: Counters;
@@ -103,7 +113,7 @@ export interface Infrastructure {
    * Says "this process is alive" every few seconds, for `countbot status` (over Redis; one process
    * in memory has nobody to tell). Returns the stop.
    */
-  announce(role: string): () => Promise<void>;
+  announce(role: string, details?: () => Pick<ProcessRecord, "channels">): () => Promise<void>;
   /** The processes that announced themselves lately, newest first. */
   processes(): Promise<ProcessRecord[]>;
   close(): Promise<void>;
@@ -150,6 +160,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     leaseTtlMs,
     queue: (name, events) => createInProcessQueue({ name, events, logger, now }),
     scheduler: () => createInProcessScheduler({ file: path.join(config.dataDir, "cron", "jobs.json"), now, logger }),
+    quotaStore: () => createMemoryQuotaStore({ now }),
     elect: soleLeader,
     counters: {
       async increment(key, ttlMs) {
@@ -240,6 +251,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
       }),
     scheduler: () => createBullmqScheduler({ connection: jobs(), prefix: `{${prefix}}`, logger }),
     elect: (name) => electLeader({ name, redis, prefix }),
+    quotaStore: (channel, account) => createRedisQuotaStore({ redis, prefix, channel, account }),
     counters: {
       async increment(key, ttlMs) {
         await redis.multi().incr(counterKey(key)).pexpire(counterKey(key), ttlMs).exec();
@@ -248,10 +260,10 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
         return Number((await redis.get(counterKey(key))) ?? 0);
       },
     },
-    announce(role) {
+    announce(role, details) {
       const key = `{${prefix}}:processes`;
       const record: ProcessRecord = { id: randomUUID(), role, host: hostname(), pid: process.pid, startedAt: Date.now(), seenAt: Date.now() };
-      const beat = () => redis.hset(key, record.id, JSON.stringify({ ...record, seenAt: Date.now() })).catch(() => undefined);
+      const beat = () => redis.hset(key, record.id, JSON.stringify({ ...record, ...details?.(), seenAt: Date.now() })).catch(() => undefined);
       void beat();
       const timer = setInterval(() => void beat(), ANNOUNCE_EVERY_MS);
       timer.unref();

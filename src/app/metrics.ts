@@ -16,6 +16,8 @@ export interface PrometheusMetrics extends Metrics {
   watch(sources: {
     bus?: Pick<MessageBus, "stats">;
     leaders?: () => Array<{ name: string; leading: boolean }>;
+    /** Each channel's health in this process (`up`/`degraded` count as up). */
+    channels?: () => Array<{ name: string; state: string }>;
     queues?: () => Promise<Array<{ queue: string; waiting: number; active: number; failed: number }>>;
   }): void;
 }
@@ -27,6 +29,9 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
   const messagesIn = new Counter({ name: "countbot_messages_in_total", help: "Platform events, by what admission did with them.", labelNames: ["channel", "outcome"], registers: [registry] });
   const messagesOut = new Counter({ name: "countbot_messages_out_total", help: "Chunks delivered to a platform.", labelNames: ["channel", "kind"], registers: [registry] });
   const retried = new Counter({ name: "countbot_deliveries_retried_total", help: "Platform calls tried again: rate limits waited out, network failures, refused markup.", labelNames: ["channel", "reason"], registers: [registry] });
+  const rateLimited = new Counter({ name: "countbot_platform_rate_limited_total", help: "Platform calls answered with the platform's rate limit (429, or its code for one).", labelNames: ["channel"], registers: [registry] });
+  const deferred = new Counter({ name: "countbot_sends_deferred_total", help: "Platform calls the send governor held back until the platform's budget had room.", labelNames: ["channel"], registers: [registry] });
+  const draftsSkipped = new Counter({ name: "countbot_draft_edits_skipped_total", help: "Streamed drafts left out because a platform budget ran low (the next draft or the final shows their text).", labelNames: ["channel"], registers: [registry] });
   const turns = new Histogram({
     name: "countbot_turn_duration_seconds",
     help: "Turns from claim to acknowledgement.",
@@ -75,6 +80,26 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
     },
   });
   new Gauge({
+    name: "countbot_channel_up",
+    help: "1 while a channel this process runs is up (or degraded but working), 0 while it is starting or down.",
+    labelNames: ["channel"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const channel of sources.channels?.() ?? []) this.set({ channel: channel.name }, channel.state === "up" || channel.state === "degraded" ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "countbot_channel_state",
+    help: "1 for each channel's current state (starting, up, degraded, down, standby) in this process.",
+    labelNames: ["channel", "state"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const channel of sources.channels?.() ?? []) this.set({ channel: channel.name, state: channel.state }, 1);
+    },
+  });
+  new Gauge({
     name: "countbot_jobs",
     help: "Background jobs (subagents, team agents) waiting, running and failed, per queue.",
     labelNames: ["queue", "state"],
@@ -93,6 +118,9 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
     inbound: (channel, outcome) => messagesIn.inc({ channel, outcome }),
     outbound: (channel, kind) => messagesOut.inc({ channel, kind }),
     deliveryRetried: (channel, reason) => retried.inc({ channel, reason }),
+    rateLimited: (channel) => rateLimited.inc({ channel }),
+    sendDeferred: (channel) => deferred.inc({ channel }),
+    draftSkipped: (channel) => draftsSkipped.inc({ channel }),
     turn: (seconds, outcome) => turns.observe({ outcome }, seconds),
     modelCall: (model, seconds, outcome) => {
       modelCalls.observe({ model, outcome }, seconds);

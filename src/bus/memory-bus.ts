@@ -256,6 +256,10 @@ class MemoryBus implements MessageBus {
     return this.delivered.add(outboundId);
   }
 
+  async isDelivered(outboundId: string): Promise<boolean> {
+    return this.delivered.has(outboundId);
+  }
+
   async recordDraftMessage(channel: string, replyId: string, platformMessageId: string): Promise<void> {
     this.draftMessages.set(`${channel}:${replyId}`, platformMessageId);
   }

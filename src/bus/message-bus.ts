@@ -87,6 +87,11 @@ export interface GatewayBus {
    */
   markDelivered(outboundId: string): Promise<boolean>;
   /**
+   * Whether an outbound id was marked delivered, by any gateway: a draft whose reply's final is
+   * already under way elsewhere is not shown over it.
+   */
+  isDelivered(outboundId: string): Promise<boolean>;
+  /**
    * Remember the platform message that shows a reply's streamed draft (edit streaming), for a day:
    * whichever gateway goes on with the reply (another, after a failover) edits that message
    * instead of sending a second one beside the partial text.

@@ -339,6 +339,10 @@ class RedisBus implements MessageBus {
     return (await runScript(this.redis, scripts.markDelivered, [this.keys.sent(outboundId)], [randomUUID(), 7 * DAY_MS])) === 1;
   }
 
+  async isDelivered(outboundId: string): Promise<boolean> {
+    return (await this.redis.exists(this.keys.sent(outboundId))) === 1;
+  }
+
   async recordDraftMessage(channel: string, replyId: string, platformMessageId: string): Promise<void> {
     await this.redis.set(this.keys.draftMessage(channel, replyId), platformMessageId, "PX", DAY_MS);
   }

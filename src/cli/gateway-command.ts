@@ -3,6 +3,7 @@ import { createJobsOn } from "../app/jobs.js";
 import { createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";
+import { channelHealthJson } from "../gateway/channel-health.js";
 import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { announceLogin, loadCliConfig } from "./setup.js";
 
@@ -41,7 +42,7 @@ export async function runGatewayCommand(): Promise<number> {
     await close().catch(() => undefined);
     throw error;
   }
-  unannounce = infrastructure.announce("gateway");
+  unannounce = infrastructure.announce("gateway", () => ({ channels: gateway.channels.map((channel) => channelHealthJson(channel.health())) }));
   const signalled = untilSignalled(logger, close);
   logger.info(address, "gateway listening");
   if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);

@@ -1,13 +1,15 @@
 /**
  * `countbot start`: everything in one process. In-memory bus and file store, or Redis when
  * REDIS_URL is set (then more workers may join with `countbot worker`). The gateway listens and its
- * channels connect before the worker takes a turn: a port that is taken or a token a platform
- * refuses ends the process with one line, not a process that serves nothing.
+ * channels connect before the worker takes a turn: a port that is taken ends the process with one
+ * line; a platform that cannot be connected (unreachable, a refused token) is down and retried in
+ * the background while the others serve (`/ready` and `countbot status` say so).
  */
 import { type Worker, createWorker } from "../app/agent.js";
 import { type Gateway, createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";
+import { channelHealthJson } from "../gateway/channel-health.js";
 import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { announceLogin, loadCliConfig } from "./setup.js";
 
@@ -47,7 +49,7 @@ export async function runStartCommand(): Promise<number> {
   }
   metrics.watch({ queues: () => worker.jobs.queueCounts() });
   const running = worker.run();
-  const unannounce = infrastructure.announce("start");
+  const unannounce = infrastructure.announce("start", () => ({ channels: gateway.channels.map((channel) => channelHealthJson(channel.health())) }));
   const signalled = untilSignalled(logger, async () => {
     await unannounce();
     await reloader.close();

@@ -15,6 +15,7 @@ import type { z } from "zod";
 import type { ChatType, Media } from "../bus/message.js";
 import type { BusSignals, GatewayBus } from "../bus/message-bus.js";
 import type { ChatEventLog } from "../store/chat-event-log.js";
+import type { PlatformQuotas } from "./quotas.js";
 
 export type { ChatType } from "../bus/message.js";
 
@@ -206,6 +207,17 @@ export interface ChannelAdapter {
    * messages that fit `maxMessageLength`. Absent: the rendered text's length.
    */
   measure?(markdown: string): number;
+  /**
+   * How many platform calls sending (or, `edit`, editing in) `text` makes, when one send can make
+   * several (Feishu splits a final over cards): the platform's budgets take that many. Default 1.
+   */
+  callsFor?(text: string, options: SendOptions, edit: boolean): number;
+  /**
+   * Tells the runtime when the platform connection drops and when it is back, after start()
+   * resolved (a socket that reconnects by itself, a poll that keeps failing): the channel shows
+   * `degraded` meanwhile. Report a change once, not every retry. Returns the unsubscribe.
+   */
+  watchConnection?(listener: (change: { connected: boolean; reason?: string }) => void): () => void;
   /** Show "typing…". Best effort. */
   typing(chatId: string): Promise<void>;
   /** The bot's own username once known (a leading `@username` is stripped from what the agent reads). */
@@ -263,6 +275,12 @@ export interface ChannelInstance {
    * the channel (its users connect to one of them: the web page).
    */
   account?: string;
+  /**
+   * The platform's send budgets for this account (its `quotas.ts`, with the section's `limits`
+   * applied: `withLimits`): every call the runtime makes waits for room in them, over Redis shared
+   * by every gateway of the bot. Absent: paced by `minSendIntervalMs` only (the web page, the terminal).
+   */
+  quotas?: PlatformQuotas;
   /** The id of the inbound message made of an event. Default: a random UUID. */
   inboundIdOf?: (event: PlatformEvent) => string;
   /** Send tool-call notices to the chat. Default false. */

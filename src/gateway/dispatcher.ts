@@ -25,6 +25,11 @@
  *
  * The gateway's own replies (pairing code, rate-limit notice, `/stop`, `/help`) take the same path
  * through {@link Dispatcher.reply}: the chat's lane, splitting, pacing and delivery dedupe.
+ *
+ * Platform budgets (`governor`, send-governor.ts): every chunk waits for room in the platform's
+ * budgets before it goes out; a draft goes out only when there is room above the reserves, and
+ * degrades as draft-pacing.ts says when there is not. A 429 that still arrives closes the budget
+ * it names for every gateway of the bot, and the chunk waits for it to open again.
  */
 import type { Logger } from "pino";
 import { ChatLane } from "../bus/chat-lane.js";
@@ -33,7 +38,9 @@ import type { Draft, GatewayBus, OutboundEvent, Subscription } from "../bus/mess
 import { ChannelError, errorMessage } from "../errors.js";
 import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
+import { type DraftPace, initialDraftPace, nextDraftPace } from "./draft-pacing.js";
 import { draftIdOf } from "./kit/draft-id.js";
+import type { GovernedCall, SendGovernor } from "./send-governor.js";
 import { splitMessage } from "./split-message.js";
 import type { ChannelAdapter, OutboundPart, RenderedText, SendOptions } from "./channel.js";
 
@@ -53,8 +60,10 @@ export interface DispatcherOptions {
   showNotices?: boolean;
   /** Send transient notices (`metadata.transient`: a team agent's streamed text) too. Default false. */
   showTransientNotices?: boolean;
-  /** Counts chunks delivered and platform calls tried again. */
-  metrics?: Pick<Metrics, "outbound" | "deliveryRetried">;
+  /** Counts chunks delivered, platform calls tried again, 429s and drafts left out. */
+  metrics?: Pick<Metrics, "outbound" | "deliveryRetried"> & Partial<Pick<Metrics, "rateLimited" | "draftSkipped">>;
+  /** The platform's budgets of this bot account; absent: only `minSendIntervalMs` paces. */
+  governor?: SendGovernor;
   /**
    * Tell the adapter what each chunk of a final or notice is (SendOptions.outbound: kind, chunk
    * position, the inbound ids a reply answers), for adapters that render notices differently or
@@ -115,6 +124,8 @@ interface DraftState {
   lastShownAt: number;
   scheduled: boolean;
   finished: boolean;
+  /** How often drafts of this reply go out now, as the budgets allow. */
+  pace: DraftPace;
 }
 
 /**
@@ -150,6 +161,8 @@ class OutboundDispatcher implements Dispatcher {
   private subscription: Subscription | undefined;
   private draftAudience: Subscription | undefined;
   private stopping = false;
+  /** Aborted on stop: cuts short a wait for the platform's budgets. */
+  private lifetime = new AbortController();
 
   constructor(private readonly options: DispatcherOptions) {
     this.adapter = options.adapter;
@@ -164,6 +177,7 @@ class OutboundDispatcher implements Dispatcher {
   async start(): Promise<void> {
     if (this.subscription) return;
     this.stopping = false;
+    this.lifetime = new AbortController();
     const { streaming, draftsWatchedPerChat } = this.adapter.capabilities;
     // Drafts are published only for an audience: here every chat of a channel that streams.
     if (streaming !== "none" && !draftsWatchedPerChat) this.draftAudience = await this.bus.watchDrafts(this.adapter.name);
@@ -172,6 +186,7 @@ class OutboundDispatcher implements Dispatcher {
 
   async stop(): Promise<void> {
     this.stopping = true;
+    this.lifetime.abort();
     await this.draftAudience?.close();
     this.draftAudience = undefined;
     await this.subscription?.close();
@@ -294,6 +309,9 @@ class OutboundDispatcher implements Dispatcher {
     let networkFailures = 0;
     for (;;) {
       await this.pace(lane);
+      const cost = this.callsFor(text, { format, ...annotation }, edit !== undefined);
+      const call: GovernedCall = { call: edit ? "edit" : "send", chatId, chatType: annotation.chatType, messageId: edit, cost, replyId: message.id };
+      await this.budget(call);
       try {
         if (edit) await this.adapter.edit(chatId, edit, text, { format, ...annotation });
         else await this.adapter.send(chatId, text, { replyTo: target.replyTo, format, ...annotation });
@@ -306,7 +324,11 @@ class OutboundDispatcher implements Dispatcher {
         const fields = { sessionKey: `${message.channel}:${chatId}`, chatId, messageId: message.id, kind, error: errorMessage(error) };
         if (kind === "rate-limit") {
           this.options.metrics?.deliveryRetried(this.adapter.name, "rate-limit");
-          await this.wait((error as ChannelError).retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS);
+          const waitMs = await this.rateLimited(call, error as ChannelError);
+          // Governed, the next budget wait holds the chunk back until the closed budget opens.
+          if (!this.options.governor) await this.wait(waitMs);
+        } else if (kind === "auth") {
+          throw error; // handed back to the bus: the channel is down until the credentials work again
         } else if (kind === "network") {
           this.options.metrics?.deliveryRetried(this.adapter.name, "network");
           networkFailures += 1;
@@ -342,6 +364,33 @@ class OutboundDispatcher implements Dispatcher {
     await this.sleep(wait);
   }
 
+  /** Waits for room in the platform's budgets (the send governor); stopping cuts it short. */
+  private async budget(call: GovernedCall): Promise<void> {
+    const { governor } = this.options;
+    if (!governor) return;
+    try {
+      await governor.acquire(call, this.lifetime.signal);
+    } catch (error) {
+      if (this.lifetime.signal.aborted) throw new StoppedError("the dispatcher stopped while a chunk waited for the platform's budget");
+      throw error;
+    }
+  }
+
+  /** How many platform calls sending (or editing in) `text` makes: what the budgets take. */
+  private callsFor(text: string, options: SendOptions, edit: boolean): number {
+    return this.adapter.callsFor?.(text, options, edit) ?? 1;
+  }
+
+  /** A 429 arrived anyway: counted, and the budget it names closed for every gateway. Returns the wait asked. */
+  private async rateLimited(call: GovernedCall, error: ChannelError): Promise<number> {
+    const waitMs = error.retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS;
+    this.options.metrics?.rateLimited?.(this.adapter.name);
+    await this.options.governor?.rateLimited(call, waitMs, error.scope).catch((failure: unknown) => {
+      this.logger.warn({ chatId: call.chatId, error: errorMessage(failure) }, "could not close the platform budget after a 429");
+    });
+    return waitMs;
+  }
+
   /** A wait that stopping cuts short: what is left is the bus's (or lost, when acknowledged). */
   private async wait(ms: number): Promise<void> {
     if (this.stopping) throw new StoppedError("the dispatcher stopped before the message was delivered");
@@ -355,7 +404,8 @@ class OutboundDispatcher implements Dispatcher {
     if (mode === "none") return;
     let state = this.drafts.get(draft.replyId);
     if (!state) {
-      state = { replyId: draft.replyId, chatId: draft.chatId, replyTo: draft.replyTo, mode, lastShownAt: Number.NEGATIVE_INFINITY, scheduled: false, finished: false };
+      const pace = initialDraftPace(this.adapter.capabilities.draftIntervalMs);
+      state = { replyId: draft.replyId, chatId: draft.chatId, replyTo: draft.replyTo, mode, lastShownAt: Number.NEGATIVE_INFINITY, scheduled: false, finished: false, pace };
       remember(this.drafts, draft.replyId, state);
     }
     state.pending = draft.text;
@@ -381,7 +431,8 @@ class OutboundDispatcher implements Dispatcher {
     const platformMessageId = await this.bus.draftMessageOf(this.adapter.name, message.id);
     if (known) known.recalled = true;
     if (platformMessageId === undefined) return undefined;
-    const state: DraftState = known ?? { replyId: message.id, chatId: message.chatId, replyTo: message.replyTo, mode: "edit", lastShownAt: Number.NEGATIVE_INFINITY, scheduled: false, finished: true };
+    const pace = initialDraftPace(this.adapter.capabilities.draftIntervalMs);
+    const state: DraftState = known ?? { replyId: message.id, chatId: message.chatId, replyTo: message.replyTo, mode: "edit", lastShownAt: Number.NEGATIVE_INFINITY, scheduled: false, finished: true, pace };
     state.platformMessageId = platformMessageId;
     remember(this.drafts, message.id, state);
     return state;
@@ -389,9 +440,9 @@ class OutboundDispatcher implements Dispatcher {
 
   /** Shows the newest draft text once the draft interval has passed, in the chat's lane. */
   private scheduleDraft(state: DraftState): void {
-    if (state.scheduled || state.finished || this.stopping) return;
+    if (state.scheduled || state.finished || state.pace.stopped || this.stopping) return;
     state.scheduled = true;
-    const wait = state.lastShownAt + this.adapter.capabilities.draftIntervalMs - this.now();
+    const wait = state.lastShownAt + state.pace.intervalMs - this.now();
     void (async () => {
       if (wait > 0) await this.sleep(wait);
       await this.laneFor(state.chatId).run(() => this.showDraft(state));
@@ -410,6 +461,12 @@ class OutboundDispatcher implements Dispatcher {
     const text = state.pending;
     state.pending = undefined;
     if (state.finished || text === undefined || this.stopping) return;
+    // Another gateway (both leading during a hand-over) may be delivering the final already: a
+    // draft shown now would land over it, or beside it.
+    if (await this.bus.isDelivered(`${state.replyId}#0`)) {
+      state.finished = true;
+      return;
+    }
     state.lastShownAt = this.now();
     try {
       if (state.mode === "draft") await this.showAsDraft(state, text);
@@ -417,7 +474,8 @@ class OutboundDispatcher implements Dispatcher {
     } catch (error) {
       const kind = error instanceof ChannelError ? error.kind : "other";
       if (kind === "rate-limit") {
-        state.lastShownAt = this.now() + ((error as ChannelError).retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS);
+        const call: GovernedCall = { call: state.mode === "draft" ? "draft" : state.platformMessageId ? "edit" : "send", chatId: state.chatId, ...this.chatTypeOption(state.chatId), messageId: state.platformMessageId };
+        state.lastShownAt = this.now() + (await this.rateLimited(call, error as ChannelError));
         state.pending ??= text; // still the newest: show it once the platform lets us
       }
       if (kind === "not-found") state.platformMessageId = undefined;
@@ -426,10 +484,26 @@ class OutboundDispatcher implements Dispatcher {
     }
   }
 
+  /**
+   * Whether the platform's budgets have room for this draft above what finals need; when not, the
+   * reply's drafts degrade (draft-pacing.ts) and the newest text waits for the next try.
+   */
+  private async draftBudget(state: DraftState, call: GovernedCall, text: string): Promise<boolean> {
+    const { governor } = this.options;
+    if (!governor) return true;
+    const outcome = await governor.tryAcquire(call);
+    state.pace = nextDraftPace(state.pace, outcome, this.adapter.capabilities.draftIntervalMs);
+    if (outcome === "taken") return true;
+    this.options.metrics?.draftSkipped?.(this.adapter.name);
+    if (!state.pace.stopped) state.pending ??= text;
+    return false;
+  }
+
   /** sendMessageDraft takes plain text: no markup to be refused mid-stream. */
   private async showAsDraft(state: DraftState, text: string): Promise<void> {
     const [head, ...rest] = splitMessage(text, this.adapter.capabilities.maxMessageLength - 2);
-    if (head) await this.adapter.draft!(state.chatId, draftIdOf(state.replyId), rest.length > 0 ? `${head}\n…` : head, state.replyId);
+    if (!head || !(await this.draftBudget(state, { call: "draft", chatId: state.chatId, ...this.chatTypeOption(state.chatId), replyId: state.replyId }, text))) return;
+    await this.adapter.draft!(state.chatId, draftIdOf(state.replyId), rest.length > 0 ? `${head}\n…` : head, state.replyId);
   }
 
   /** Sends the draft message, or edits it: the first part of the text, and "…" when there is more. */
@@ -443,10 +517,18 @@ class OutboundDispatcher implements Dispatcher {
     if (!state.platformMessageId && !state.recalled) {
       state.recalled = true;
       state.platformMessageId = await this.bus.draftMessageOf(this.adapter.name, state.replyId);
+      // Two gateways leading at once (a hand-over) may each hold drafts of one reply: only the one
+      // that claims it starts the draft message; the other edits it once the bus knows it.
+      if (!state.platformMessageId && !(await this.bus.markDelivered(`${state.replyId}#draft`))) {
+        state.recalled = false;
+        return;
+      }
     }
     for (;;) {
       if (body === state.shown) return;
       await this.pace(lane);
+      const call: GovernedCall = { call: state.platformMessageId ? "edit" : "send", chatId: state.chatId, ...this.chatTypeOption(state.chatId), messageId: state.platformMessageId, replyId: state.replyId };
+      if (!(await this.draftBudget(state, call, text))) return;
       try {
         if (state.platformMessageId) {
           await this.adapter.edit(state.chatId, state.platformMessageId, body, { format, ...this.chatTypeOption(state.chatId) });

@@ -254,7 +254,9 @@ export function runBusSuite(name: string, factory: BusFactory): void {
 
     it("marks an outbound id delivered once", async () => {
       await open();
+      expect(await bus.isDelivered("reply-1:0")).toBe(false);
       expect(await bus.markDelivered("reply-1:0")).toBe(true);
+      expect(await bus.isDelivered("reply-1:0")).toBe(true);
       expect(await bus.markDelivered("reply-1:0")).toBe(false);
       expect(await bus.markDelivered("reply-1:1")).toBe(true);
     });

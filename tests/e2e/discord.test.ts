@@ -286,7 +286,7 @@ describe("Discord through gateway and worker processes", () => {
   it("resumes a dropped gateway connection and answers what comes next", async () => {
     const chatId = discord.dmChannelId(owner);
     const mark = discord.sentIn(chatId).length;
-    const resumed = () => (gateway.output().match(/discord gateway session resumed/g) ?? []).length;
+    const resumed = () => (gateway.output().match(/discord gateway connection back \(session resumed\)/g) ?? []).length;
     const before = resumed();
     discord.dropConnections();
     discord.sendDM({ from: owner, content: "said while the socket was down" });

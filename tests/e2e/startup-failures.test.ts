@@ -1,7 +1,8 @@
 /**
  * A process that cannot start exits, non-zero, with one line naming the cause, within seconds, and
  * leaves nothing running: a port that is taken, a bind beyond loopback without a token, a Redis
- * that does not answer, a platform token the platform refuses.
+ * that does not answer. A platform token the platform refuses does not stop it: that channel is
+ * down, said so once, and tried again only rarely, while the rest serves.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { type Server, createServer } from "node:net";
@@ -9,6 +10,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeTelegramServer, startFakeTelegram } from "../support/fake-telegram-server.js";
+import { startService, stopAllServices } from "../support/processes.js";
 import { runCli } from "../support/run-cli.js";
 
 let root: string;
@@ -32,6 +34,7 @@ beforeAll(async () => {
   telegram = await startFakeTelegram({ token: "42:the-real-token" });
 });
 afterAll(async () => {
+  await stopAllServices();
   await new Promise((resolve) => held.close(resolve));
   await telegram.close();
   await rm(root, { recursive: true, force: true });
@@ -67,15 +70,25 @@ describe("start-up failures", () => {
     expect(result.stderr + result.stdout).not.toContain("hunter2-secret");
   });
 
-  it("exits when the platform refuses the bot token, and the API stops with it", async () => {
+  it("does not exit when the platform refuses the bot token: the channel is down for it, reported as such, and not hammered", async () => {
     const configFile = path.join(root, "telegram.json");
     await writeFile(configFile, JSON.stringify({ channels: { telegram: { enabled: true, allowFrom: ["1"] } } }));
-    const result = await runCli(["start"], {
-      env: env({ COUNTBOT_CONFIG: configFile, COUNTBOT_API_PORT: "0", TELEGRAM_BOT_TOKEN: "42:a-wrong-token", TELEGRAM_API_ROOT: telegram.apiRoot }),
-      timeoutMs: 60_000,
-    });
-    expect(result.code).toBe(1);
-    expectOneLine(result.stderr, /^countbot: a channel failed to start: .*(401|Unauthorized)/);
-    expect(result.stderr).not.toContain("a-wrong-token");
+    const service = startService(["start"], { ...env({ COUNTBOT_CONFIG: configFile, COUNTBOT_API_PORT: "0", TELEGRAM_BOT_TOKEN: "42:a-wrong-token", TELEGRAM_API_ROOT: telegram.apiRoot }), LOG_LEVEL: "info" });
+    try {
+      const started = await service.waitForLog(/countbot started/, 60_000);
+      const down = await service.waitForLog(/refused the credentials/, 10_000);
+      expect(down).toMatchObject({ channel: "telegram", state: "down", kind: "auth" });
+      const ready = await fetch(`${String(started.url)}/ready`);
+      expect(ready.status).toBe(200);
+      const body = (await ready.json()) as { channels: Array<{ name: string; state: string; lastError?: { kind: string; message: string } }> };
+      const channel = body.channels.find((entry) => entry.name === "telegram")!;
+      expect(channel).toMatchObject({ state: "down", lastError: { kind: "auth" } });
+      expect(channel.lastError!.message).toMatch(/401/);
+      expect(service.output()).not.toContain("a-wrong-token");
+      // One getMe: the next try is minutes away.
+      expect(telegram.requests.filter((request) => request.method === "getMe").length).toBe(1);
+    } finally {
+      await service.stop();
+    }
   });
 });

@@ -119,7 +119,16 @@ export interface FakeDiscordOptions {
   heartbeatIntervalMs?: number;
   /** False: the app was not granted the privileged Message Content intent (the gateway closes with 4014). Default true. */
   privilegedIntents?: boolean;
+  /**
+   * Rate limits to enforce with Discord's real 429 (Retry-After, X-RateLimit-* with the scope, a
+   * body with retry_after): `channel` for messages created and edited in one channel, `bot` for
+   * every call of the bot. Default: none.
+   */
+  limits?: { channel?: { limit: number; windowMs: number }; bot?: { limit: number; windowMs: number } };
 }
+
+/** Discord's published limits: 5 messages per 5 s in a channel, 50 requests a second for a bot. */
+export const DISCORD_PUBLISHED_LIMITS = { channel: { limit: 5, windowMs: 5_000 }, bot: { limit: 50, windowMs: 1_000 } };
 
 let snowflakeCounter = 0;
 /** Snowflakes as Discord makes them: milliseconds since 2015 in the high bits, a counter below. */

@@ -17,7 +17,8 @@
  * ≤ 2000, message_reference with fail_if_not_exists, nonce ≤ 25 characters; with enforce_nonce a
  * nonce seen before in the channel returns the first message and creates none), PATCH
  * /channels/:id/messages/:id, POST /channels/:id/typing. Errors are Discord's JSON (`{ message,
- * code }`); a 429 carries Retry-After, X-RateLimit-* and a body with retry_after. Every call is
+ * code }`); a 429 carries Retry-After, X-RateLimit-* and a body with retry_after (sent on demand,
+ * or by the `limits` the fake enforces: DISCORD_PUBLISHED_LIMITS are Discord's). Every call is
  * recorded. Messages the bot creates come back to it as MESSAGE_CREATE, as on Discord. Slash
  * commands: PUT /applications/:id/commands, INTERACTION_CREATE from {@link sendCommand}, POST
  * /interactions/:id/:token/callback (once, within 3 s; `with_response` returns the message) and
@@ -44,6 +45,7 @@ import {
   snowflake,
 } from "./fake-discord-model.js";
 import { sendJson } from "./scripted-http-server.js";
+import { SlidingLimits } from "./sliding-limits.js";
 
 export * from "./fake-discord-model.js";
 
@@ -67,6 +69,8 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
   const interactions = new Map<string, { token: string; channelId: string; name: string; user: FakeUser; at: number; response?: FakeMessage }>();
   const commands: Array<Record<string, unknown>> = [];
   let origin = "";
+  const limiter = new SlidingLimits();
+  let rateLimitedCalls = 0;
 
   const gateway: FakeGateway = createFakeGateway({
     token,
@@ -296,6 +300,18 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
     // Interaction callbacks and their webhook carry the interaction's token in the URL instead.
     const tokenInUrl = route === "interactionCallback" || route === "deleteResponse";
     if (!tokenInUrl && incoming.headers.authorization !== `Bot ${token}`) return discordError(response, 401, 0, "401: Unauthorized");
+    const limits = options.limits;
+    if (limits && !tokenInUrl) {
+      const inChannel = route === "createMessage" || route === "editMessage";
+      const broken = limiter.hit([
+        [`channel:${params[0]}`, inChannel ? limits.channel : undefined],
+        ["bot", limits.bot],
+      ]);
+      if (broken) {
+        rateLimitedCalls += 1;
+        return rateLimited(response, { status: 429, retryAfter: Math.max(0.001, broken.retryAfterMs / 1000), global: broken.key === "bot" });
+      }
+    }
     const failure = failures.get(route)?.shift();
     if (failure) {
       if (failure.status === 429) return rateLimited(response, failure);
@@ -348,6 +364,10 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
   }
 
   const fake = {
+    /** Calls answered 429 because they broke a budget of `limits`. */
+    get rateLimited() {
+      return rateLimitedCalls;
+    },
     /** discord.js' `rest.api`: `http://127.0.0.1:<port>/api`. */
     apiRoot: `${origin}/api`,
     origin,

@@ -8,7 +8,8 @@
  *   `PATCH .../messages/:id` (card update): a `uuid` seen before answers the message it made (one
  *   message per uuid, as Feishu keeps it for an hour); cards over 30 KB, with more than 5 tables or
  *   200 elements are refused with Feishu's codes; at most 5 sends and updates a second per chat
- *   (230020), the rest of the per-chat limit;
+ *   (230020), the rest of the per-chat limit; with `appLimits`, the app's own (50 a second, 1,000
+ *   a minute: HTTP 429, code 99991400, `x-ogw-ratelimit-reset`) and a card's updates (10 a second);
  * - `GET .../messages/:id/resources/:file_key?type=image|file`;
  * - `POST /callback/ws/endpoint` and the long connection it names (see feishu-frames.ts): pings are
  *   answered with pongs, events are pushed to ONE live connection (as Feishu does) and queued while
@@ -25,6 +26,10 @@ import { WebSocketServer, type WebSocket } from "ws";
 import { CONTROL, DATA, decodeFrame, encodeFrame } from "./feishu-frames.js";
 import { type SignOptions, signedRequest } from "./feishu-webhook-signer.js";
 import { type FakeEventInput, type FeishuEventEnvelope, buildEvent } from "./feishu-events.js";
+import { type SlidingLimit, SlidingLimits } from "./sliding-limits.js";
+
+/** Feishu's published app limits: 50 calls a second and 1,000 a minute per app, 10 updates a second per card. */
+export const FEISHU_APP_LIMITS = { second: { limit: 50, windowMs: 1_000 }, minute: { limit: 1_000, windowMs: 60_000 }, card: { limit: 10, windowMs: 1_000 } };
 
 export type { FakeEventInput, FakeUser, FeishuEventEnvelope } from "./feishu-events.js";
 
@@ -74,6 +79,8 @@ export interface FakeFeishuOptions {
   reconnectIntervalSeconds?: number;
   /** Per-chat sends and updates allowed per second. Default 5. */
   perChatPerSecond?: number;
+  /** The app's own limits on sends and updates, and a card's on its updates. Default: none. */
+  appLimits?: { second?: SlidingLimit; minute?: SlidingLimit; card?: SlidingLimit };
 }
 
 export interface PushResult {
@@ -93,6 +100,8 @@ export interface FakeFeishuServer {
   readonly liveConnections: number;
   /** How many times a client asked for a long-connection endpoint. */
   readonly endpointCalls: number;
+  /** Sends and updates refused for a rate limit (the chat's 230020, the app's 99991400). */
+  readonly rateLimited: number;
   event(input: FakeEventInput): FeishuEventEnvelope;
   /** Stores a resource of a message (image or file) for the resource API. */
   addResource(messageId: string, fileKey: string, bytes: Buffer, mimeType?: string): void;
@@ -171,6 +180,8 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
   let nextMessage = 1;
   let nextDevice = 1;
   const perChatPerSecond = options.perChatPerSecond ?? 5;
+  const appLimiter = new SlidingLimits();
+  let rateLimited = 0;
 
   function answer(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
     response.writeHead(status, { "content-type": "application/json; charset=utf-8", ...headers });
@@ -202,8 +213,25 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
     };
   }
 
+  /** The app's budgets (and, for an update, the card's): the refusal when one is spent. */
+  function overAppLimit(cardId: string | undefined): { status: number; code: number; msg: string; resetSeconds: number } | undefined {
+    const limits = options.appLimits;
+    if (!limits) return undefined;
+    const broken = appLimiter.hit([
+      [`card:${cardId}`, cardId ? limits.card : undefined],
+      ["second", limits.second],
+      ["minute", limits.minute],
+    ]);
+    if (!broken) return undefined;
+    rateLimited += 1;
+    const resetSeconds = Math.max(1, Math.ceil(broken.retryAfterMs / 1000));
+    return broken.key.startsWith("card:")
+      ? { status: 400, code: 230020, msg: "This operation triggers the frequency limit.", resetSeconds }
+      : { status: 429, code: 99991400, msg: "request trigger frequency limit", resetSeconds };
+  }
+
   /** The check every send and update passes; undefined when it may go ahead. */
-  function refusal(msgType: string, content: unknown, chatId: string): { status: number; code: number; msg: string } | undefined {
+  function refusal(msgType: string, content: unknown, chatId: string, cardId?: string): { status: number; code: number; msg: string; resetSeconds?: number } | undefined {
     if (typeof content !== "string") return { status: 400, code: 230001, msg: "Your request contains an invalid request parameter, ext=content is required" };
     if (msgType === "interactive") {
       const problem = cardProblem(content);
@@ -211,17 +239,26 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
     } else if (Buffer.byteLength(content) > MAX_TEXT_BYTES) {
       return { status: 400, code: 230025, msg: "The length of the message content reaches its limit." };
     }
-    if (overChatLimit(chatId)) return { status: 400, code: 230020, msg: "This operation triggers the frequency limit." };
+    const app = overAppLimit(cardId);
+    if (app) return app;
+    if (overChatLimit(chatId)) {
+      rateLimited += 1;
+      return { status: 400, code: 230020, msg: "This operation triggers the frequency limit." };
+    }
     return undefined;
   }
 
-  function send(body: Record<string, unknown>, chatId: string, replyTo: string | undefined): { status: number; body: Record<string, unknown> } {
+  function resetHeaders(resetSeconds: number | undefined): Record<string, string> {
+    return resetSeconds === undefined ? {} : { "x-ogw-ratelimit-limit": "50", "x-ogw-ratelimit-reset": String(resetSeconds) };
+  }
+
+  function send(body: Record<string, unknown>, chatId: string, replyTo: string | undefined): { status: number; body: Record<string, unknown>; headers?: Record<string, string> } {
     const uuid = typeof body.uuid === "string" ? body.uuid : undefined;
     const known = uuid ? byUuid.get(uuid) : undefined;
     if (known) return { status: 200, body: { code: 0, msg: "success", data: messageData(known) } };
     const msgType = String(body.msg_type ?? "");
     const refused = refusal(msgType, body.content, chatId);
-    if (refused) return { status: refused.status, body: { code: refused.code, msg: refused.msg } };
+    if (refused) return { status: refused.status, body: { code: refused.code, msg: refused.msg }, headers: resetHeaders(refused.resetSeconds) };
     const content = JSON.parse(body.content as string) as Record<string, unknown>;
     const message: BotMessage = { messageId: `om_bot${String(nextMessage++).padStart(6, "0")}`, chatId, msgType, content, history: [content], replyInThread: body.reply_in_thread === true };
     if (replyTo) message.replyTo = replyTo;
@@ -290,21 +327,21 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
         return reply(400, { code: 230001, msg: "Your request contains an invalid request parameter, ext=receive_id" });
       }
       const result = send(body, body.receive_id, undefined);
-      return reply(result.status, result.body);
+      return reply(result.status, result.body, result.headers);
     }
     if (route === "reply") {
       const [messageId] = params;
       const chatId = byId.get(messageId!)?.chatId ?? chatOfUserMessage.get(messageId!);
       if (!chatId) return reply(400, { code: 230011, msg: "The message was withdrawn." });
       const result = send(body, chatId, messageId);
-      return reply(result.status, result.body);
+      return reply(result.status, result.body, result.headers);
     }
     if (route === "patch") {
       const message = byId.get(params[0]!);
       if (!message) return reply(400, { code: 230011, msg: "The message was withdrawn." });
       if (message.msgType !== "interactive") return reply(400, { code: 230001, msg: "Your request contains an invalid request parameter, ext=only card messages can be updated" });
-      const refused = refusal("interactive", body.content, message.chatId);
-      if (refused) return reply(refused.status, { code: refused.code, msg: refused.msg });
+      const refused = refusal("interactive", body.content, message.chatId, message.messageId);
+      if (refused) return reply(refused.status, { code: refused.code, msg: refused.msg }, resetHeaders(refused.resetSeconds));
       const content = JSON.parse(body.content as string) as Record<string, unknown>;
       message.content = content;
       message.history.push(content);
@@ -392,6 +429,9 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
     },
     get endpointCalls() {
       return endpointCalls;
+    },
+    get rateLimited() {
+      return rateLimited;
     },
     event(input) {
       const envelope = buildEvent(input, { appId: options.appId });

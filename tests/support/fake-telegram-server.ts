@@ -17,10 +17,33 @@
  * editMessageText, sendMessageDraft, sendChatAction, getFile and `GET /file/bot<token>/<path>`,
  * setWebhook, deleteWebhook, getWebhookInfo. HTML in `parse_mode: "HTML"` is checked (tags Telegram
  * supports, balanced), and {@link FakeTelegramServer.rejectParseMode} refuses any parse_mode.
+ *
+ * Rate limits (`limits`, off unless given; {@link TELEGRAM_PUBLISHED_LIMITS} are Telegram's): a
+ * message, edit or draft over a chat's budget, a message or edit over a group's (per minute), or any
+ * send over the bot's, is answered 429 `Too Many Requests: retry after N` with `retry_after`, as
+ * Telegram does; {@link FakeTelegramServer.rateLimited} counts them.
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { sendJson } from "./scripted-http-server.js";
+import { type SlidingLimit, SlidingLimits } from "./sliding-limits.js";
+
+/** The budgets a fake Telegram enforces; each optional. */
+export interface TelegramLimits {
+  /** sendMessage, editMessageText, sendMessageDraft in one chat. */
+  chat?: SlidingLimit;
+  /** sendMessage and editMessageText in one group chat. */
+  group?: SlidingLimit;
+  /** Every send (chat actions too) of the bot. */
+  bot?: SlidingLimit;
+}
+
+/** Telegram's published limits: about 1 a second in a chat, 20 a minute in a group, 30 a second in all. */
+export const TELEGRAM_PUBLISHED_LIMITS: TelegramLimits = {
+  chat: { limit: 1, windowMs: 1_000 },
+  group: { limit: 20, windowMs: 60_000 },
+  bot: { limit: 30, windowMs: 1_000 },
+};
 
 export interface FakeUser {
   id: number;
@@ -137,6 +160,8 @@ export interface SendDocumentInput extends Omit<SendTextInput, "text" | "entitie
 export interface FakeTelegramOptions {
   token: string;
   bot?: Partial<FakeUser>;
+  /** Rate limits to enforce with real 429 answers. Default: none. */
+  limits?: TelegramLimits;
 }
 
 export interface FakeTelegramServer {
@@ -151,6 +176,8 @@ export interface FakeTelegramServer {
   webhook: { url: string; secretToken?: string } | undefined;
   /** getUpdates requests held open right now. */
   readonly pendingPolls: number;
+  /** Calls answered 429 because they broke a budget of `limits`. */
+  readonly rateLimited: number;
   user(fields: Partial<FakeUser> & { id: number }): FakeUser;
   addChat(chat: FakeChat): void;
   /** A message the fake knows (sent by a user in an update, or by the bot), e.g. to reply to it. */
@@ -296,6 +323,8 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
   let nextMessageId = 1;
   let nextFileId = 1;
   let parseModeRejected = false;
+  const limiter = new SlidingLimits();
+  let rateLimited = 0;
   let webhook: FakeTelegramServer["webhook"];
 
   const messageKey = (chatId: number, messageId: number) => `${chatId}:${messageId}`;
@@ -335,6 +364,9 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
     },
     get pendingPolls() {
       return held.size;
+    },
+    get rateLimited() {
+      return rateLimited;
     },
     user: (fields) => ({ is_bot: false, first_name: `User${fields.id}`, ...fields }),
     addChat: (chat) => void chats.set(chat.id, chat),
@@ -416,6 +448,21 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
     close: () => Promise.resolve(),
   };
 
+  /** The budget of `options.limits` this call breaks, if it breaks one (and counts it otherwise). */
+  function overBudget(method: string, chat: FakeChat | undefined): { key: string; retryAfterMs: number } | undefined {
+    const limits = options.limits;
+    if (!limits || !chat) return undefined;
+    const inChat = method === "sendMessage" || method === "editMessageText" || method === "sendMessageDraft";
+    const counted = inChat || method === "sendChatAction";
+    if (!counted) return undefined;
+    const group = chat.type !== "private" && method !== "sendMessageDraft";
+    return limiter.hit([
+      [`chat:${chat.id}`, inChat ? limits.chat : undefined],
+      [`group:${chat.id}`, inChat && group ? limits.group : undefined],
+      ["bot", limits.bot],
+    ]);
+  }
+
   /** Answers one API call; returns the `{ ok, ... }` body and whether the answer is deferred (held poll). */
   function call(method: string, params: Record<string, unknown>, response: ServerResponse): Record<string, unknown> | undefined {
     const injected = failures.get(method)?.shift();
@@ -423,6 +470,13 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
     const ok = (result: unknown) => ({ ok: true, result });
     const chatId = Number(params.chat_id);
     const chat = chats.get(chatId);
+    const limited = overBudget(method, chat);
+    if (limited) {
+      rateLimited += 1;
+      if (process.env.FAKE_LIMIT_DEBUG) console.log("telegram 429", method, chatId, JSON.stringify(limited));
+      const retryAfter = Math.max(1, Math.ceil(limited.retryAfterMs / 1000));
+      return failure(429, `Too Many Requests: retry after ${retryAfter}`, retryAfter);
+    }
     const checkText = (text: unknown, parseMode: unknown): Record<string, unknown> | undefined => {
       if (typeof text !== "string" || text.length === 0) return failure(400, "Bad Request: message text is empty");
       if (parseMode !== undefined && parseModeRejected) return failure(400, "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0");

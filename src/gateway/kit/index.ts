@@ -9,6 +9,9 @@
  * - text: splitting a reply into messages that fit, the chat commands every channel understands;
  * - order and memory: a serial lane (per chat), expiring sets for dedupe;
  * - I/O: capped downloads, one error scrubber for credentials, retries with back-off, webhook helpers;
+ * - budgets: the platform's published send limits, declared once (`defineQuotas`), overridable
+ *   in its config section (`limitsSchema`, `withLimits`); the runtime's send governor keeps every
+ *   call within them;
  * - the web page's event log (the web channel keeps what its users must not miss).
  */
 export {
@@ -44,6 +47,18 @@ export { type RetryOptions, backoffDelay, withRetries } from "./retry.js";
 export { type Scrub, type ScrubberOptions, createScrubber, scrubError } from "./scrub.js";
 export { type BodyCheck, checkJsonBody, headerValue, sameSecret } from "./webhook.js";
 export { RequestError, parseRequest } from "../http-request.js";
+export {
+  type LimitOverrides,
+  type PlatformCall,
+  type PlatformQuotas,
+  type QuotaScope,
+  type QuotaScopeKind,
+  defineQuotas,
+  describeQuotas,
+  limitsSchema,
+  withLimits,
+} from "../quotas.js";
+export type { GovernedCall, SendGovernor, TryOutcome } from "../send-governor.js";
 export {
   type AppendedEvent,
   type ChatEventLog,

@@ -125,6 +125,7 @@ describe("/api/operations and /api/dead-letters", () => {
       kind: "memory",
       ready: true,
       checks: { worker: { ok: true, detail: "0 turns running" } },
+      channels: [],
       sessions: { waiting: 1, answering: 1, deadLetters: 0 },
       queues: [{ queue: "subagents", waiting: 2, active: 1, failed: 0 }],
       tasks: { total: 0, pending: 0, running: 0, completed: 0, failed: 0, cancelled: 0 },

@@ -314,16 +314,21 @@ describe("Discord adapter: outbound", () => {
     expect(joined.indexOf("line 0")).toBeLessThan(joined.indexOf("line 59"));
   });
 
-  it("waits out a 429 on create (Retry-After) and the message lands once", async () => {
+  it("hands a 429 Discord sent back at once, naming the budget it hit, and the retry lands once", async () => {
     const discord = await startDiscord();
     const { adapter } = await started(discord);
     const chatId = discord.dmChannelId(discord.user({ username: "alice" }));
+    // Retried inside the REST client, the 429 would reach no other gateway: it comes back to the
+    // dispatcher, whose send governor closes the budget for all of them.
     discord.failNext("createMessage", { status: 429, retryAfter: 1 });
-    const startedAt = Date.now();
+    const error = await channelError(adapter.send(chatId, "after the limit", { format: "plain", idempotencyKey: "limited#0" }));
+    expect(error).toMatchObject({ kind: "rate-limit", scope: "channel" });
+    expect(error.retryAfterMs).toBeGreaterThanOrEqual(1_000);
+    discord.failNext("createMessage", { status: 429, retryAfter: 1, global: true });
+    expect(await channelError(adapter.send(chatId, "after the limit", { format: "plain", idempotencyKey: "limited#0" }))).toMatchObject({ kind: "rate-limit", scope: "bot" });
     await adapter.send(chatId, "after the limit", { format: "plain", idempotencyKey: "limited#0" });
-    expect(Date.now() - startedAt).toBeGreaterThanOrEqual(900);
     const creates = discord.requests.filter((request) => request.route === "createMessage");
-    expect(creates.map((request) => request.status)).toEqual([429, 200]);
+    expect(creates.map((request) => request.status)).toEqual([429, 429, 200]);
     expect(discord.sentIn(chatId).map((message) => message.content)).toEqual(["after the limit"]);
   });
 

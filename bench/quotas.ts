@@ -1,0 +1,61 @@
+/**
+ * `npm run bench -- quotas`: 300 chats (100 of them in 5 busy groups) each stream a long reply at
+ * once on Telegram, Discord and Feishu, through two gateways over one Redis (both leading every
+ * account, as during a hand-over), against fake platforms that enforce the published limits with
+ * real 429 answers. Prints per platform: 429s the platform sent, finals shown once (no draft left),
+ * the time from the finals' publishing to the last one shown, and beside it the least time the
+ * limits allow for the finals alone (BENCH_QUOTA_CHATS and BENCH_QUOTA_GROUPED change the sizes).
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Redis } from "ioredis";
+import { PLATFORMS, type Platform, deliveryProblems, finalsBoundMs, planConversations, rateLimitedAnswers, startGateway, startLimitedFakes, streamReplies } from "../tests/support/quota-harness.js";
+
+const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+
+export async function benchQuotas(): Promise<void> {
+  const chats = Number(process.env.BENCH_QUOTA_CHATS ?? 300);
+  const grouped = Number(process.env.BENCH_QUOTA_GROUPED ?? 100);
+  const groups = 5;
+  const length = 1_800;
+  const prefix = `countbot-bench-quotas-${randomUUID()}`;
+  const root = await mkdtemp(path.join(tmpdir(), "countbot-bench-quotas-"));
+  const fakes = await startLimitedFakes();
+  const gateways = [];
+  try {
+    const conversations = planConversations(fakes, chats, grouped, groups);
+    for (const index of [0, 1]) gateways.push(await startGateway({ fakes, redisUrl, prefix, dataDir: path.join(root, `gateway-${index}`) }));
+    const finalsAt = await streamReplies(gateways[0]!.bus, conversations, { drafts: 6, draftEveryMs: 500, length });
+    const doneAt = new Map<Platform, number>();
+    const deadline = finalsAt + 300_000;
+    while (doneAt.size < PLATFORMS.length && Date.now() < deadline) {
+      const problems = deliveryProblems(fakes, conversations, length);
+      for (const platform of PLATFORMS) if (!doneAt.has(platform) && !problems.some((problem) => problem.startsWith(`${platform} `))) doneAt.set(platform, Date.now());
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const answered429 = rateLimitedAnswers(fakes);
+    const problems = deliveryProblems(fakes, conversations, length);
+    console.log(`\nquotas: ${chats} chats (${grouped} in ${groups} groups) per platform, a ${length}-character reply each, ${gateways.length} gateways over Redis`);
+    console.log("platform   429s  finals shown once  time to last final  limits allow  ratio");
+    for (const platform of PLATFORMS) {
+      const bound = finalsBoundMs(platform, conversations, 1);
+      const took = doneAt.has(platform) ? doneAt.get(platform)! - finalsAt : Number.NaN;
+      const shown = conversations.length - problems.filter((problem) => problem.startsWith(`${platform} `)).length;
+      const ratio = bound > 0 ? (took / bound).toFixed(2) : "-";
+      console.log(`${platform.padEnd(10)} ${String(answered429[platform]).padStart(4)}  ${`${shown}/${conversations.length}`.padStart(17)}  ${`${(took / 1000).toFixed(1)} s`.padStart(18)}  ${`${(bound / 1000).toFixed(1)} s`.padStart(12)}  ${ratio.padStart(5)}`);
+    }
+    const counters = gateways.map((gateway) => gateway.counters);
+    console.log(`governor: sends deferred ${counters.map((counter) => counter.deferred).join(" + ")}, drafts left out ${counters.map((counter) => counter.draftsSkipped).join(" + ")}, 429s seen ${counters.map((counter) => counter.rateLimited).join(" + ")}`);
+    if (problems.length > 0) console.log(`problems: ${problems.slice(0, 5).join("; ")}`);
+  } finally {
+    await Promise.all(gateways.map((gateway) => gateway.close()));
+    await fakes.close();
+    const redis = new Redis(redisUrl);
+    const keys = await redis.keys(`{${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await redis.quit();
+    await rm(root, { recursive: true, force: true });
+  }
+}

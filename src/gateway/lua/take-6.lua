@@ -1,0 +1,62 @@
+--[[
+  Takes `cost` calls from up to six send budgets of one bot account at once, or from none: the
+  shared send governor of every gateway of the bot (src/gateway/redis-quota-store.ts). Each budget
+  is a sliding-window log, a ZSET of call times; a call counts while its time is within the window.
+
+  KEYS[1..6] quota:<channel>:<account>:<scope key>, all under the account's hash tag; a slot not
+             used repeats KEYS[1] with limit 0
+  ARGV[1]    now (ms), or "" for Redis's clock (every gateway judges by one clock)
+  ARGV[2]    token of this take (unique): members are <token>:<n>
+  ARGV[3]    cost: calls taken from each budget
+  ARGV[4]    "wait" (finals: up to the limit) or "try" (drafts, typing: down to the reserve)
+  ARGV[5+3(i-1)..7+3(i-1)]  limit, window (ms), reserve of KEYS[i]
+  Output: {1} taken; {0, wait ms, i} refused: KEYS[i] stands in the way longest, for wait ms
+]]
+--- @include "../../bus/lua/includes/clock"
+
+local now = clockOf(ARGV[1])
+local token = ARGV[2]
+local cost = tonumber(ARGV[3])
+local trying = ARGV[4] == "try"
+
+local blockedBy = 0
+local longest = 0
+local used = {}
+for i = 1, 6 do
+  local limit = tonumber(ARGV[5 + 3 * (i - 1)])
+  if limit > 0 then
+    local window = tonumber(ARGV[6 + 3 * (i - 1)])
+    local reserve = tonumber(ARGV[7 + 3 * (i - 1)])
+    redis.call("ZREMRANGEBYSCORE", KEYS[i], "-inf", now - window)
+    local count = redis.call("ZCARD", KEYS[i])
+    local allowed = limit
+    if trying then allowed = limit - reserve end
+    -- A call that makes more platform calls than the budget allows at all takes the whole budget.
+    local excess = count + math.min(cost, limit) - allowed
+    if excess > 0 then
+      local wait = window
+      if excess <= count then
+        -- Room comes once the excess-th oldest call has aged out of the window.
+        local oldest = redis.call("ZRANGE", KEYS[i], excess - 1, excess - 1, "WITHSCORES")
+        wait = math.max(1, tonumber(oldest[2]) + window - now)
+      end
+      if wait > longest then
+        longest = wait
+        blockedBy = i
+      end
+    end
+    used[#used + 1] = { KEYS[i], window, math.min(cost, limit) }
+  end
+end
+if blockedBy > 0 then
+  return { 0, longest, blockedBy }
+end
+for _, slot in ipairs(used) do
+  for n = 1, slot[3] do
+    redis.call("ZADD", slot[1], now, token .. ":" .. n)
+  end
+  -- Kept until its newest call (a closed budget's filler may lie ahead) has aged out.
+  local newest = redis.call("ZRANGE", slot[1], -1, -1, "WITHSCORES")
+  redis.call("PEXPIRE", slot[1], math.max(tonumber(newest[2]), now) + slot[2] - now + 1000)
+end
+return { 1 }

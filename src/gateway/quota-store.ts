@@ -1,0 +1,94 @@
+/**
+ * Where the send budgets are kept: sliding-window logs, one per budget key (`chat:-1001` of the
+ * Telegram bot `telegram:ab12…`, say). In one process they live here in memory; over Redis every
+ * gateway of the deployment shares them (redis-quota-store.ts, one Lua script per take). Both pass
+ * tests/conformance/quota-store.suite.ts.
+ *
+ * A take asks for `cost` calls from several budgets together: it takes from all of them or from
+ * none, and when it cannot, says which budget stands in the way and how long until it may have
+ * room, so the caller sleeps that long instead of asking again and again.
+ */
+
+/** One budget a take draws from. */
+export interface QuotaSlot {
+  /** The budget's key within the account, e.g. `group:-1001234`. */
+  key: string;
+  limit: number;
+  windowMs: number;
+  /**
+   * Calls kept for finals: a `try` take (a draft, typing) leaves at least this many of `limit`
+   * unused. 0 for budgets of one chat, where a final waits behind the chat's own drafts anyway.
+   */
+  reserve: number;
+}
+
+export type TakeResult = { taken: true } | { taken: false; waitMs: number; blockedBy: number };
+
+export interface QuotaStore {
+  /**
+   * Takes `cost` calls from every slot, or none. `wait` (finals) may use a budget to its limit;
+   * `try` (drafts, typing) only down to its reserve. Refused: the index of the slot that stands in
+   * the way longest and how long until it has room. A cost over a budget's limit takes the whole budget.
+   */
+  take(slots: readonly QuotaSlot[], cost: number, mode: "wait" | "try"): Promise<TakeResult>;
+  /** A 429 said the budget is spent: nothing more may be taken from it for `forMs`, by anyone. */
+  close(slot: QuotaSlot, forMs: number): Promise<void>;
+  /** Calls in the slot's current window. */
+  used(slot: QuotaSlot): Promise<number>;
+}
+
+/** Budgets of one process. */
+export function createMemoryQuotaStore(options: { now?: () => number } = {}): QuotaStore {
+  const now = options.now ?? Date.now;
+  /** Per key: the times of its calls, oldest first (a closed budget's filler may lie in the future). */
+  const logs = new Map<string, number[]>();
+
+  const current = (slot: QuotaSlot, at: number): number[] => {
+    const log = logs.get(slot.key) ?? [];
+    let expired = 0;
+    while (expired < log.length && log[expired]! <= at - slot.windowMs) expired += 1;
+    if (expired > 0) log.splice(0, expired);
+    if (log.length === 0) logs.delete(slot.key);
+    return log;
+  };
+
+  return {
+    async take(slots, cost, mode) {
+      const at = now();
+      let refused: { waitMs: number; blockedBy: number } | undefined;
+      slots.forEach((slot, index) => {
+        const log = current(slot, at);
+        const allowed = slot.limit - (mode === "try" ? slot.reserve : 0);
+        // A call that makes more platform calls than a budget allows at all takes the whole budget.
+        const excess = log.length + Math.min(cost, slot.limit) - allowed;
+        if (excess <= 0) return;
+        // Room comes once the `excess`-th oldest call has aged out of the window.
+        const waitMs = excess > log.length ? slot.windowMs : Math.max(1, log[excess - 1]! + slot.windowMs - at);
+        if (!refused || waitMs > refused.waitMs) refused = { waitMs, blockedBy: index };
+      });
+      if (refused) return { taken: false, ...refused };
+      for (const slot of slots) {
+        const log = logs.get(slot.key) ?? [];
+        const taken = Math.min(cost, slot.limit);
+        for (let count = 0; count < taken; count++) log.push(at);
+        // A closed budget's filler lies ahead of now: keep the log in time order.
+        if (log.length > taken && log[log.length - taken - 1]! > at) log.sort((a, b) => a - b);
+        logs.set(slot.key, log);
+      }
+      return { taken: true };
+    },
+    async close(slot, forMs) {
+      const at = now();
+      const log = current(slot, at);
+      // Filled to the limit with calls that age out when the wait is over.
+      const filler = at + forMs - slot.windowMs;
+      while (log.length < slot.limit) log.push(filler);
+      for (let index = 0; index < log.length; index++) log[index] = Math.max(log[index]!, filler);
+      log.sort((a, b) => a - b);
+      logs.set(slot.key, log);
+    },
+    async used(slot) {
+      return current(slot, now()).length;
+    },
+  };
+}

@@ -1,0 +1,200 @@
+/**
+ * The send governor of one bot account: every platform call of the channel asks it first, so the
+ * platform's budgets (quotas.ts) are never exceeded and the platform never has to answer 429.
+ *
+ * - Finals, notices and the gateway's own replies `acquire`: they wait, as long as it takes, for
+ *   room in every budget the call counts against, and may use a budget to its limit. Waiters on one
+ *   budget queue here in order, and only the first asks the store again (when the store said room
+ *   would come), so a thousand finals waiting on the bot's budget cost one store call per slot, not
+ *   a thousand.
+ * - Drafts and typing `tryAcquire`: taken now or not at all, only down to each budget's reserve,
+ *   and never while a final waits here on one of its budgets or a 429 closed it ("closed": the
+ *   caller shows no more drafts until the final; "low": the caller shows fewer, larger ones). The
+ *   reserve is half the budget, and all of a budget of a long window (a Telegram group's minute)
+ *   while several replies stream into it: drafts spent there would hold its finals back for up to a
+ *   whole window, so a busy group's finals keep their budget and a quiet one still streams.
+ * - A 429 that still arrives `rateLimited`: the budget the platform named (or the chat's, when it
+ *   did not say) is closed in the store for the wait the platform asked, for every process at once.
+ *
+ * The store decides (memory for one process, Redis for all gateways of the bot); the governor only
+ * maps calls onto budget keys and orders the waiting.
+ */
+import type { ChatType } from "../bus/message.js";
+import { KeyedLanes } from "../bus/chat-lane.js";
+import { sleep as defaultSleep } from "../sleep.js";
+import type { PlatformCall, PlatformQuotas } from "./quotas.js";
+import type { QuotaSlot, QuotaStore } from "./quota-store.js";
+
+/** One platform call, as the budgets see it. */
+export interface GovernedCall {
+  call: PlatformCall;
+  chatId: string;
+  /** Decides whether `group` budgets apply; unknown counts as a group (the stricter reading). */
+  chatType?: ChatType;
+  /** The message an edit changes: the key of `message` budgets. */
+  messageId?: string;
+  /** Platform calls this makes (a final the adapter splits over several cards). Default 1. */
+  cost?: number;
+  /** The reply a draft streams or a final ends: counts the replies streaming into a budget. */
+  replyId?: string;
+}
+
+export type TryOutcome = "taken" | "low" | "closed";
+
+export interface SendGovernor {
+  readonly quotas: PlatformQuotas;
+  /** Waits for room in every budget of the call, then takes it. Resolves with how long it waited. */
+  acquire(call: GovernedCall, signal?: AbortSignal): Promise<number>;
+  /** Takes room now, above the reserves, or says why not. */
+  tryAcquire(call: GovernedCall): Promise<TryOutcome>;
+  /** The platform answered 429: the budget `scope` (a scope name), or the call's chat budgets, close for `retryAfterMs`. */
+  rateLimited(call: GovernedCall, retryAfterMs: number, scope?: string): Promise<void>;
+}
+
+export interface SendGovernorOptions {
+  quotas: PlatformQuotas;
+  store: QuotaStore;
+  now?: () => number;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Share of each budget (of 2 calls or more) that drafts and typing leave to finals. Default 0.5. */
+  reserveShare?: number;
+  /**
+   * Added to each budget's window: a call is counted when it is taken here but when it arrives at
+   * the platform, and two calls taken a window apart may arrive closer than that. Default 5% of
+   * the window, at least 20 ms and at most 250 ms.
+   */
+  marginMs?: (windowMs: number) => number;
+  /** A call had to wait for its budget. */
+  onDeferred?: () => void;
+}
+
+const GROUP_TYPES = new Set<ChatType | undefined>(["group", "thread", undefined]);
+/** Budgets whose window is this long or longer keep a call for each reply streaming into them. */
+const LONG_WINDOW_MS = 10_000;
+/** A reply whose drafts stopped coming this long ago no longer counts as streaming. */
+const STREAM_IDLE_MS = 120_000;
+
+interface NamedSlot extends QuotaSlot {
+  scope: string;
+  account: boolean;
+}
+
+export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
+  const { quotas, store } = options;
+  const now = options.now ?? Date.now;
+  const sleep = options.sleep ?? defaultSleep;
+  const share = options.reserveShare ?? 0.5;
+  const margin = options.marginMs ?? ((windowMs: number) => Math.min(250, Math.max(20, Math.round(windowMs * 0.05))));
+  const queues = new KeyedLanes();
+  /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
+  const closedUntil = new Map<string, number>();
+  /** Per long-window budget key: the replies streaming into it, with when their last draft came. */
+  const streams = new Map<string, Map<string, number>>();
+
+  function streamingInto(slot: NamedSlot, replyId: string | undefined, at: number): number {
+    if (slot.windowMs < LONG_WINDOW_MS) return 0;
+    let replies = streams.get(slot.key);
+    if (replyId !== undefined) {
+      if (!replies) streams.set(slot.key, (replies = new Map()));
+      replies.set(replyId, at);
+    }
+    if (!replies) return 0;
+    for (const [id, seen] of replies) if (at - seen > STREAM_IDLE_MS) replies.delete(id);
+    if (replies.size === 0) streams.delete(slot.key);
+    return replies.size;
+  }
+
+  function finished(slots: NamedSlot[], replyId: string | undefined): void {
+    if (replyId === undefined) return;
+    for (const slot of slots) {
+      const replies = streams.get(slot.key);
+      if (replies?.delete(replyId) && replies.size === 0) streams.delete(slot.key);
+    }
+  }
+
+  const platformChat = (chatId: string) => quotas.platformChatOf?.(chatId) ?? chatId;
+
+  function slotsFor(call: GovernedCall): NamedSlot[] {
+    const slots: NamedSlot[] = [];
+    for (const [scope, budget] of Object.entries(quotas.scopes)) {
+      if (budget.calls && !budget.calls.includes(call.call)) continue;
+      let key: string | undefined;
+      if (budget.per === "chat") key = `${scope}:${platformChat(call.chatId)}`;
+      else if (budget.per === "group" && GROUP_TYPES.has(call.chatType)) key = `${scope}:${platformChat(call.chatId)}`;
+      else if (budget.per === "account") key = scope;
+      else if (budget.per === "message" && call.messageId !== undefined) key = `${scope}:${call.messageId}`;
+      if (key === undefined) continue;
+      const reserve = Math.min(budget.limit - 1, Math.floor(budget.limit * share));
+      slots.push({ key, limit: budget.limit, windowMs: budget.windowMs + margin(budget.windowMs), reserve, scope, account: budget.per === "account" });
+    }
+    return slots;
+  }
+
+  /** Waits in the queue of the budget that stood in the way, until the store lets this call through or names another budget. */
+  async function waitBehind(slots: NamedSlot[], cost: number, blocked: number, firstWaitMs: number, signal?: AbortSignal) {
+    // The time room was said to come: a call that had to queue behind others may find it come already.
+    let roomAt = now() + firstWaitMs;
+    return queues.run(slots[blocked]!.key, async () => {
+      for (;;) {
+        const waitMs = roomAt - now();
+        if (waitMs > 0) await sleep(waitMs, signal);
+        signal?.throwIfAborted();
+        const result = await store.take(slots, cost, "wait");
+        if (result.taken || result.blockedBy !== blocked) return result;
+        roomAt = now() + result.waitMs;
+      }
+    });
+  }
+
+  return {
+    quotas,
+    async acquire(call, signal) {
+      const slots = slotsFor(call);
+      if (slots.length === 0) return 0;
+      const cost = call.cost ?? 1;
+      const started = now();
+      finished(slots, call.replyId);
+      // Behind calls already waiting here on one of these budgets: they came first.
+      let blocked = slots.findIndex((slot) => queues.busy(slot.key));
+      let waitMs = 0;
+      if (blocked < 0) {
+        const first = await store.take(slots, cost, "wait");
+        if (first.taken) return 0;
+        ({ blockedBy: blocked, waitMs } = first);
+      }
+      options.onDeferred?.();
+      for (;;) {
+        const result = await waitBehind(slots, cost, blocked, waitMs, signal);
+        if (result.taken) return Math.max(0, now() - started);
+        ({ blockedBy: blocked, waitMs } = result);
+      }
+    },
+    async tryAcquire(call) {
+      const slots = slotsFor(call);
+      if (slots.length === 0) return "taken";
+      const at = now();
+      for (const slot of slots) {
+        const until = closedUntil.get(slot.key);
+        if (until !== undefined && until <= at) closedUntil.delete(slot.key);
+        if ((until !== undefined && until > at) || queues.busy(slot.key)) return "closed";
+      }
+      // Several replies streaming into a long-window budget (a busy group): its finals need all of it,
+      // and another gateway may hold drafts of more of them than this one sees.
+      const reserved = slots.map((slot) => ({ ...slot, reserve: streamingInto(slot, call.replyId, at) > 1 ? slot.limit : slot.reserve }));
+      const result = await store.take(reserved, call.cost ?? 1, "try");
+      return result.taken ? "taken" : "low";
+    },
+    async rateLimited(call, retryAfterMs, scope) {
+      const slots = slotsFor(call);
+      const named = scope === undefined ? [] : slots.filter((slot) => slot.scope === scope);
+      // Unnamed: the chat's own budgets. Closing the bot's on a guess would stop every chat.
+      const closing = named.length > 0 ? named : slots.filter((slot) => !slot.account);
+      const until = now() + retryAfterMs;
+      for (const slot of closing) {
+        closedUntil.set(slot.key, Math.max(until, closedUntil.get(slot.key) ?? 0));
+        if (closedUntil.size > 10_000) closedUntil.delete(closedUntil.keys().next().value!);
+        await store.close(slot, retryAfterMs);
+      }
+    },
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * The QuotaStore conformance suite: the in-process store and the Redis one run it unchanged. Each
+ * `open` is another gateway over the same budgets (for Redis a connection of its own; in memory the
+ * same process's store), all judged by one hand-moved clock.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import type { QuotaSlot, QuotaStore } from "../../src/gateway/quota-store.js";
+
+export interface QuotaStoreHarness {
+  open(): Promise<QuotaStore>;
+  /** Moves the shared clock. */
+  advance(ms: number): void;
+  cleanup(): Promise<void>;
+}
+
+const chat: QuotaSlot = { key: "chat:1", limit: 5, windowMs: 5_000, reserve: 2 };
+const bot: QuotaSlot = { key: "bot", limit: 3, windowMs: 1_000, reserve: 1 };
+
+export function runQuotaStoreSuite(name: string, makeHarness: () => Promise<QuotaStoreHarness>): void {
+  describe(`QuotaStore conformance: ${name}`, () => {
+    const harnesses: QuotaStoreHarness[] = [];
+    const start = async () => {
+      const harness = await makeHarness();
+      harnesses.push(harness);
+      return harness;
+    };
+    afterEach(async () => {
+      for (const harness of harnesses.splice(0)) await harness.cleanup();
+    });
+
+    it("lets a burst of the limit through, then says how long until the oldest call ages out", async () => {
+      const harness = await start();
+      const store = await harness.open();
+      for (let call = 0; call < 5; call++) {
+        expect(await store.take([chat], 1, "wait")).toEqual({ taken: true });
+        harness.advance(100);
+      }
+      // Calls at 0, 100, …, 400; now 500: the first leaves the window at 5,000.
+      expect(await store.take([chat], 1, "wait")).toEqual({ taken: false, waitMs: 4_500, blockedBy: 0 });
+      harness.advance(4_499);
+      expect((await store.take([chat], 1, "wait")).taken).toBe(false);
+      harness.advance(1);
+      expect(await store.take([chat], 1, "wait")).toEqual({ taken: true });
+      expect(await store.used(chat)).toBe(5);
+    });
+
+    it("takes from every budget or from none, naming the one that stands in the way longest", async () => {
+      const harness = await start();
+      const store = await harness.open();
+      const otherChat: QuotaSlot = { ...chat, key: "chat:2" };
+      for (let call = 0; call < 3; call++) expect((await store.take([chat, bot], 1, "wait")).taken).toBe(true);
+      const refused = await store.take([otherChat, bot], 1, "wait");
+      expect(refused).toEqual({ taken: false, waitMs: 1_000, blockedBy: 1 });
+      // Nothing was taken from the chat that had room.
+      expect(await store.used(otherChat)).toBe(0);
+      expect(await store.used(chat)).toBe(3);
+      harness.advance(1_000);
+      expect((await store.take([otherChat, bot], 2, "wait")).taken).toBe(true);
+      expect(await store.used(otherChat)).toBe(2);
+    });
+
+    it("leaves the reserve to finals: a try stops where a wait goes on", async () => {
+      const harness = await start();
+      const store = await harness.open();
+      expect((await store.take([chat], 1, "try")).taken).toBe(true);
+      expect((await store.take([chat], 1, "try")).taken).toBe(true);
+      expect((await store.take([chat], 1, "try")).taken).toBe(true);
+      expect((await store.take([chat], 1, "try")).taken).toBe(false);
+      expect((await store.take([chat], 2, "wait")).taken).toBe(true);
+      expect((await store.take([chat], 1, "wait")).taken).toBe(false);
+    });
+
+    it("lets a call that makes more calls than a budget allows take the whole budget, not wait for ever", async () => {
+      const harness = await start();
+      const store = await harness.open();
+      expect((await store.take([bot], 7, "wait")).taken).toBe(true);
+      expect(await store.used(bot)).toBe(3);
+      expect(await store.take([bot], 7, "wait")).toEqual({ taken: false, waitMs: 1_000, blockedBy: 0 });
+    });
+
+    it("two gateways share one window: together they never go over it", async () => {
+      const harness = await start();
+      const [first, second] = [await harness.open(), await harness.open()];
+      const outcomes = await Promise.all(Array.from({ length: 20 }, (_, index) => (index % 2 === 0 ? first : second).take([bot], 1, "wait")));
+      expect(outcomes.filter((outcome) => outcome.taken)).toHaveLength(3);
+      expect(await first.used(bot)).toBe(3);
+      expect(await second.used(bot)).toBe(3);
+    });
+
+    it("a closed budget takes nothing from anyone until the wait is over, then fills again", async () => {
+      const harness = await start();
+      const [first, second] = [await harness.open(), await harness.open()];
+      expect((await first.take([chat], 1, "wait")).taken).toBe(true);
+      await first.close(chat, 8_000);
+      const refused = await second.take([chat], 1, "wait");
+      expect(refused).toEqual({ taken: false, waitMs: 8_000, blockedBy: 0 });
+      harness.advance(7_999);
+      expect((await second.take([chat], 1, "wait")).taken).toBe(false);
+      harness.advance(1);
+      for (let call = 0; call < 5; call++) expect((await second.take([chat], 1, "wait")).taken).toBe(true);
+      expect((await first.take([chat], 1, "wait")).taken).toBe(false);
+    });
+  });
+}

@@ -1,0 +1,173 @@
+/**
+ * The send governor on the in-process store with a hand-moved clock: which budgets a call takes
+ * from, finals waiting in order for the budget that stands in the way, drafts kept off the reserve
+ * and stopped while a final waits or a 429 closed the budget, and limits overridden by config.
+ */
+import { describe, expect, it } from "vitest";
+import { ConfigError } from "../../../src/errors.js";
+import { defineQuotas, describeQuotas, limitsSchema, withLimits } from "../../../src/gateway/quotas.js";
+import { createMemoryQuotaStore } from "../../../src/gateway/quota-store.js";
+import { createSendGovernor } from "../../../src/gateway/send-governor.js";
+import { nextDraftPace } from "../../../src/gateway/draft-pacing.js";
+
+const quotas = defineQuotas({
+  scopes: {
+    chat: { per: "chat", limit: 1, windowMs: 1_000, calls: ["send", "edit", "draft"] },
+    group: { per: "group", limit: 4, windowMs: 60_000, calls: ["send", "edit"] },
+    bot: { per: "account", limit: 6, windowMs: 1_000 },
+    card: { per: "message", limit: 2, windowMs: 1_000, calls: ["edit"] },
+  },
+  platformChatOf: (chatId) => chatId.split(":")[0]!,
+});
+
+/** A clock that moves only when a sleep passes; sleeps resolve in time order. */
+function virtualTime() {
+  let clock = 0;
+  const sleepers: Array<{ at: number; wake: () => void }> = [];
+  return {
+    now: () => clock,
+    sleep: (ms: number) => new Promise<void>((resolve) => sleepers.push({ at: clock + ms, wake: resolve })),
+    advance: (ms: number) => void (clock += ms),
+    /** Lets every pending sleep pass, earliest first, until none is left. */
+    async run(): Promise<void> {
+      for (;;) {
+        await new Promise((resolve) => setImmediate(resolve));
+        if (sleepers.length === 0) return;
+        sleepers.sort((a, b) => a.at - b.at);
+        const next = sleepers.shift()!;
+        clock = Math.max(clock, next.at);
+        next.wake();
+      }
+    },
+  };
+}
+
+function setup() {
+  const time = virtualTime();
+  const store = createMemoryQuotaStore({ now: time.now });
+  let deferred = 0;
+  const governor = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0, onDeferred: () => (deferred += 1) });
+  return { time, store, governor, deferred: () => deferred };
+}
+
+describe("send governor", () => {
+  it("holds each chat to its budget and the bot to its own: finals wait, in order, and go when there is room", async () => {
+    const { time, governor, deferred } = setup();
+    const sentAt: Array<[string, number]> = [];
+    const finals = ["a", "b", "c", "d", "e", "f", "g", "h"].map((chat) =>
+      governor.acquire({ call: "send", chatId: chat, chatType: "private" }).then(() => sentAt.push([chat, time.now()])),
+    );
+    finals.push(governor.acquire({ call: "send", chatId: "a", chatType: "private" }).then(() => sentAt.push(["a again", time.now()])));
+    await time.run();
+    await Promise.all(finals);
+    // Six fit the bot's budget at once; the rest wait for the first calls to age out, a second later.
+    expect(sentAt.filter(([, at]) => at === 0).map(([chat]) => chat)).toEqual(["a", "b", "c", "d", "e", "f"]);
+    expect(sentAt.filter(([, at]) => at === 1_000).map(([chat]) => chat).sort()).toEqual(["a again", "g", "h"]);
+    expect(deferred()).toBe(3);
+  });
+
+  it("counts a group's calls over the minute, and a topic thread in its group", async () => {
+    const { time, governor } = setup();
+    const sentAt: number[] = [];
+    const sends = [0, 1, 2, 3, 4].map((index) => governor.acquire({ call: "send", chatId: `-100:topic${index}`, chatType: "thread" }).then(() => sentAt.push(time.now())));
+    await time.run();
+    await Promise.all(sends);
+    // The chat budget (1 a second, per platform chat) spaces them; the group's 4 a minute holds the fifth.
+    expect(sentAt).toEqual([0, 1_000, 2_000, 3_000, 60_000]);
+  });
+
+  it("keeps drafts off the reserve, stops them while a final waits for the budget, and lets the final through", async () => {
+    const { time, governor } = setup();
+    // The bot's budget: 6, of which 3 are kept for finals.
+    const drafts = [];
+    for (let index = 0; index < 4; index++) drafts.push(await governor.tryAcquire({ call: "draft", chatId: `d${index}`, chatType: "private" }));
+    expect(drafts).toEqual(["taken", "taken", "taken", "low"]);
+    for (let index = 0; index < 3; index++) await governor.acquire({ call: "send", chatId: `f${index}`, chatType: "private" });
+    const waiting = governor.acquire({ call: "send", chatId: "late", chatType: "private" });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await governor.tryAcquire({ call: "edit", chatId: "other", chatType: "private", messageId: "m1" })).toBe("closed");
+    await time.run();
+    await waiting;
+    expect(time.now()).toBe(1_000);
+    expect(await governor.tryAcquire({ call: "edit", chatId: "other", chatType: "private", messageId: "m1" })).toBe("taken");
+  });
+
+  it("closes the budget a 429 named for the wait asked, and only the chat's when it named none", async () => {
+    const { time, store, governor } = setup();
+    await governor.rateLimited({ call: "send", chatId: "a", chatType: "private" }, 5_000);
+    expect(await governor.tryAcquire({ call: "draft", chatId: "a", chatType: "private" })).toBe("closed");
+    expect(await governor.tryAcquire({ call: "draft", chatId: "b", chatType: "private" })).toBe("taken");
+    await governor.rateLimited({ call: "send", chatId: "b", chatType: "private" }, 3_000, "bot");
+    expect(await store.used({ key: "bot", limit: 6, windowMs: 1_000, reserve: 3 })).toBe(6);
+    let sentAt = -1;
+    const final = governor.acquire({ call: "send", chatId: "c", chatType: "private" }).then(() => (sentAt = time.now()));
+    await time.run();
+    await final;
+    expect(sentAt).toBe(3_000);
+  });
+
+  it("takes an edit from its message's budget too, and as many calls as the send makes", async () => {
+    const { store, governor } = setup();
+    expect(await governor.acquire({ call: "edit", chatId: "a", chatType: "private", messageId: "card-1", cost: 2 })).toBe(0);
+    expect(await governor.tryAcquire({ call: "edit", chatId: "b", chatType: "private", messageId: "card-1" })).toBe("low");
+    expect(await store.used({ key: "card:card-1", limit: 2, windowMs: 1_000, reserve: 1 })).toBe(2);
+    expect(await store.used({ key: "bot", limit: 6, windowMs: 1_000, reserve: 3 })).toBe(2);
+  });
+});
+
+describe("draft pacing", () => {
+  it("doubles the interval while budgets are low, up to the ceiling, halves it back as drafts go out, and stops when closed", () => {
+    let pace = { intervalMs: 1_000, stopped: false };
+    pace = nextDraftPace(pace, "low", 1_000, 8_000);
+    expect(pace).toEqual({ intervalMs: 2_000, stopped: false });
+    for (let index = 0; index < 5; index++) pace = nextDraftPace(pace, "low", 1_000, 8_000);
+    expect(pace.intervalMs).toBe(8_000);
+    pace = nextDraftPace(pace, "taken", 1_000, 8_000);
+    expect(pace).toEqual({ intervalMs: 4_000, stopped: false });
+    pace = nextDraftPace(pace, "closed", 1_000, 8_000);
+    expect(pace.stopped).toBe(true);
+    expect(nextDraftPace(pace, "taken", 1_000, 8_000).stopped).toBe(true);
+  });
+});
+
+describe("platform quotas", () => {
+  it("takes overrides by scope name and refuses an unknown name, naming the field", () => {
+    const schema = limitsSchema(quotas);
+    expect(schema.safeParse({ group: { limit: 10 } }).success).toBe(true);
+    const unknown = schema.safeParse({ grup: { limit: 10 } });
+    expect(unknown.success).toBe(false);
+    expect(JSON.stringify(unknown.error?.issues)).toMatch(/grup/);
+    expect(schema.safeParse({ group: { limit: 0 } }).success).toBe(false);
+    const changed = withLimits(quotas, { group: { limit: 10 }, bot: { windowMs: 2_000 } }, "channels.telegram.limits");
+    expect(changed.scopes.group).toMatchObject({ limit: 10, windowMs: 60_000 });
+    expect(changed.scopes.bot).toMatchObject({ limit: 6, windowMs: 2_000 });
+    expect(() => withLimits(quotas, { grup: { limit: 1 } }, "channels.telegram.limits")).toThrow(ConfigError);
+    expect(describeQuotas(changed)).toContain("group: 10 per 1 min per group chat (send, edit)");
+  });
+
+  it("refuses a declaration a Redis take could not carry", () => {
+    const scopes = Object.fromEntries(Array.from({ length: 7 }, (_, index) => [`s${index}`, { per: "account" as const, limit: 1, windowMs: 1 }]));
+    expect(() => defineQuotas({ scopes })).toThrow(/at most 6/);
+    expect(() => defineQuotas({ scopes: { bad: { per: "chat", limit: 0, windowMs: 1 } } })).toThrow(/limit/);
+  });
+});
+
+describe("send governor on long windows", () => {
+  it("keeps a group's minute for its finals while several replies stream into it: a busy group streams no drafts, a quiet one does", async () => {
+    const { time, governor } = setup();
+    const draft = async (chatId: string, replyId: string) => {
+      time.advance(1_000); // past the chat's own second
+      return governor.tryAcquire({ call: "edit", chatId, chatType: "group", messageId: replyId, replyId });
+    };
+    // group: 4 a minute, half kept for finals. One reply streaming into it: its drafts take the other half.
+    expect([await draft("-1", "r1"), await draft("-1", "r1"), await draft("-1", "r1")]).toEqual(["taken", "taken", "low"]);
+    // Four replies streaming into another group: the whole minute is kept for their finals.
+    expect([await draft("-2", "a"), await draft("-2", "b"), await draft("-2", "c"), await draft("-2", "d")]).toEqual(["taken", "low", "low", "low"]);
+    // Their finals end the streams; a new reply alone in the group streams again once there is room.
+    const finals = ["a", "b", "c", "d"].map((replyId) => governor.acquire({ call: "send", chatId: "-2", chatType: "group", replyId }));
+    await time.run();
+    await Promise.all(finals);
+    time.advance(60_000);
+    expect(await draft("-2", "e")).toBe("taken");
+  });
+});

@@ -98,7 +98,7 @@ export class HealthTracker {
   }
 
   up(): void {
-    this.change("up", undefined, this.state === "degraded" ? "channel recovered" : "channel up");
+    this.change("up", undefined, this.state === "degraded" ? "channel recovered" : "channel connected");
   }
 
   /** Connected, but not well: the connection is coming back, or deliveries fail. */

@@ -80,7 +80,7 @@ describe("channel runtime health", () => {
     await vi.waitFor(() => expect(runtime.health().state).toBe("up"));
     expect(runtime.leading).toBe(true);
     const changes = lines.filter((line) => line.state !== undefined).map((line) => `${line.state}: ${line.msg}`);
-    expect(changes).toEqual(["down: channel down; retrying with back-off", "up: channel up"]);
+    expect(changes).toEqual(["down: channel down; retrying with back-off", "up: channel connected"]);
   });
 
   it("reports a refused token as such and tries it again only on the slow schedule", async () => {

@@ -268,6 +268,17 @@ const configShape = {
       globalConcurrency: z.number().int().min(1).max(100_000).optional().describe("Team agents the whole deployment runs at once, over all workers. Unset: only the per-worker limit."),
       perRunConcurrency: z.number().int().min(1).max(64).default(8).describe("Agents of one run that run at once, unless the team sets `maxParallel`."),
       perSession: z.number().int().min(1).max(100).default(3).describe("Unfinished team runs one chat may have at once."),
+      allowedModelHosts: z
+        .array(
+          z
+            .string()
+            .min(1)
+            .transform((host) => host.toLowerCase().replace(/^\[(.*)\]$/, "$1")),
+        )
+        .default([])
+        .describe(
+          "Host names a team's `modelConfig.baseURL` may point at while still using the provider's configured `apiKey` (and headers). Any other base URL than the provider's own needs the team's own `modelConfig.apiKey`: a provider's key goes only where the operator sent it.",
+        ),
       keepRunsDays: z
         .number()
         .int()

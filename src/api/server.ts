@@ -118,7 +118,9 @@ const SessionParamsSchema = z.object({
     .regex(/^[\w:.-]+$/, "letters, digits, _ : . and - only"),
 });
 
-// A message may be 32k characters, each up to 6 bytes once JSON-escaped.
+// The default for every route: a workflow run's 20k-character goal, each character up to 6 bytes
+// once JSON-escaped, fits. Routes that take more say so (the web chat's images, the OpenAI
+// endpoint's conversations); larger bodies are refused with 413 while they arrive, unparsed.
 const BODY_LIMIT_BYTES = 256 * 1024;
 // Longer than any valid chat id or session key, so those get a 400 that names the field.
 const MAX_PARAM_LENGTH = 512;
@@ -155,7 +157,10 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500) request.log.error({ err: error, method: request.method, route: request.routeOptions.url }, "request failed");
     // A RequestError's message is written for the client, whatever its status (a 503 saying why).
-    const message = status >= 500 && !(error instanceof RequestError) ? "internal error" : error.message;
+    let message = status >= 500 && !(error instanceof RequestError) ? "internal error" : error.message;
+    if (error.code === "FST_ERR_CTP_BODY_TOO_LARGE" && !message.startsWith("body too large")) {
+      message = `body too large: this route takes at most ${request.routeOptions.bodyLimit ?? BODY_LIMIT_BYTES} bytes`;
+    }
     void reply.code(status).send(errorBody(request.url, { status, message, error }));
   });
 

@@ -1,8 +1,8 @@
 /**
  * A Discord message (as discord.js built it from MESSAGE_CREATE), normalized into a PlatformEvent:
- * the chat type Discord says (DM, guild text channel, thread), whether the bot is addressed (a real
- * mention of its user id or of its managed role, never @everyone or @here; a reply to one of its
- * messages), the scopes the allowlist may name (guild, channel, a thread's parent channel, roles),
+ * the chat type Discord says (DM, guild text channel, thread), whether the bot is addressed (its
+ * user id or managed role in the mentions Discord computed, never the text, never @everyone or
+ * @here; a reply to one of its messages), the scopes the allowlist may name (guild, channel, a thread's parent channel, roles),
  * and image attachments downloaded as media.
  */
 import { ChannelType, type Message, MessageType } from "discord.js";
@@ -47,21 +47,24 @@ interface Addressing {
 }
 
 /**
- * Whether the text mentions the bot, and the text without those mentions. Other users' and roles'
- * mentions read as `@name`, the way the Discord client shows them.
+ * Whether the message mentions the bot, read from the mentions Discord computed (`mentions`,
+ * `mention_roles`), never from the text: an escaped `\<@bot>` or one inside inline code or a code
+ * block is not a mention there, and so not here. The text loses the bot's own mentions only when
+ * they are real; other users' and roles' mentions read as `@name`, the way the Discord client
+ * shows them.
  */
 export function addressing(message: Message, botId: string): Addressing {
   const roleId = botRoleId(message, botId);
+  // A reply that pings the bot lists it among the mentions too: that is addressing by reply (repliesToBot).
+  const mentionsBot = message.mentions.users.has(botId) || (roleId !== undefined && message.mentions.roles.has(roleId));
   const own = new RegExp(`\\s*<@!?${escapeRegExp(botId)}>[,:]?${roleId ? `|\\s*<@&${escapeRegExp(roleId)}>[,:]?` : ""}`, "g");
   const content = message.content;
-  const mentionsBot = new RegExp(own.source).test(content);
-  const text = content
-    .replace(own, "")
-    .replace(/<@!?(\d+)>/g, (mention, id: string) => {
+  const text = (mentionsBot ? content.replace(own, "") : content)
+    .replace(/(?<!\\)<@!?(\d+)>/g, (mention, id: string) => {
       const name = message.mentions.members?.get(id)?.displayName ?? message.mentions.users.get(id)?.displayName;
       return name ? `@${name}` : mention;
     })
-    .replace(/<@&(\d+)>/g, (mention, id: string) => {
+    .replace(/(?<!\\)<@&(\d+)>/g, (mention, id: string) => {
       const role = message.mentions.roles.get(id);
       return role ? `@${role.name}` : mention;
     })

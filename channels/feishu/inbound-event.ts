@@ -93,7 +93,9 @@ function flattenElement(element: PostElement, messageId: string, mentions: reado
       const id = element.user_id ?? "";
       const mention = mentions.find((candidate) => candidate.key === id) ?? mentions.find((candidate) => candidate.id?.open_id === id);
       if (id === "all" || id === "@_all") return "@all";
-      if (mention ? isBot(mention, bot) : bot !== undefined && id === bot.openId) {
+      // Only a mention Feishu listed in `mentions[]` counts: an `at` element naming the bot's open_id
+      // without one is text someone wrote, not a mention Feishu made.
+      if (mention && isBot(mention, bot)) {
         into.mentionsBot = true;
         return `@${bot!.name}`;
       }

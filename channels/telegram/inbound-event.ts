@@ -1,6 +1,6 @@
 /**
  * A Telegram message, normalized into a PlatformEvent: who sent it, whether it is addressed to the
- * bot (mention by @username or entity, a command `/x@ThisBot`, a reply to the bot), and its photo
+ * bot (by its entities: a mention, a command `/x@ThisBot`; a reply to the bot), and its photo
  * or document downloaded as media.
  */
 import type { Media } from "../../src/bus/message.js";
@@ -25,30 +25,34 @@ interface Addressing {
   mentionsBot: boolean;
 }
 
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-}
+/** Entities whose text is shown as written: a mention inside them is not one. */
+const verbatim = new Set(["code", "pre"]);
 
 /**
- * Whether the text addresses the bot, and the text with `@ThisBot` removed from a leading command
- * (so `/new@ThisBot` reads as `/new` to the command parser). A leading command addressed to another
- * bot (`/new@OtherBot`) is not for us, whatever else the text says; its text is kept as is.
+ * Whether the message addresses the bot, read from the entities Telegram attached, never from the
+ * text: a `bot_command` at the start naming this bot (`/new@ThisBot`, which then reads as `/new` to
+ * the command parser), a `mention` entity that is `@ThisBot`, or a `text_mention` of the bot's id.
+ * `@ThisBot` typed inside code, or in a text that carries no such entity (a forwarded text, a
+ * caption pasted as plain text), is not addressing. A leading command addressed to another bot
+ * (`/new@OtherBot`) is not for us, whatever else the text says; its text is kept as is.
  */
 export function addressing(text: string, entities: readonly MessageEntity[], bot: BotIdentity): Addressing {
   const username = bot.username.toLowerCase();
-  const command = /^(\/\w+)@(\w+)/.exec(text);
-  if (command) {
-    if (command[2]!.toLowerCase() !== username) return { text, mentionsBot: false };
-    return { text: command[1]! + text.slice(command[0].length), mentionsBot: true };
+  const spanOf = (entity: MessageEntity) => text.slice(entity.offset, entity.offset + entity.length);
+  const insideCode = (entity: MessageEntity) =>
+    entities.some((other) => verbatim.has(other.type) && other.offset <= entity.offset && entity.offset + entity.length <= other.offset + other.length);
+  const command = entities.find((entity) => entity.type === "bot_command" && entity.offset === 0);
+  const addressee = command && /^(\/\w+)@(\w+)$/.exec(spanOf(command));
+  if (command && addressee) {
+    if (addressee[2]!.toLowerCase() !== username) return { text, mentionsBot: false };
+    return { text: addressee[1]! + text.slice(command.length), mentionsBot: true };
   }
-  const byEntity = entities.some((entity) => {
+  const mentionsBot = entities.some((entity) => {
+    if (insideCode(entity)) return false;
     if (entity.type === "text_mention") return entity.user?.id === bot.id;
-    if (entity.type !== "mention") return false;
-    return text.slice(entity.offset, entity.offset + entity.length).toLowerCase() === `@${username}`;
+    return entity.type === "mention" && spanOf(entity).toLowerCase() === `@${username}`;
   });
-  // Clients send mention entities, but a webhook body or a forwarded text may not carry them.
-  const byText = new RegExp(`(^|[^\\w@])@${escapeRegExp(bot.username)}(?!\\w)`, "i").test(text);
-  return { text, mentionsBot: byEntity || byText };
+  return { text, mentionsBot };
 }
 
 function displayName(user: TelegramUser): string {

@@ -13,8 +13,12 @@ import type { Media } from "../../src/bus/message.js";
 export const MAX_IMAGES = 4;
 /** Bytes of one image, decoded. */
 export const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
+/** Bytes of a message body besides its images: 32k characters of text, each up to 6 bytes JSON-escaped, and the JSON around it. */
+export const MAX_MESSAGE_TEXT_BYTES = 512 * 1024;
+/** One image's base64 in the body, with room for a JSON-escaped `\/` now and then. */
+export const MAX_IMAGE_RUN_BYTES = Math.ceil(((MAX_IMAGE_BYTES * 4) / 3) * 1.02) + 4;
 /** The body limit of a message with the most images of the largest size (base64 is 4/3 of the bytes). */
-export const MAX_MESSAGE_BODY_BYTES = MAX_IMAGES * Math.ceil((MAX_IMAGE_BYTES * 4) / 3) + 512 * 1024;
+export const MAX_MESSAGE_BODY_BYTES = MAX_IMAGES * MAX_IMAGE_RUN_BYTES + MAX_MESSAGE_TEXT_BYTES;
 
 const IMAGE_TYPES = {
   "image/png": { extension: ".png", looksLike: (bytes: Buffer) => bytes.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) },

@@ -37,11 +37,12 @@ import {
   type SendOptions,
   type Subscription,
   compositeKey,
+  createImageBodyGate,
   createMemoryChatEventLog,
   parseRequest,
 } from "../../src/gateway/kit/index.js";
 import { BoundedMap } from "./bounded-map.js";
-import { ImageUploadError, ImageUploadSchema, MAX_IMAGES, MAX_MESSAGE_BODY_BYTES, saveImages } from "./image-upload.js";
+import { ImageUploadError, ImageUploadSchema, MAX_IMAGES, MAX_IMAGE_RUN_BYTES, MAX_MESSAGE_BODY_BYTES, MAX_MESSAGE_TEXT_BYTES, saveImages } from "./image-upload.js";
 import { ResumableDelivery } from "./resumable-delivery.js";
 import { WebPeers } from "./web-peers.js";
 
@@ -195,8 +196,15 @@ export class WebAdapter implements ChannelAdapter {
    * loaded: call this from a plugin registered after it). Authentication is the server's job.
    */
   registerRoutes(app: FastifyInstance): void {
-    // Images come base64 in the body: this route alone takes bodies that large.
-    app.post("/api/chat/:chatId/messages", { bodyLimit: MAX_MESSAGE_BODY_BYTES }, async (request, reply) => {
+    // Images come base64 in the body: this route alone takes bodies that large, and only in
+    // images (the gate refuses a large body of anything else with 413 before it is parsed).
+    const gate = { textBytes: MAX_MESSAGE_TEXT_BYTES, images: MAX_IMAGES, imageRunBytes: MAX_IMAGE_RUN_BYTES };
+    const preParsing = async (_request: unknown, _reply: unknown, payload: NodeJS.ReadableStream) => {
+      const gated = createImageBodyGate(gate);
+      payload.on("error", (error: Error) => gated.destroy(error));
+      return payload.pipe(gated);
+    };
+    app.post("/api/chat/:chatId/messages", { bodyLimit: MAX_MESSAGE_BODY_BYTES, preParsing }, async (request, reply) => {
       const { chatId } = parseRequest(ChatParamsSchema, request.params, "params");
       const body = parseRequest(SendMessageBodySchema, request.body, "body");
       const receipt = await this.receive(chatId, body);

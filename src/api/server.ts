@@ -6,10 +6,9 @@
  * and `/v1` request must carry it. A route family (`/v1/`) may take more keys and answers its
  * errors in its own shape.
  */
-import { createHash, timingSafeEqual } from "node:crypto";
 import { BlockList } from "node:net";
 import websocket from "@fastify/websocket";
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from "fastify";
 import type { Logger } from "pino";
 import { z } from "zod";
 import type { GatewayBus } from "../bus/message-bus.js";
@@ -17,6 +16,8 @@ import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelHealthJson } from "../gateway/channel-health.js";
 import type { ChannelWebhook } from "../gateway/channel.js";
 import { RequestError, parseRequest } from "../gateway/http-request.js";
+import { type AttemptLimits, type AttemptVerdict, createAttemptLimiter } from "./attempt-limiter.js";
+import { LOGIN_MAX_AGE_S, bearerMatches, bearerOf, cookieMatches, cookieTokenOf, digest, tokenCookie, tokenMatches } from "./credentials.js";
 import { lazyRequestLogger } from "./lazy-request-logger.js";
 import { securityHeaders } from "./security-headers.js";
 
@@ -28,6 +29,14 @@ export interface ApiServerConfig {
   token?: string;
   /** Browser origins besides the API's own allowed to change state or open the WebSocket. */
   allowedOrigins?: readonly string[];
+  /**
+   * Addresses or CIDR ranges of the reverse proxies in front (`api.trustProxy`). Only a request
+   * coming from one of them has its `X-Forwarded-For` (the client's address, which the sign-in limit
+   * counts by) and `X-Forwarded-Proto` (https: the login cookie is `Secure`) believed.
+   */
+  trustProxy?: readonly string[];
+  /** Failed sign-in attempts allowed (defaults: 10 per client and 100 in all per minute). */
+  loginLimits?: AttemptLimits;
 }
 
 export interface ReadinessCheck {
@@ -100,11 +109,10 @@ export interface Refusal {
   error?: unknown;
 }
 
+export { TOKEN_COOKIE, presentedKey } from "./credentials.js";
+
 /** Routes anyone may call: probes for orchestrators and load balancers, login and logout (plus platform webhooks). */
 const probeRoutes = ["/health", "/ready", "/login", "/logout"];
-
-/** The cookie a browser keeps the token in after `/login`: HttpOnly, SameSite=Strict. */
-export const TOKEN_COOKIE = "countbot_token";
 
 const LoginQuerySchema = z.object({ token: z.string().min(1).max(512) });
 /** The web console's sign-in form posts the token as JSON, so it stays out of the address bar and the history. */
@@ -118,8 +126,11 @@ const SessionParamsSchema = z.object({
     .regex(/^[\w:.-]+$/, "letters, digits, _ : . and - only"),
 });
 
-// A message may be 32k characters, each up to 6 bytes once JSON-escaped.
+// The default for every route: a workflow run's 20k-character goal, each character up to 6 bytes
+// once JSON-escaped, fits. Routes that take more say so (the web chat's images, the OpenAI
+// endpoint's conversations); larger bodies are refused with 413 while they arrive, unparsed.
 const BODY_LIMIT_BYTES = 256 * 1024;
+const LOGIN_BODY_LIMIT_BYTES = 4 * 1024;
 // Longer than any valid chat id or session key, so those get a 400 that names the field.
 const MAX_PARAM_LENGTH = 512;
 
@@ -142,6 +153,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     logController: new LogController({ disableRequestLogging: true }),
     childLoggerFactory: lazyRequestLogger,
     bodyLimit: BODY_LIMIT_BYTES,
+    trustProxy: config.trustProxy?.length ? [...config.trustProxy] : false,
     routerOptions: {
       maxParamLength: MAX_PARAM_LENGTH,
       onMaxParamLength: (_path, _request, response) => {
@@ -155,7 +167,10 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500) request.log.error({ err: error, method: request.method, route: request.routeOptions.url }, "request failed");
     // A RequestError's message is written for the client, whatever its status (a 503 saying why).
-    const message = status >= 500 && !(error instanceof RequestError) ? "internal error" : error.message;
+    let message = status >= 500 && !(error instanceof RequestError) ? "internal error" : error.message;
+    if (error.code === "FST_ERR_CTP_BODY_TOO_LARGE" && !message.startsWith("body too large")) {
+      message = `body too large: this route takes at most ${request.routeOptions.bodyLimit ?? BODY_LIMIT_BYTES} bytes`;
+    }
     void reply.code(status).send(errorBody(request.url, { status, message, error }));
   });
 
@@ -198,17 +213,36 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     });
     const expected = token === undefined ? undefined : digest(token);
     const familyKeys = new Map(families.map((family) => [family, (family.keys ?? []).map(digest)]));
+    const attempts = createAttemptLimiter({
+      ...config.loginLimits,
+      onLimited: ({ scope: limit, client, failures, windowMs }) =>
+        logger.warn({ limit, client, failures, windowSeconds: windowMs / 1000 }, limit === "client" ? "failed sign-in attempts from one address reached the limit: refusing its tokens until the window ends" : "failed sign-in attempts from all addresses reached the limit: refusing tokens from clients not signed in recently until the window ends"),
+    });
+    /** A 429 for a client that may not present a token now: before the token is compared. */
+    const tooMany = (url: string, reply: FastifyReply, verdict: AttemptVerdict & { allowed: false }) => {
+      const message = `too many failed sign-in attempts ${verdict.scope === "client" ? "from this address" : "in all"}: try again in ${verdict.retryAfterSeconds} s`;
+      return reply.code(429).header("retry-after", String(verdict.retryAfterSeconds)).send(errorBody(url, { status: 429, message, code: "rate_limit_exceeded" }));
+    };
     // On the matched route, not the raw URL: no spelling of a path can skip the check, or reach
     // another route with a family's key. An unknown path under a family's prefix is refused like
-    // its routes, so a wrong key cannot tell which paths exist.
+    // its routes, so a wrong key cannot tell which paths exist. A request that presents a token
+    // (header or cookie) is a sign-in attempt: limited, and counted when the token is wrong.
     scope.addHook("onRequest", async (request, reply) => {
       const route = request.routeOptions.url;
       if (route !== undefined && publicRoutes.has(route)) return;
       const family = familyOf(route ?? request.url);
       const keys = [...(expected ? [expected] : []), ...((family && familyKeys.get(family)) ?? [])];
       if (keys.length === 0) return; // no token at all: a loopback-only API (assertSafeBinding)
-      if (keys.some((key) => bearerMatches(request.headers.authorization, key))) return;
-      if (expected && cookieMatches(request.headers.cookie, expected)) return;
+      const presented = bearerOf(request.headers.authorization) !== undefined || (expected !== undefined && cookieTokenOf(request.headers.cookie) !== undefined);
+      if (presented) {
+        const verdict = attempts.check(request.ip);
+        if (!verdict.allowed) return tooMany(request.url, reply, verdict);
+      }
+      if (keys.some((key) => bearerMatches(request.headers.authorization, key)) || (expected && cookieMatches(request.headers.cookie, expected))) {
+        attempts.succeeded(request.ip);
+        return;
+      }
+      if (presented) attempts.failed(request.ip);
       const message = family ? "missing or wrong API key (send it as `Authorization: Bearer <key>`)" : "missing or wrong bearer token";
       return reply.code(401).header("www-authenticate", 'Bearer realm="countbot"').send(errorBody(request.url, { status: 401, message, code: "invalid_api_key" }));
     });
@@ -221,19 +255,29 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
 
     // A browser signs in once: the token (from the login URL `countbot start` prints) becomes an
     // HttpOnly, SameSite=Strict cookie that the API and the WebSocket accept like the bearer header.
-    scope.get("/login", async (request, reply) => {
+    // Secure when the request came over TLS (to a trusted proxy: api.trustProxy).
+    const signIn = (request: FastifyRequest, reply: FastifyReply, given: string, wrong: string): FastifyReply | undefined => {
+      const verdict = attempts.check(request.ip);
+      if (!verdict.allowed) return tooMany(request.url, reply, verdict);
+      if (!tokenMatches(given, expected!)) {
+        attempts.failed(request.ip);
+        return reply.code(401).send({ error: wrong });
+      }
+      attempts.succeeded(request.ip);
+      return void reply.header("set-cookie", tokenCookie(encodeURIComponent(given), LOGIN_MAX_AGE_S, request.protocol)).header("cache-control", "no-store");
+    };
+
+    scope.get("/login", { bodyLimit: LOGIN_BODY_LIMIT_BYTES }, async (request, reply) => {
       const { token: given } = parseRequest(LoginQuerySchema, request.query, "query");
       if (token === undefined) return reply.redirect("/", 303);
-      if (!timingSafeEqual(digest(given), digest(token))) return reply.code(401).send({ error: "wrong token" });
-      return reply.header("set-cookie", tokenCookie(encodeURIComponent(given), LOGIN_MAX_AGE_S, request.protocol)).header("cache-control", "no-store").redirect("/", 303);
+      return signIn(request, reply, given, "wrong token") ?? reply.redirect("/", 303);
     });
 
     // The same for the console's form; a state change, so another site's page gets 403 above.
-    scope.post("/login", async (request, reply) => {
+    scope.post("/login", { bodyLimit: LOGIN_BODY_LIMIT_BYTES }, async (request, reply) => {
       const { token: given } = parseRequest(LoginBodySchema, request.body, "body");
       if (token === undefined) return reply.code(204).send();
-      if (!timingSafeEqual(digest(given), digest(token))) return reply.code(401).send({ error: "token: wrong token" });
-      return reply.header("set-cookie", tokenCookie(encodeURIComponent(given), LOGIN_MAX_AGE_S, request.protocol)).header("cache-control", "no-store").code(204).send();
+      return signIn(request, reply, given, "token: wrong token") ?? reply.code(204).send();
     });
 
     scope.post("/logout", async (request, reply) => reply.header("set-cookie", tokenCookie("", 0, request.protocol)).code(204).send());
@@ -343,59 +387,6 @@ function isAllowedOrigin(origin: string, host: string | undefined, allowed: Read
   } catch {
     return false; // "null" (a sandboxed frame, a file:// page) and other non-URLs
   }
-}
-
-/** How long a browser stays signed in: 30 days. */
-const LOGIN_MAX_AGE_S = 30 * 24 * 60 * 60;
-
-/** The token cookie (an empty value with Max-Age 0 removes it). Secure when the request came over TLS. */
-function tokenCookie(value: string, maxAgeSeconds: number, protocol: string): string {
-  const secure = protocol === "https" ? "; Secure" : "";
-  return `${TOKEN_COOKIE}=${value}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${maxAgeSeconds}${secure}`;
-}
-
-function digest(value: string): Buffer {
-  return createHash("sha256").update(value, "utf8").digest();
-}
-
-/**
- * The key a request that passed the token check came with: its bearer token, else its token
- * cookie; undefined when it carried neither (an API without a token). For routes that keep
- * something per key (the OpenAI endpoint's sessions).
- */
-export function presentedKey(headers: { authorization?: string; cookie?: string }): string | undefined {
-  return bearerOf(headers.authorization) ?? cookieTokenOf(headers.cookie);
-}
-
-function cookieTokenOf(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  const pair = header
-    .split(";")
-    .map((part) => part.trim())
-    .find((part) => part.startsWith(`${TOKEN_COOKIE}=`));
-  if (pair === undefined) return undefined;
-  try {
-    return decodeURIComponent(pair.slice(TOKEN_COOKIE.length + 1));
-  } catch {
-    return undefined;
-  }
-}
-
-function bearerOf(header: string | undefined): string | undefined {
-  return /^Bearer[ ]+(\S+)[ ]*$/i.exec(header ?? "")?.[1];
-}
-
-/** The token cookie, compared like the bearer header. */
-function cookieMatches(header: string | undefined, expected: Buffer): boolean {
-  const value = cookieTokenOf(header);
-  return value !== undefined && timingSafeEqual(digest(value), expected);
-}
-
-/** Compares digests, so the time taken says nothing about the token, not even its length. */
-function bearerMatches(header: string | undefined, expected: Buffer): boolean {
-  const given = bearerOf(header);
-  const equal = timingSafeEqual(digest(given ?? ""), expected);
-  return given !== undefined && equal;
 }
 
 async function checkReadiness(readiness: () => Promise<Readiness>, timeoutMs: number): Promise<Readiness> {

@@ -14,6 +14,9 @@
  *   DELETE /api/agent-teams/:id/config   remove them (the team uses agent.model again)
  *
  * Teams never leave this API with their key: the model settings only through `/config`, masked.
+ * A team whose model settings would send a provider's configured key to another base URL than the
+ * provider's is refused with a 400 saying so (`endpointIssue`, see src/jobs/workflows/models.ts),
+ * whether its settings or its agents' models changed.
  * Register it inside the scope that checks the bearer token.
  */
 import { randomUUID } from "node:crypto";
@@ -29,6 +32,8 @@ export interface TeamRoutesOptions {
   teams: Pick<TeamCatalog, "list" | "get" | "findByName" | "isDeclared" | "store">;
   now?: () => number;
   newId?: () => string;
+  /** Why a team's model settings may not be used (a key would leave for another URL); undefined when they may. */
+  endpointIssue?: (team: TeamRecord) => string | undefined;
 }
 
 const { modelConfig: _modelConfig, ...definitionShape } = teamShape;
@@ -56,6 +61,10 @@ export function registerTeamRoutes(scope: FastifyInstance, options: TeamRoutesOp
   const { teams } = options;
   const now = options.now ?? Date.now;
   const newId = options.newId ?? (() => `team-${randomUUID()}`);
+  const endpointAllowed = (team: TeamRecord) => {
+    const issue = options.endpointIssue?.(team);
+    if (issue !== undefined) throw new RequestError(issue, 400);
+  };
 
   const toJson = (team: TeamRecord): TeamJson => {
     const { modelConfig, createdAt, updatedAt, ...definition } = team;
@@ -97,6 +106,7 @@ export function registerTeamRoutes(scope: FastifyInstance, options: TeamRoutesOp
     await nameFree(body.name);
     const time = now();
     const team: TeamRecord = { ...body, id: newId(), createdAt: time, updatedAt: time };
+    endpointAllowed(team);
     await stored(() => teams.store.create(team));
     request.log.info({ teamId: team.id, team: team.name, mode: team.mode }, "team created through the API");
     return reply.code(201).send(toJson(team));
@@ -109,6 +119,7 @@ export function registerTeamRoutes(scope: FastifyInstance, options: TeamRoutesOp
     const body = parseRequest(TeamBodySchema, request.body, "body");
     await nameFree(body.name, current.id);
     const team: TeamRecord = { ...body, id: current.id, createdAt: current.createdAt, updatedAt: now(), ...(current.modelConfig ? { modelConfig: current.modelConfig } : {}) };
+    endpointAllowed(team);
     await stored(async () => {
       if (!(await teams.store.replace(team))) throw new RequestError(`team ${current.id} not found`, 404);
     });
@@ -131,6 +142,7 @@ export function registerTeamRoutes(scope: FastifyInstance, options: TeamRoutesOp
     const previousKey = current.modelConfig?.apiKey;
     const apiKey = body.apiKey !== undefined && previousKey !== undefined && body.apiKey === maskSecret(previousKey) ? previousKey : body.apiKey;
     const team: TeamRecord = { ...current, modelConfig: { ...body, ...(apiKey === undefined ? {} : { apiKey }) }, updatedAt: now() };
+    endpointAllowed(team);
     await stored(() => teams.store.replace(team));
     request.log.info({ teamId: team.id, team: team.name, model: team.modelConfig?.model }, "team model settings changed through the API");
     return maskedConfig(team);

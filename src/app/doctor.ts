@@ -15,6 +15,7 @@ import { resolveChatModel } from "../providers/factory.js";
 import { checkRedis } from "../redis/checks.js";
 import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
 import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
+import { type WithdrawnSecrets, exposureUnderNoSandbox } from "./secret-environment.js";
 import { createMcpServers } from "./agent.js";
 import { createChannels } from "./gateway.js";
 import { checkWorkspaceMarkers, workspaceWarning } from "./workspace-markers.js";
@@ -30,6 +31,8 @@ export interface DoctorCheck {
 
 export interface DoctorOptions {
   plugins: readonly ChannelPlugin[];
+  /** What loading the config took out of the environment (for what a command without a sandbox can read). */
+  withdrawn?: Pick<WithdrawnSecrets, "names" | "environBlock">;
   /** Each check's time limit. Default 10 s. */
   timeoutMs?: number;
 }
@@ -53,7 +56,7 @@ export async function runDoctor(config: ResolvedConfig, logger: Logger, options:
   }
   await run("data directory", () => checkDirectory(config.dataDir, "dataDir (COUNTBOT_DATA_DIR)"));
   await run("workspace", () => checkDirectory(config.workspace, "workspace (COUNTBOT_WORKSPACE)"));
-  await run("exec sandbox", () => checkSandbox(config));
+  await run("exec sandbox", () => checkSandbox(config, options.withdrawn));
   for (const [name, server] of Object.entries(config.tools.mcpServers)) {
     if (server.enabled) await run(`mcp ${name}`, () => checkMcpServer(config, name, logger));
   }
@@ -152,12 +155,15 @@ async function checkDirectory(directory: string, field: string): Promise<string 
   return `${await realpath(directory)} writable`;
 }
 
-async function checkSandbox(config: ResolvedConfig): Promise<string | { warning: string }> {
+async function checkSandbox(config: ResolvedConfig, withdrawn: DoctorOptions["withdrawn"]): Promise<string | { warning: string }> {
   if (!config.tools.exec.enabled) return "exec is off";
   const choice = chooseSandbox(config.tools.exec.sandbox);
   // No sandbox means exec refuses every command: a failure, unless the operator opted out of it.
   if (choice.kind === "unavailable") throw new Error(`${choice.message} (apt-get install bubblewrap)`);
-  if (choice.kind === "none") return { warning: 'tools.exec.sandbox is "none": exec runs WITHOUT a sandbox, behind the command filter only' };
+  if (choice.kind === "none") {
+    const exposure = exposureUnderNoSandbox(config, withdrawn ?? { names: [], environBlock: { scrubbed: false, reason: "not attempted" } });
+    return { warning: `tools.exec.sandbox is "none": exec runs WITHOUT a sandbox, behind the command filter only. A command runs as this user: ${exposure.join("; ")}` };
+  }
   await mkdir(config.workspace, { recursive: true });
   const probe = await probeBwrap(choice.bwrapPath, await realpath(config.workspace));
   if (probe.ok) return `bubblewrap at ${choice.bwrapPath} builds its sandbox (uid 65534, own PID namespace, no network)`;

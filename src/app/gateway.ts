@@ -16,6 +16,7 @@ import { type ApiServer, type Readiness, createApiServer } from "../api/server.j
 import { registerSessionRoutes } from "../api/session-routes.js";
 import { registerTaskRoutes } from "../api/task-routes.js";
 import { registerTeamRoutes } from "../api/team-routes.js";
+import { teamEndpointIssue } from "../jobs/workflows/team-endpoint.js";
 import { registerWorkflowRunRoutes } from "../api/workflow-run-routes.js";
 import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
 import { registerWebConsole } from "../api/web-console.js";
@@ -159,7 +160,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       (scope) => {
         registerPairingRoutes(scope, store);
         registerTaskRoutes(scope, { tasks: store.tasks, cancel: (id) => options.subagents.cancel(id) });
-        registerTeamRoutes(scope, { teams: options.teams, now: options.now });
+        registerTeamRoutes(scope, { teams: options.teams, now: options.now, endpointIssue: (team) => teamEndpointIssue(config, team) });
         registerWorkflowRunRoutes(scope, { workflows: options.workflows, teams: options.teams });
         registerToolHistoryRoutes(scope, toolHistory);
         registerSessionRoutes(scope, { sessions: store.sessions, memory });

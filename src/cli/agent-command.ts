@@ -10,7 +10,7 @@ export async function runAgentCommand(values: { message?: string; session: strin
     process.stderr.write('countbot agent: give the message with -m "text"\n');
     return 2;
   }
-  const { config, logger } = loadCliConfig({ verbose: values.verbose });
+  const { config, logger } = loadCliConfig({ verbose: values.verbose, runsTools: true });
   const runtime = await createAgentRuntime(config, logger);
   const chatId = values.session;
   const sessionKey = `cli:${chatId}`;

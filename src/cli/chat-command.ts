@@ -9,7 +9,7 @@ import { createEmbeddedRuntime } from "../app/agent.js";
 import { loadCliConfig } from "./setup.js";
 
 export async function runChatCommand(values: { session: string; verbose?: boolean }): Promise<number> {
-  const { config, logger } = loadCliConfig({ verbose: values.verbose });
+  const { config, logger } = loadCliConfig({ verbose: values.verbose, runsTools: true });
   const runtime = await createEmbeddedRuntime(config, logger);
   const channel = new CliChannel({ input: process.stdin, output: process.stdout, chatId: values.session });
   const gateway = createCliRuntime(channel, { bus: runtime.bus, store: runtime.store, logger });

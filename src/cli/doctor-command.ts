@@ -13,7 +13,7 @@ export async function runDoctorCommand(): Promise<number> {
     process.stdout.write(`${formatDoctor([{ name: "config", ok: false, detail: errorMessage(error).replace(/:\s*\n\s*/g, ": ").replace(/\s*\n\s*/g, "; ") }])}\n`);
     return 1;
   }
-  const checks = await runDoctor(setup.config, setup.logger, { plugins: channelPlugins });
+  const checks = await runDoctor(setup.config, setup.logger, { plugins: channelPlugins, withdrawn: setup.withdrawn });
   // What a check quotes (a server's stderr, an error) may hold a secret of the config: masked.
   process.stdout.write(redactText(`${formatDoctor(checks)}\n`, collectSecrets(setup.config)));
   const failed = checks.filter((check) => !check.ok).length;

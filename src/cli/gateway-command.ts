@@ -8,7 +8,7 @@ import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { announceLogin, loadCliConfig } from "./setup.js";
 
 export async function runGatewayCommand(): Promise<number> {
-  const { config, logger, apiToken } = loadCliConfig({ service: true, serveApi: true });
+  const { config, logger, apiToken, withdrawn } = loadCliConfig({ service: true, serveApi: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
   // Jobs are created here only to cancel tasks and team runs through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
@@ -26,7 +26,7 @@ export async function runGatewayCommand(): Promise<number> {
     apiToken,
     onReloadRequest: () => reloader.reload("api"),
   });
-  const reloader = await reloaderFor(logger, infrastructure, config, (next) => gateway.reload(next));
+  const reloader = await reloaderFor(logger, infrastructure, config, (next) => gateway.reload(next), withdrawn.environment);
   let unannounce = async () => undefined as void;
   const close = async () => {
     await unannounce();

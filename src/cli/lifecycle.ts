@@ -48,8 +48,15 @@ export function onReloadSignal(reload: () => Promise<unknown>): () => void {
 }
 
 /** The config reloader of a long-running command, applying to what it runs. */
-export async function reloaderFor(logger: Logger, infrastructure: { bus: Parameters<typeof createConfigReloader>[0]["bus"] }, initial: ResolvedConfig, apply: (config: ResolvedConfig) => void) {
-  const reloader = await createConfigReloader({ logger, bus: infrastructure.bus, load: () => loadCountbotConfig(), initial, apply });
+export async function reloaderFor(
+  logger: Logger,
+  infrastructure: { bus: Parameters<typeof createConfigReloader>[0]["bus"] },
+  initial: ResolvedConfig,
+  apply: (config: ResolvedConfig) => void,
+  /** The environment as it was at start: the secrets are no longer in process.env (src/app/secret-environment.ts). */
+  environment?: Record<string, string>,
+) {
+  const reloader = await createConfigReloader({ logger, bus: infrastructure.bus, load: () => loadCountbotConfig(environment ? { env: environment } : {}), initial, apply });
   const undo = onReloadSignal(() => reloader.reload("signal"));
   return {
     reload: reloader.reload,

@@ -3,6 +3,7 @@ import path from "node:path";
 import pino, { type Logger } from "pino";
 import { type ApiToken, readApiTokenFile, resolveApiToken } from "../app/api-token.js";
 import { loadCountbotConfig } from "../app/config.js";
+import { type WithdrawnSecrets, exposureUnderNoSandbox, withdrawSecrets } from "../app/secret-environment.js";
 import { collectSecrets } from "../config/mask.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { createLogger, routeConsoleWarnings } from "../logger.js";
@@ -14,6 +15,8 @@ export interface CliSetupOptions {
   verbose?: boolean;
   /** Serves the HTTP API (start, gateway): resolve its token, generating one when none is configured. */
   serveApi?: boolean;
+  /** Runs the agent's tools (start, worker, agent, chat): without a sandbox, log what a command can read. */
+  runsTools?: boolean;
 }
 
 /**
@@ -21,7 +24,7 @@ export interface CliSetupOptions {
  * `auto`: pretty on a terminal). Interactive commands keep the terminal for the conversation:
  * their log goes to `<dataDir>/logs/countbot.log` unless `--verbose`.
  */
-export function loadCliConfig(options: CliSetupOptions = {}): { config: ResolvedConfig; logger: Logger; apiToken?: ApiToken } {
+export function loadCliConfig(options: CliSetupOptions = {}): { config: ResolvedConfig; logger: Logger; apiToken?: ApiToken; withdrawn: WithdrawnSecrets } {
   const config = loadCountbotConfig();
   // A generated API token is as secret as a configured one.
   const apiToken = options.serveApi ? resolveApiToken(config) : undefined;
@@ -32,7 +35,13 @@ export function loadCliConfig(options: CliSetupOptions = {}): { config: Resolved
   const pretty = config.log.format === "pretty" || (config.log.format === "auto" && onTerminal === true && process.stderr.isTTY === true);
   const logger = createLogger({ level: config.log.level, secrets, destination, pretty });
   routeConsoleWarnings(logger);
-  return { config, logger, apiToken };
+  // Before anything is started that could run a command: see src/app/secret-environment.ts.
+  const withdrawn = withdrawSecrets({ secrets });
+  if (!withdrawn.environBlock.scrubbed) logger.warn({ variables: withdrawn.names, reason: withdrawn.environBlock.reason }, "the secret variables could not be blanked in this process's /proc environ");
+  if (options.runsTools && config.tools.exec.enabled && config.tools.exec.sandbox === "none") {
+    logger.warn({ canRead: exposureUnderNoSandbox(config, withdrawn, { pid: process.pid }) }, 'tools.exec.sandbox is "none": exec runs commands as this user, WITHOUT a sandbox; what a command can still read of the secrets is listed in canRead');
+  }
+  return { config, logger, apiToken, withdrawn };
 }
 
 function logFile(dataDir: string): NodeJS.WritableStream {

@@ -14,16 +14,22 @@ import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { announceLogin, loadCliConfig } from "./setup.js";
 
 export async function runStartCommand(): Promise<number> {
-  const { config, logger, apiToken } = loadCliConfig({ service: true, serveApi: true });
+  const { config, logger, apiToken, withdrawn } = loadCliConfig({ service: true, serveApi: true, runsTools: true });
   const infrastructure = await createInfrastructure(config, logger);
   const metrics = createPrometheusMetrics({ role: "start" });
   let worker: Worker | undefined;
   let gateway: Gateway | undefined;
   let address: { url: string; port: number };
-  const reloader = await reloaderFor(logger, infrastructure, config, (next) => {
-    gateway?.reload(next);
-    worker?.reload(next);
-  });
+  const reloader = await reloaderFor(
+    logger,
+    infrastructure,
+    config,
+    (next) => {
+      gateway?.reload(next);
+      worker?.reload(next);
+    },
+    withdrawn.environment,
+  );
   try {
     const created = await createWorker(config, logger, infrastructure, { metrics });
     worker = created;

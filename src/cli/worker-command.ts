@@ -8,7 +8,7 @@ import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { loadCliConfig } from "./setup.js";
 
 export async function runWorkerCommand(): Promise<number> {
-  const { config, logger } = loadCliConfig({ service: true });
+  const { config, logger, withdrawn } = loadCliConfig({ service: true, runsTools: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "worker" });
   const metrics = createPrometheusMetrics({ role: "worker" });
   metrics.watch({ bus: infrastructure.bus });
@@ -43,7 +43,7 @@ export async function runWorkerCommand(): Promise<number> {
   if (warning) logger.warn(warning);
   const running = worker.run();
   const unannounce = infrastructure.announce("worker");
-  const reloader = await reloaderFor(logger, infrastructure, config, (next) => worker.reload(next));
+  const reloader = await reloaderFor(logger, infrastructure, config, (next) => worker.reload(next), withdrawn.environment);
   const signalled = untilSignalled(logger, async () => {
     await unannounce();
     await marker?.remove();

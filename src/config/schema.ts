@@ -2,11 +2,23 @@
  * The configuration schema: the single source of the config types.
  * Every field carries a description; `config/countbot.schema.json` is generated from it.
  */
+import { isIP } from "node:net";
 import { z } from "zod";
 import { McpAllowedHostsSchema, McpServersSchema } from "./mcp.js";
 import { TeamConfigEntrySchema, TeamNameSchema, teamNameKey } from "./team.js";
 
 const positiveInt = z.number().int().positive();
+
+/** The shortest `api.token` taken: 24 characters (the generated one has 32). */
+export const MIN_API_TOKEN_LENGTH = 24;
+
+function isAddressOrRange(text: string): boolean {
+  const [address = "", prefix, ...rest] = text.split("/");
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128);
+}
 
 export const personalityPresets = ["professional", "friendly", "concise", "playful", "mentor"] as const;
 
@@ -213,7 +225,20 @@ export const ApiSchema = z
   .strictObject({
     host: z.string().default("127.0.0.1").describe("Bind address of the HTTP API."),
     port: z.number().int().min(0).max(65_535).default(8787).describe("Port of the HTTP API."),
-    token: z.string().optional().describe("Bearer token (secret), required when bound beyond loopback."),
+    token: z
+      .string()
+      .optional()
+      .refine(
+        (token) => token === undefined || token.trim() === "" || token.trim().length >= MIN_API_TOKEN_LENGTH,
+        `at least ${MIN_API_TOKEN_LENGTH} characters: a shorter token can be guessed (set api.token or COUNTBOT_API_TOKEN to a long random value, or leave both unset and countbot generates one)`,
+      )
+      .describe(`Bearer token (secret), required when bound beyond loopback; at least ${MIN_API_TOKEN_LENGTH} characters. Unset: \`start\` and \`gateway\` generate one in <dataDir>/api-token.`),
+    trustProxy: z
+      .array(z.string().refine(isAddressOrRange, "expected an IP address or a CIDR range, e.g. 10.0.0.5 or 10.0.0.0/8"))
+      .default([])
+      .describe(
+        "Addresses or CIDR ranges of the reverse proxies in front of the API. Only requests from them have `X-Forwarded-For` (the client's address, which the sign-in limit counts) and `X-Forwarded-Proto` (https makes the login cookie `Secure`) believed. Empty: neither header is believed.",
+      ),
     allowedOrigins: z
       .array(z.url().transform((url) => new URL(url).origin))
       .default([])
@@ -268,6 +293,17 @@ const configShape = {
       globalConcurrency: z.number().int().min(1).max(100_000).optional().describe("Team agents the whole deployment runs at once, over all workers. Unset: only the per-worker limit."),
       perRunConcurrency: z.number().int().min(1).max(64).default(8).describe("Agents of one run that run at once, unless the team sets `maxParallel`."),
       perSession: z.number().int().min(1).max(100).default(3).describe("Unfinished team runs one chat may have at once."),
+      allowedModelHosts: z
+        .array(
+          z
+            .string()
+            .min(1)
+            .transform((host) => host.toLowerCase().replace(/^\[(.*)\]$/, "$1")),
+        )
+        .default([])
+        .describe(
+          "Host names a team's `modelConfig.baseURL` may point at while still using the provider's configured `apiKey` (and headers). Any other base URL than the provider's own needs the team's own `modelConfig.apiKey`: a provider's key goes only where the operator sent it.",
+        ),
       keepRunsDays: z
         .number()
         .int()

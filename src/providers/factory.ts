@@ -8,30 +8,7 @@ import { createAnthropicProvider } from "./anthropic.js";
 import { createOpenAICompatibleProvider } from "./openai-compatible.js";
 import { createChatModel, parseModelRef, type ChatModelOptions, type ChatModelTarget, type ProviderLogger } from "./resilient-model.js";
 import type { ChatModel, LlmProvider } from "./chat-model.js";
-
-interface KnownProvider {
-  type: "openai" | "anthropic";
-  baseURL: string;
-  /** Local servers that take no key. */
-  keyless?: boolean;
-  /** The environment variable the config loader maps onto `providers.<name>.apiKey`. */
-  apiKeyVariable?: string;
-}
-
-/** Defaults for well-known names, so `deepseek/deepseek-chat` needs only a key. Config always wins. */
-const knownProviders: Record<string, KnownProvider> = {
-  openai: { type: "openai", baseURL: "https://api.openai.com/v1", apiKeyVariable: "OPENAI_API_KEY" },
-  anthropic: { type: "anthropic", baseURL: "https://api.anthropic.com", apiKeyVariable: "ANTHROPIC_API_KEY" },
-  deepseek: { type: "openai", baseURL: "https://api.deepseek.com/v1" },
-  glm: { type: "openai", baseURL: "https://open.bigmodel.cn/api/paas/v4" },
-  zhipu: { type: "openai", baseURL: "https://open.bigmodel.cn/api/paas/v4" },
-  qwen: { type: "openai", baseURL: "https://dashscope.aliyuncs.com/compatible-mode/v1" },
-  dashscope: { type: "openai", baseURL: "https://dashscope.aliyuncs.com/compatible-mode/v1" },
-  moonshot: { type: "openai", baseURL: "https://api.moonshot.ai/v1" },
-  openrouter: { type: "openai", baseURL: "https://openrouter.ai/api/v1" },
-  ollama: { type: "openai", baseURL: "http://localhost:11434/v1", keyless: true },
-  vllm: { type: "openai", baseURL: "http://localhost:8000/v1", keyless: true },
-};
+import { type KnownProvider, knownProviders, providerBaseURL } from "./known-providers.js";
 
 export interface ProviderRegistryOptions {
   fetch?: typeof fetch;
@@ -62,7 +39,7 @@ export function createProviderRegistry(config: Config, options: ProviderRegistry
     const known = knownProviders[name];
     if (!configured && !known) throw unknownProvider(config, name, forModel, path);
     const type = configured?.type ?? known?.type ?? "openai";
-    const baseURL = configured?.baseURL ?? known?.baseURL ?? (type === "anthropic" ? knownProviders.anthropic?.baseURL : undefined);
+    const baseURL = providerBaseURL(config, name);
     if (!baseURL) {
       throw new ConfigError(
         `Provider "${name}" has no baseURL. Set providers.${name}.baseURL, e.g. https://api.example.com/v1.`,

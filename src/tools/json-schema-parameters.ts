@@ -2,84 +2,76 @@
  * Tool parameters given as JSON Schema (an MCP server's `inputSchema`), checked with Ajv before
  * the call so bad arguments go back to the model, naming the field, without reaching the server.
  *
- * The dialect follows the schema's `$schema` (2020-12 and 2019-09, else draft-07, which is what
- * most servers send); unknown keywords are tolerated, since servers write schemas for models, not
- * for validators. Validators are compiled once per distinct schema and kept, so a server that
- * reconnects does not grow the cache.
+ * A server's schema is untrusted input, so it is bounded three ways:
+ * - at registration: at most {@link MAX_SCHEMA_BYTES} of JSON and {@link MAX_SCHEMA_DEPTH} levels of
+ *   nesting, and it must compile with patterns on the linear-time engine; otherwise the tool is
+ *   refused with the reason (McpServers logs it);
+ * - patterns (`pattern`, `patternProperties`) run on RE2 (./linear-regexp.ts), linear in the
+ *   subject whatever the pattern;
+ * - each check runs in a worker thread with a deadline (./argument-checks.ts), so no schema, however
+ *   costly for the arguments given, holds the event loop.
+ *
+ * The dialect follows the schema's `$schema` (./ajv-instances.ts). Validators are compiled once per
+ * distinct schema and kept, so a server that reconnects does not grow the cache.
  */
-import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
-import { Ajv2019 } from "ajv/dist/2019.js";
-import { Ajv2020 } from "ajv/dist/2020.js";
-import addFormatsModule from "ajv-formats";
-import type { ArgumentIssue, JsonSchemaParameters } from "./tool.js";
+import type { ValidateFunction } from "ajv";
+import { ajvInstances } from "./ajv-instances.js";
+import { ArgumentChecks, type ArgumentChecksOptions } from "./argument-checks.js";
+import type { JsonSchemaParameters } from "./tool.js";
 
-type AjvInstance = Ajv | Ajv2019 | Ajv2020;
-type FormatsPlugin = (ajv: AjvInstance) => AjvInstance;
+/** Largest tool schema taken, as JSON. */
+export const MAX_SCHEMA_BYTES = 256 * 1024;
+/** Deepest nesting of objects and arrays a tool schema may have. */
+export const MAX_SCHEMA_DEPTH = 32;
 
-// ajv-formats is CommonJS with the plugin as `module.exports` and as `default`.
-const addFormats = ((addFormatsModule as unknown as { default?: FormatsPlugin }).default ?? addFormatsModule) as unknown as FormatsPlugin;
+/** A schema refused at registration; the message says why, for the log. */
+export class SchemaRefusedError extends Error {
+  override name = "SchemaRefusedError";
+}
 
 /** Compiles JSON Schemas into {@link JsonSchemaParameters}; one per process is enough. */
 export class JsonSchemaCompiler {
-  private readonly instances = new Map<string, AjvInstance>();
+  private readonly instanceFor = ajvInstances();
   private readonly compiled = new Map<string, ValidateFunction>();
+  private readonly checks: ArgumentChecks;
+  private readonly deadlineMs: number;
 
-  /** Throws when the schema cannot be compiled (a broken `$ref`, a malformed keyword). */
+  constructor(options: ArgumentChecksOptions = {}) {
+    this.checks = new ArgumentChecks(options);
+    this.deadlineMs = options.deadlineMs ?? 500;
+  }
+
+  /** Throws SchemaRefusedError (too large, too deep) or Ajv's error (does not compile, a pattern RE2 cannot take). */
   compile(schema: Record<string, unknown>): JsonSchemaParameters {
     const { $schema: dialect, ...jsonSchema } = schema;
-    const key = `${String(dialect ?? "")}\n${JSON.stringify(jsonSchema)}`;
-    let validate = this.compiled.get(key);
-    if (!validate) {
-      validate = this.instance(typeof dialect === "string" ? dialect : "").compile(structuredClone(jsonSchema));
-      this.compiled.set(key, validate);
-    }
-    const check = validate;
+    const text = JSON.stringify(jsonSchema);
+    if (text.length > MAX_SCHEMA_BYTES) throw new SchemaRefusedError(`the input schema is ${text.length} bytes of JSON (at most ${MAX_SCHEMA_BYTES})`);
+    if (deeperThan(jsonSchema, MAX_SCHEMA_DEPTH)) throw new SchemaRefusedError(`the input schema nests deeper than ${MAX_SCHEMA_DEPTH} levels`);
+    const dialectName = typeof dialect === "string" ? dialect : "";
+    const key = `${dialectName}\n${text}`;
+    if (!this.compiled.has(key)) this.compiled.set(key, this.instanceFor(dialectName).compile(structuredClone(jsonSchema)));
+    this.checks.warmUp();
     return {
       jsonSchema,
-      checkArguments: (value) => (check(value) ? { ok: true, value } : { ok: false, issues: describeErrors(check.errors ?? []) }),
+      checkArguments: async (value) => {
+        const outcome = await this.checks.check(key, dialectName, jsonSchema, value).catch((error: unknown) => ({ ok: false as const, failed: (error as Error).message }));
+        if (outcome.ok) return { ok: true, value };
+        if ("issues" in outcome) return { ok: false, issues: outcome.issues };
+        const why = "timedOut" in outcome ? `took longer than ${this.deadlineMs} ms (the tool's schema is too costly for them)` : `could not be checked (${outcome.failed})`;
+        return { ok: false, final: true, issues: [{ path: [], message: `${why}; send smaller, flatter arguments` }] };
+      },
     };
   }
 
-  private instance(dialect: string): AjvInstance {
-    const kind = dialect.includes("2020-12") ? "2020" : dialect.includes("2019-09") ? "2019" : "07";
-    let instance = this.instances.get(kind);
-    if (!instance) {
-      const options = { strict: false, allErrors: true, validateSchema: false, logger: false as const };
-      instance = kind === "2020" ? new Ajv2020(options) : kind === "2019" ? new Ajv2019(options) : new Ajv(options);
-      addFormats(instance);
-      this.instances.set(kind, instance);
-    }
-    return instance;
+  /** Ends the argument-check worker. */
+  close(): Promise<void> {
+    return this.checks.close();
   }
 }
 
-/** Ajv's errors as issues on fields: a missing field is an issue on that field. */
-function describeErrors(errors: readonly ErrorObject[]): ArgumentIssue[] {
-  const issues = new Map<string, ArgumentIssue>();
-  for (const error of errors) {
-    const path = pointerPath(error.instancePath);
-    let issue: ArgumentIssue;
-    if (error.keyword === "required") {
-      issue = { path: [...path, String((error.params as { missingProperty: string }).missingProperty)], message: "is required but missing" };
-    } else if (error.keyword === "additionalProperties") {
-      issue = { path, message: `unknown field \`${String((error.params as { additionalProperty: string }).additionalProperty)}\`` };
-    } else if (error.keyword === "enum") {
-      const allowed = (error.params as { allowedValues: unknown[] }).allowedValues.map((value) => JSON.stringify(value)).join(", ");
-      issue = { path, message: `must be one of ${allowed}` };
-    } else {
-      issue = { path, message: error.message ?? `fails \`${error.keyword}\`` };
-    }
-    issues.set(`${issue.path.join("\u0000")}\u0001${issue.message}`, issue);
-  }
-  return [...issues.values()];
-}
-
-/** `/items/0/name` → `["items", 0, "name"]`. */
-function pointerPath(pointer: string): Array<string | number> {
-  if (pointer === "") return [];
-  return pointer
-    .slice(1)
-    .split("/")
-    .map((part) => part.replaceAll("~1", "/").replaceAll("~0", "~"))
-    .map((part) => (/^(?:0|[1-9]\d*)$/.test(part) ? Number(part) : part));
+/** Whether `value` nests objects and arrays more than `limit` levels deep; stops looking at the limit. */
+function deeperThan(value: unknown, limit: number): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  if (limit === 0) return true;
+  return Object.values(value).some((child) => deeperThan(child, limit - 1));
 }

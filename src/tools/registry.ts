@@ -121,7 +121,7 @@ export class ToolRegistry {
     if (!parsed.ok) {
       return failure(call.arguments, `the arguments of ${call.name} are not valid JSON (${parsed.error})`, "Send the arguments again as one JSON object.");
     }
-    const validated = validate(tool.parameters, parsed.value);
+    const validated = await validate(tool.parameters, parsed.value);
     if (!validated.ok) {
       return failure(parsed.value, `invalid arguments for ${call.name}: ${validated.error}`, `Call ${call.name} again with the arguments fixed.`);
     }
@@ -181,15 +181,15 @@ type Validated = { ok: true; value: unknown } | { ok: false; error: string };
  * array sent as a JSON string. A zod schema never sees the nulls; JSON Schema (which may allow
  * null) sees the arguments as sent first, and the forgiving repairs only when that fails.
  */
-export function validate(parameters: z.ZodType | JsonSchemaParameters, value: unknown): Validated {
-  const check = isJsonSchemaParameters(parameters) ? (input: unknown) => parameters.checkArguments(input) : zodCheck(parameters);
+export async function validate(parameters: z.ZodType | JsonSchemaParameters, value: unknown): Promise<Validated> {
+  const check = isJsonSchemaParameters(parameters) ? (input: unknown) => parameters.checkArguments(input) : async (input: unknown) => zodCheck(parameters)(input);
   if (isJsonSchemaParameters(parameters)) {
-    const asSent = check(value);
-    if (asSent.ok) return asSent;
+    const asSent = await check(value);
+    if (asSent.ok || asSent.final) return asSent.ok ? asSent : { ok: false, error: asSent.issues.map(describeIssue).join("; ") };
   }
   const withoutNulls = stripNulls(value);
-  let result = check(withoutNulls);
-  if (!result.ok && isRecord(withoutNulls)) {
+  let result = await check(withoutNulls);
+  if (!result.ok && !result.final && isRecord(withoutNulls)) {
     const repaired = { ...withoutNulls };
     let changed = false;
     for (const issue of result.issues) {
@@ -204,7 +204,7 @@ export function validate(parameters: z.ZodType | JsonSchemaParameters, value: un
         // Not JSON after all: the original issue stands.
       }
     }
-    if (changed) result = check(repaired);
+    if (changed) result = await check(repaired);
   }
   if (result.ok) return result;
   return { ok: false, error: result.issues.map(describeIssue).join("; ") };

@@ -26,14 +26,15 @@ export interface ArgumentIssue {
   message: string;
 }
 
-export type ArgumentCheck = { ok: true; value: unknown } | { ok: false; issues: ArgumentIssue[] };
+/** `final`: the check itself failed (it ran out of time): trying repaired arguments would fail the same way. */
+export type ArgumentCheck = { ok: true; value: unknown } | { ok: false; issues: ArgumentIssue[]; final?: boolean };
 
 /** Parameters declared as JSON Schema (an MCP server's), passed to the model as they are. */
 export interface JsonSchemaParameters {
   /** The schema of the arguments object, without `$schema`. */
   jsonSchema: Record<string, unknown>;
-  /** Checks the arguments against the schema. */
-  checkArguments(value: unknown): ArgumentCheck;
+  /** Checks the arguments against the schema (off the event loop: an untrusted schema can be costly). */
+  checkArguments(value: unknown): Promise<ArgumentCheck>;
 }
 
 export interface Tool<Schema extends z.ZodType = z.ZodType> {

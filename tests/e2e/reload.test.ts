@@ -51,7 +51,7 @@ beforeAll(async () => {
     COUNTBOT_CONFIG: configFile,
     COUNTBOT_DATA_DIR: path.join(root, "data"),
     COUNTBOT_API_PORT: "0",
-    COUNTBOT_API_TOKEN: "reload-api-token-0123",
+    COUNTBOT_API_TOKEN: "reload-api-token-0123456789",
     TELEGRAM_BOT_TOKEN: BOT_TOKEN,
     TELEGRAM_API_ROOT: telegram.apiRoot,
     OPENAI_API_KEY: "sk-reload-0123456789",

@@ -39,7 +39,7 @@ describe("countbot status", () => {
       COUNTBOT_CONFIG: configFile,
       COUNTBOT_DATA_DIR: path.join(root, "data"),
       COUNTBOT_API_PORT: "0",
-      COUNTBOT_API_TOKEN: "status-token-0123456789",
+      COUNTBOT_API_TOKEN: "status-token-0123456789abc",
       OPENAI_API_KEY: "sk-status-0123456789",
       OPENAI_BASE_URL: llm.url,
       REDIS_URL: redisUrl,

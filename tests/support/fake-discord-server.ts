@@ -49,8 +49,16 @@ import { SlidingLimits } from "./sliding-limits.js";
 
 export * from "./fake-discord-model.js";
 
-const mentionPattern = /<@!?(\d+)>/g;
-const roleMentionPattern = /<@&(\d+)>/g;
+// Discord parses mentions the way its Markdown renders them: not when escaped (`\<@id>`), not
+// inside inline code or a code block. Mentions are found in what is left outside code.
+const mentionPattern = /(?<!\\)<@!?(\d+)>/g;
+const roleMentionPattern = /(?<!\\)<@&(\d+)>/g;
+const everyonePattern = /(?<!\\)@(everyone|here)\b/;
+
+/** The text outside code blocks and inline code, where Discord looks for mentions. */
+function outsideCode(content: string): string {
+  return content.replace(/```[\s\S]*?```/g, " ").replace(/(`+)[\s\S]*?\1/g, " ");
+}
 
 export async function startFakeDiscord(options: FakeDiscordOptions) {
   const { token } = options;
@@ -134,7 +142,8 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
   /** A message object as Discord builds it: mentions found in the text, the reply's target embedded. */
   function buildMessage(input: { channel: FakeChannel; author: FakeUser; content: string; replyTo?: FakeMessage; replyPing?: boolean; attachments?: FakeAttachment[]; nonce?: string | number }): FakeMessage {
     const { channel, author } = input;
-    const mentioned = [...input.content.matchAll(mentionPattern)].map((match) => users.get(match[1]!)).filter((user): user is FakeUser => user !== undefined);
+    const parsed = outsideCode(input.content);
+    const mentioned = [...parsed.matchAll(mentionPattern)].map((match) => users.get(match[1]!)).filter((user): user is FakeUser => user !== undefined);
     // A reply pings its target unless the sender turned that off: Discord lists the target among the mentions.
     if (input.replyTo && input.replyPing !== false && !mentioned.some((user) => user.id === input.replyTo!.author.id)) mentioned.push(input.replyTo.author);
     const guild = channel.guild_id ? guilds.get(channel.guild_id) : undefined;
@@ -147,9 +156,9 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
       timestamp: new Date().toISOString(),
       edited_timestamp: null,
       tts: false,
-      mention_everyone: /@(everyone|here)\b/.test(input.content),
+      mention_everyone: everyonePattern.test(parsed),
       mentions: mentioned.map((user) => (guild ? { ...user, member: memberPayload(guild, user.id) } : user)),
-      mention_roles: [...input.content.matchAll(roleMentionPattern)].map((match) => match[1]!),
+      mention_roles: [...parsed.matchAll(roleMentionPattern)].map((match) => match[1]!),
       attachments: input.attachments ?? [],
       embeds: [],
       pinned: false,

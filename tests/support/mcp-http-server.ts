@@ -9,7 +9,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { createTestMcpServer, type TestMcpServer } from "./mcp-test-server.js";
+import { createTestMcpServer, type TestMcpServer, type TestServerOptions } from "./mcp-test-server.js";
 
 export interface McpHttpServer {
   /** `http://127.0.0.1:<port>/mcp`. */
@@ -27,7 +27,7 @@ export interface McpHttpServer {
   close(): Promise<void>;
 }
 
-export async function startMcpHttpServer(options: { port?: number } = {}): Promise<McpHttpServer> {
+export async function startMcpHttpServer(options: { port?: number; extraTools?: TestServerOptions["extraTools"] } = {}): Promise<McpHttpServer> {
   const sessions = new Map<string, { transport: StreamableHTTPServerTransport; server: TestMcpServer }>();
   const sseSessions = new Map<string, SSEServerTransport>();
   const calls: TestMcpServer["calls"] = [];
@@ -41,7 +41,7 @@ export async function startMcpHttpServer(options: { port?: number } = {}): Promi
       sseSessions.set(transport.sessionId, transport);
       response.on("close", () => sseSessions.delete(transport.sessionId));
       started += 1;
-      await createTestMcpServer({ name: "countbot-sse-test-server", calls }).server.connect(transport);
+      await createTestMcpServer({ name: "countbot-sse-test-server", calls, extraTools: options.extraTools }).server.connect(transport);
       return;
     }
     if (request.method === "POST" && request.url?.startsWith("/messages")) {
@@ -64,7 +64,7 @@ export async function startMcpHttpServer(options: { port?: number } = {}): Promi
       return;
     }
     // Calls of every session land in one list.
-    const server = createTestMcpServer({ name: "countbot-http-test-server", calls });
+    const server = createTestMcpServer({ name: "countbot-http-test-server", calls, extraTools: options.extraTools });
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {

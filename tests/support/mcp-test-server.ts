@@ -27,6 +27,8 @@ export interface TestServerOptions {
   onCrash?: () => void;
   /** Where calls are counted; default: a new list. */
   calls?: TestMcpServer["calls"];
+  /** More tools, each answering `ok <JSON arguments>`: schemas a test wants a server to declare. */
+  extraTools?: Array<{ name: string; description: string; inputSchema: Record<string, unknown> }>;
 }
 
 export interface TestMcpServer {
@@ -54,13 +56,15 @@ export const testTools = [
 export function createTestMcpServer(options: TestServerOptions = {}): TestMcpServer {
   const calls: TestMcpServer["calls"] = options.calls ?? [];
   const server = new Server({ name: options.name ?? "countbot-test-server", version: "1.0.0" }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: testTools }));
+  const extraTools = options.extraTools ?? [];
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...testTools, ...extraTools] }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const { name } = request.params;
     const args = (request.params.arguments ?? {}) as Record<string, unknown>;
     calls.push({ tool: name, arguments: args });
     if (options.callLog) appendFileSync(options.callLog, `${name} ${JSON.stringify(args)}\n`);
     const text = (value: string): CallToolResult => ({ content: [{ type: "text", text: value }] });
+    if (extraTools.some((tool) => tool.name === name)) return text(`ok ${JSON.stringify(args)}`);
     switch (name) {
       case "echo":
         return text(`echo: ${String(args.text)}`);

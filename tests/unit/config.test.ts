@@ -62,7 +62,7 @@ describe("loadConfig", () => {
     // The web chat is on unless switched off; every platform is off until configured.
     expect(config.channels).toEqual({ web: { enabled: true, showNotices: true } });
     expect(config.redis).toEqual({ prefix: "countbot", leaseTtlMs: 30_000, connectTimeoutMs: 5_000, evictionPolicy: "warn" });
-    expect(config.api).toEqual({ host: "127.0.0.1", port: 8787, allowedOrigins: [], openai: { enabled: true, apiKeys: [], timeoutSeconds: 900 } });
+    expect(config.api).toEqual({ host: "127.0.0.1", port: 8787, allowedOrigins: [], trustProxy: [], openai: { enabled: true, apiKeys: [], timeoutSeconds: 900 } });
     expect(config.log.level).toBe("info");
     expect(config.heartbeat).toEqual({ enabled: false, intervalMinutes: 30, dailyCap: 10 });
     expect(config.dataDir).toBe(join(home, ".countbot"));
@@ -127,7 +127,7 @@ describe("loadConfig", () => {
     ["COUNTBOT_DATA_DIR", "/srv/countbot/data", "dataDir", "/srv/countbot/data"],
     ["COUNTBOT_API_HOST", "0.0.0.0", "api.host", "0.0.0.0"],
     ["COUNTBOT_API_PORT", "9090", "api.port", 9090],
-    ["COUNTBOT_API_TOKEN", "api-token-from-env", "api.token", "api-token-from-env"],
+    ["COUNTBOT_API_TOKEN", "api-token-from-env-0123456789", "api.token", "api-token-from-env-0123456789"],
     ["TELEGRAM_BOT_TOKEN", "123456:telegram-env", "channels.telegram.token", "123456:telegram-env"],
     ["TELEGRAM_API_ROOT", "http://127.0.0.1:8081", "channels.telegram.apiRoot", "http://127.0.0.1:8081"],
     ["DISCORD_BOT_TOKEN", "MTIz.discord-env.token", "channels.discord.token", "MTIz.discord-env.token"],
@@ -255,7 +255,7 @@ describe("maskSecrets", () => {
     telegram: "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
     feishu: "feishu-app-secret-value-9876",
     brave: "BSAbravebravebrave5555",
-    api: "api-bearer-token-0000",
+    api: "api-bearer-token-abcdefgh-0000",
     header: "Bearer header-secret-abcdef",
     redis: "redis-password-xyz-7777",
   };

@@ -47,6 +47,7 @@ export { type RetryOptions, backoffDelay, withRetries } from "./retry.js";
 export { type Scrub, type ScrubberOptions, createScrubber, scrubError } from "./scrub.js";
 export { type BodyCheck, checkJsonBody, headerValue, sameSecret } from "./webhook.js";
 export { RequestError, parseRequest } from "../http-request.js";
+export { type ImageBodyLimits, createImageBodyGate } from "../body-gate.js";
 export {
   type LimitOverrides,
   type PlatformCall,

@@ -12,6 +12,7 @@
  */
 import type { Logger } from "pino";
 import type { McpServerConfig } from "../../config/mcp.js";
+import { errorMessage } from "../../errors.js";
 import { JsonSchemaCompiler } from "../json-schema-parameters.js";
 import type { JsonSchemaParameters, Tool, ToolSource } from "../tool.js";
 import type { Resolver } from "../web-fetch.js";
@@ -36,6 +37,8 @@ export interface McpServersOptions {
   resolve?: Resolver;
   backoff?: BackoffOptions;
   now?: () => number;
+  /** The longest one tool's argument check may run (default 500 ms). */
+  argumentCheckDeadlineMs?: number;
 }
 
 /** A listed tool with the name the model calls it by. */
@@ -58,7 +61,7 @@ export class McpServers {
   private connections: McpServerConnection[];
   private guardedFetch: GuardedFetch;
   private allowedHosts: string;
-  private readonly compiler = new JsonSchemaCompiler();
+  private readonly compiler: JsonSchemaCompiler;
   private readonly log: Logger;
   /** Built tools by server, rebuilt when a server's tool list or the naming changes. */
   private built: Map<string, Tool[]> | undefined;
@@ -66,6 +69,7 @@ export class McpServers {
 
   constructor(private readonly options: McpServersOptions) {
     this.log = options.logger;
+    this.compiler = new JsonSchemaCompiler({ deadlineMs: options.argumentCheckDeadlineMs });
     this.guardedFetch = createGuardedFetch({ allowedHosts: options.allowedHosts, resolve: options.resolve });
     this.allowedHosts = JSON.stringify(options.allowedHosts);
     this.connections = Object.entries(options.servers).map(([name, config]) => this.connection(name, config));
@@ -146,6 +150,7 @@ export class McpServers {
   async close(): Promise<void> {
     await Promise.all(this.connections.map((connection) => connection.close()));
     await this.guardedFetch.close();
+    await this.compiler.close();
   }
 
   private async load(offered: McpServerConnection[], signal?: AbortSignal): Promise<Tool[]> {
@@ -183,8 +188,9 @@ export class McpServers {
     try {
       parameters = this.compiler.compile(info.inputSchema as Record<string, unknown>);
     } catch (error) {
+      // The reason names the limit or the pattern: the operator can tell the server's author.
       this.reportOnce(`schema:${connection.name}:${info.name}`, () =>
-        this.log.warn({ mcpServer: connection.name, tool: info.name, err: error }, "an MCP tool's input schema does not compile; the tool is left out"),
+        this.log.warn({ mcpServer: connection.name, tool: info.name, reason: errorMessage(error) }, `the MCP tool's input schema is refused (${errorMessage(error)}); the tool is left out`),
       );
       return undefined;
     }

@@ -15,7 +15,7 @@ import { createPrometheusMetrics } from "../../../src/app/metrics.js";
 import { loadConfig } from "../../../src/config/load.js";
 import { scriptedModel } from "../../support/scripted-model.js";
 
-const TOKEN = "metrics-test-token";
+const TOKEN = "metrics-test-token-0123456789";
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();

@@ -13,7 +13,7 @@ import { createInfrastructure } from "../../../src/app/infrastructure.js";
 import { loadConfig } from "../../../src/config/load.js";
 import { deleteKeys, redisUrl } from "../../support/redis.js";
 
-const TOKEN = "board-test-token";
+const TOKEN = "board-test-token-0123456789";
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();

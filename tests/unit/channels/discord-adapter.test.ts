@@ -124,6 +124,32 @@ describe("Discord adapter: inbound", () => {
     expect(events[0]).toMatchObject({ chatId: channelId, senderId: alice.id, scopes: [`guild:${guild.id}`, `channel:${channelId}`, `role:${helpers}`] });
   });
 
+  it("reads addressing from Discord's mention list, never the text: escaped and code spellings do not count", async () => {
+    const discord = await startDiscord();
+    const { guild, alice } = team(discord);
+    const { events } = await started(discord);
+    const bot = discord.botUser.id;
+    const spellings: Array<[string, boolean]> = [
+      [`<@${bot}> real`, true],
+      [`real too <@!${bot}>`, true],
+      [`<@&${guild.botRoleId}> by role`, true],
+      [`\\<@${bot}> escaped`, false],
+      [`\\<@!${bot}> escaped nickname form`, false],
+      [`\\<@&${guild.botRoleId}> escaped role`, false],
+      [`inline \`<@${bot}>\` code`, false],
+      [`double \`\`<@${bot}>\`\` code`, false],
+      ["```\n<@" + bot + ">\n``` block", false],
+      ["```js\nping(<@&" + guild.botRoleId + ">)\n```", false],
+      ["@CountBot by name only", false],
+      [`<@${alice.id}> someone else`, false],
+    ];
+    for (const [content] of spellings) discord.sendMessage({ channelId: guild.generalId, from: alice, content });
+    await nthEvent(discord, events, spellings.length);
+    expect(events.map((event) => event.mentionsBot)).toEqual(spellings.map(([, addressed]) => addressed));
+    // An escaped or quoted mention is kept as written: it is part of what the user said.
+    expect(events[3]!.text).toBe(`\\<@${bot}> escaped`);
+  });
+
   it("flags a reply to the bot, not a reply to someone else", async () => {
     const discord = await startDiscord();
     const { guild, alice } = team(discord);

@@ -64,6 +64,21 @@ describe("Feishu adapter: receiving over the long connection", () => {
     ]);
   });
 
+  it("reads addressing from mentions[] only: the bot's name as text, a mention key typed by hand, an at element Feishu did not list, or code do not count", async () => {
+    const { feishu, events } = await connected();
+    const botUser = { openId: feishu.bot.openId, name: "CountBot" };
+    const post = (content: Array<Array<Record<string, unknown>>>, mentions: Array<typeof botUser> = []) =>
+      feishu.push(feishu.event({ chatId: GROUP, chatType: "group", sender: alice, type: "post", mentions, post: { title: "", content: content as never } }));
+    await feishu.push(feishu.event({ chatId: GROUP, chatType: "group", sender: alice, mentions: [botUser], text: "real" }));
+    await feishu.push(feishu.event({ chatId: GROUP, chatType: "group", sender: alice, text: "@CountBot by name" }));
+    await feishu.push(feishu.event({ chatId: GROUP, chatType: "group", sender: alice, text: "@_user_1 typed key" }));
+    await post([[{ tag: "at", mention: 0 }, { tag: "text", text: " listed" }]], [botUser]);
+    await post([[{ tag: "at", user_id: feishu.bot.openId, user_name: "CountBot" }, { tag: "text", text: " unlisted" }]]);
+    await post([[{ tag: "code_block", language: "TEXT", text: "@CountBot @_user_1" }]]);
+    await post([[{ tag: "text", text: "`@CountBot` inline" }]]);
+    expect(events.map((event) => event.mentionsBot)).toEqual([true, false, false, true, false, false, false]);
+  });
+
   it("flattens a post with its mentions in place, links and code", async () => {
     const { feishu, events } = await connected();
     const botUser = { openId: feishu.bot.openId, name: "CountBot" };

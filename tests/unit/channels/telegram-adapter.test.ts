@@ -128,7 +128,7 @@ describe("Telegram adapter: inbound over long polling", () => {
     expect(second.update_id).toBe(first.update_id + 1);
   });
 
-  it("sees a mention by @username, by entity, and by plain text in a group", async () => {
+  it("sees a mention by @username and by text_mention entity in a group, never by the plain text", async () => {
     const telegram = await startTelegram();
     const { events } = await started(telegram);
     const carol = telegram.user({ id: 9, first_name: "Carol" });
@@ -142,10 +142,35 @@ describe("Telegram adapter: inbound over long polling", () => {
       ["group", false],
       ["group", true],
       ["group", true],
-      ["group", true],
+      ["group", false],
       ["group", false],
     ]);
     expect(events[1]!.text).toBe("hey @countbot, what is up?");
+  });
+
+  it("reads addressing from the entities only: @CountBot in code, in a pre block or without an entity does not count", async () => {
+    const telegram = await startTelegram();
+    const { events } = await started(telegram);
+    const carol = telegram.user({ id: 9, first_name: "Carol" });
+    const other = telegram.user({ id: 10, first_name: "CountBot" });
+    const at = (text: string, part: string) => text.indexOf(part);
+    const spellings: Array<[string, Array<{ type: string; offset: number; length: number; user?: unknown }>, boolean]> = [
+      ["@CountBot real", [{ type: "mention", offset: 0, length: 9 }], true],
+      ["/new@CountBot", [{ type: "bot_command", offset: 0, length: 13 }], true],
+      ["hey CountBot", [{ type: "text_mention", offset: 4, length: 8, user: telegram.botUser }], true],
+      ["run `@CountBot` now", [{ type: "code", offset: at("run `@CountBot` now", "`"), length: 11 }], false],
+      ["inline @CountBot code", [{ type: "code", offset: 7, length: 9 }, { type: "mention", offset: 7, length: 9 }], false],
+      ["```\n@CountBot\n```", [{ type: "pre", offset: 0, length: 16 }, { type: "mention", offset: 4, length: 9 }], false],
+      ["/new@CountBot as code", [{ type: "code", offset: 0, length: 13 }], false],
+      ["plain @CountBot, no entity", [], false],
+      ["hey CountBot", [{ type: "text_mention", offset: 4, length: 8, user: other }], false],
+      ["@CountBotFan", [{ type: "mention", offset: 0, length: 12 }], false],
+      ["@countbot lower case", [{ type: "mention", offset: 0, length: 9 }], true],
+    ];
+    for (const [text, entities] of spellings) telegram.sendText({ chatId: -100, from: carol, text, entities: entities as never });
+    await nthEvent(telegram, events, spellings.length);
+    expect(events.map((event) => event.mentionsBot)).toEqual(spellings.map(([, , addressed]) => addressed));
+    expect(events[6]!.text).toBe("/new@CountBot as code");
   });
 
   it("keeps commands for another bot as not addressed to us, and strips our own name from a command", async () => {

@@ -1,6 +1,8 @@
 /**
  * The Redis key layout of the bus. Every key starts with the hash tag `{prefix}`, so all of one
- * deployment's keys live in one cluster slot and the Lua scripts may touch them together.
+ * deployment's keys live in one cluster slot and the Lua scripts may touch them together. The
+ * hash-tag convention every Redis user follows (partition tags `{prefix:p<k>}` for a chat's keys)
+ * is in src/redis/keys.ts.
  */
 export interface BusKeys {
   mailbox(sessionKey: string): string;

@@ -154,7 +154,5 @@ export function redactedRedisUrl(url: string): string {
   }
 }
 
-/** `{prefix}`: the hash tag that keeps every key of one deployment in one cluster slot. */
-export function hashTag(prefix: string): string {
-  return `{${prefix}}`;
-}
+/** `{prefix}`: the hash tag of deployment-wide keys; the whole convention is in ./keys.ts. */
+export { hashTag } from "./keys.js";

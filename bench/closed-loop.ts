@@ -26,6 +26,8 @@ export interface ClosedLoopOptions {
   meter?: () => Record<string, number>;
   /** Counts the commands Redis executed in the window (INFO commandstats). */
   redis?: Redis;
+  /** Told of each answered message: when it was sent (performance.now()) and how long it waited. */
+  onAnswered?: (sentAt: number, waitedMs: number) => void;
 }
 
 export interface ClosedLoopResult {
@@ -111,6 +113,7 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
           const { id } = (await response.body.json()) as { id: string };
           if (answered.has(id)) {
             latencies.push(performance.now() - sendStart);
+            options.onAnswered?.(sendStart, performance.now() - sendStart);
             continue;
           }
           let timer: NodeJS.Timeout | undefined;
@@ -122,6 +125,7 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
           waiting.delete(id);
           if (outcome === "lost") lost += 1;
           latencies.push(performance.now() - sendStart);
+          options.onAnswered?.(sendStart, performance.now() - sendStart);
         }
       }),
     );

@@ -40,13 +40,13 @@ import {
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
   enqueue: loadScript(scriptsDirectory, "enqueue-5.lua"),
-  claim: loadScript(scriptsDirectory, "claim-6.lua"),
+  claim: loadScript(scriptsDirectory, "claim-7.lua"),
   ack: loadScript(scriptsDirectory, "ack-7.lua"),
   ackWithReply: loadScript(scriptsDirectory, "ack-with-reply-8.lua"),
   deadLetter: loadScript(scriptsDirectory, "dead-letter-8.lua"),
-  renew: loadScript(scriptsDirectory, "renew-2.lua"),
+  renewWorker: loadScript(scriptsDirectory, "renew-worker-2.lua"),
   holds: loadScript(scriptsDirectory, "holds-2.lua"),
-  release: loadScript(scriptsDirectory, "release-5.lua"),
+  release: loadScript(scriptsDirectory, "release-4.lua"),
   publishFenced: loadScript(scriptsDirectory, "publish-fenced-4.lua"),
   markDelivered: loadScript(scriptsDirectory, "mark-delivered-1.lua"),
   publishDraft: loadScript(scriptsDirectory, "publish-draft-3.lua"),
@@ -104,6 +104,22 @@ class RedisBus implements MessageBus {
   private closed = false;
   /** Whether the connection has been ready once: before that (start-up), commands may wait for it. */
   private connected = false;
+  /**
+   * This process's worker id: its leases hold while its entry in `workers` is renewed. A new id
+   * after the entry ran out (a stall past the TTL), so the void leases of the old one never revive.
+   */
+  private workerId = randomUUID();
+  /** Leases this bus handed out and has not ended: session key -> token, for the batched renewal. */
+  private readonly held = new Map<string, number>();
+  /** The renewal in flight or last done (one per worker, shared by every lease), and when it started. */
+  private renewal: Promise<Map<string, string> | "lapsed"> | undefined;
+  private renewedAt = Number.NEGATIVE_INFINITY;
+  /** When this bus last asked a claim to reap dead workers (its own clock). */
+  private reapedAt = Number.NEGATIVE_INFINITY;
+  /** Replies this bus published drafts of, until their final goes out (it then carries `drafted`). */
+  private readonly drafted = new Set<string>();
+  /** The last claim took fewer sessions than asked: wait for a wake-up token before the next one. */
+  private drained = false;
 
   constructor(private readonly options: RedisBusOptions) {
     this.redis = options.redis;
@@ -122,6 +138,11 @@ class RedisBus implements MessageBus {
     this.streamMaxLength = options.streamMaxLength ?? 100_000;
   }
 
+  /** How often claims reap dead workers: a dead worker's sessions wait at most its TTL plus this. */
+  private get reapEveryMs(): number {
+    return Math.min(500, this.leaseTtlMs / 4);
+  }
+
   async publishInbound(message: InboundMessage): Promise<PublishResult> {
     this.assertOpen();
     // Accepting a message means Redis has it: while Redis is away (the connection was up and is
@@ -134,7 +155,7 @@ class RedisBus implements MessageBus {
       runScript(
         this.redis,
         scripts.enqueue,
-        [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.lease, this.keys.wake, marker],
+        [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.own, this.keys.wake, marker],
         [JSON.stringify(message), sessionKey, this.clock(), this.debounceMs, eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs, message.id],
       ),
       this.options.publishTimeoutMs ?? 5_000,
@@ -155,68 +176,125 @@ class RedisBus implements MessageBus {
   async claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
     const timeoutMs = options.timeoutMs ?? Number.POSITIVE_INFINITY;
     const deadline = Date.now() + timeoutMs;
+    let wakeTaken = 0;
+    // The last claim emptied the ready queue: a claim now would most likely find nothing, so wait
+    // for a wake-up token first (a session readied since left one; the wait ends at once then).
+    if (this.drained && timeoutMs > 0) wakeTaken = await this.waitForWake(Math.min(timeoutMs, 1_000), options.signal);
     for (;;) {
       if (this.closed || options.signal?.aborted) return [];
+      const wanted = Math.max(1, Math.floor(options.max));
       // A claim id per call: the call replayed after a lost reply hands back the same claims.
       const claimId = randomUUID();
+      const reap = this.now() - this.reapedAt >= this.reapEveryMs;
+      if (reap) this.reapedAt = this.now();
+      const workerId = this.workerId;
       const reply = (await runScript(
         this.redis,
         scripts.claim,
-        [this.keys.ready, this.keys.lease, this.keys.own, this.keys.fence, this.keys.attempts, this.keys.claimed(claimId)],
-        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch, Math.max(1, Math.floor(options.max))],
+        [this.keys.ready, this.keys.workers, this.keys.own, this.keys.fence, this.keys.attempts, this.keys.claimed(claimId), this.keys.wake],
+        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch, wanted, workerId, reap ? "1" : "0", wakeTaken],
       )) as unknown[];
+      wakeTaken = 0;
       if (reply[0] !== "") {
         const claims: Claim[] = [];
         for (let index = 0; index + 3 < reply.length; index += 4) {
           const messages = (reply[index + 3] as string[] | undefined) ?? [];
-          claims.push({
+          const claim: Claim = {
             sessionKey: String(reply[index]),
             token: Number(reply[index + 1]),
             attempt: Number(reply[index + 2]),
             messages: messages.map((raw) => JSON.parse(raw) as InboundMessage),
-          });
+          };
+          this.held.set(claim.sessionKey, claim.token);
+          claims.push(claim);
         }
+        this.drained = claims.length < wanted;
         return claims;
       }
+      this.drained = false;
       const remaining = deadline - Date.now();
       if (timeoutMs <= 0 || remaining <= 0) return [];
       const nextDue = Number(reply[1]);
+      // A worker's liveness ran out (nextDue passed): reap on the next claim rather than waiting.
+      if (nextDue >= 0 && nextDue <= this.now()) this.reapedAt = Number.NEGATIVE_INFINITY;
       const untilDue = nextDue >= 0 ? Math.max(10, nextDue - this.now()) : 1_000;
-      await this.waitForWake(Math.min(remaining, untilDue, 1_000), options.signal);
+      wakeTaken = await this.waitForWake(Math.min(remaining, untilDue, 1_000), options.signal);
     }
   }
 
+  /**
+   * Renews every lease of this worker at once (one command, however many it holds), at most once
+   * per quarter of the TTL: the per-claim calls of the turns in flight share it.
+   */
   async renew(claim: Claim): Promise<boolean> {
-    const held = await runScript(this.redis, scripts.renew, [this.keys.own, this.keys.lease], [claim.sessionKey, claim.token, this.clock(), this.leaseTtlMs]);
-    return held === 1;
+    if (!this.renewal || this.now() - this.renewedAt >= this.leaseTtlMs / 4) {
+      this.renewedAt = this.now();
+      this.renewal = this.renewAll();
+      this.renewal.catch(() => {
+        this.renewedAt = Number.NEGATIVE_INFINITY;
+      });
+    }
+    const leases = await this.renewal;
+    if (leases === "lapsed") {
+      // Not kept: the claims made under the new id since must not be judged by it.
+      this.renewedAt = Number.NEGATIVE_INFINITY;
+      return false;
+    }
+    // Not in the batch, or not as this claim has it (claimed again since the batch went out): ask.
+    if (leases.get(claim.sessionKey) === `${claim.token}:${this.workerId}`) return true;
+    return this.holds(claim);
+  }
+
+  private async renewAll(): Promise<Map<string, string> | "lapsed"> {
+    const workerId = this.workerId;
+    const asked = [...this.held];
+    const sessions = asked.map(([sessionKey]) => sessionKey);
+    const reply = await runScript(this.redis, scripts.renewWorker, [this.keys.workers, this.keys.own], [this.clock(), this.leaseTtlMs, workerId, ...sessions]);
+    if (reply === -1) {
+      // Ran out (or reaped): every lease of this id is void. Go on under a new one.
+      if (this.workerId === workerId) this.workerId = randomUUID();
+      this.held.clear();
+      return "lapsed";
+    }
+    const leases = new Map<string, string>();
+    (reply as Array<string | null>).forEach((lease, index) => {
+      const [sessionKey, token] = asked[index]!;
+      leases.set(sessionKey, lease ?? "");
+      // Lost (taken over): asked about no more, unless claimed again meanwhile.
+      if (lease !== `${token}:${workerId}` && this.held.get(sessionKey) === token) this.held.delete(sessionKey);
+    });
+    return leases;
   }
 
   async holds(claim: Claim): Promise<boolean> {
-    const held = await runScript(this.redis, scripts.holds, [this.keys.own, this.keys.lease], [claim.sessionKey, claim.token, this.clock()]);
+    const held = await runScript(this.redis, scripts.holds, [this.keys.own, this.keys.workers], [claim.sessionKey, claim.token, this.clock()]);
     return held === 1;
   }
 
+  /** The lease ended (acked, released, dead-lettered): the renewal no longer asks about it. */
+  private ended(claim: Claim): void {
+    if (this.held.get(claim.sessionKey) === claim.token) this.held.delete(claim.sessionKey);
+  }
+
   async ack(claim: Claim, consumed = claim.messages.length, reply?: OutboundMessage): Promise<void> {
-    const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
+    const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
     const args = [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()];
     if (!reply) {
       await this.fenced(claim, () => runScript(this.redis, scripts.ack, keys, args));
+      this.ended(claim);
       return;
     }
     this.assertOpen();
-    const event = JSON.stringify({ type: "message", message: reply } satisfies StreamEvent);
+    const event = this.messageEvent(reply);
     await this.fenced(claim, () =>
       runScript(this.redis, scripts.ackWithReply, [...keys, this.keys.outbound(reply.channel)], [...args, event, this.streamMaxLength]),
     );
+    this.ended(claim);
   }
 
   async release(claim: Claim): Promise<void> {
-    await runScript(
-      this.redis,
-      scripts.release,
-      [this.keys.own, this.keys.lease, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake],
-      [claim.sessionKey, claim.token, this.clock()],
-    );
+    this.ended(claim);
+    await runScript(this.redis, scripts.release, [this.keys.own, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake], [claim.sessionKey, claim.token, this.clock()]);
   }
 
   async deadLetter(claim: Claim, reason: string, count = claim.messages.length): Promise<void> {
@@ -224,19 +302,23 @@ class RedisBus implements MessageBus {
       runScript(
         this.redis,
         scripts.deadLetter,
-        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.dead, this.keys.done(claim.token)],
+        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.dead, this.keys.done(claim.token)],
         [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", reason, 1_000, randomUUID()],
       ),
     );
+    this.ended(claim);
   }
 
   async stats(): Promise<BusStats> {
     const now = this.now();
-    const [ready, leased, deadLetters] = await Promise.all([
+    const [ready, leases, alive, deadLetters] = await Promise.all([
       this.redis.zcard(this.keys.ready),
-      this.redis.zcount(this.keys.lease, `(${now}`, "+inf"),
+      this.redis.hgetall(this.keys.own),
+      this.redis.zrangebyscore(this.keys.workers, `(${now}`, "+inf"),
       this.redis.llen(this.keys.dead),
     ]);
+    const living = new Set(alive);
+    const leased = Object.values(leases).filter((lease) => living.has(lease.slice(lease.indexOf(":") + 1))).length;
     return { ready, leased, deadLetters };
   }
 
@@ -251,7 +333,7 @@ class RedisBus implements MessageBus {
 
   async publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void> {
     this.assertOpen();
-    const event = JSON.stringify({ type: "message", message } satisfies StreamEvent);
+    const event = this.messageEvent(message);
     const stream = this.keys.outbound(message.channel);
     if (!claim) {
       await this.redis.xadd(stream, "MAXLEN", "~", this.streamMaxLength, "*", "event", event);
@@ -261,10 +343,16 @@ class RedisBus implements MessageBus {
       runScript(
         this.redis,
         scripts.publishFenced,
-        [this.keys.own, this.keys.lease, stream, this.keys.published(claim.token, message.id)],
+        [this.keys.own, this.keys.workers, stream, this.keys.published(claim.token, message.id)],
         [claim.sessionKey, claim.token, this.clock(), event, this.streamMaxLength],
       ),
     );
+  }
+
+  /** A final or notice as its stream entry, marked `drafted` when this bus published drafts of it. */
+  private messageEvent(message: OutboundMessage): string {
+    const drafted = this.drafted.delete(message.id);
+    return JSON.stringify({ type: "message", message, ...(drafted ? { drafted: true as const } : {}) } satisfies StreamEvent);
   }
 
   async publishDraft(draft: Draft): Promise<boolean> {
@@ -277,7 +365,11 @@ class RedisBus implements MessageBus {
       [this.keys.draftAudience, this.keys.draft(draft.replyId), this.keys.outbound(draft.channel)],
       [this.clock(), draft.channel, `${draft.channel}:${draft.chatId}`, text, 10 * 60_000, event, this.streamMaxLength],
     );
-    return published === 1;
+    if (published !== 1) return false;
+    this.drafted.add(draft.replyId);
+    // Bounded: a reply whose final never comes (its turn failed over) is forgotten eventually.
+    if (this.drafted.size > 10_000) this.drafted.delete(this.drafted.values().next().value!);
+    return true;
   }
 
   async watchDrafts(channel: string, chatId?: string): Promise<Subscription> {
@@ -407,22 +499,22 @@ class RedisBus implements MessageBus {
     }
   }
 
-  /** Blocks on the wake list (a dedicated connection) until a message arrives or the wait ends. */
-  private async waitForWake(ms: number, signal?: AbortSignal): Promise<void> {
+  /** Blocks on the wake list (a dedicated connection) until a message arrives or the wait ends; 1 when it took a wake-up token. */
+  private async waitForWake(ms: number, signal?: AbortSignal): Promise<number> {
     this.blocking ??= this.redis.duplicate();
-    const wait = this.blocking.blpop(this.keys.wake, Math.max(0.01, ms / 1000)).catch(() => null);
-    if (!signal) {
-      await wait;
-      return;
-    }
+    const wait = this.blocking.blpop(this.keys.wake, Math.max(0.01, ms / 1000)).then(
+      (popped) => (popped ? 1 : 0),
+      () => 0,
+    );
+    if (!signal) return wait;
     // The listener goes once the wait is over: the signal lives as long as the worker does.
     let onAbort: (() => void) | undefined;
-    const aborted = new Promise<void>((resolve) => {
-      onAbort = () => resolve();
+    const aborted = new Promise<number>((resolve) => {
+      onAbort = () => resolve(0);
       signal.addEventListener("abort", onAbort, { once: true });
     });
     try {
-      await Promise.race([wait, aborted]);
+      return await Promise.race([wait, aborted]);
     } finally {
       signal.removeEventListener("abort", onAbort!);
     }

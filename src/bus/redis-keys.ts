@@ -9,7 +9,9 @@ export interface BusKeys {
   /** Prefix of the mailbox keys, for the claim script which builds them. */
   mailboxPrefix: string;
   ready: string;
-  lease: string;
+  /** ZSET worker id -> liveness expiry: a lease holds while its worker's entry is later than now. */
+  workers: string;
+  /** HASH session key -> "<token>:<worker id>" of its lease. */
   own: string;
   fence: string;
   wake: string;
@@ -45,7 +47,7 @@ export function busKeys(prefix: string): BusKeys {
     mailbox: (sessionKey) => `${tag}:in:${sessionKey}`,
     mailboxPrefix: `${tag}:in:`,
     ready: `${tag}:ready`,
-    lease: `${tag}:lease`,
+    workers: `${tag}:workers`,
     own: `${tag}:own`,
     fence: `${tag}:fence`,
     wake: `${tag}:wake`,

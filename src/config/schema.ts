@@ -197,7 +197,15 @@ export const RedisSchema = z
   .strictObject({
     url: z.string().optional().describe("redis:// URL. Unset: single process, in-memory bus, file store."),
     prefix: z.string().regex(/^[\w:.-]+$/, "letters, digits, _ : . - only").default("countbot").describe("Key prefix; all keys live under the hash tag {prefix}."),
-    leaseTtlMs: z.number().int().min(1_000).max(600_000).default(30_000).describe("A worker's lease on a chat; renewed every third of it. A crashed worker's chats move to another worker after at most this long."),
+    leaseTtlMs: z
+      .number()
+      .int()
+      .min(1_000)
+      .max(600_000)
+      .default(3_000)
+      .describe(
+        "A worker's liveness, which its leases on chats live by: renewed every third of it, one command per worker however many chats it holds. A crashed worker's chats move to another worker after at most this long plus half a second; a worker stalled longer than this loses its chats (fenced: it cannot reply for them).",
+      ),
     connectTimeoutMs: z.number().int().min(100).max(600_000).default(5_000).describe("At start-up, a process that cannot reach Redis within this long exits with the reason."),
     evictionPolicy: z.enum(["warn", "refuse"]).default("warn").describe("When Redis' maxmemory-policy is not noeviction (it may silently drop queued messages): log a loud warning, or refuse to start."),
   })

@@ -1,0 +1,24 @@
+// Temporary: MONITOR of a few closed-loop messages, to see each call.
+import { Redis } from "ioredis";
+import { closedLoops } from "./closed-loop.js";
+import { startBenchRedis } from "./redis-meter.js";
+import { TOKEN, createBenchSetup, spawnCountbot } from "./scale.js";
+const server = await startBenchRedis();
+const setup = await createBenchSetup("mon", { redisUrl: server.url });
+const env = await setup.envFor("mon");
+const gateway = spawnCountbot("gateway", env, /gateway listening/);
+const base = String((await gateway.ready).url);
+const worker = spawnCountbot("worker", env, /worker started/);
+await worker.ready;
+await closedLoops({ base, token: TOKEN, chatIds: ["w1", "w2"], messages: 40, messageTimeoutMs: 10000 });
+await new Promise((r) => setTimeout(r, 2000));
+const mon = await new Redis(server.url).monitor();
+const lines: string[] = [];
+mon.on("monitor", (_t: string, args: string[], source: string) => lines.push(`${source === "lua" ? "   lua" : source} ${args.slice(0, 4).join(" ").slice(0, 140)}`));
+await closedLoops({ base, token: TOKEN, chatIds: ["m1"], messages: 3, messageTimeoutMs: 10000 });
+await new Promise((r) => setTimeout(r, 3000));
+console.log(lines.join("\n"));
+mon.disconnect();
+await setup.close();
+await server.stop();
+process.exit(0);

@@ -59,6 +59,10 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
   const { base, token, chatIds } = options;
   const waiting = new Map<string, { resolve: () => void; chatId: string }>();
   const answered = new Set<string>();
+  /** Which chat sent each message, which chat each answer came on, and each chat's message in flight. */
+  const sentBy = new Map<string, string>();
+  const answeredOn = new Map<string, string>();
+  const latest = new Map<string, string>();
   let duplicates = 0;
   let outOfOrder = 0;
   const sockets = await Promise.all(
@@ -73,10 +77,13 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
             continue;
           }
           answered.add(id);
+          answeredOn.set(id, chatId);
           const waiter = waiting.get(id);
-          // An answer to a message this loop is not waiting for (an old one, or another chat's): out of order.
-          if (!waiter || waiter.chatId !== chatId) outOfOrder += 1;
-          else waiter.resolve();
+          // Answered on another chat, or an older message of this chat than the one in flight: out
+          // of order. An id not sent yet as far as we know is an answer that beat its POST's 202.
+          const sender = sentBy.get(id);
+          if (sender !== undefined && (sender !== chatId || latest.get(chatId) !== id)) outOfOrder += 1;
+          else waiter?.resolve();
         }
       });
       await new Promise<void>((resolve, reject) => {
@@ -111,7 +118,10 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
           });
           if (response.statusCode !== 202) throw new Error(`POST to ${chatId} answered ${response.statusCode}: ${await response.body.text()}`);
           const { id } = (await response.body.json()) as { id: string };
+          sentBy.set(id, chatId);
+          latest.set(chatId, id);
           if (answered.has(id)) {
+            if (answeredOn.get(id) !== chatId) outOfOrder += 1;
             latencies.push(performance.now() - sendStart);
             options.onAnswered?.(sendStart, performance.now() - sendStart);
             continue;

@@ -39,6 +39,7 @@ export async function benchSoak(): Promise<void> {
     await closedLoops({ base, token: TOKEN, chatIds: chatIds.map((chat) => `${chat}-warm`), messages: 2_000, messageTimeoutMs: 30_000 });
 
     const kills: number[] = [];
+    const restarts: Array<Promise<void>> = [];
     let soaking = true;
     const killer = (async () => {
       const origin = performance.now();
@@ -46,12 +47,13 @@ export async function benchSoak(): Promise<void> {
         const wait = origin + round * KILL_EVERY_MS - performance.now();
         if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
         if (!soaking) break;
-        const index = Math.floor(Math.random() * workers.length);
-        const victim = workers[index]!;
-        process.kill(victim.pid, "SIGKILL");
+        // A worker that is up (a replacement may still be starting on a busy machine).
+        if (workers.length === 0) continue;
+        const [victim] = workers.splice(Math.floor(Math.random() * workers.length), 1);
+        process.kill(victim!.pid, "SIGKILL");
         kills.push(performance.now());
-        await victim.stop();
-        workers[index] = await startWorker();
+        await victim!.stop();
+        restarts.push(startWorker().then((worker) => void workers.push(worker)));
       }
     })();
     const sent: Array<{ at: number; waited: number }> = [];
@@ -65,6 +67,7 @@ export async function benchSoak(): Promise<void> {
     });
     soaking = false;
     await killer;
+    await Promise.all(restarts);
     // Held by a killed worker: sent before a kill and answered after it.
     const held = sent.filter(({ at, waited }) => kills.some((kill) => at <= kill && at + waited >= kill)).map(({ waited }) => waited);
     const heldP99 = held.length > 0 ? percentile(held, 0.99) : 0;

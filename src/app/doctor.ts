@@ -109,7 +109,7 @@ async function checkMcpServer(config: ResolvedConfig, name: string, logger: Logg
 
 async function checkRedisServer(config: ResolvedConfig): Promise<string> {
   const url = config.redis.url!;
-  const redis = connectRedis(url, { name: "countbot-doctor" });
+  const redis = connectRedis(url, { name: "countbot-doctor", sentinels: config.redis.sentinels ? { nodes: config.redis.sentinels, master: config.redis.sentinelMaster } : undefined });
   redis.on("error", () => undefined);
   try {
     await waitUntilReady(redis, config.redis.connectTimeoutMs).catch((error: unknown) => {
@@ -127,7 +127,7 @@ async function checkRedisServer(config: ResolvedConfig): Promise<string> {
 }
 
 async function checkSharedWorkspace(config: ResolvedConfig): Promise<string> {
-  const redis = connectRedis(config.redis.url!, { name: "countbot-doctor" });
+  const redis = connectRedis(config.redis.url!, { name: "countbot-doctor", sentinels: config.redis.sentinels ? { nodes: config.redis.sentinels, master: config.redis.sentinelMaster } : undefined });
   redis.on("error", () => undefined);
   try {
     await waitUntilReady(redis, config.redis.connectTimeoutMs);

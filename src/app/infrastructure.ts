@@ -185,13 +185,14 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
   const url = config.redis.url!;
   // Named by role, so CLIENT LIST (and the benchmarks' command counts) tell gateways from workers.
   const name = role ? `countbot-${role}` : "countbot";
-  const redis: RedisConnection = connectRedis(url, { name, autoPipelining: true });
+  const sentinels = config.redis.sentinels ? { nodes: config.redis.sentinels, master: config.redis.sentinelMaster } : undefined;
+  const redis: RedisConnection = connectRedis(url, { name, autoPipelining: true, sentinels });
   // BullMQ gets a connection of its own, without auto-pipelining (which its scripts are not known to
   // bear), made when a queue first needs it.
   let jobsConnection: RedisConnection | undefined;
   const jobs = (): RedisConnection => {
     if (!jobsConnection) {
-      jobsConnection = connectRedis(url, { name: `${name}-jobs` });
+      jobsConnection = connectRedis(url, { name: `${name}-jobs`, sentinels });
       jobsConnection.on("error", reportError);
     }
     return jobsConnection;
@@ -220,6 +221,8 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     prefix,
     leaseTtlMs,
     debounceMs: config.agent.debounceMs,
+    acceptAfterReplicas: config.redis.acceptAfterReplicas,
+    acceptTimeoutMs: config.redis.acceptTimeoutMs,
     now,
     onError: (error) => logger.warn({ err: error }, "outbound delivery problem"),
   });

@@ -22,6 +22,8 @@ import { BusError } from "../errors.js";
 import { runScript, loadScript } from "../redis/scripts.js";
 import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
 import { type BusKeys, busKeys } from "./redis-keys.js";
+import { type ReplicaWait, replicaWait } from "./replica-wait.js";
+import { WorkerLiveness } from "./worker-liveness.js";
 import { type StreamEvent, startOutboundConsumer } from "./redis-outbound.js";
 import {
   type BusStats,
@@ -76,6 +78,14 @@ export interface RedisBusOptions extends BusOptions {
   ownsConnection?: boolean;
   /** An inbound publish that Redis has not confirmed within this long fails (BusError "unavailable"). Default 5 s. */
   publishTimeoutMs?: number;
+  /**
+   * Replicas that must have an inbound message (WAIT) before its publish resolves, and a delivery
+   * mark before it counts as ours: a failover then loses no accepted message and sends no reply
+   * twice. 0 (the default): the primary's word is enough.
+   */
+  acceptAfterReplicas?: number;
+  /** How long a publish or a delivery mark waits for those replicas before failing as unavailable. Default 2 s. */
+  acceptTimeoutMs?: number;
   onError?: (error: unknown) => void;
 }
 
@@ -104,20 +114,16 @@ class RedisBus implements MessageBus {
   private closed = false;
   /** Whether the connection has been ready once: before that (start-up), commands may wait for it. */
   private connected = false;
-  /**
-   * This process's worker id: its leases hold while its entry in `workers` is renewed. A new id
-   * after the entry ran out (a stall past the TTL), so the void leases of the old one never revive.
-   */
-  private workerId = randomUUID();
-  /** Leases this bus handed out and has not ended: session key -> token, for the batched renewal. */
-  private readonly held = new Map<string, number>();
-  /** The renewal in flight or last done (one per worker, shared by every lease), and when it started. */
-  private renewal: Promise<Map<string, string> | "lapsed"> | undefined;
-  private renewedAt = Number.NEGATIVE_INFINITY;
+  /** This worker's id, its leases and their batched renewal. */
+  private readonly liveness: WorkerLiveness;
   /** When this bus last asked a claim to reap dead workers (its own clock). */
   private reapedAt = Number.NEGATIVE_INFINITY;
   /** Replies this bus published drafts of, until their final goes out (it then carries `drafted`). */
   private readonly drafted = new Set<string>();
+  /** Delivery marks set but not confirmed on the replicas yet, with their token (acceptAfterReplicas). */
+  private readonly unreplicatedMarks = new Map<string, string>();
+  /** Waits for `acceptAfterReplicas` replicas to have this connection's writes (a no-op at 0). */
+  private readonly replicated: ReplicaWait;
   /** The last claim took fewer sessions than asked: wait for a wake-up token before the next one. */
   private drained = false;
 
@@ -136,6 +142,16 @@ class RedisBus implements MessageBus {
     this.dedupeTtlMs = options.dedupeTtlMs ?? DAY_MS;
     this.maxBatch = options.maxBatch ?? 100;
     this.streamMaxLength = options.streamMaxLength ?? 100_000;
+    this.liveness = new WorkerLiveness({
+      redis: this.redis,
+      keys: this.keys,
+      script: scripts.renewWorker,
+      leaseTtlMs: this.leaseTtlMs,
+      now: this.now,
+      clock: this.clock,
+      holds: (claim) => this.holds(claim),
+    });
+    this.replicated = replicaWait(options.redis, options.acceptAfterReplicas ?? 0, options.acceptTimeoutMs ?? 2_000);
   }
 
   /** How often claims reap dead workers: a dead worker's sessions wait at most its TTL plus this. */
@@ -160,14 +176,18 @@ class RedisBus implements MessageBus {
       ),
       this.options.publishTimeoutMs ?? 5_000,
     );
+    await this.replicated();
     return { accepted: queued === 1 };
   }
 
   async markEventSeen(channel: string, eventId: string): Promise<boolean> {
     this.assertOpen();
     // The publish dedupe's own marker; a token of this call, so a replay after a lost reply still wins.
-    return (await runScript(this.redis, scripts.markDelivered, [this.keys.seen(channel, eventId)], [randomUUID(), this.dedupeTtlMs])) === 1;
+    const ours = (await runScript(this.redis, scripts.markDelivered, [this.keys.seen(channel, eventId)], [randomUUID(), this.dedupeTtlMs])) === 1;
+    await this.replicated();
+    return ours;
   }
+
 
   async claimSession(options: ClaimOptions = {}): Promise<Claim | null> {
     return (await this.claimSessions({ ...options, max: 1 }))[0] ?? null;
@@ -187,7 +207,7 @@ class RedisBus implements MessageBus {
       const claimId = randomUUID();
       const reap = this.now() - this.reapedAt >= this.reapEveryMs;
       if (reap) this.reapedAt = this.now();
-      const workerId = this.workerId;
+      const workerId = this.liveness.id;
       const reply = (await runScript(
         this.redis,
         scripts.claim,
@@ -205,7 +225,7 @@ class RedisBus implements MessageBus {
             attempt: Number(reply[index + 2]),
             messages: messages.map((raw) => JSON.parse(raw) as InboundMessage),
           };
-          this.held.set(claim.sessionKey, claim.token);
+          this.liveness.claimed(claim);
           claims.push(claim);
         }
         this.drained = claims.length < wanted;
@@ -222,48 +242,8 @@ class RedisBus implements MessageBus {
     }
   }
 
-  /**
-   * Renews every lease of this worker at once (one command, however many it holds), at most once
-   * per quarter of the TTL: the per-claim calls of the turns in flight share it.
-   */
   async renew(claim: Claim): Promise<boolean> {
-    if (!this.renewal || this.now() - this.renewedAt >= this.leaseTtlMs / 4) {
-      this.renewedAt = this.now();
-      this.renewal = this.renewAll();
-      this.renewal.catch(() => {
-        this.renewedAt = Number.NEGATIVE_INFINITY;
-      });
-    }
-    const leases = await this.renewal;
-    if (leases === "lapsed") {
-      // Not kept: the claims made under the new id since must not be judged by it.
-      this.renewedAt = Number.NEGATIVE_INFINITY;
-      return false;
-    }
-    // Not in the batch, or not as this claim has it (claimed again since the batch went out): ask.
-    if (leases.get(claim.sessionKey) === `${claim.token}:${this.workerId}`) return true;
-    return this.holds(claim);
-  }
-
-  private async renewAll(): Promise<Map<string, string> | "lapsed"> {
-    const workerId = this.workerId;
-    const asked = [...this.held];
-    const sessions = asked.map(([sessionKey]) => sessionKey);
-    const reply = await runScript(this.redis, scripts.renewWorker, [this.keys.workers, this.keys.own], [this.clock(), this.leaseTtlMs, workerId, ...sessions]);
-    if (reply === -1) {
-      // Ran out (or reaped): every lease of this id is void. Go on under a new one.
-      if (this.workerId === workerId) this.workerId = randomUUID();
-      this.held.clear();
-      return "lapsed";
-    }
-    const leases = new Map<string, string>();
-    (reply as Array<string | null>).forEach((lease, index) => {
-      const [sessionKey, token] = asked[index]!;
-      leases.set(sessionKey, lease ?? "");
-      // Lost (taken over): asked about no more, unless claimed again meanwhile.
-      if (lease !== `${token}:${workerId}` && this.held.get(sessionKey) === token) this.held.delete(sessionKey);
-    });
-    return leases;
+    return this.liveness.renew(claim);
   }
 
   async holds(claim: Claim): Promise<boolean> {
@@ -271,17 +251,12 @@ class RedisBus implements MessageBus {
     return held === 1;
   }
 
-  /** The lease ended (acked, released, dead-lettered): the renewal no longer asks about it. */
-  private ended(claim: Claim): void {
-    if (this.held.get(claim.sessionKey) === claim.token) this.held.delete(claim.sessionKey);
-  }
-
   async ack(claim: Claim, consumed = claim.messages.length, reply?: OutboundMessage): Promise<void> {
     const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
     const args = [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()];
     if (!reply) {
       await this.fenced(claim, () => runScript(this.redis, scripts.ack, keys, args));
-      this.ended(claim);
+      this.liveness.ended(claim);
       return;
     }
     this.assertOpen();
@@ -289,11 +264,11 @@ class RedisBus implements MessageBus {
     await this.fenced(claim, () =>
       runScript(this.redis, scripts.ackWithReply, [...keys, this.keys.outbound(reply.channel)], [...args, event, this.streamMaxLength]),
     );
-    this.ended(claim);
+    this.liveness.ended(claim);
   }
 
   async release(claim: Claim): Promise<void> {
-    this.ended(claim);
+    this.liveness.ended(claim);
     await runScript(this.redis, scripts.release, [this.keys.own, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake], [claim.sessionKey, claim.token, this.clock()]);
   }
 
@@ -306,7 +281,7 @@ class RedisBus implements MessageBus {
         [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", reason, 1_000, randomUUID()],
       ),
     );
-    this.ended(claim);
+    this.liveness.ended(claim);
   }
 
   async stats(): Promise<BusStats> {
@@ -428,7 +403,20 @@ class RedisBus implements MessageBus {
 
   async markDelivered(outboundId: string): Promise<boolean> {
     // A token of this call: replayed after a lost reply, the mark finds itself and stays ours.
-    return (await runScript(this.redis, scripts.markDelivered, [this.keys.sent(outboundId)], [randomUUID(), 7 * DAY_MS])) === 1;
+    // A mark whose replication failed is retried with its own token, so it is still ours.
+    const token = this.unreplicatedMarks.get(outboundId) ?? randomUUID();
+    const ours = (await runScript(this.redis, scripts.markDelivered, [this.keys.sent(outboundId)], [token, 7 * DAY_MS])) === 1;
+    if (!ours) return false;
+    // Replicated before the reply goes out: a failover must not forget it was sent.
+    try {
+      await this.replicated();
+    } catch (error) {
+      this.unreplicatedMarks.set(outboundId, token);
+      if (this.unreplicatedMarks.size > 10_000) this.unreplicatedMarks.delete(this.unreplicatedMarks.keys().next().value!);
+      throw error;
+    }
+    this.unreplicatedMarks.delete(outboundId);
+    return true;
   }
 
   async isDelivered(outboundId: string): Promise<boolean> {

@@ -208,6 +208,24 @@ export const RedisSchema = z
       ),
     connectTimeoutMs: z.number().int().min(100).max(600_000).default(5_000).describe("At start-up, a process that cannot reach Redis within this long exits with the reason."),
     evictionPolicy: z.enum(["warn", "refuse"]).default("warn").describe("When Redis' maxmemory-policy is not noeviction (it may silently drop queued messages): log a loud warning, or refuse to start."),
+    sentinels: z
+      .array(z.strictObject({ host: z.string().min(1), port: z.number().int().min(1).max(65_535) }))
+      .min(1)
+      .optional()
+      .describe(
+        "Redis Sentinel nodes: the primary is asked of them (by `sentinelMaster`) and followed through a failover. `redis.url` still switches Redis on and gives the password, user and database; its host and port are not used then.",
+      ),
+    sentinelMaster: z.string().min(1).default("mymaster").describe("The name the sentinels monitor the primary under (`sentinel monitor <name> ...`)."),
+    acceptAfterReplicas: z
+      .number()
+      .int()
+      .min(0)
+      .max(16)
+      .default(0)
+      .describe(
+        "Replicas that must have a message (WAIT) before it counts as accepted (the platform or the HTTP 202 is answered), and a reply's delivery mark before the reply goes out. 0: accepted once the primary has it, so a failover can lose what the primary had not yet replicated (asynchronous replication: usually well under a second). 1 or more: nothing accepted is lost and no reply sent twice by a failover, for one replica round trip more per message (WAITs of messages arriving together are shared).",
+      ),
+    acceptTimeoutMs: z.number().int().min(10).max(60_000).default(2_000).describe("How long a message waits for `acceptAfterReplicas` replicas; past it the message is refused as unavailable (the platform or client retries it, and the retry is recognised)."),
   })
   .prefault({});
 

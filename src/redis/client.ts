@@ -78,6 +78,8 @@ export interface RedisClient {
 
   ping(): Promise<"PONG">;
   info(section: string): Promise<string>;
+  /** How many replicas have every write this connection made so far, waiting up to `timeoutMs` for `numReplicas`. */
+  wait(numReplicas: number, timeoutMs: number): Promise<number>;
   config(subcommand: "GET", parameter: string): Promise<unknown>;
 
   /** `ready` once connected and usable; anything else while connecting or reconnecting (ioredis's status). */
@@ -107,7 +109,8 @@ export type RedisConnection = RedisClient & BullmqConnection;
  * return type is the proof that ioredis's `Redis` satisfies RedisClient: a command declared there
  * that ioredis lacks, or declares differently, fails to type-check here.
  */
-export function connectRedis(url: string, options: { name?: string; autoPipelining?: boolean } = {}): RedisConnection {
+export function connectRedis(url: string, options: { name?: string; autoPipelining?: boolean; sentinels?: SentinelOptions } = {}): RedisConnection {
+  if (options.sentinels) return connectThroughSentinels(url, options.sentinels, options);
   return new Redis(url, {
     connectionName: options.name,
     // Blocking commands (BLPOP, XREADGROUP BLOCK) must not be cut off by a command timeout.
@@ -116,6 +119,35 @@ export function connectRedis(url: string, options: { name?: string; autoPipelini
     lazyConnect: false,
     // Commands issued in one turn of the event loop leave in one write (one syscall, one packet):
     // many turns in flight issue many commands at once. Not for connections handed to BullMQ.
+    enableAutoPipelining: options.autoPipelining ?? false,
+  });
+}
+
+/** Redis Sentinel: the nodes to ask, and the name they monitor the primary under. */
+export interface SentinelOptions {
+  nodes: Array<{ host: string; port: number }>;
+  master: string;
+}
+
+/**
+ * A connection to the primary the sentinels name, followed through a failover: ioredis asks the
+ * sentinels again on every reconnect and, with failoverDetector, drops the connection as soon as
+ * they announce a new primary. `url` gives the password, user and database only.
+ */
+function connectThroughSentinels(url: string, sentinels: SentinelOptions, options: { name?: string; autoPipelining?: boolean }): RedisConnection {
+  const parsed = new URL(url);
+  const database = Number(parsed.pathname.slice(1) || 0);
+  return new Redis({
+    sentinels: sentinels.nodes,
+    name: sentinels.master,
+    failoverDetector: true,
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    db: Number.isInteger(database) ? database : 0,
+    connectionName: options.name,
+    maxRetriesPerRequest: null,
+    enableReadyCheck: true,
+    lazyConnect: false,
     enableAutoPipelining: options.autoPipelining ?? false,
   });
 }

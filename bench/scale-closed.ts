@@ -9,7 +9,7 @@
 import type { Redis } from "ioredis";
 import { type ClosedLoopResult, closedLoops } from "./closed-loop.js";
 import { describeCounts, total } from "./redis-meter.js";
-import { type BenchProcess, type BenchSetup, TOKEN, assertNoErrors, meterFor, spawnCountbot } from "./scale.js";
+import { type BenchProcess, type BenchSetup, TOKEN, assertNoErrors, meterFor, profileWindow, spawnCountbot } from "./scale.js";
 
 const CLOSED_CHATS = Number(process.env.BENCH_SCALE_CLOSED_CHATS ?? 200);
 const CLOSED_MESSAGES = Number(process.env.BENCH_SCALE_CLOSED_MESSAGES ?? 6_000);
@@ -37,6 +37,7 @@ export async function closedLoopRows(setup: BenchSetup, redisPid: number | undef
       const chats = (name: string) => Array.from({ length: CLOSED_CHATS }, (_, index) => `closed-${label.replace(/\W+/g, "-")}-${name}-${count}-${index}`);
       // Warm-up the size of a measured run: JIT and pools settle over thousands of turns.
       await closedLoops({ base, token: TOKEN, chatIds: chats("warm"), messages: CLOSED_MESSAGES, messageTimeoutMs: 60_000 });
+      const stopProfiles = await profileWindow(`closed-${count}`, [gateway, ...workers]);
       const result = await closedLoops({
         base,
         token: TOKEN,
@@ -46,6 +47,7 @@ export async function closedLoopRows(setup: BenchSetup, redisPid: number | undef
         meter: meterFor(setup, redisPid, gateway, workers),
         redis: setup.redis as Redis,
       });
+      await stopProfiles();
       if (result.lost + result.duplicates + result.outOfOrder > 0) {
         throw new Error(`closed loops, ${count} workers: ${result.lost} lost, ${result.duplicates} doubled, ${result.outOfOrder} out of order`);
       }

@@ -1,8 +1,8 @@
 /**
  * `npm run bench -- soak`: crash resume under load. A gateway and 4 workers on a redis-server of the
  * bench's own, a fake LLM answering at once, closed loops (each chat sends its next message once the
- * previous one is answered) for a minute, while a worker is SIGKILLed every few seconds and a fresh
- * one started in its place. Prints what the bus guarantees (0 lost, 0 doubled, 0 out of order) and
+ * previous one is answered) for a minute, while a worker is SIGKILLed every few seconds (at least
+ * BENCH_SOAK_KILL_EVERY_MS apart, once all are up) and a fresh one started in its place. Prints what the bus guarantees (0 lost, 0 doubled, 0 out of order) and
  * how long a message waited: the longest wait, and the p99 of the messages a killed worker held
  * (sent before a kill, answered after it). Fails when anything was lost, doubled or reordered, or
  * when that p99 is over 5 s.
@@ -29,7 +29,8 @@ export async function benchSoak(): Promise<void> {
     const gateway = spawnCountbot("gateway", env, /gateway listening/);
     const base = String((await gateway.ready).url);
     const startWorker = async () => {
-      const worker = spawnCountbot("worker", env, /worker started/);
+      // A busy machine may take long to start one: not what the soak measures.
+      const worker = spawnCountbot("worker", env, /worker started/, 120_000);
       await worker.ready;
       return worker;
     };
@@ -42,16 +43,19 @@ export async function benchSoak(): Promise<void> {
     const restarts: Array<Promise<void>> = [];
     let soaking = true;
     const killer = (async () => {
-      const origin = performance.now();
-      for (let round = 1; soaking; round += 1) {
-        const wait = origin + round * KILL_EVERY_MS - performance.now();
-        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-        if (!soaking) break;
-        // A worker that is up (a replacement may still be starting on a busy machine).
-        if (workers.length === 0) continue;
+      let lastKill = performance.now();
+      while (soaking) {
+        // Every few seconds, and only with every worker up: a replacement still starting on a busy
+        // machine would otherwise leave too few to measure a takeover rather than a shortage.
+        const wait = lastKill + KILL_EVERY_MS - performance.now();
+        if (wait > 0 || workers.length < WORKERS) {
+          await new Promise((resolve) => setTimeout(resolve, Math.max(wait, 50)));
+          continue;
+        }
         const [victim] = workers.splice(Math.floor(Math.random() * workers.length), 1);
         process.kill(victim!.pid, "SIGKILL");
-        kills.push(performance.now());
+        lastKill = performance.now();
+        kills.push(lastKill);
         await victim!.stop();
         restarts.push(startWorker().then((worker) => void workers.push(worker)));
       }

@@ -26,6 +26,8 @@ export interface ClosedLoopOptions {
   meter?: () => Record<string, number>;
   /** Counts the commands Redis executed in the window (INFO commandstats). */
   redis?: Redis;
+  /** Runs once the window is measured, before the sockets close (closing 200 sockets is work of its own). */
+  onMeasured?: () => Promise<void>;
   /** Told of each answered message: when it was sent (performance.now()) and how long it waited. */
   onAnswered?: (sentAt: number, waitedMs: number) => void;
 }
@@ -144,6 +146,7 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
     const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([label, used]) => [label, used - (cpuBefore[label] ?? 0)]));
     const executed = options.redis && executedBefore ? commandDelta(executedBefore, await executedCommands(options.redis)) : undefined;
     const redisCpu = options.redis && redisCpuBefore !== undefined ? (await redisCpuMs(options.redis)) - redisCpuBefore : undefined;
+    await options.onMeasured?.();
     return {
       messages: latencies.length,
       seconds,

@@ -46,8 +46,8 @@ export async function closedLoopRows(setup: BenchSetup, redisPid: number | undef
         messageTimeoutMs: 60_000,
         meter: meterFor(setup, redisPid, gateway, workers),
         redis: setup.redis as Redis,
+        onMeasured: stopProfiles,
       });
-      await stopProfiles();
       if (result.lost + result.duplicates + result.outOfOrder > 0) {
         throw new Error(`closed loops, ${count} workers: ${result.lost} lost, ${result.duplicates} doubled, ${result.outOfOrder} out of order`);
       }

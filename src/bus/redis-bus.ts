@@ -120,6 +120,8 @@ class RedisBus implements MessageBus {
   private reapedAt = Number.NEGATIVE_INFINITY;
   /** Replies this bus published drafts of, until their final goes out (it then carries `drafted`). */
   private readonly drafted = new Set<string>();
+  /** Finals this bus published (recent ones): their late drafts are dropped. */
+  private readonly finalized = new Set<string>();
   /** Delivery marks set but not confirmed on the replicas yet, with their token (acceptAfterReplicas). */
   private readonly unreplicatedMarks = new Map<string, string>();
   /** Waits for `acceptAfterReplicas` replicas to have this connection's writes (a no-op at 0). */
@@ -327,11 +329,17 @@ class RedisBus implements MessageBus {
   /** A final or notice as its stream entry, marked `drafted` when this bus published drafts of it. */
   private messageEvent(message: OutboundMessage): string {
     const drafted = this.drafted.delete(message.id);
+    if (message.kind === "final") {
+      this.finalized.add(message.id);
+      if (this.finalized.size > 10_000) this.finalized.delete(this.finalized.values().next().value!);
+    }
     return JSON.stringify({ type: "message", message, ...(drafted ? { drafted: true as const } : {}) } satisfies StreamEvent);
   }
 
   async publishDraft(draft: Draft): Promise<boolean> {
-    if (this.closed) return false;
+    // A draft of a reply whose final went out: shown after it (its text is read at delivery), it
+    // would undo the final. Refused here, without a round trip.
+    if (this.closed || this.finalized.has(draft.replyId)) return false;
     const { text, ...pointer } = draft;
     const event = JSON.stringify({ type: "draft", draft: pointer } satisfies StreamEvent);
     const published = await runScript(

@@ -215,6 +215,13 @@ export const RedisSchema = z
       .describe(
         "Redis Sentinel nodes: the primary is asked of them (by `sentinelMaster`) and followed through a failover. `redis.url` still switches Redis on and gives the password, user and database; its host and port are not used then.",
       ),
+    cluster: z
+      .array(z.strictObject({ host: z.string().min(1), port: z.number().int().min(1).max(65_535) }))
+      .min(1)
+      .optional()
+      .describe(
+        "Redis Cluster seed nodes (any few; the rest are discovered). Every script touches keys of one hash tag (src/redis/keys.ts), so the bus, the store, memory and BullMQ work on a cluster. `redis.url` still switches Redis on and gives the password and user; its host and port are not used then. Not with `sentinels`.",
+      ),
     sentinelMaster: z.string().min(1).default("mymaster").describe("The name the sentinels monitor the primary under (`sentinel monitor <name> ...`)."),
     acceptAfterReplicas: z
       .number()

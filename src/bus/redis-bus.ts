@@ -24,7 +24,8 @@ import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./messa
 import { type BusKeys, busKeys } from "./redis-keys.js";
 import { type ReplicaWait, replicaWait } from "./replica-wait.js";
 import { WorkerLiveness } from "./worker-liveness.js";
-import { type StreamEvent, startOutboundConsumer } from "./redis-outbound.js";
+import { RedisDrafts } from "./redis-drafts.js";
+import { startOutboundConsumer } from "./redis-outbound.js";
 import {
   type BusStats,
   type BusOptions,
@@ -32,7 +33,6 @@ import {
   type ClaimOptions,
   type DeadLetter,
   type Draft,
-  DRAFT_AUDIENCE_TTL_MS,
   type MessageBus,
   type OutboundHandler,
   type PublishResult,
@@ -51,12 +51,7 @@ const scripts = {
   release: loadScript(scriptsDirectory, "release-4.lua"),
   publishFenced: loadScript(scriptsDirectory, "publish-fenced-4.lua"),
   markDelivered: loadScript(scriptsDirectory, "mark-delivered-1.lua"),
-  publishDraft: loadScript(scriptsDirectory, "publish-draft-3.lua"),
-  watchDrafts: loadScript(scriptsDirectory, "watch-drafts-1.lua"),
 };
-
-/** Draft audiences renewed per command. */
-const AUDIENCE_BATCH = 1_000;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** How long a publish of a message without a platform event id is remembered, to recognise its replay. */
@@ -108,9 +103,8 @@ class RedisBus implements MessageBus {
   private subscriber: RedisClient | undefined;
   private readonly listeners = new Map<string, Set<(message: string) => void>>();
   private readonly subscriptions = new Set<Subscription>();
-  /** Draft audiences this process declared (`watchDrafts`), with how many hold each; renewed by a timer. */
-  private readonly draftAudiences = new Map<string, number>();
-  private audienceTimer: NodeJS.Timeout | undefined;
+  /** Drafts: who watches, their publish, what finals say of them. */
+  private readonly drafts: RedisDrafts;
   private closed = false;
   /** Whether the connection has been ready once: before that (start-up), commands may wait for it. */
   private connected = false;
@@ -118,10 +112,6 @@ class RedisBus implements MessageBus {
   private readonly liveness: WorkerLiveness;
   /** When this bus last asked a claim to reap dead workers (its own clock). */
   private reapedAt = Number.NEGATIVE_INFINITY;
-  /** Replies this bus published drafts of, until their final goes out (it then carries `drafted`). */
-  private readonly drafted = new Set<string>();
-  /** Finals this bus published (recent ones): their late drafts are dropped. */
-  private readonly finalized = new Set<string>();
   /** Delivery marks set but not confirmed on the replicas yet, with their token (acceptAfterReplicas). */
   private readonly unreplicatedMarks = new Map<string, string>();
   /** Waits for `acceptAfterReplicas` replicas to have this connection's writes (a no-op at 0). */
@@ -144,6 +134,7 @@ class RedisBus implements MessageBus {
     this.dedupeTtlMs = options.dedupeTtlMs ?? DAY_MS;
     this.maxBatch = options.maxBatch ?? 100;
     this.streamMaxLength = options.streamMaxLength ?? 100_000;
+    this.drafts = new RedisDrafts({ redis: this.redis, keys: this.keys, clock: this.clock, streamMaxLength: this.streamMaxLength, onError: options.onError });
     this.liveness = new WorkerLiveness({
       redis: this.redis,
       keys: this.keys,
@@ -262,7 +253,7 @@ class RedisBus implements MessageBus {
       return;
     }
     this.assertOpen();
-    const event = this.messageEvent(reply);
+    const event = this.drafts.messageEvent(reply);
     await this.fenced(claim, () =>
       runScript(this.redis, scripts.ackWithReply, [...keys, this.keys.outbound(reply.channel)], [...args, event, this.streamMaxLength]),
     );
@@ -310,7 +301,7 @@ class RedisBus implements MessageBus {
 
   async publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void> {
     this.assertOpen();
-    const event = this.messageEvent(message);
+    const event = this.drafts.messageEvent(message);
     const stream = this.keys.outbound(message.channel);
     if (!claim) {
       await this.redis.xadd(stream, "MAXLEN", "~", this.streamMaxLength, "*", "event", event);
@@ -326,65 +317,14 @@ class RedisBus implements MessageBus {
     );
   }
 
-  /** A final or notice as its stream entry, marked `drafted` when this bus published drafts of it. */
-  private messageEvent(message: OutboundMessage): string {
-    const drafted = this.drafted.delete(message.id);
-    if (message.kind === "final") {
-      this.finalized.add(message.id);
-      if (this.finalized.size > 10_000) this.finalized.delete(this.finalized.values().next().value!);
-    }
-    return JSON.stringify({ type: "message", message, ...(drafted ? { drafted: true as const } : {}) } satisfies StreamEvent);
-  }
-
   async publishDraft(draft: Draft): Promise<boolean> {
-    // A draft of a reply whose final went out: shown after it (its text is read at delivery), it
-    // would undo the final. Refused here, without a round trip.
-    if (this.closed || this.finalized.has(draft.replyId)) return false;
-    const { text, ...pointer } = draft;
-    const event = JSON.stringify({ type: "draft", draft: pointer } satisfies StreamEvent);
-    const published = await runScript(
-      this.redis,
-      scripts.publishDraft,
-      [this.keys.draftAudience, this.keys.draft(draft.replyId), this.keys.outbound(draft.channel)],
-      [this.clock(), draft.channel, `${draft.channel}:${draft.chatId}`, text, 10 * 60_000, event, this.streamMaxLength],
-    );
-    if (published !== 1) return false;
-    this.drafted.add(draft.replyId);
-    // Bounded: a reply whose final never comes (its turn failed over) is forgotten eventually.
-    if (this.drafted.size > 10_000) this.drafted.delete(this.drafted.values().next().value!);
-    return true;
+    if (this.closed) return false;
+    return this.drafts.publish(draft);
   }
 
   async watchDrafts(channel: string, chatId?: string): Promise<Subscription> {
     this.assertOpen();
-    const audience = chatId === undefined ? channel : `${channel}:${chatId}`;
-    const holders = this.draftAudiences.get(audience) ?? 0;
-    this.draftAudiences.set(audience, holders + 1);
-    // Declared before this resolves: a draft published after it is seen.
-    if (holders === 0) await this.renewDraftAudiences([audience]);
-    this.audienceTimer ??= setInterval(() => {
-      const audiences = [...this.draftAudiences.keys()];
-      for (let start = 0; start < audiences.length; start += AUDIENCE_BATCH) {
-        this.renewDraftAudiences(audiences.slice(start, start + AUDIENCE_BATCH)).catch((error: unknown) => this.options.onError?.(error));
-      }
-    }, DRAFT_AUDIENCE_TTL_MS / 3);
-    this.audienceTimer.unref();
-    let open = true;
-    return {
-      // Left to lapse in Redis: another process may watch the same chat, and renews only its own.
-      close: async () => {
-        if (!open) return;
-        open = false;
-        const left = (this.draftAudiences.get(audience) ?? 1) - 1;
-        if (left > 0) this.draftAudiences.set(audience, left);
-        else this.draftAudiences.delete(audience);
-      },
-    };
-  }
-
-  private async renewDraftAudiences(audiences: string[]): Promise<void> {
-    if (audiences.length === 0) return;
-    await runScript(this.redis, scripts.watchDrafts, [this.keys.draftAudience], [this.clock(), DRAFT_AUDIENCE_TTL_MS, ...audiences]);
+    return this.drafts.watch(channel, chatId);
   }
 
   async consumeOutbound(channel: string, handler: OutboundHandler): Promise<Subscription> {
@@ -476,7 +416,7 @@ class RedisBus implements MessageBus {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.audienceTimer) clearInterval(this.audienceTimer);
+    this.drafts.close();
     await Promise.all([...this.subscriptions].map((subscription) => subscription.close()));
     this.blocking?.disconnect();
     this.subscriber?.disconnect();

@@ -12,6 +12,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
@@ -30,6 +31,15 @@ let replica: OwnRedis;
 const sentinels: OwnSentinel[] = [];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function infoReplication(port: number): Promise<string> {
+  const node = new Redis(port, "127.0.0.1", { maxRetriesPerRequest: 1 });
+  try {
+    return await node.info("replication");
+  } finally {
+    node.disconnect();
+  }
+}
 
 async function until<T>(probe: () => Promise<T | undefined>, what: string, limitMs: number): Promise<T> {
   const deadline = Date.now() + limitMs;
@@ -67,7 +77,7 @@ afterAll(async () => {
 });
 
 describe("Redis failover through Sentinel", () => {
-  it("resumes by itself after the primary is SIGKILLed, losing no accepted message and answering none twice", { timeout: 120_000 }, async () => {
+  it("resumes by itself after the primary is SIGKILLed, losing no accepted message and answering none twice", { timeout: 240_000 }, async () => {
     const prefix = `countbot-failover-${randomUUID()}`;
     const configFile = path.join(root, "countbot.json");
     await writeFile(
@@ -110,10 +120,17 @@ describe("Redis failover through Sentinel", () => {
       await primary.kill();
       // The sentinels promote the replica (down after 1 s, then an election).
       await until(async () => ((await primaryPortOf(sentinels[0]!.port)) === replica.port ? true : undefined), "the replica's promotion", 30_000);
-      // The old primary comes back and the sentinels make it the new primary's replica.
+      // The old primary comes back and the sentinels make it the new primary's replica: until it
+      // is in sync, nothing can be confirmed on a replica (refused; deliveries retried with backoff).
       await primary.restart();
+      await until(async () => (/connected_slaves:[1-9]/.test(await infoReplication(replica.port)) ? true : undefined), "the old primary to replicate the new one", 60_000);
     }, () => (refusals += 1));
 
+    // Seen once in seven runs on a loaded machine, cause not found yet: say what each chat got and what the processes warned about.
+    if (outcome.unanswered.length > 0) {
+      for (const [chatId, chat] of outcome.chats) console.log("DEBUG", chatId, chat.accepted.length, chat.answered.length, chat.answered.slice(-3).join(","));
+      for (const service of [gateway, ...workers]) console.log("DEBUG LOG", service.output().split("\n").filter((line) => /"level":(4|5)\d/.test(line)).slice(-8).join("\n").slice(0, 3000));
+    }
     expect(await primaryPortOf(sentinels[1]!.port)).toBe(replica.port);
     expect(outcome.unanswered, "chats with accepted messages never answered").toEqual([]);
     for (const [chatId, chat] of outcome.chats) {
@@ -181,7 +198,8 @@ async function postWhile(base: string, faults: () => Promise<void>, onRefused: (
   );
   await Promise.all([sending, faults()]);
   const complete = (chat: ChatOutcome) => chat.answered.length >= chat.accepted.length;
-  const deadline = Date.now() + 40_000;
+  // Deliveries refused while no replica could confirm them back off (up to 30 s) before retrying.
+  const deadline = Date.now() + 90_000;
   while ([...chats.values()].some((chat) => !complete(chat)) && Date.now() < deadline) await sleep(100);
   await sleep(300);
   for (const socket of sockets) socket.close();

@@ -9,6 +9,7 @@ import { benchMemoryStore } from "./memory-store.js";
 import { benchQuotas } from "./quotas.js";
 import { benchRuntime } from "./runtime.js";
 import { benchScale } from "./scale.js";
+import { benchSoak } from "./soak.js";
 import { benchStartMemory } from "./start-memory.js";
 import { benchTeams } from "./teams.js";
 import { benchTurnMemory } from "./turn-memory.js";
@@ -18,6 +19,7 @@ const benches: Record<string, () => Promise<void>> = {
   loop: benchAgentLoop,
   bus: benchBus,
   scale: benchScale,
+  soak: benchSoak,
   memory: benchMemory,
   "memory-store": benchMemoryStore,
   "start-memory": benchStartMemory,

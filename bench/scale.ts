@@ -38,6 +38,7 @@ import { deleteKeys, redisUrl } from "../tests/support/redis.js";
 import { cleanEnvironment, countbotBin } from "../tests/support/run-cli.js";
 import { type FakeLlmProcess, startFakeLlmProcess } from "./fake-llm.js";
 import { connectInspector, inspectorUrlIn } from "./inspector.js";
+import { closedLoopRows } from "./scale-closed.js";
 import { type CommandCount, commandCounter, commandDelta, describeCounts, executedCommands, startBenchRedis, total } from "./redis-meter.js";
 
 const CHATS = Number(process.env.BENCH_SCALE_CHATS ?? 200);
@@ -46,7 +47,7 @@ const REPEATS = Number(process.env.BENCH_SCALE_REPEATS ?? 3);
 const CONCURRENT_CHATS = Number(process.env.BENCH_SCALE_CONCURRENT_CHATS ?? 500);
 const MANY_CONCURRENT_CHATS = Number(process.env.BENCH_SCALE_MANY_CHATS ?? 2_000);
 const SLOW_LLM_MS = 1_000;
-const TOKEN = "bench-scale-token-0123456789";
+export const TOKEN = "bench-scale-token-0123456789";
 const DEFAULT_MAX_CONCURRENT_TURNS = AgentSchema.parse({}).maxConcurrentTurns;
 /** nanobot runs at most this many turns at once by default. */
 const NANOBOT_DEFAULT_TURNS = 3;
@@ -504,6 +505,11 @@ function describeExecuted(result: RunResult): string {
 export function assertClean(result: RunResult, processes: BenchProcess[]): void {
   if (result.duplicates > 0) throw new Error(`${result.duplicates} messages were answered twice`);
   if (result.outOfOrder > 0) throw new Error(`${result.outOfOrder} messages were answered out of their chat's order`);
+  assertNoErrors(processes);
+}
+
+/** Fails when any of the processes logged an error line. */
+export function assertNoErrors(processes: BenchProcess[]): void {
   const failing = processes.filter((service) => service.errors() > 0);
   if (failing.length > 0) {
     throw new Error(`error lines logged by ${failing.map((service) => `${service.name} ${service.pid} (${service.errors()})`).join(", ")}:\n${failing[0]!.tail()}`);
@@ -825,8 +831,9 @@ export async function benchScale(): Promise<void> {
           scaleBin = variant.bin;
           scaleVariant = variant.name ? `${variant.name}${round}-` : "";
           if (other) console.log(`\n=== ${variant.name} build (${variant.bin}), round ${round + 1} of ${rounds}`);
-          const e2e = only !== "concurrency" ? await endToEnd(setup, redisServer.pid) : undefined;
-          const rows = only !== "end-to-end" ? await concurrency(setup, redisServer.pid) : undefined;
+          if (only === undefined || only === "closed") await closedLoopRows(setup, redisServer.pid);
+          const e2e = only === undefined || only === "end-to-end" ? await endToEnd(setup, redisServer.pid) : undefined;
+          const rows = only === undefined || only === "concurrency" ? await concurrency(setup, redisServer.pid) : undefined;
           results.push({ variant: variant.name, e2e, rows });
         }
       }

@@ -13,7 +13,7 @@ import { errorMessage } from "../errors.js";
 import type { ChannelPlugin } from "../gateway/channel.js";
 import { resolveChatModel } from "../providers/factory.js";
 import { checkRedis } from "../redis/checks.js";
-import { connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
+import { connectRedis, redactedRedisUrl, topologyOf, waitUntilReady } from "../redis/client.js";
 import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
 import { type WithdrawnSecrets, exposureUnderNoSandbox } from "./secret-environment.js";
 import { createMcpServers } from "./agent.js";
@@ -109,7 +109,7 @@ async function checkMcpServer(config: ResolvedConfig, name: string, logger: Logg
 
 async function checkRedisServer(config: ResolvedConfig): Promise<string> {
   const url = config.redis.url!;
-  const redis = connectRedis(url, { name: "countbot-doctor" });
+  const redis = connectRedis(url, { name: "countbot-doctor", ...topologyOf(config.redis) });
   redis.on("error", () => undefined);
   try {
     await waitUntilReady(redis, config.redis.connectTimeoutMs).catch((error: unknown) => {
@@ -127,7 +127,7 @@ async function checkRedisServer(config: ResolvedConfig): Promise<string> {
 }
 
 async function checkSharedWorkspace(config: ResolvedConfig): Promise<string> {
-  const redis = connectRedis(config.redis.url!, { name: "countbot-doctor" });
+  const redis = connectRedis(config.redis.url!, { name: "countbot-doctor", ...topologyOf(config.redis) });
   redis.on("error", () => undefined);
   try {
     await waitUntilReady(redis, config.redis.connectTimeoutMs);

@@ -29,7 +29,7 @@ import { type QuotaStore, createMemoryQuotaStore } from "../gateway/quota-store.
 import { createRedisQuotaStore } from "../gateway/redis-quota-store.js";
 import { checkRedis } from "../redis/checks.js";
 import { type WorkspaceCheck, type WorkspaceMarker, checkWorkspaceMarkers, placeWorkspaceMarker } from "./workspace-markers.js";
-import { type BullmqConnection, connectRedis, redactedRedisUrl, waitUntilReady } from "../redis/client.js";
+import { type BullmqConnection, connectRedis, redactedRedisUrl, topologyOf, waitUntilReady } from "../redis/client.js";
 import { createFileStore } from "../store/file-store.js";
 import { createRedisStore } from "../store/redis-store.js";
 import { type ChatEventLog, createMemoryChatEventLog } from "../store/chat-event-log.js";
@@ -185,13 +185,14 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
   const url = config.redis.url!;
   // Named by role, so CLIENT LIST (and the benchmarks' command counts) tell gateways from workers.
   const name = role ? `countbot-${role}` : "countbot";
-  const redis: RedisConnection = connectRedis(url, { name, autoPipelining: true });
+  const topology = topologyOf(config.redis);
+  const redis: RedisConnection = connectRedis(url, { name, autoPipelining: true, ...topology });
   // BullMQ gets a connection of its own, without auto-pipelining (which its scripts are not known to
   // bear), made when a queue first needs it.
   let jobsConnection: RedisConnection | undefined;
   const jobs = (): RedisConnection => {
     if (!jobsConnection) {
-      jobsConnection = connectRedis(url, { name: `${name}-jobs` });
+      jobsConnection = connectRedis(url, { name: `${name}-jobs`, ...topology });
       jobsConnection.on("error", reportError);
     }
     return jobsConnection;
@@ -220,6 +221,8 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     prefix,
     leaseTtlMs,
     debounceMs: config.agent.debounceMs,
+    acceptAfterReplicas: config.redis.acceptAfterReplicas,
+    acceptTimeoutMs: config.redis.acceptTimeoutMs,
     now,
     onError: (error) => logger.warn({ err: error }, "outbound delivery problem"),
   });

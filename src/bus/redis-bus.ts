@@ -22,7 +22,10 @@ import { BusError } from "../errors.js";
 import { runScript, loadScript } from "../redis/scripts.js";
 import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
 import { type BusKeys, busKeys } from "./redis-keys.js";
-import { type StreamEvent, startOutboundConsumer } from "./redis-outbound.js";
+import { type ReplicaWait, replicaWait } from "./replica-wait.js";
+import { WorkerLiveness } from "./worker-liveness.js";
+import { RedisDrafts } from "./redis-drafts.js";
+import { startOutboundConsumer } from "./redis-outbound.js";
 import {
   type BusStats,
   type BusOptions,
@@ -30,7 +33,6 @@ import {
   type ClaimOptions,
   type DeadLetter,
   type Draft,
-  DRAFT_AUDIENCE_TTL_MS,
   type MessageBus,
   type OutboundHandler,
   type PublishResult,
@@ -40,21 +42,16 @@ import {
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
   enqueue: loadScript(scriptsDirectory, "enqueue-5.lua"),
-  claim: loadScript(scriptsDirectory, "claim-6.lua"),
+  claim: loadScript(scriptsDirectory, "claim-7.lua"),
   ack: loadScript(scriptsDirectory, "ack-7.lua"),
   ackWithReply: loadScript(scriptsDirectory, "ack-with-reply-8.lua"),
   deadLetter: loadScript(scriptsDirectory, "dead-letter-8.lua"),
-  renew: loadScript(scriptsDirectory, "renew-2.lua"),
+  renewWorker: loadScript(scriptsDirectory, "renew-worker-2.lua"),
   holds: loadScript(scriptsDirectory, "holds-2.lua"),
-  release: loadScript(scriptsDirectory, "release-5.lua"),
+  release: loadScript(scriptsDirectory, "release-4.lua"),
   publishFenced: loadScript(scriptsDirectory, "publish-fenced-4.lua"),
   markDelivered: loadScript(scriptsDirectory, "mark-delivered-1.lua"),
-  publishDraft: loadScript(scriptsDirectory, "publish-draft-3.lua"),
-  watchDrafts: loadScript(scriptsDirectory, "watch-drafts-1.lua"),
 };
-
-/** Draft audiences renewed per command. */
-const AUDIENCE_BATCH = 1_000;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** How long a publish of a message without a platform event id is remembered, to recognise its replay. */
@@ -76,6 +73,14 @@ export interface RedisBusOptions extends BusOptions {
   ownsConnection?: boolean;
   /** An inbound publish that Redis has not confirmed within this long fails (BusError "unavailable"). Default 5 s. */
   publishTimeoutMs?: number;
+  /**
+   * Replicas that must have an inbound message (WAIT) before its publish resolves, and a delivery
+   * mark before it counts as ours: a failover then loses no accepted message and sends no reply
+   * twice. 0 (the default): the primary's word is enough.
+   */
+  acceptAfterReplicas?: number;
+  /** How long a publish or a delivery mark waits for those replicas before failing as unavailable. Default 2 s. */
+  acceptTimeoutMs?: number;
   onError?: (error: unknown) => void;
 }
 
@@ -98,12 +103,21 @@ class RedisBus implements MessageBus {
   private subscriber: RedisClient | undefined;
   private readonly listeners = new Map<string, Set<(message: string) => void>>();
   private readonly subscriptions = new Set<Subscription>();
-  /** Draft audiences this process declared (`watchDrafts`), with how many hold each; renewed by a timer. */
-  private readonly draftAudiences = new Map<string, number>();
-  private audienceTimer: NodeJS.Timeout | undefined;
+  /** Drafts: who watches, their publish, what finals say of them. */
+  private readonly drafts: RedisDrafts;
   private closed = false;
   /** Whether the connection has been ready once: before that (start-up), commands may wait for it. */
   private connected = false;
+  /** This worker's id, its leases and their batched renewal. */
+  private readonly liveness: WorkerLiveness;
+  /** When this bus last asked a claim to reap dead workers (its own clock). */
+  private reapedAt = Number.NEGATIVE_INFINITY;
+  /** Delivery marks set but not confirmed on the replicas yet, with their token (acceptAfterReplicas). */
+  private readonly unreplicatedMarks = new Map<string, string>();
+  /** Waits for `acceptAfterReplicas` replicas to have this connection's writes (a no-op at 0). */
+  private readonly replicated: ReplicaWait;
+  /** The last claim took fewer sessions than asked: wait for a wake-up token before the next one. */
+  private drained = false;
 
   constructor(private readonly options: RedisBusOptions) {
     this.redis = options.redis;
@@ -120,6 +134,22 @@ class RedisBus implements MessageBus {
     this.dedupeTtlMs = options.dedupeTtlMs ?? DAY_MS;
     this.maxBatch = options.maxBatch ?? 100;
     this.streamMaxLength = options.streamMaxLength ?? 100_000;
+    this.drafts = new RedisDrafts({ redis: this.redis, keys: this.keys, clock: this.clock, streamMaxLength: this.streamMaxLength, onError: options.onError });
+    this.liveness = new WorkerLiveness({
+      redis: this.redis,
+      keys: this.keys,
+      script: scripts.renewWorker,
+      leaseTtlMs: this.leaseTtlMs,
+      now: this.now,
+      clock: this.clock,
+      holds: (claim) => this.holds(claim),
+    });
+    this.replicated = replicaWait(options.redis, options.acceptAfterReplicas ?? 0, options.acceptTimeoutMs ?? 2_000);
+  }
+
+  /** How often claims reap dead workers: a dead worker's sessions wait at most its TTL plus this. */
+  private get reapEveryMs(): number {
+    return Math.min(500, this.leaseTtlMs / 4);
   }
 
   async publishInbound(message: InboundMessage): Promise<PublishResult> {
@@ -134,19 +164,23 @@ class RedisBus implements MessageBus {
       runScript(
         this.redis,
         scripts.enqueue,
-        [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.lease, this.keys.wake, marker],
+        [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.own, this.keys.wake, marker],
         [JSON.stringify(message), sessionKey, this.clock(), this.debounceMs, eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs, message.id],
       ),
       this.options.publishTimeoutMs ?? 5_000,
     );
+    await this.replicated();
     return { accepted: queued === 1 };
   }
 
   async markEventSeen(channel: string, eventId: string): Promise<boolean> {
     this.assertOpen();
     // The publish dedupe's own marker; a token of this call, so a replay after a lost reply still wins.
-    return (await runScript(this.redis, scripts.markDelivered, [this.keys.seen(channel, eventId)], [randomUUID(), this.dedupeTtlMs])) === 1;
+    const ours = (await runScript(this.redis, scripts.markDelivered, [this.keys.seen(channel, eventId)], [randomUUID(), this.dedupeTtlMs])) === 1;
+    await this.replicated();
+    return ours;
   }
+
 
   async claimSession(options: ClaimOptions = {}): Promise<Claim | null> {
     return (await this.claimSessions({ ...options, max: 1 }))[0] ?? null;
@@ -155,68 +189,80 @@ class RedisBus implements MessageBus {
   async claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
     const timeoutMs = options.timeoutMs ?? Number.POSITIVE_INFINITY;
     const deadline = Date.now() + timeoutMs;
+    let wakeTaken = 0;
+    // The last claim emptied the ready queue: a claim now would most likely find nothing, so wait
+    // for a wake-up token first (a session readied since left one; the wait ends at once then).
+    if (this.drained && timeoutMs > 0) wakeTaken = await this.waitForWake(Math.min(timeoutMs, 1_000), options.signal);
     for (;;) {
       if (this.closed || options.signal?.aborted) return [];
+      const wanted = Math.max(1, Math.floor(options.max));
       // A claim id per call: the call replayed after a lost reply hands back the same claims.
       const claimId = randomUUID();
+      const reap = this.now() - this.reapedAt >= this.reapEveryMs;
+      if (reap) this.reapedAt = this.now();
+      const workerId = this.liveness.id;
       const reply = (await runScript(
         this.redis,
         scripts.claim,
-        [this.keys.ready, this.keys.lease, this.keys.own, this.keys.fence, this.keys.attempts, this.keys.claimed(claimId)],
-        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch, Math.max(1, Math.floor(options.max))],
+        [this.keys.ready, this.keys.workers, this.keys.own, this.keys.fence, this.keys.attempts, this.keys.claimed(claimId), this.keys.wake],
+        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch, wanted, workerId, reap ? "1" : "0", wakeTaken],
       )) as unknown[];
+      wakeTaken = 0;
       if (reply[0] !== "") {
         const claims: Claim[] = [];
         for (let index = 0; index + 3 < reply.length; index += 4) {
           const messages = (reply[index + 3] as string[] | undefined) ?? [];
-          claims.push({
+          const claim: Claim = {
             sessionKey: String(reply[index]),
             token: Number(reply[index + 1]),
             attempt: Number(reply[index + 2]),
             messages: messages.map((raw) => JSON.parse(raw) as InboundMessage),
-          });
+          };
+          this.liveness.claimed(claim);
+          claims.push(claim);
         }
+        this.drained = claims.length < wanted;
         return claims;
       }
+      this.drained = false;
       const remaining = deadline - Date.now();
       if (timeoutMs <= 0 || remaining <= 0) return [];
       const nextDue = Number(reply[1]);
+      // A worker's liveness ran out (nextDue passed): reap on the next claim rather than waiting.
+      if (nextDue >= 0 && nextDue <= this.now()) this.reapedAt = Number.NEGATIVE_INFINITY;
       const untilDue = nextDue >= 0 ? Math.max(10, nextDue - this.now()) : 1_000;
-      await this.waitForWake(Math.min(remaining, untilDue, 1_000), options.signal);
+      wakeTaken = await this.waitForWake(Math.min(remaining, untilDue, 1_000), options.signal);
     }
   }
 
   async renew(claim: Claim): Promise<boolean> {
-    const held = await runScript(this.redis, scripts.renew, [this.keys.own, this.keys.lease], [claim.sessionKey, claim.token, this.clock(), this.leaseTtlMs]);
-    return held === 1;
+    return this.liveness.renew(claim);
   }
 
   async holds(claim: Claim): Promise<boolean> {
-    const held = await runScript(this.redis, scripts.holds, [this.keys.own, this.keys.lease], [claim.sessionKey, claim.token, this.clock()]);
+    const held = await runScript(this.redis, scripts.holds, [this.keys.own, this.keys.workers], [claim.sessionKey, claim.token, this.clock()]);
     return held === 1;
   }
 
   async ack(claim: Claim, consumed = claim.messages.length, reply?: OutboundMessage): Promise<void> {
-    const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
+    const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
     const args = [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()];
     if (!reply) {
       await this.fenced(claim, () => runScript(this.redis, scripts.ack, keys, args));
+      this.liveness.ended(claim);
       return;
     }
     this.assertOpen();
-    const event = JSON.stringify({ type: "message", message: reply } satisfies StreamEvent);
+    const event = this.drafts.messageEvent(reply);
     await this.fenced(claim, () =>
       runScript(this.redis, scripts.ackWithReply, [...keys, this.keys.outbound(reply.channel)], [...args, event, this.streamMaxLength]),
     );
+    this.liveness.ended(claim);
   }
 
   async release(claim: Claim): Promise<void> {
-    await runScript(
-      this.redis,
-      scripts.release,
-      [this.keys.own, this.keys.lease, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake],
-      [claim.sessionKey, claim.token, this.clock()],
-    );
+    this.liveness.ended(claim);
+    await runScript(this.redis, scripts.release, [this.keys.own, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake], [claim.sessionKey, claim.token, this.clock()]);
   }
 
   async deadLetter(claim: Claim, reason: string, count = claim.messages.length): Promise<void> {
@@ -224,19 +270,23 @@ class RedisBus implements MessageBus {
       runScript(
         this.redis,
         scripts.deadLetter,
-        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.lease, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.dead, this.keys.done(claim.token)],
+        [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.dead, this.keys.done(claim.token)],
         [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", reason, 1_000, randomUUID()],
       ),
     );
+    this.liveness.ended(claim);
   }
 
   async stats(): Promise<BusStats> {
     const now = this.now();
-    const [ready, leased, deadLetters] = await Promise.all([
+    const [ready, leases, alive, deadLetters] = await Promise.all([
       this.redis.zcard(this.keys.ready),
-      this.redis.zcount(this.keys.lease, `(${now}`, "+inf"),
+      this.redis.hgetall(this.keys.own),
+      this.redis.zrangebyscore(this.keys.workers, `(${now}`, "+inf"),
       this.redis.llen(this.keys.dead),
     ]);
+    const living = new Set(alive);
+    const leased = Object.values(leases).filter((lease) => living.has(lease.slice(lease.indexOf(":") + 1))).length;
     return { ready, leased, deadLetters };
   }
 
@@ -251,7 +301,7 @@ class RedisBus implements MessageBus {
 
   async publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void> {
     this.assertOpen();
-    const event = JSON.stringify({ type: "message", message } satisfies StreamEvent);
+    const event = this.drafts.messageEvent(message);
     const stream = this.keys.outbound(message.channel);
     if (!claim) {
       await this.redis.xadd(stream, "MAXLEN", "~", this.streamMaxLength, "*", "event", event);
@@ -261,7 +311,7 @@ class RedisBus implements MessageBus {
       runScript(
         this.redis,
         scripts.publishFenced,
-        [this.keys.own, this.keys.lease, stream, this.keys.published(claim.token, message.id)],
+        [this.keys.own, this.keys.workers, stream, this.keys.published(claim.token, message.id)],
         [claim.sessionKey, claim.token, this.clock(), event, this.streamMaxLength],
       ),
     );
@@ -269,47 +319,12 @@ class RedisBus implements MessageBus {
 
   async publishDraft(draft: Draft): Promise<boolean> {
     if (this.closed) return false;
-    const { text, ...pointer } = draft;
-    const event = JSON.stringify({ type: "draft", draft: pointer } satisfies StreamEvent);
-    const published = await runScript(
-      this.redis,
-      scripts.publishDraft,
-      [this.keys.draftAudience, this.keys.draft(draft.replyId), this.keys.outbound(draft.channel)],
-      [this.clock(), draft.channel, `${draft.channel}:${draft.chatId}`, text, 10 * 60_000, event, this.streamMaxLength],
-    );
-    return published === 1;
+    return this.drafts.publish(draft);
   }
 
   async watchDrafts(channel: string, chatId?: string): Promise<Subscription> {
     this.assertOpen();
-    const audience = chatId === undefined ? channel : `${channel}:${chatId}`;
-    const holders = this.draftAudiences.get(audience) ?? 0;
-    this.draftAudiences.set(audience, holders + 1);
-    // Declared before this resolves: a draft published after it is seen.
-    if (holders === 0) await this.renewDraftAudiences([audience]);
-    this.audienceTimer ??= setInterval(() => {
-      const audiences = [...this.draftAudiences.keys()];
-      for (let start = 0; start < audiences.length; start += AUDIENCE_BATCH) {
-        this.renewDraftAudiences(audiences.slice(start, start + AUDIENCE_BATCH)).catch((error: unknown) => this.options.onError?.(error));
-      }
-    }, DRAFT_AUDIENCE_TTL_MS / 3);
-    this.audienceTimer.unref();
-    let open = true;
-    return {
-      // Left to lapse in Redis: another process may watch the same chat, and renews only its own.
-      close: async () => {
-        if (!open) return;
-        open = false;
-        const left = (this.draftAudiences.get(audience) ?? 1) - 1;
-        if (left > 0) this.draftAudiences.set(audience, left);
-        else this.draftAudiences.delete(audience);
-      },
-    };
-  }
-
-  private async renewDraftAudiences(audiences: string[]): Promise<void> {
-    if (audiences.length === 0) return;
-    await runScript(this.redis, scripts.watchDrafts, [this.keys.draftAudience], [this.clock(), DRAFT_AUDIENCE_TTL_MS, ...audiences]);
+    return this.drafts.watch(channel, chatId);
   }
 
   async consumeOutbound(channel: string, handler: OutboundHandler): Promise<Subscription> {
@@ -336,7 +351,20 @@ class RedisBus implements MessageBus {
 
   async markDelivered(outboundId: string): Promise<boolean> {
     // A token of this call: replayed after a lost reply, the mark finds itself and stays ours.
-    return (await runScript(this.redis, scripts.markDelivered, [this.keys.sent(outboundId)], [randomUUID(), 7 * DAY_MS])) === 1;
+    // A mark whose replication failed is retried with its own token, so it is still ours.
+    const token = this.unreplicatedMarks.get(outboundId) ?? randomUUID();
+    const ours = (await runScript(this.redis, scripts.markDelivered, [this.keys.sent(outboundId)], [token, 7 * DAY_MS])) === 1;
+    if (!ours) return false;
+    // Replicated before the reply goes out: a failover must not forget it was sent.
+    try {
+      await this.replicated();
+    } catch (error) {
+      this.unreplicatedMarks.set(outboundId, token);
+      if (this.unreplicatedMarks.size > 10_000) this.unreplicatedMarks.delete(this.unreplicatedMarks.keys().next().value!);
+      throw error;
+    }
+    this.unreplicatedMarks.delete(outboundId);
+    return true;
   }
 
   async isDelivered(outboundId: string): Promise<boolean> {
@@ -388,7 +416,7 @@ class RedisBus implements MessageBus {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.audienceTimer) clearInterval(this.audienceTimer);
+    this.drafts.close();
     await Promise.all([...this.subscriptions].map((subscription) => subscription.close()));
     this.blocking?.disconnect();
     this.subscriber?.disconnect();
@@ -407,22 +435,22 @@ class RedisBus implements MessageBus {
     }
   }
 
-  /** Blocks on the wake list (a dedicated connection) until a message arrives or the wait ends. */
-  private async waitForWake(ms: number, signal?: AbortSignal): Promise<void> {
+  /** Blocks on the wake list (a dedicated connection) until a message arrives or the wait ends; 1 when it took a wake-up token. */
+  private async waitForWake(ms: number, signal?: AbortSignal): Promise<number> {
     this.blocking ??= this.redis.duplicate();
-    const wait = this.blocking.blpop(this.keys.wake, Math.max(0.01, ms / 1000)).catch(() => null);
-    if (!signal) {
-      await wait;
-      return;
-    }
+    const wait = this.blocking.blpop(this.keys.wake, Math.max(0.01, ms / 1000)).then(
+      (popped) => (popped ? 1 : 0),
+      () => 0,
+    );
+    if (!signal) return wait;
     // The listener goes once the wait is over: the signal lives as long as the worker does.
     let onAbort: (() => void) | undefined;
-    const aborted = new Promise<void>((resolve) => {
-      onAbort = () => resolve();
+    const aborted = new Promise<number>((resolve) => {
+      onAbort = () => resolve(0);
       signal.addEventListener("abort", onAbort, { once: true });
     });
     try {
-      await Promise.race([wait, aborted]);
+      return await Promise.race([wait, aborted]);
     } finally {
       signal.removeEventListener("abort", onAbort!);
     }

@@ -1,13 +1,17 @@
 /**
  * The Redis key layout of the bus. Every key starts with the hash tag `{prefix}`, so all of one
- * deployment's keys live in one cluster slot and the Lua scripts may touch them together.
+ * deployment's keys live in one cluster slot and the Lua scripts may touch them together. The
+ * hash-tag convention every Redis user follows (partition tags `{prefix:p<k>}` for a chat's keys)
+ * is in src/redis/keys.ts.
  */
 export interface BusKeys {
   mailbox(sessionKey: string): string;
   /** Prefix of the mailbox keys, for the claim script which builds them. */
   mailboxPrefix: string;
   ready: string;
-  lease: string;
+  /** ZSET worker id -> liveness expiry: a lease holds while its worker's entry is later than now. */
+  workers: string;
+  /** HASH session key -> "<token>:<worker id>" of its lease. */
   own: string;
   fence: string;
   wake: string;
@@ -43,7 +47,7 @@ export function busKeys(prefix: string): BusKeys {
     mailbox: (sessionKey) => `${tag}:in:${sessionKey}`,
     mailboxPrefix: `${tag}:in:`,
     ready: `${tag}:ready`,
-    lease: `${tag}:lease`,
+    workers: `${tag}:workers`,
     own: `${tag}:own`,
     fence: `${tag}:fence`,
     wake: `${tag}:wake`,

@@ -26,8 +26,12 @@ const ackDelivered = loadScript(new URL("./lua/", import.meta.url), "ack-deliver
 /** How long a finished marker keeps drafts of a delivered reply from being shown. */
 const FINISHED_TTL_MS = 10 * 60_000;
 
-/** What travels in the stream: a whole final/notice, or a pointer to a draft's newest text. */
-export type StreamEvent = { type: "message"; message: OutboundMessage } | { type: "draft"; draft: Omit<Draft, "text"> };
+/**
+ * What travels in the stream: a whole final/notice, or a pointer to a draft's newest text. A final
+ * whose reply had drafts published says so (`drafted`): only then does its delivery leave a
+ * finished marker for other consumers (drafts of a reply without any need none).
+ */
+export type StreamEvent = { type: "message"; message: OutboundMessage; drafted?: true } | { type: "draft"; draft: Omit<Draft, "text"> };
 
 export interface OutboundConsumerOptions {
   redis: RedisClient;
@@ -114,7 +118,7 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
     void lanes.run(chat, async () => {
       try {
         if (closed || !(await deliver(entry))) return;
-        acks.push({ id: entry[0], final: event?.type === "message" && event.message.kind === "final" ? event.message.id : undefined });
+        acks.push({ id: entry[0], final: event?.type === "message" && event.message.kind === "final" && event.drafted ? event.message.id : undefined });
       } catch (error) {
         options.onError?.(error);
       } finally {

@@ -4,7 +4,8 @@
  * declared, with the argument shapes it calls them with; ioredis's `Redis` satisfies it
  * structurally (connectRedis's return type checks that).
  */
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
+import { ConfigError } from "../errors.js";
 
 /** An argument of a command. */
 export type RedisArgument = string | number;
@@ -78,6 +79,8 @@ export interface RedisClient {
 
   ping(): Promise<"PONG">;
   info(section: string): Promise<string>;
+  /** How many replicas have every write this connection made so far, waiting up to `timeoutMs` for `numReplicas`. */
+  wait(numReplicas: number, timeoutMs: number): Promise<number>;
   config(subcommand: "GET", parameter: string): Promise<unknown>;
 
   /** `ready` once connected and usable; anything else while connecting or reconnecting (ioredis's status). */
@@ -107,7 +110,12 @@ export type RedisConnection = RedisClient & BullmqConnection;
  * return type is the proof that ioredis's `Redis` satisfies RedisClient: a command declared there
  * that ioredis lacks, or declares differently, fails to type-check here.
  */
-export function connectRedis(url: string, options: { name?: string; autoPipelining?: boolean } = {}): RedisConnection {
+export function connectRedis(
+  url: string,
+  options: { name?: string; autoPipelining?: boolean; sentinels?: SentinelOptions; cluster?: Array<{ host: string; port: number }> } = {},
+): RedisConnection {
+  if (options.cluster) return connectToCluster(url, options.cluster, options);
+  if (options.sentinels) return connectThroughSentinels(url, options.sentinels, options);
   return new Redis(url, {
     connectionName: options.name,
     // Blocking commands (BLPOP, XREADGROUP BLOCK) must not be cut off by a command timeout.
@@ -116,6 +124,68 @@ export function connectRedis(url: string, options: { name?: string; autoPipelini
     lazyConnect: false,
     // Commands issued in one turn of the event loop leave in one write (one syscall, one packet):
     // many turns in flight issue many commands at once. Not for connections handed to BullMQ.
+    enableAutoPipelining: options.autoPipelining ?? false,
+  });
+}
+
+/** How `redis.*` says to reach Redis beyond its URL: through sentinels, or as a cluster (not both). */
+export function topologyOf(redis: { sentinels?: Array<{ host: string; port: number }>; sentinelMaster: string; cluster?: Array<{ host: string; port: number }> }): {
+  sentinels?: SentinelOptions;
+  cluster?: Array<{ host: string; port: number }>;
+} {
+  if (redis.sentinels && redis.cluster) throw new ConfigError("redis.sentinels and redis.cluster exclude each other: a cluster fails over by itself", "redis.cluster");
+  return { ...(redis.sentinels ? { sentinels: { nodes: redis.sentinels, master: redis.sentinelMaster } } : {}), ...(redis.cluster ? { cluster: redis.cluster } : {}) };
+}
+
+/** Proof that ioredis's Cluster client satisfies RedisClient as well (fails to compile otherwise). */
+const clusterIsClient: Cluster extends RedisClient ? true : never = true;
+void clusterIsClient;
+
+/**
+ * A Redis Cluster client. CountBot's modules see it as RedisClient (checked above); BullMQ takes a
+ * Cluster wherever it takes a Redis connection, hence the one cast. Commands with no key (INFO,
+ * CONFIG, PING) go to any node; every script's keys share one hash tag, so one slot.
+ */
+function connectToCluster(url: string, nodes: Array<{ host: string; port: number }>, options: { name?: string; autoPipelining?: boolean }): RedisConnection {
+  const parsed = new URL(url);
+  const cluster = new Cluster(nodes, {
+    enableAutoPipelining: options.autoPipelining ?? false,
+    enableReadyCheck: true,
+    redisOptions: {
+      connectionName: options.name,
+      maxRetriesPerRequest: null,
+      ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+      ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    },
+  });
+  return cluster as unknown as RedisConnection;
+}
+
+/** Redis Sentinel: the nodes to ask, and the name they monitor the primary under. */
+export interface SentinelOptions {
+  nodes: Array<{ host: string; port: number }>;
+  master: string;
+}
+
+/**
+ * A connection to the primary the sentinels name, followed through a failover: ioredis asks the
+ * sentinels again on every reconnect and, with failoverDetector, drops the connection as soon as
+ * they announce a new primary. `url` gives the password, user and database only.
+ */
+function connectThroughSentinels(url: string, sentinels: SentinelOptions, options: { name?: string; autoPipelining?: boolean }): RedisConnection {
+  const parsed = new URL(url);
+  const database = Number(parsed.pathname.slice(1) || 0);
+  return new Redis({
+    sentinels: sentinels.nodes,
+    name: sentinels.master,
+    failoverDetector: true,
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    db: Number.isInteger(database) ? database : 0,
+    connectionName: options.name,
+    maxRetriesPerRequest: null,
+    enableReadyCheck: true,
+    lazyConnect: false,
     enableAutoPipelining: options.autoPipelining ?? false,
   });
 }
@@ -154,7 +224,5 @@ export function redactedRedisUrl(url: string): string {
   }
 }
 
-/** `{prefix}`: the hash tag that keeps every key of one deployment in one cluster slot. */
-export function hashTag(prefix: string): string {
-  return `{${prefix}}`;
-}
+/** `{prefix}`: the hash tag of deployment-wide keys; the whole convention is in ./keys.ts. */
+export { hashTag } from "./keys.js";

@@ -20,7 +20,7 @@
  * stored; `compact` archives what it drops (entries compared by value, each kept entry matching
  * one); `reset` archives the history and bumps the generation. Each write is one Lua script
  * (./lua), so it is atomic across processes; `append`, `compact` and `reset` with a fence check the
- * bus's lease (`{p}:own`, `{p}:lease`) in the same script and write nothing when it is gone.
+ * bus's lease (`{p}:own`, `{p}:workers`) in the same script and write nothing when it is gone.
  *
  * Entries are stored as canonical JSON (object keys sorted), so `compact` recognizes a kept entry
  * whatever the key order of the object the caller passes.
@@ -247,7 +247,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
    */
   function writeKeys(key: string): string[] {
     const session = keys.session(key);
-    return [session.meta, session.history, keys.sessions, lease.own, lease.lease, keys.write(randomUUID())];
+    return [session.meta, session.history, keys.sessions, lease.own, lease.workers, keys.write(randomUUID())];
   }
 
   // The scripts judge the lease by Redis's clock unless a clock was injected (tests): a write that

@@ -37,8 +37,8 @@ runSessionStoreSuite("redis store", async ({ now }) => {
     },
     grantLease: async (key, token) => {
       const keys = busKeys(prefix);
-      await redis.hset(keys.own, key, String(token));
-      await redis.zadd(keys.lease, Number.MAX_SAFE_INTEGER, key);
+      await redis.hset(keys.own, key, `${token}:test-worker`);
+      await redis.zadd(keys.workers, Number.MAX_SAFE_INTEGER, "test-worker");
     },
   };
 });
@@ -86,11 +86,11 @@ describe("redis store", () => {
     await deleteKeys(redis, prefix);
   });
 
-  /** What the bus does on a claim: the token becomes the session's current one, with an expiry. */
+  /** What the bus does on a claim: the token becomes the session's current one, held by a worker alive until `expiresAt`. */
   async function grantLease(key: string, token: number, expiresAt = clock + LEASE_MS): Promise<void> {
     const keys = busKeys(prefix);
-    await redis.hset(keys.own, key, String(token));
-    await redis.zadd(keys.lease, expiresAt, key);
+    await redis.hset(keys.own, key, `${token}:worker-of-${key}`);
+    await redis.zadd(keys.workers, expiresAt, `worker-of-${key}`);
   }
 
   /** Everything the store shows for a key, to prove a refused write changed nothing. */
@@ -137,7 +137,7 @@ describe("redis store", () => {
     await grantLease("telegram:2", 7, clock - 1);
     await expectLeaseLost(store.sessions.append("telegram:2", [entry("after expiry")], { token: 7 }));
     // A new session refused is not created either.
-    expect(await keysUnder(prefix)).toEqual([busKeys(prefix).lease, busKeys(prefix).own].sort());
+    expect(await keysUnder(prefix)).toEqual([busKeys(prefix).workers, busKeys(prefix).own].sort());
     expect(await store.sessions.list()).toEqual([]);
   });
 
@@ -185,7 +185,7 @@ describe("redis store", () => {
     const expected = [
       layout.sessions,
       busKeys(prefix).own,
-      busKeys(prefix).lease,
+      busKeys(prefix).workers,
       ...sessionKeys.flatMap((key) => {
         const session = layout.session(key);
         return [session.meta, session.history, session.archive(0)];

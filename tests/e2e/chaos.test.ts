@@ -2,7 +2,8 @@
  * Chaos: a gateway and two workers as real processes on real Redis, a fake LLM that takes a moment
  * per call. 100 chats send 5 messages each in bursts through the web channel; one worker is
  * killed with SIGKILL mid-turn. Every message must be answered, each exactly once, in order per
- * chat, and no reply may be delivered twice.
+ * chat, and no reply may be delivered twice. Run on one Redis (REDIS_URL) and on a Redis Cluster
+ * of three shards of the test's own (`redis.cluster`).
  */
 import { randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -13,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
 import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
+import { type OwnCluster, startRedisCluster } from "../support/redis-cluster.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 
 const CHATS = 100;
@@ -29,6 +31,7 @@ let root: string;
 let prefix: string;
 let llm: FakeOpenAIServer;
 let redis: Redis;
+let cluster: OwnCluster | undefined;
 
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), "countbot-chaos-"));
@@ -48,15 +51,21 @@ afterAll(async () => {
   await llm?.close();
   await deleteKeys(redis, prefix);
   await redis.quit();
+  await cluster?.stop();
   await rm(root, { recursive: true, force: true });
 });
 
-describe("chaos: SIGKILL a worker mid-turn", () => {
-  it("answers every message exactly once, in order per chat", { timeout: 120_000 }, async () => {
-    const configFile = path.join(root, "countbot.json");
+describe.each([
+  { topology: "one Redis", clustered: false },
+  { topology: "a Redis Cluster of three shards", clustered: true },
+])("chaos: SIGKILL a worker mid-turn, on $topology", ({ clustered }) => {
+  it("answers every message exactly once, in order per chat", { timeout: 150_000 }, async () => {
+    cluster = clustered ? await startRedisCluster(3) : undefined;
+    const configFile = path.join(root, clustered ? "countbot-cluster.json" : "countbot.json");
     const env = {
       HOME: root,
-      REDIS_URL: redisUrl,
+      // With redis.cluster, the URL only switches Redis on: the nodes come from the config.
+      REDIS_URL: cluster ? `redis://127.0.0.1:${cluster.nodes[0]!.port}` : redisUrl,
       COUNTBOT_CONFIG: configFile,
       COUNTBOT_DATA_DIR: path.join(root, "data"),
       COUNTBOT_API_PORT: "0",
@@ -67,7 +76,10 @@ describe("chaos: SIGKILL a worker mid-turn", () => {
       LOG_LEVEL: "info",
     };
     // Every process shares this test's key prefix; a short lease makes the takeover quick.
-    await writeFile(configFile, JSON.stringify({ redis: { leaseTtlMs: 2_000, prefix }, agent: { providerRetries: 0 }, tools: { audit: { enabled: false } } }));
+    await writeFile(
+      configFile,
+      JSON.stringify({ redis: { leaseTtlMs: 2_000, prefix, ...(cluster ? { cluster: cluster.nodes } : {}) }, agent: { providerRetries: 0 }, tools: { audit: { enabled: false } } }),
+    );
 
     const gateway = startService(["gateway"], env);
     const listening = await gateway.waitForLog(/gateway listening/);
@@ -149,5 +161,7 @@ describe("chaos: SIGKILL a worker mid-turn", () => {
     await workers[1]!.waitForLog(/re-running a turn that was interrupted/, 1_000);
     await workers[1]!.stop("SIGTERM");
     await gateway.stop("SIGTERM");
+    await cluster?.stop();
+    cluster = undefined;
   });
 });

@@ -6,8 +6,8 @@
 
   KEYS[1] in:<sid>   mailbox
   KEYS[2] ready      ZSET sid -> due time
-  KEYS[3] lease      ZSET sid -> lease expiry
-  KEYS[4] own        HASH sid -> token
+  KEYS[3] workers    ZSET worker id -> liveness expiry
+  KEYS[4] own        HASH sid -> "<token>:<worker id>"
   KEYS[5] wake       LIST of wake-up tokens
   KEYS[6] attempts   HASH first message id -> claims
   KEYS[7] done:<token>  the id of the ack call that ended this lease (10 minutes)
@@ -27,5 +27,5 @@ local refused = refusedEnd(KEYS[4], KEYS[3], ARGV[1], ARGV[2], now, KEYS[7], ARG
 if refused then
   return refused
 end
-endLease(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[3]), now, ARGV[5])
+endLease(KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[3]), now, ARGV[5])
 return 1

@@ -4,8 +4,8 @@
 
   KEYS[1] in:<sid>   mailbox
   KEYS[2] ready      ZSET sid -> due time
-  KEYS[3] lease      ZSET sid -> lease expiry
-  KEYS[4] own        HASH sid -> token
+  KEYS[3] workers    ZSET worker id -> liveness expiry
+  KEYS[4] own        HASH sid -> "<token>:<worker id>"
   KEYS[5] wake       LIST of wake-up tokens
   KEYS[6] attempts   HASH first message id -> claims
   KEYS[7] dead       LIST of dead letters (JSON), newest first
@@ -33,5 +33,5 @@ local parked = redis.call("LRANGE", KEYS[1], 0, count - 1)
 local letter = cjson.encode({ sessionKey = ARGV[1], reason = ARGV[6], at = now, messages = parked })
 redis.call("LPUSH", KEYS[7], letter)
 redis.call("LTRIM", KEYS[7], 0, tonumber(ARGV[7]) - 1)
-endLease(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], count, now, ARGV[5])
+endLease(KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], count, now, ARGV[5])
 return 1

@@ -1,10 +1,13 @@
 --[[
-  Queues an inbound message in its session's mailbox and, unless the session is leased, marks
-  the session ready (keeping an earlier due time: ZADD NX), then wakes one waiting worker.
+  Queues an inbound message in its session's mailbox. The first message of an empty mailbox of a
+  session nobody leases makes the session ready (due after the debounce) and wakes one waiting
+  worker. A mailbox that already held messages belongs to a session that is ready or leased
+  already (every script that leaves messages behind readies the session), and a leased session
+  is readied by its ack, its release or the reaper of its dead worker: nothing more to do then.
 
   KEYS[1] in:<sid>        the session's mailbox (LIST of message JSON)
   KEYS[2] ready           ZSET sid -> due time (ms)
-  KEYS[3] lease           ZSET sid -> lease expiry (ms)
+  KEYS[3] own             HASH sid -> "<token>:<worker id>" of the session's lease
   KEYS[4] wake            LIST of wake-up tokens for blocked claimers
   KEYS[5] seen:<event>    dedupe marker: of the platform event, or of the message id when it has none
   ARGV[1] message JSON
@@ -16,6 +19,7 @@
   Output: 1 queued (or queued already by this same message: a replay), 0 duplicate (nothing queued)
 ]]
 --- @include "includes/clock"
+--- @include "includes/wake"
 
 if not redis.call("SET", KEYS[5], ARGV[6], "NX", "PX", ARGV[5]) then
   -- The marker names the message that set it: our own publish replayed after its reply was lost
@@ -25,12 +29,8 @@ if not redis.call("SET", KEYS[5], ARGV[6], "NX", "PX", ARGV[5]) then
   end
   return 0
 end
-redis.call("RPUSH", KEYS[1], ARGV[1])
-local now = clockOf(ARGV[3])
-local expiry = redis.call("ZSCORE", KEYS[3], ARGV[2])
-if (not expiry) or tonumber(expiry) <= now then
-  redis.call("ZADD", KEYS[2], "NX", now + tonumber(ARGV[4]), ARGV[2])
+if redis.call("RPUSH", KEYS[1], ARGV[1]) == 1 and redis.call("HEXISTS", KEYS[3], ARGV[2]) == 0 then
+  redis.call("ZADD", KEYS[2], "NX", clockOf(ARGV[3]) + tonumber(ARGV[4]), ARGV[2])
+  wakeOne(KEYS[4])
 end
-redis.call("LPUSH", KEYS[4], "1")
-redis.call("LTRIM", KEYS[4], 0, 63)
 return 1

@@ -1,8 +1,8 @@
 --[[
-  Whether a lease is still held: its token is the session's current one and it has not expired.
+  Whether a lease is still held: its token is the session's current one and its worker is alive.
 
-  KEYS[1] own     HASH sid -> token
-  KEYS[2] lease   ZSET sid -> lease expiry (ms)
+  KEYS[1] own      HASH sid -> "<token>:<worker id>"
+  KEYS[2] workers  ZSET worker id -> liveness expiry (ms)
   ARGV[1] sid
   ARGV[2] token
   ARGV[3] now (ms), or "" for Redis's clock

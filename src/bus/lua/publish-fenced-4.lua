@@ -3,8 +3,8 @@
   lease: a worker fenced out by a takeover cannot publish. The same publish replayed after its
   reply was lost returns the entry it added instead of adding a second.
 
-  KEYS[1] own            HASH sid -> token
-  KEYS[2] lease          ZSET sid -> lease expiry
+  KEYS[1] own            HASH sid -> "<token>:<worker id>"
+  KEYS[2] workers        ZSET worker id -> liveness expiry
   KEYS[3] out:<channel>  STREAM of outbound events
   KEYS[4] published:<token>:<outbound id>  the entry this publish added (10 minutes)
   ARGV[1] sid

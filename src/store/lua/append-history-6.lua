@@ -6,8 +6,8 @@
   KEYS[1] session:<key>:meta      HASH key, createdAt, updatedAt, generation
   KEYS[2] session:<key>:history   LIST of JSON entries, oldest first
   KEYS[3] sessions                ZSET session key -> updatedAt
-  KEYS[4] own                     HASH session key -> token of the current lease (the bus's)
-  KEYS[5] lease                   ZSET session key -> lease expiry in ms (the bus's)
+  KEYS[4] own                     HASH session key -> "<token>:<worker id>" of the current lease (the bus's)
+  KEYS[5] workers                 ZSET worker id -> liveness expiry in ms (the bus's)
   KEYS[6] write:<write id>        marker of this very write (1 hour): replayed after its reply
                                   was lost (ioredis resends it), the write is not done twice
   ARGV[1] session key

@@ -1,7 +1,7 @@
 --[[
   Included (`--- @include`) by the scripts that end a turn (ack-7, ack-with-reply-8, dead-letter-8).
 
-  refusedEnd(own, lease, sid, token, now, done, callId) decides whether this call may end the
+  refusedEnd(own, workers, sid, token, now, done, callId) decides whether this call may end the
   lease: nil when it may (and `done`, done:<token>, now names this call for 10 minutes), else the
   script's reply: 1 when this very call ended it already (a replay after its reply was lost, which
   must succeed without doing anything twice), or the error LEASE_LOST.
@@ -9,17 +9,18 @@
   endLease(...) drops the messages the turn consumed, releases the lease and, when more messages
   wait (they arrived mid-turn), makes the session ready at once and wakes a worker.
 
-  endLease(mailbox, ready, lease, own, wake, attempts, sid, consumed, now, firstId)
+  endLease(mailbox, ready, own, wake, attempts, sid, consumed, now, firstId)
   mailbox   in:<sid>  the session's mailbox
-  ready     ZSET sid -> due time;  lease  ZSET sid -> lease expiry;  own  HASH sid -> token
+  ready     ZSET sid -> due time;  own  HASH sid -> "<token>:<worker>"
   wake      LIST of wake-up tokens;  attempts  HASH first message id -> claims
   consumed  messages the turn consumed;  firstId  id of the batch's first message
   Output: none
 ]]
 --- @include "lease-held"
+--- @include "wake"
 
-local function refusedEnd(own, lease, sid, token, now, done, callId)
-  local lost = leaseLost(own, lease, sid, token, now)
+local function refusedEnd(own, workers, sid, token, now, done, callId)
+  local lost = leaseLost(own, workers, sid, token, now)
   if lost then
     if redis.call("GET", done) == callId then
       return 1
@@ -30,16 +31,14 @@ local function refusedEnd(own, lease, sid, token, now, done, callId)
   return nil
 end
 
-local function endLease(mailbox, ready, lease, own, wake, attempts, sid, consumed, now, firstId)
+local function endLease(mailbox, ready, own, wake, attempts, sid, consumed, now, firstId)
   redis.call("HDEL", attempts, firstId)
   if consumed > 0 then
     redis.call("LTRIM", mailbox, consumed, -1)
   end
-  redis.call("ZREM", lease, sid)
   redis.call("HDEL", own, sid)
   if redis.call("LLEN", mailbox) > 0 then
     redis.call("ZADD", ready, "NX", now, sid)
-    redis.call("LPUSH", wake, "1")
-    redis.call("LTRIM", wake, 0, 63)
+    wakeOne(wake)
   end
 end

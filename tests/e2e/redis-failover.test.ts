@@ -1,0 +1,207 @@
+/**
+ * Failover under load: a primary with one replica, three sentinels, a gateway and two workers that
+ * find the primary through the sentinels (`redis.sentinels`) and accept a message only once the
+ * replica has it too (`redis.acceptAfterReplicas: 1`). While web chats post their messages, the
+ * primary is SIGKILLed; the sentinels promote the replica, and the processes follow by themselves.
+ * With one replica, the new primary has none until the old one comes back (as a supervisor would
+ * restart it; the sentinels make it a replica): until then messages are refused (503, retried by
+ * the clients with the same clientMessageId), never accepted and lost. Every accepted message is
+ * answered exactly once, in order per chat.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
+import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
+import { type OwnRedis, startRedisServer } from "../support/redis-server.js";
+import { type OwnSentinel, SENTINEL_MASTER, primaryPortOf, replicasSeenBy, startSentinel } from "../support/redis-sentinel.js";
+
+const CHATS = 12;
+const MESSAGES_PER_CHAT = 8;
+const TOKEN = "redis-failover-token-0123456789";
+
+let root: string;
+let llm: FakeOpenAIServer;
+let primary: OwnRedis;
+let replica: OwnRedis;
+const sentinels: OwnSentinel[] = [];
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function infoReplication(port: number): Promise<string> {
+  const node = new Redis(port, "127.0.0.1", { maxRetriesPerRequest: 1 });
+  try {
+    return await node.info("replication");
+  } finally {
+    node.disconnect();
+  }
+}
+
+async function until<T>(probe: () => Promise<T | undefined>, what: string, limitMs: number): Promise<T> {
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+beforeAll(async () => {
+  root = await mkdtemp(path.join(tmpdir(), "countbot-failover-"));
+  primary = await startRedisServer(["--appendonly", "yes", "--maxmemory-policy", "noeviction"]);
+  replica = await startRedisServer(["--appendonly", "yes", "--maxmemory-policy", "noeviction", "--replicaof", "127.0.0.1", String(primary.port)]);
+  for (let index = 0; index < 3; index += 1) sentinels.push(await startSentinel(primary.port));
+  // Every sentinel knows the replica before the test leans on them.
+  for (const sentinel of sentinels) await until(async () => ((await replicasSeenBy(sentinel.port)) > 0 ? true : undefined), "the sentinels to see the replica", 20_000);
+  llm = await startFakeOpenAI({
+    script: (body) => {
+      const messages = body.messages as Array<{ role: string; content: unknown }>;
+      const last = [...messages].reverse().find((message) => message.role === "user");
+      return { text: `echo: ${String(last?.content)}`, delayMs: 30 };
+    },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await stopAllServices();
+  await llm?.close();
+  for (const sentinel of sentinels) await sentinel.stop();
+  await replica?.stop();
+  await primary?.stop();
+  await rm(root, { recursive: true, force: true });
+});
+
+describe("Redis failover through Sentinel", () => {
+  it("resumes by itself after the primary is SIGKILLed, losing no accepted message and answering none twice", { timeout: 240_000 }, async () => {
+    const prefix = `countbot-failover-${randomUUID()}`;
+    const configFile = path.join(root, "countbot.json");
+    await writeFile(
+      configFile,
+      JSON.stringify({
+        redis: {
+          prefix,
+          leaseTtlMs: 2_000,
+          sentinels: sentinels.map((sentinel) => ({ host: "127.0.0.1", port: sentinel.port })),
+          sentinelMaster: SENTINEL_MASTER,
+          acceptAfterReplicas: 1,
+          acceptTimeoutMs: 1_000,
+        },
+        agent: { providerRetries: 0 },
+        tools: { audit: { enabled: false } },
+      }),
+    );
+    const env = {
+      HOME: root,
+      // Switches Redis on; with sentinels its host and port are not used.
+      REDIS_URL: `redis://127.0.0.1:${primary.port}`,
+      COUNTBOT_CONFIG: configFile,
+      COUNTBOT_DATA_DIR: path.join(root, "data"),
+      COUNTBOT_WORKSPACE: path.join(root, "workspace"),
+      COUNTBOT_API_PORT: "0",
+      COUNTBOT_API_TOKEN: TOKEN,
+      OPENAI_API_KEY: "sk-failover-0123456789",
+      OPENAI_BASE_URL: llm.url,
+      COUNTBOT_MODEL: "openai/fake-echo",
+      LOG_LEVEL: "info",
+    };
+    const gateway = startService(["gateway"], env);
+    const base = String((await gateway.waitForLog(/gateway listening/)).url);
+    const workers: ServiceProcess[] = [startService(["worker"], env), startService(["worker"], env)];
+    await Promise.all(workers.map((worker) => worker.waitForLog(/worker started/)));
+
+    let refusals = 0;
+    const outcome = await postWhile(base, async () => {
+      await sleep(800);
+      await primary.kill();
+      // The sentinels promote the replica (down after 1 s, then an election).
+      await until(async () => ((await primaryPortOf(sentinels[0]!.port)) === replica.port ? true : undefined), "the replica's promotion", 30_000);
+      // The old primary comes back and the sentinels make it the new primary's replica: until it
+      // is in sync, nothing can be confirmed on a replica (refused; deliveries retried with backoff).
+      await primary.restart();
+      await until(async () => (/connected_slaves:[1-9]/.test(await infoReplication(replica.port)) ? true : undefined), "the old primary to replicate the new one", 60_000);
+    }, () => (refusals += 1));
+
+    // Seen once in seven runs on a loaded machine, cause not found yet: say what each chat got and what the processes warned about.
+    if (outcome.unanswered.length > 0) {
+      for (const [chatId, chat] of outcome.chats) console.log("DEBUG", chatId, chat.accepted.length, chat.answered.length, chat.answered.slice(-3).join(","));
+      for (const service of [gateway, ...workers]) console.log("DEBUG LOG", service.output().split("\n").filter((line) => /"level":(4|5)\d/.test(line)).slice(-8).join("\n").slice(0, 3000));
+    }
+    expect(await primaryPortOf(sentinels[1]!.port)).toBe(replica.port);
+    expect(outcome.unanswered, "chats with accepted messages never answered").toEqual([]);
+    for (const [chatId, chat] of outcome.chats) {
+      expect(chat.answered, `${chatId}: every accepted message answered once, in order`).toEqual(chat.accepted);
+      expect(new Set(chat.finalIds).size, `${chatId}: a reply delivered twice`).toBe(chat.finalIds.length);
+    }
+    // The outage was felt (some POSTs were refused while no replica could confirm them) and outlived.
+    expect(refusals).toBeGreaterThan(0);
+    for (const service of [gateway, ...workers]) expect(service.child.exitCode).toBeNull();
+    await Promise.all([...workers, gateway].map((service) => service.stop("SIGTERM")));
+  });
+});
+
+interface ChatOutcome {
+  accepted: string[];
+  answered: string[];
+  finalIds: string[];
+}
+
+/** Chats post their messages one after another (retrying a refused one with the same id) while `faults` runs; resolves once every accepted message is answered or a deadline passed. */
+async function postWhile(base: string, faults: () => Promise<void>, onRefused: () => void): Promise<{ chats: Map<string, ChatOutcome>; unanswered: string[] }> {
+  const chats = new Map<string, ChatOutcome>();
+  const sockets: WebSocket[] = [];
+  await Promise.all(
+    Array.from({ length: CHATS }, async (_, index) => {
+      const chatId = `failover-chat-${index}`;
+      const chat: ChatOutcome = { accepted: [], answered: [], finalIds: [] };
+      chats.set(chatId, chat);
+      const socket = new WebSocket(`${base.replace("http", "ws")}/ws?chatId=${chatId}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      socket.on("message", (data) => {
+        const event = JSON.parse(String(data)) as { type: string; id: string; content: string };
+        if (event.type !== "message") return;
+        chat.finalIds.push(event.id);
+        chat.answered.push(...(event.content.match(/c\d+m\d+/g) ?? []));
+      });
+      await new Promise<void>((resolve, reject) => {
+        socket.once("open", () => resolve());
+        socket.once("error", reject);
+      });
+      sockets.push(socket);
+    }),
+  );
+  const post = async (chatId: string, token: string) => {
+    for (;;) {
+      const response = await fetch(`${base}/api/chat/${chatId}/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${TOKEN}` },
+        body: JSON.stringify({ content: `please answer ${token}`, clientMessageId: token }),
+      }).catch(() => undefined);
+      if (response?.status === 202 || response?.status === 200) return;
+      if (response && response.status < 500) throw new Error(`POST ${token} answered ${response.status}: ${await response.text()}`);
+      onRefused();
+      await sleep(100);
+    }
+  };
+  const sending = Promise.all(
+    [...chats.keys()].map(async (chatId, index) => {
+      for (let message = 0; message < MESSAGES_PER_CHAT; message += 1) {
+        const token = `c${index}m${message}`;
+        await post(chatId, token);
+        chats.get(chatId)!.accepted.push(token);
+        await sleep(200 + ((index * 37 + message * 53) % 200));
+      }
+    }),
+  );
+  await Promise.all([sending, faults()]);
+  const complete = (chat: ChatOutcome) => chat.answered.length >= chat.accepted.length;
+  // Deliveries refused while no replica could confirm them back off (up to 30 s) before retrying.
+  const deadline = Date.now() + 90_000;
+  while ([...chats.values()].some((chat) => !complete(chat)) && Date.now() < deadline) await sleep(100);
+  await sleep(300);
+  for (const socket of sockets) socket.close();
+  return { chats, unanswered: [...chats].filter(([, chat]) => !complete(chat)).map(([chatId]) => chatId) };
+}

@@ -296,8 +296,11 @@ export async function main(argv: string[], output: CliOutput = processOutput): P
     return await running;
   } catch (error) {
     if (error instanceof CommanderError) {
-      // Help and version printed what was asked; anything else commander already said in one line.
-      return error.code === "commander.helpDisplayed" || error.code === "commander.version" ? 0 : 2;
+      // Help (`--help`, `countbot help [command]`) and version printed what was asked; a group named
+      // without its subcommand printed its help as an error (exit code 1 from commander); anything
+      // else commander already said in one line.
+      const asked = error.code === "commander.helpDisplayed" || error.code === "commander.version" || (error.code === "commander.help" && error.exitCode === 0);
+      return asked ? 0 : 2;
     }
     return reportFailure(error, output);
   }

@@ -16,7 +16,7 @@ import { ConfigError } from "../errors.js";
 import { type TeamCatalog, createTeamCatalog } from "../jobs/workflows/team-catalog.js";
 import type { WorkflowRunStore } from "../store/store.js";
 import { type RunFilter, RunStatusSchema, type WorkflowRun } from "../store/team-record.js";
-import { loadCliConfig } from "./setup.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 import { type ProcessApiAnswer, ProcessApiUnreachable, callProcessApi } from "./process-api.js";
 
 const usage = "usage: countbot runs list [--team NAME|ID] [--chat KEY] [--status STATUS] [--limit N] | show ID | cancel ID";
@@ -26,7 +26,7 @@ class RunsCommandError extends Error {
   override name = "RunsCommandError";
 }
 
-export interface RunsCommandOptions {
+export interface RunsCommandOptions extends CliContext {
   fetch?: typeof fetch;
   timeoutMs?: number;
 }
@@ -52,7 +52,7 @@ export async function runRunsCommand(args: string[], options: RunsCommandOptions
           if (!/^\d+$/.test(values.limit) || Number(values.limit) < 1) throw new ConfigError(`--limit: expected a whole number above 0, got "${values.limit}"`);
           filter.limit = Number(values.limit);
         }
-        return await withStore(async ({ runs, catalog }) => {
+        return await withStore(options, async ({ runs, catalog }) => {
           if (values.team !== undefined) {
             const team = (await catalog.get(values.team)) ?? (await catalog.findByName(values.team));
             if (!team) throw new RunsCommandError(`--team: no team has the name or id "${values.team}"`);
@@ -63,7 +63,7 @@ export async function runRunsCommand(args: string[], options: RunsCommandOptions
       }
       case "show": {
         const id = single(rest);
-        return await withStore(async ({ runs }) => {
+        return await withStore(options, async ({ runs }) => {
           const run = await runs.get(id);
           if (!run) throw new RunsCommandError(`workflow run ${id} not found; \`countbot runs list\` shows the runs`);
           return describeRun(run);
@@ -71,7 +71,7 @@ export async function runRunsCommand(args: string[], options: RunsCommandOptions
       }
       case "cancel": {
         const id = single(rest);
-        const { config } = loadCliConfig();
+        const { config } = loadCliConfig(options);
         process.stdout.write(`${await cancelThroughApi(config, id, options)}\n`);
         return 0;
       }
@@ -90,8 +90,8 @@ function single(args: string[]): string {
   return args[0]!;
 }
 
-async function withStore(read: (parts: { runs: WorkflowRunStore; catalog: TeamCatalog }) => Promise<string>): Promise<number> {
-  const { config, logger } = loadCliConfig();
+async function withStore(context: CliContext, read: (parts: { runs: WorkflowRunStore; catalog: TeamCatalog }) => Promise<string>): Promise<number> {
+  const { config, logger } = loadCliConfig(context);
   const infrastructure = await createInfrastructure(config, logger);
   try {
     const catalog = createTeamCatalog({ store: infrastructure.store.teams, teams: config.teams });

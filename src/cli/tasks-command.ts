@@ -17,14 +17,14 @@ import { ConfigError } from "../errors.js";
 import { type SubagentTask, TaskStatusSchema } from "../store/task-record.js";
 import type { TaskStore } from "../store/store.js";
 import { type ProcessApiAnswer, ProcessApiUnreachable, callProcessApi } from "./process-api.js";
-import { loadCliConfig } from "./setup.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
 const usage = "usage: countbot tasks list [--session KEY] [--status STATUS] [--limit N] | show ID | cancel ID";
 
 const DEFAULT_LIST_LIMIT = 50;
 const LABEL_WIDTH = 40;
 
-export interface TasksCommandOptions {
+export interface TasksCommandOptions extends CliContext {
   /** How `cancel` reaches the API. Default: the global fetch. */
   fetch?: typeof fetch;
   /** How long `cancel` waits for the API to answer. Default 10 s. */
@@ -42,11 +42,11 @@ export async function runTasksCommand(args: string[], options: TasksCommandOptio
     switch (action) {
       case "list": {
         const filter = parseListArguments(rest);
-        return await withTaskStore(async (tasks) => listing(await tasks.list(filter), filter.limit));
+        return await withTaskStore(options, async (tasks) => listing(await tasks.list(filter), filter.limit));
       }
       case "show": {
         const id = singleId(rest);
-        return await withTaskStore(async (tasks) => {
+        return await withTaskStore(options, async (tasks) => {
           const task = await tasks.get(id);
           if (!task) throw new TasksCommandError(`task ${id} not found; \`countbot tasks list\` shows the tasks`);
           return describeTask(task);
@@ -54,7 +54,7 @@ export async function runTasksCommand(args: string[], options: TasksCommandOptio
       }
       case "cancel": {
         const id = singleId(rest);
-        const { config } = loadCliConfig();
+        const { config } = loadCliConfig(options);
         process.stdout.write(`${await cancelThroughApi(config, id, options)}\n`);
         return 0;
       }
@@ -94,8 +94,8 @@ function singleId(args: string[]): string {
   return args[0]!;
 }
 
-async function withTaskStore(read: (tasks: TaskStore) => Promise<string>): Promise<number> {
-  const { config, logger } = loadCliConfig();
+async function withTaskStore(context: CliContext, read: (tasks: TaskStore) => Promise<string>): Promise<number> {
+  const { config, logger } = loadCliConfig(context);
   const infrastructure = await createInfrastructure(config, logger);
   try {
     process.stdout.write(`${await read(infrastructure.store.tasks)}\n`);

@@ -32,7 +32,7 @@ function topLevelKeys(line: string): string[] {
 
 class SilentAdapter implements ChannelAdapter {
   readonly name = "chatroom";
-  readonly capabilities = { maxMessageLength: 4_000, markdown: "plain", streaming: "none", minSendIntervalMs: 0, chatType: "private" } as ChannelAdapter["capabilities"];
+  readonly capabilities: ChannelAdapter["capabilities"] = { maxMessageLength: 4_000, streaming: "none", draftIntervalMs: 0, minSendIntervalMs: 0, chatType: "private" };
   sink: EventSink | undefined;
   async start(sink: EventSink) {
     this.sink = sink;

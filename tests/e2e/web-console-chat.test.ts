@@ -55,6 +55,12 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   if (text.includes("picture")) return { text: "A picture of a single dot." };
   if (text.includes("think forever")) return { text: ["Thinking it over"], holdUntil: never.promise };
   if (text.includes("hold on")) return { text: "The held answer.", until: heldAnswer.promise };
+  const exchange = /^exchange (\d+)$/.exec(text);
+  if (exchange) {
+    // Several paragraphs, streamed: a dozen of these fill the transcript.
+    const number = exchange[1];
+    return { text: [`Answer ${number} begins.\n\n`, "A second paragraph ", "of the answer.\n\n", "- a list item\n- another\n\n", `Answer ${number} ends here.`], hangMs: 50 };
+  }
   return { text: `echo: ${text}` };
 }
 
@@ -244,6 +250,32 @@ describe("chat", () => {
     } finally {
       await proxy.close();
     }
+  });
+});
+
+describe("a long chat", () => {
+  it("keeps the newest reply in view as the transcript fills, without any scrolling", async () => {
+    const { page } = await chatPage("long", { width: 900, height: 640 });
+    /** Whether the newest reply's end is inside the transcript's visible part. */
+    const newestInView = () =>
+      page.evaluate(() => {
+        const transcript = document.querySelector(".transcript")!.getBoundingClientRect();
+        const newest = [...document.querySelectorAll('[data-kind="assistant"]')].at(-1)!.getBoundingClientRect();
+        return newest.bottom <= transcript.bottom + 1 && newest.bottom > transcript.top;
+      });
+    for (let exchange = 1; exchange <= 12; exchange++) {
+      await say(page, `exchange ${exchange}`);
+      await replies(page).filter({ hasText: `Answer ${exchange} ends here.` }).waitFor();
+      // Following is done a frame after the reply lands; one that stopped following never gets there.
+      await until(newestInView, `reply ${exchange} to be in view`, 3_000);
+    }
+    const overflow = await page.evaluate(() => {
+      const transcript = document.querySelector(".transcript")!;
+      return transcript.scrollHeight - transcript.clientHeight;
+    });
+    // The transcript is full (the test would prove nothing otherwise).
+    expect(overflow).toBeGreaterThan(500);
+    await page.context().close();
   });
 });
 

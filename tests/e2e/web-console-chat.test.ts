@@ -285,6 +285,18 @@ describe("every view", () => {
     await say(page, "hello from a phone");
     await replies(page).filter({ hasText: "echo: hello from a phone" }).waitFor();
     await screenshot(page, "chat-phone");
+    // Every view's link shows whole: none is cut off by the window or hidden in a scrolled strip.
+    const clipped = await page.evaluate(() => {
+      const nav = document.querySelector('nav[aria-label="Views"]')!;
+      const box = nav.getBoundingClientRect();
+      return [...nav.querySelectorAll("a")]
+        .filter((link) => {
+          const own = link.getBoundingClientRect();
+          return own.left < box.left - 0.5 || own.right > box.right + 0.5 || own.right > window.innerWidth || own.width === 0;
+        })
+        .map((link) => link.textContent);
+    });
+    expect(clipped).toEqual([]);
     for (const view of ["chat", "tasks", "teams", "teams/new", "runs", "runs/new", "sessions", "operations"]) {
       await page.goto(`${countbot.base}/#/${view}`);
       await page.locator("main h1").first().waitFor();

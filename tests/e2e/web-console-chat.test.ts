@@ -159,6 +159,20 @@ describe("chat", () => {
     await page.context().close();
   });
 
+  it("names a chat in the picker by its first message as it reads, without Markdown", async () => {
+    const { page } = await chatPage("titled");
+    await say(page, "**Bold** plan with `code` and [a link](https://example.com)");
+    await replies(page).filter({ hasText: "echo:" }).waitFor();
+    const picker = page.getByLabel("Chat", { exact: true });
+    expect(await picker.locator('option[value="titled"]').textContent()).toBe("Bold plan with code and a link");
+    // A title kept raw by an earlier version reads the same.
+    await page.evaluate(() => localStorage.setItem("countbot:chats", JSON.stringify([{ id: "older", title: "_fix_ the **build**", updatedAt: new Date().toISOString() }])));
+    await page.reload();
+    await page.getByText("Connected", { exact: true }).waitFor();
+    expect(await picker.locator('option[value="older"]').textContent()).toBe("fix the build");
+    await page.context().close();
+  });
+
   it("runs no script from a model reply: sanitized before it reaches the page", async () => {
     // The tripwire counts what reaches it: proven here, so a zero below means something.
     await fetch(`${tripwireUrl}/self-check`);

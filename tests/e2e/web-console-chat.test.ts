@@ -166,7 +166,8 @@ describe("chat", () => {
     const picker = page.getByLabel("Chat", { exact: true });
     expect(await picker.locator('option[value="titled"]').textContent()).toBe("Bold plan with code and a link");
     // A title kept raw by an earlier version reads the same.
-    await page.evaluate(() => localStorage.setItem("countbot:chats", JSON.stringify([{ id: "older", title: "_fix_ the **build**", updatedAt: new Date().toISOString() }])));
+    const older = JSON.stringify([{ id: "older", title: "_fix_ the **build**", updatedAt: new Date().toISOString() }]);
+    await page.evaluate(`localStorage.setItem("countbot:chats", ${JSON.stringify(older)})`);
     await page.reload();
     await page.getByText("Connected", { exact: true }).waitFor();
     expect(await picker.locator('option[value="older"]').textContent()).toBe("fix the build");
@@ -272,21 +273,21 @@ describe("a long chat", () => {
     const { page } = await chatPage("long", { width: 900, height: 640 });
     /** Whether the newest reply's end is inside the transcript's visible part. */
     const newestInView = () =>
-      page.evaluate(() => {
-        const transcript = document.querySelector(".transcript")!.getBoundingClientRect();
-        const newest = [...document.querySelectorAll('[data-kind="assistant"]')].at(-1)!.getBoundingClientRect();
+      page.evaluate(`(() => {
+        const transcript = document.querySelector(".transcript").getBoundingClientRect();
+        const newest = [...document.querySelectorAll('[data-kind="assistant"]')].at(-1).getBoundingClientRect();
         return newest.bottom <= transcript.bottom + 1 && newest.bottom > transcript.top;
-      });
+      })()`) as Promise<boolean>;
     for (let exchange = 1; exchange <= 12; exchange++) {
       await say(page, `exchange ${exchange}`);
       await replies(page).filter({ hasText: `Answer ${exchange} ends here.` }).waitFor();
       // Following is done a frame after the reply lands; one that stopped following never gets there.
       await until(newestInView, `reply ${exchange} to be in view`, 3_000);
     }
-    const overflow = await page.evaluate(() => {
-      const transcript = document.querySelector(".transcript")!;
+    const overflow = (await page.evaluate(`(() => {
+      const transcript = document.querySelector(".transcript");
       return transcript.scrollHeight - transcript.clientHeight;
-    });
+    })()`)) as number;
     // The transcript is full (the test would prove nothing otherwise).
     expect(overflow).toBeGreaterThan(500);
     await page.context().close();
@@ -300,8 +301,8 @@ describe("every view", () => {
     await replies(page).filter({ hasText: "echo: hello from a phone" }).waitFor();
     await screenshot(page, "chat-phone");
     // Every view's link shows whole: none is cut off by the window or hidden in a scrolled strip.
-    const clipped = await page.evaluate(() => {
-      const nav = document.querySelector('nav[aria-label="Views"]')!;
+    const clipped = await page.evaluate(`(() => {
+      const nav = document.querySelector('nav[aria-label="Views"]');
       const box = nav.getBoundingClientRect();
       return [...nav.querySelectorAll("a")]
         .filter((link) => {
@@ -309,7 +310,7 @@ describe("every view", () => {
           return own.left < box.left - 0.5 || own.right > box.right + 0.5 || own.right > window.innerWidth || own.width === 0;
         })
         .map((link) => link.textContent);
-    });
+    })()`);
     expect(clipped).toEqual([]);
     for (const view of ["chat", "tasks", "teams", "teams/new", "runs", "runs/new", "sessions", "operations"]) {
       await page.goto(`${countbot.base}/#/${view}`);

@@ -58,9 +58,17 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 export function createLogger(options: LoggerOptions): Logger {
   const destination = options.destination ?? process.stderr;
-  // Secrets are scrubbed from the JSON line first; the pretty printer then formats what is left.
+  // Secrets are scrubbed from the JSON line first; the pretty printer then formats what is left,
+  // one line a record (its fields after the message): a field a line made a turn ~9 lines long.
   const target: NodeJS.WritableStream = options.pretty
-    ? pretty({ destination, sync: true, colorize: Boolean((destination as { isTTY?: boolean }).isTTY) && !process.env.NO_COLOR, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname" })
+    ? pretty({
+        destination,
+        sync: true,
+        colorize: Boolean((destination as { isTTY?: boolean }).isTTY) && !process.env.NO_COLOR,
+        translateTime: "SYS:HH:MM:ss.l",
+        ignore: "pid,hostname",
+        singleLine: true,
+      })
     : destination;
   const secrets = (options.secrets ?? []).filter((secret) => secret.length > 0);
   const redact = createRedactor(secrets);

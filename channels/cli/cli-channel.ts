@@ -6,15 +6,16 @@
  * - Inbound: each line read is a PlatformEvent of one private chat (`-s`), from "local-user",
  *   always addressed to the bot; lines reach the sink one at a time, in order. `/exit` and `/quit`
  *   leave without reaching the gateway.
- * - Outbound: drafts stream onto the screen (each snapshot prints what it adds to what is shown);
- *   a final ends the reply and the prompt comes back when nothing else is pending; tool calls show
- *   as one dim line each. The runtime must run the dispatcher with `showNotices` and
+ * - Outbound (reply-screen.ts): on a terminal, replies are Markdown rendered block by block as they
+ *   stream, and "thinking… Ns" shows while a reply is awaited; piped, each snapshot prints what it
+ *   adds, as it is. A final ends the reply and the prompt comes back when nothing else is pending;
+ *   tool calls show as one dim line each. The runtime must run the dispatcher with `showNotices` and
  *   `annotateSends` (SendOptions.outbound tells notices from replies and says which inbound
  *   messages a reply answers) and make each line's event id its inbound message's id:
  *   createCliRuntime does. Every chat is private (`capabilities.chatType`): drafts stream.
- * - Ctrl-C feeds `/stop` through the sink (admission cancels the running turn); a second Ctrl-C
- *   within 2 s, or one while nothing is pending, exits. Piped input: at EOF, wait until every line
- *   sent was answered, then exit.
+ * - Ctrl-C feeds `/stop` through the sink (admission cancels the running turn); at an idle prompt it
+ *   clears what was typed, or says how to leave. A second Ctrl-C within 2 s exits. Piped input: at
+ *   EOF, wait until every line sent was answered, then exit.
  *
  * Pending lines are tracked by id, not counted: the final that ends a turn lists the inbound ids it
  * answers (a burst coalesced into one turn is answered by one final listing all of it; messages the
@@ -34,9 +35,11 @@ import {
   type EventSink,
   type PlatformEvent,
   type SendOptions,
-  draftIdOf,
   parseCommand,
 } from "../../src/gateway/kit/index.js";
+import { type ReplyIndicator, canAnimate, createSpinnerIndicator } from "./reply-indicator.js";
+import { ReplyScreen } from "./reply-screen.js";
+import { type TerminalMarkdown, createTerminalMarkdown } from "./terminal-markdown.js";
 
 export const CLI_SENDER = "local-user";
 
@@ -64,6 +67,10 @@ export interface CliChannelOptions {
   chatId: string;
   /** Dim tool lines with ANSI escapes. Default: when the output is a terminal and NO_COLOR is unset. */
   color?: boolean;
+  /** Render replies' Markdown. Default: on a terminal; `false`: the model's text as it is. */
+  markdown?: TerminalMarkdown | false;
+  /** What shows while a reply is awaited. Default: a spinner on a terminal that can draw one; `false`: none. */
+  indicator?: ReplyIndicator | false;
   now?: () => number;
   /** Event ids (they are also the lines' message ids). Default random UUIDs. */
   newId?: () => string;
@@ -74,16 +81,6 @@ const EXIT_HINT = "/exit: leave (or Ctrl-C twice)";
 
 /** A line the gateway answers itself (no bus), by what it was. */
 type GatewayAnswered = "help" | "stop" | "interrupt";
-
-/** The reply being streamed onto the screen. */
-interface Stream {
-  /** `draft:<draftId>` (draft streaming) or `message:<platformMessageId>` (edit streaming). */
-  key: string;
-  /** The newest snapshot shown. */
-  printed: string;
-  /** Something else was printed since: go on from the start of a line. */
-  interrupted: boolean;
-}
 
 export class CliChannel implements ChannelAdapter {
   readonly name = "cli";
@@ -96,8 +93,9 @@ export class CliChannel implements ChannelAdapter {
   private readonly unanswered = new Set<string>();
   /** Lines the gateway answers itself, by platform message id, until their answer is shown. */
   private readonly gatewayAnswered = new Map<string, GatewayAnswered>();
-  private stream: Stream | undefined;
-  private midLine = false;
+  private readonly screen: ReplyScreen;
+  /** When the oldest line still unanswered was sent. */
+  private waitingSince: number | undefined;
   private sentCount = 0;
   private lastInterrupt = Number.NEGATIVE_INFINITY;
   private inputEnded = false;
@@ -106,7 +104,13 @@ export class CliChannel implements ChannelAdapter {
   /** Resolves when the user left (or stop() was called). */
   readonly done: Promise<void> = new Promise((resolve) => (this.finished = resolve));
 
-  constructor(private readonly options: CliChannelOptions) {}
+  constructor(private readonly options: CliChannelOptions) {
+    const terminal = Boolean(options.output.isTTY);
+    const color = options.color ?? (terminal && !process.env.NO_COLOR);
+    const markdown = options.markdown ?? (terminal ? createTerminalMarkdown({ width: (options.output as { columns?: number }).columns, color }) : false);
+    const indicator = options.indicator ?? (canAnimate(options.output) ? createSpinnerIndicator({ stream: options.output, now: options.now, color }) : false);
+    this.screen = new ReplyScreen({ output: options.output, color, markdown: markdown || undefined, indicator: indicator || undefined });
+  }
 
   get sessionKey(): string {
     return `${this.name}:${this.options.chatId}`;
@@ -115,10 +119,6 @@ export class CliChannel implements ChannelAdapter {
   /** Lines sent that no reply has answered yet. */
   get pending(): number {
     return this.unanswered.size;
-  }
-
-  private get color(): boolean {
-    return this.options.color ?? (Boolean(this.options.output.isTTY) && !process.env.NO_COLOR);
   }
 
   private now(): number {
@@ -141,22 +141,38 @@ export class CliChannel implements ChannelAdapter {
     await this.exit();
   }
 
-  /** Ctrl-C: stop the running turn; when nothing is pending, or pressed twice quickly, exit. */
+  /**
+   * Ctrl-C: stop the running turn; at an idle prompt, clear what was typed or say how to leave;
+   * pressed twice within 2 s, exit (as the banner says).
+   */
   async interrupt(): Promise<void> {
     const now = this.now();
     const twice = now - this.lastInterrupt < EXIT_WINDOW_MS;
     this.lastInterrupt = now;
-    if (this.pending === 0 || twice || !this.sink) return this.exit();
-    // Straight to the sink, not behind queued lines: admission cancels the turn at once.
-    await this.feed("/stop", "interrupt");
+    if (twice || !this.sink) return this.exit();
+    if (this.pending > 0) {
+      // Straight to the sink, not behind queued lines: admission cancels the turn at once.
+      await this.feed("/stop", "interrupt");
+      return;
+    }
+    if (this.lines && this.lines.line !== "") {
+      // A half-typed line is dropped, as a shell does; that does not count towards leaving.
+      this.lastInterrupt = Number.NEGATIVE_INFINITY;
+      this.lines.write(null, { ctrl: true, name: "e" });
+      this.lines.write(null, { ctrl: true, name: "u" });
+      return;
+    }
+    // Below the prompt's line, as a shell would.
+    if (this.options.output.isTTY) this.options.output.write("\n");
+    this.screen.interject(this.screen.dim("(Press Ctrl-C again to exit, or type /exit.)"));
+    this.prompt();
   }
 
   /** Leaves: stops reading and resolves `done`. What is still pending is dropped. */
   async exit(): Promise<void> {
     if (this.ended) return;
     this.ended = true;
-    if (this.midLine) this.write("\n");
-    this.midLine = false;
+    this.screen.close();
     this.lines?.close();
     this.finished();
   }
@@ -168,13 +184,14 @@ export class CliChannel implements ChannelAdapter {
     if (!part) {
       this.showGatewayReply(text, options.replyTo);
     } else if (part.kind === "notice") {
-      this.interject(this.dim(`  ↳ ${text}`));
+      this.screen.interject(this.screen.dim(`  ↳ ${text}`));
     } else {
-      this.showFinal(text, part.messageId, part.chunk, part.chunks);
       if (part.chunk === part.chunks - 1) {
         for (const id of part.answers) this.unanswered.delete(id);
-        this.afterReply();
+        this.updateWaiting();
       }
+      this.screen.showFinal(text, part.messageId, part.chunk, part.chunks);
+      if (part.chunk === part.chunks - 1) this.afterReply();
     }
     return { platformMessageId };
   }
@@ -185,23 +202,25 @@ export class CliChannel implements ChannelAdapter {
       await this.send(chatId, text, options);
       return;
     }
-    this.streamTo(`message:${platformMessageId}`, text);
+    this.screen.streamTo(`message:${platformMessageId}`, text);
   }
 
   async draft(chatId: string, draftId: number, text: string): Promise<void> {
     if (chatId !== this.options.chatId || this.ended) return;
-    this.streamTo(`draft:${draftId}`, text);
+    this.screen.streamTo(`draft:${draftId}`, text);
   }
 
   /** A terminal shows no "typing…". */
   async typing(_chatId: string): Promise<void> {}
 
   private enqueue(task: () => Promise<void>): void {
-    this.queue = this.queue.then(task).catch((error: unknown) => this.interject(`(could not send that: ${error instanceof Error ? error.message : String(error)})`));
+    this.queue = this.queue.then(task).catch((error: unknown) => this.screen.interject(`(could not send that: ${error instanceof Error ? error.message : String(error)})`));
   }
 
   private async onLine(line: string): Promise<void> {
     if (this.ended) return;
+    // A line sent between two Ctrl-Cs: they are not one double press.
+    this.lastInterrupt = Number.NEGATIVE_INFINITY;
     const text = line.trim();
     if (text === "") return this.prompt();
     const lower = text.toLowerCase();
@@ -239,6 +258,7 @@ export class CliChannel implements ChannelAdapter {
       throw error;
     } finally {
       this.gatewayAnswered.delete(id); // its answer (if any) was sent while admission handled it
+      this.updateWaiting();
     }
   }
 
@@ -246,6 +266,13 @@ export class CliChannel implements ChannelAdapter {
     // Piped input ended (or Ctrl-D): finish answering what was sent, then leave.
     this.inputEnded = true;
     this.exitWhenDone();
+  }
+
+  /** The indicator counts from the oldest line still unanswered. */
+  private updateWaiting(): void {
+    if (this.unanswered.size === 0) this.waitingSince = undefined;
+    else this.waitingSince ??= this.now();
+    this.screen.setWaiting(this.waitingSince);
   }
 
   private afterReply(): void {
@@ -260,84 +287,15 @@ export class CliChannel implements ChannelAdapter {
   /** The gateway's own answer to a line (`/help`, `/stop`, a pairing code, a rate-limit notice). */
   private showGatewayReply(text: string, replyTo: string | undefined): void {
     const answered = replyTo === undefined ? undefined : this.gatewayAnswered.get(replyTo);
-    if (answered === "interrupt") this.interject(this.dim(`(${text} Press Ctrl-C again to exit.)`));
-    else if (answered === "stop") this.interject(this.dim(`(${text})`));
-    else if (answered === "help") this.interject(`${text}\n${EXIT_HINT}`);
-    else this.interject(`${this.header()}${text}`);
-  }
-
-  /** A chunk of a final: the end of the reply streamed under its id, or a message of its own. */
-  private showFinal(text: string, messageId: string, chunk: number, chunks: number): void {
-    const key = `draft:${draftIdOf(messageId)}`;
-    if (this.stream?.key === key || (chunk === 0 && this.stream === undefined)) {
-      if (chunk === 0) this.streamTo(key, text);
-      else this.continueLine(text);
-      if (chunk === chunks - 1) this.endStream();
-      return;
-    }
-    // Not the reply on screen (a message the agent sent mid-turn): its own block.
-    this.interject(chunk === 0 ? `${this.header()}${text}` : text);
-  }
-
-  /** Prints what a reply's newest snapshot adds to what is on screen. */
-  private streamTo(key: string, text: string): void {
-    if (this.stream?.key !== key) {
-      if (this.midLine) this.write("\n");
-      this.write(this.header());
-      this.midLine = true;
-      this.stream = { key, printed: "", interrupted: false };
-    }
-    const stream = this.stream;
-    let addition: string;
-    if (text.startsWith(stream.printed)) addition = text.slice(stream.printed.length);
-    else if (stream.printed.startsWith(text)) addition = "";
-    else addition = `\n${text}`;
-    if (stream.interrupted && addition !== "") {
-      // Below a notice: go on at the start of a line, without the blank line between segments.
-      addition = addition.replace(/^\n+/, "");
-      stream.interrupted = false;
-    }
-    this.write(addition);
-    if (addition !== "") this.midLine = !addition.endsWith("\n");
-    stream.printed = text;
-  }
-
-  private continueLine(text: string): void {
-    if (this.midLine) this.write("\n");
-    this.write(text);
-    this.midLine = !text.endsWith("\n");
-  }
-
-  private endStream(): void {
-    if (this.midLine) this.write("\n");
-    this.midLine = false;
-    this.stream = undefined;
-  }
-
-  /** A line of its own, between the lines of a streaming reply if one is on screen. */
-  private interject(text: string): void {
-    if (this.ended) return;
-    if (this.midLine) this.write("\n");
-    this.write(`${text}\n`);
-    this.midLine = false;
-    if (this.stream) this.stream.interrupted = true;
-  }
-
-  private header(): string {
-    return this.color ? "\x1b[1mbot ›\x1b[22m " : "bot › ";
+    if (answered === "interrupt") this.screen.interject(this.screen.dim(`(${text} Press Ctrl-C again to exit.)`));
+    else if (answered === "stop") this.screen.interject(this.screen.dim(`(${text})`));
+    else if (answered === "help") this.screen.showPlain(`${text}\n${EXIT_HINT}`, false);
+    else this.screen.showPlain(text, true);
   }
 
   private prompt(): void {
     if (this.ended) return;
     if (this.options.output.isTTY) this.lines?.prompt();
-  }
-
-  private dim(text: string): string {
-    return this.color ? `\x1b[2m${text}\x1b[22m` : text;
-  }
-
-  private write(text: string): void {
-    if (text !== "") this.options.output.write(text);
   }
 }
 

@@ -98,6 +98,7 @@ export function runJson(run: WorkflowRun, detail: boolean) {
     mode: run.mode,
     goal: run.goal,
     chat: run.sessionKey || null,
+    origin: run.origin ?? null,
     status: run.status,
     result: run.result ?? null,
     error: run.error ?? null,
@@ -139,7 +140,7 @@ export function registerWorkflowRunRoutes(scope: FastifyInstance, options: Workf
     if (!team) throw new RequestError(`team: no team has the id or name "${body.team}"`, 404);
     let run: WorkflowRun;
     try {
-      run = await workflows.start({ team, goal: body.goal.trim(), sessionKey: body.chat ?? "" });
+      run = await workflows.start({ team, goal: body.goal.trim(), sessionKey: body.chat ?? "", origin: "api" });
     } catch (error) {
       // A disabled team, or a chat with too many runs: said for the model, and as true for a person.
       if (error instanceof ToolError) throw new RequestError(error.hint ? `${error.message}. ${error.hint}` : error.message, 409);

@@ -48,6 +48,8 @@ export interface AgentRuntime {
   tools: ToolRegistry;
   store: Store;
   workspace: string;
+  /** What the exec tool runs in, in a few words for a banner ("bubblewrap (no network, own PID namespace)", "off", ...). */
+  sandbox: string;
   /** Applies what changes live (the persona) from the next turn on. */
   reload(config: ResolvedConfig): void;
   close(): Promise<void>;
@@ -127,17 +129,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   const memory = overrides.memory ?? createFileMemoryStore({ workspace, scope: config.memory.scope, now: overrides.now });
   const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
   const tools = createTools(config, { memory, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics, mcp });
-  if (config.tools.exec.enabled) {
-    const sandbox = chooseSandbox(config.tools.exec.sandbox);
-    if (sandbox.kind === "bwrap") {
-      // Installed is not working: a container without user namespaces has bwrap but no sandbox.
-      const probe = await probeBwrap(sandbox.bwrapPath, workspace);
-      if (probe.ok) logger.info({ bwrap: sandbox.bwrapPath }, "exec runs inside bubblewrap (uid 65534, own PID namespace, no network)");
-      else logger.error({ reason: probe.message }, brokenSandboxMessage(probe.message));
-    }
-    else if (sandbox.kind === "none") logger.warn('EXEC WITHOUT A SANDBOX: tools.exec.sandbox is "none", so only the command pattern filter stands between the model and this machine (install bubblewrap and remove the setting)');
-    else logger.error(sandbox.message);
-  }
+  const sandbox = await checkExecSandbox(config, workspace, logger);
   const secrets = collectSecrets(config);
   const auditOptions: AuditLineOptions = { secrets, now: overrides.now, onError: (error) => logger.warn({ err: error }, "audit log write failed") };
   const audit = config.tools.audit.enabled
@@ -173,6 +165,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     tools,
     store,
     workspace,
+    sandbox,
     reload: (next) => {
       context.setPersona(next.agent.persona);
       reloadMcpServers(mcp, next, logger);
@@ -292,6 +285,28 @@ export async function createEmbeddedRuntime(config: ResolvedConfig, logger: Logg
       await infrastructure.close();
     },
   };
+}
+
+/** Logs what exec runs in (loudly when it runs unconfined or not at all) and says it in a few words. */
+async function checkExecSandbox(config: ResolvedConfig, workspace: string, logger: Logger): Promise<string> {
+  if (!config.tools.exec.enabled) return "exec off (tools.exec.enabled is false)";
+  const sandbox = chooseSandbox(config.tools.exec.sandbox);
+  if (sandbox.kind === "bwrap") {
+    // Installed is not working: a container without user namespaces has bwrap but no sandbox.
+    const probe = await probeBwrap(sandbox.bwrapPath, workspace);
+    if (probe.ok) {
+      logger.info({ bwrap: sandbox.bwrapPath }, "exec runs inside bubblewrap (uid 65534, own PID namespace, no network)");
+      return "exec inside bubblewrap (no network, own PID namespace)";
+    }
+    logger.error({ reason: probe.message }, brokenSandboxMessage(probe.message));
+    return "exec refused: bubblewrap cannot build its sandbox here (countbot doctor says why)";
+  }
+  if (sandbox.kind === "none") {
+    logger.warn('EXEC WITHOUT A SANDBOX: tools.exec.sandbox is "none", so only the command pattern filter stands between the model and this machine (install bubblewrap and remove the setting)');
+    return 'exec WITHOUT a sandbox (tools.exec.sandbox "none"): only the command filter guards this machine';
+  }
+  logger.error(sandbox.message);
+  return "exec refused: no sandbox (install bubblewrap)";
 }
 
 /** The model, wrapped to count its calls when there are metrics. */

@@ -9,6 +9,7 @@ import { access, mkdir, realpath, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { Logger } from "pino";
 import type { ResolvedConfig } from "../config/schema.js";
+import { type ConfigSource, describeConfigSource } from "../config/source.js";
 import { errorMessage } from "../errors.js";
 import type { ChannelPlugin } from "../gateway/channel.js";
 import { resolveChatModel } from "../providers/factory.js";
@@ -33,13 +34,15 @@ export interface DoctorOptions {
   plugins: readonly ChannelPlugin[];
   /** What loading the config took out of the environment (for what a command without a sandbox can read). */
   withdrawn?: Pick<WithdrawnSecrets, "names" | "environBlock">;
+  /** Where the config came from: named in the first line (none found is a warning, not a failure). */
+  source?: ConfigSource;
   /** Each check's time limit. Default 10 s. */
   timeoutMs?: number;
 }
 
 export async function runDoctor(config: ResolvedConfig, logger: Logger, options: DoctorOptions): Promise<DoctorCheck[]> {
   const timeoutMs = options.timeoutMs ?? 10_000;
-  const checks: DoctorCheck[] = [{ name: "config", ok: true, detail: "valid" }];
+  const checks: DoctorCheck[] = [configCheck(options.source)];
   const run = async (name: string, check: () => Promise<string | { warning: string }>) => {
     try {
       const result = await withTimeout(check(), timeoutMs);
@@ -77,6 +80,12 @@ export async function runDoctor(config: ResolvedConfig, logger: Logger, options:
 /** `✓ name: detail` lines, `!` for warnings and `✗` for failures. */
 export function formatDoctor(checks: DoctorCheck[]): string {
   return checks.map((check) => `${check.ok ? (check.warning ? "!" : "✓") : "✗"} ${check.name}: ${check.detail}`).join("\n");
+}
+
+function configCheck(source: ConfigSource | undefined): DoctorCheck {
+  if (source === undefined) return { name: "config", ok: true, detail: "valid" };
+  if (source.file === undefined) return { name: "config", ok: true, warning: true, detail: describeConfigSource(source) };
+  return { name: "config", ok: true, detail: `valid: ${describeConfigSource(source)}` };
 }
 
 async function checkModel(config: ResolvedConfig, logger: Logger): Promise<string> {

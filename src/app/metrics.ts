@@ -25,7 +25,9 @@ export interface PrometheusMetrics extends Metrics {
 export function createPrometheusMetrics(options: { role: string }): PrometheusMetrics {
   const registry = new Registry();
   registry.setDefaultLabels({ role: options.role });
-  collectDefaultMetrics({ register: registry, prefix: "countbot_" });
+  // Node's default metrics keep their usual names (process_*, nodejs_*): the dashboards and alerts
+  // people already have ask for those; CountBot's own metrics are the ones prefixed countbot_.
+  collectDefaultMetrics({ register: registry });
   const messagesIn = new Counter({ name: "countbot_messages_in_total", help: "Platform events, by what admission did with them.", labelNames: ["channel", "outcome"], registers: [registry] });
   const messagesOut = new Counter({ name: "countbot_messages_out_total", help: "Chunks delivered to a platform.", labelNames: ["channel", "kind"], registers: [registry] });
   const retried = new Counter({ name: "countbot_deliveries_retried_total", help: "Platform calls tried again: rate limits waited out, network failures, refused markup.", labelNames: ["channel", "reason"], registers: [registry] });

@@ -2,15 +2,15 @@
 import { randomUUID } from "node:crypto";
 import { createAgentRuntime } from "../app/agent.js";
 import { helpText, parseCommand } from "../bus/commands.js";
-import { loadCliConfig } from "./setup.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
-export async function runAgentCommand(values: { message?: string; session: string; verbose?: boolean }): Promise<number> {
+export async function runAgentCommand(values: { message?: string; session: string; verbose?: boolean } & CliContext): Promise<number> {
   const message = values.message;
   if (message === undefined || message.trim() === "") {
     process.stderr.write('countbot agent: give the message with -m "text"\n');
     return 2;
   }
-  const { config, logger } = loadCliConfig({ verbose: values.verbose, runsTools: true });
+  const { config, logger } = loadCliConfig({ verbose: values.verbose, runsTools: true, configFile: values.configFile });
   const runtime = await createAgentRuntime(config, logger);
   const chatId = values.session;
   const sessionKey = `cli:${chatId}`;

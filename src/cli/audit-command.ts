@@ -4,10 +4,10 @@
  * data directory (one process), or the Redis stream every gateway and worker appends to.
  */
 import { createInfrastructure } from "../app/infrastructure.js";
-import { loadCliConfig } from "./setup.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
-export async function runAuditCommand(options: { lines: number }): Promise<number> {
-  const { config, logger } = loadCliConfig();
+export async function runAuditCommand(options: { lines: number } & CliContext): Promise<number> {
+  const { config, logger } = loadCliConfig(options);
   const infrastructure = await createInfrastructure(config, logger);
   const audit = infrastructure.auditLog({ secrets: [] });
   try {

@@ -1,15 +1,17 @@
 /**
  * `countbot chat [-s SESSION]`: the whole agent in this process, talking through the terminal. The
  * terminal is a channel like any other: the CLI adapter on the shared channel runtime (admission,
- * dispatcher) over the in-memory bus, with the agent loop consuming the same bus.
+ * dispatcher) over the in-memory bus, with the agent loop consuming the same bus. The banner says
+ * what this conversation runs with: model, session, workspace, config file, and what exec runs in.
  */
 import { CliChannel } from "../../channels/cli/cli-channel.js";
 import { createCliRuntime } from "./cli-runtime.js";
 import { createEmbeddedRuntime } from "../app/agent.js";
-import { loadCliConfig } from "./setup.js";
+import { describeConfigSource } from "../config/source.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
-export async function runChatCommand(values: { session: string; verbose?: boolean }): Promise<number> {
-  const { config, logger } = loadCliConfig({ verbose: values.verbose, runsTools: true });
+export async function runChatCommand(values: { session: string; verbose?: boolean } & CliContext): Promise<number> {
+  const { config, logger, source } = loadCliConfig({ verbose: values.verbose, runsTools: true, configFile: values.configFile });
   const runtime = await createEmbeddedRuntime(config, logger);
   const channel = new CliChannel({ input: process.stdin, output: process.stdout, chatId: values.session });
   const gateway = createCliRuntime(channel, { bus: runtime.bus, store: runtime.store, logger });
@@ -17,6 +19,8 @@ export async function runChatCommand(values: { session: string; verbose?: boolea
   if (process.stdout.isTTY) {
     process.stdout.write(
       `CountBot: model ${runtime.model.id}, session ${channel.sessionKey}, workspace ${runtime.workspace}\n` +
+        `config: ${describeConfigSource(source)}\n` +
+        `sandbox: ${runtime.sandbox}\n` +
         "Type a message. /help lists commands; Ctrl-C stops a reply, twice exits.\n",
     );
   }

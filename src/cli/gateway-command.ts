@@ -5,10 +5,10 @@ import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";
 import { channelHealthJson } from "../gateway/channel-health.js";
 import { reloaderFor, untilSignalled } from "./lifecycle.js";
-import { announceLogin, loadCliConfig } from "./setup.js";
+import { type CliContext, announceLogin, loadCliConfig } from "./setup.js";
 
-export async function runGatewayCommand(): Promise<number> {
-  const { config, logger, apiToken, withdrawn } = loadCliConfig({ service: true, serveApi: true });
+export async function runGatewayCommand(context: CliContext = {}): Promise<number> {
+  const { config, logger, apiToken, withdrawn, source } = loadCliConfig({ ...context, service: true, serveApi: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
   // Jobs are created here only to cancel tasks and team runs through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
@@ -26,7 +26,7 @@ export async function runGatewayCommand(): Promise<number> {
     apiToken,
     onReloadRequest: () => reloader.reload("api"),
   });
-  const reloader = await reloaderFor(logger, infrastructure, config, (next) => gateway.reload(next), withdrawn.environment);
+  const reloader = await reloaderFor(logger, infrastructure, config, source, (next) => gateway.reload(next), withdrawn.environment);
   let unannounce = async () => undefined as void;
   const close = async () => {
     await unannounce();
@@ -44,7 +44,7 @@ export async function runGatewayCommand(): Promise<number> {
   }
   unannounce = infrastructure.announce("gateway", () => ({ channels: gateway.channels.map((channel) => channelHealthJson(channel.health())) }));
   const signalled = untilSignalled(logger, close);
-  logger.info(address, "gateway listening");
+  logger.info({ ...address, config: source.file ?? "none" }, "gateway listening");
   if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);
   return signalled;
 }

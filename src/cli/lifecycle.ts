@@ -7,6 +7,7 @@ import type { Logger } from "pino";
 import { loadCountbotConfig } from "../app/config.js";
 import { createConfigReloader } from "../app/reload.js";
 import type { ResolvedConfig } from "../config/schema.js";
+import type { ConfigSource } from "../config/source.js";
 
 /**
  * Resolves with the exit code once a signal's shutdown is done. Call it BEFORE logging that the
@@ -52,11 +53,14 @@ export async function reloaderFor(
   logger: Logger,
   infrastructure: { bus: Parameters<typeof createConfigReloader>[0]["bus"] },
   initial: ResolvedConfig,
+  source: ConfigSource,
   apply: (config: ResolvedConfig) => void,
   /** The environment as it was at start: the secrets are no longer in process.env (src/app/secret-environment.ts). */
   environment?: Record<string, string>,
 ) {
-  const reloader = await createConfigReloader({ logger, bus: infrastructure.bus, load: () => loadCountbotConfig(environment ? { env: environment } : {}), initial, apply });
+  // The file the process started with, again (`--config` included); none found then: looked for again.
+  const load = () => loadCountbotConfig({ file: source.file, ...(environment ? { env: environment } : {}) });
+  const reloader = await createConfigReloader({ logger, bus: infrastructure.bus, load, initial, apply });
   const undo = onReloadSignal(() => reloader.reload("signal"));
   return {
     reload: reloader.reload,

@@ -22,6 +22,7 @@ import { runStatusCommand } from "./status-command.js";
 import { runTasksCommand } from "./tasks-command.js";
 import { runTeamsCommand } from "./teams-command.js";
 import { runWorkerCommand } from "./worker-command.js";
+import type { CliContext } from "./setup.js";
 import { TaskStatusSchema } from "../store/task-record.js";
 
 const version = packageVersion();
@@ -54,20 +55,23 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .version(version, "-V, --version", "print the version")
     .helpOption("-h, --help", "show help")
     .helpCommand("help [command]", "show help for a command")
+    .option("-c, --config <file>", "the config file (else COUNTBOT_CONFIG, ./config/countbot.json, ~/.countbot/config.json)")
     .showSuggestionAfterError(true)
     .configureOutput(outputOf(output))
     .addHelpText(
       "after",
-      "\nConfiguration: config/countbot.json or COUNTBOT_CONFIG, plus environment variables\n(OPENAI_API_KEY, ANTHROPIC_API_KEY, COUNTBOT_MODEL, ...). See config/README.md.",
+      "\nConfiguration: the first of --config, COUNTBOT_CONFIG, ./config/countbot.json and ~/.countbot/config.json\n(every command names the one it read), plus environment variables (OPENAI_API_KEY, ANTHROPIC_API_KEY,\nCOUNTBOT_MODEL, ...). See config/README.md.",
     );
   program.exitOverride();
+  // `--config` is the program's, before or after the command's name: every command reads it here.
+  const context = (): CliContext => ({ configFile: program.opts<{ config?: string }>().config });
 
   program
     .command("chat")
     .description("talk to the agent in this terminal")
     .option("-s, --session <id>", "the conversation to continue", "direct")
     .option("-v, --verbose", "log on stderr too (otherwise the log goes to <dataDir>/logs/countbot.log)")
-    .action((options: { session: string; verbose?: boolean }) => run(runChatCommand(options)));
+    .action((options: { session: string; verbose?: boolean }) => run(runChatCommand({ ...options, ...context() })));
 
   program
     .command("agent")
@@ -75,32 +79,31 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .requiredOption("-m, --message <text>", "what to say")
     .option("-s, --session <id>", "the conversation to continue", "direct")
     .option("-v, --verbose", "log on stderr too (otherwise the log goes to <dataDir>/logs/countbot.log)")
-    .action((options: { message: string; session: string; verbose?: boolean }) => run(runAgentCommand(options)));
+    .action((options: { message: string; session: string; verbose?: boolean }) => run(runAgentCommand({ ...options, ...context() })));
 
   program
     .command("start")
     .description("everything in one process (Redis when REDIS_URL is set)")
-    .action(() => run(runStartCommand()));
+    .action(() => run(runStartCommand(context())));
 
   program
     .command("gateway")
     .description("channels + HTTP API over Redis")
-    .action(() => run(runGatewayCommand()));
+    .action(() => run(runGatewayCommand(context())));
 
   program
     .command("worker")
     .description("agent turns over Redis; run as many as you need")
-    .action(() => run(runWorkerCommand()));
+    .action(() => run(runWorkerCommand(context())));
 
   program
     .command("config")
     .description("print the effective configuration, secrets masked")
-    .action(() => run(runConfigCommand()));
+    .action(() => run(runConfigCommand(context())));
 
   program
     .command("onboard")
     .description("write a first config file: provider, key, model (tested with one call), Telegram, allowlist")
-    .option("-c, --config <file>", "where to write it (default: COUNTBOT_CONFIG, else config/countbot.json)")
     .option("--provider <name>", "openai, anthropic, or a name for another OpenAI-compatible API")
     .option("--base-url <url>", "the provider's API root (needed for other OpenAI-compatible APIs)")
     .option("--api-key <key>", "the provider's key (otherwise asked, hidden)")
@@ -109,34 +112,35 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .option("--allow <ids>", "Telegram user ids allowed in, comma-separated")
     .option("--no-test", "write without testing the model first")
     .option("--force", "replace an existing file")
-    .action((options: OnboardOptions) => run(runOnboardCommand(options)));
+    .addHelpText("after", "\nWhere it writes: --config FILE, else COUNTBOT_CONFIG, else ~/.countbot/config.json.")
+    .action((options: OnboardOptions) => run(runOnboardCommand({ ...options, config: context().configFile })));
 
   program
     .command("doctor")
     .description("check the config, the model, Redis, the channels' credentials, the MCP servers, directories and the exec sandbox")
-    .action(() => run(runDoctorCommand()));
+    .action(() => run(runDoctorCommand(context())));
 
   program
     .command("status")
     .description("over Redis: the gateways and workers alive, chats waiting and being answered, dead letters, tasks")
-    .action(() => run(runStatusCommand()));
+    .action(() => run(runStatusCommand(context())));
 
   const pairing = program.command("pairing").description("DM pairing: pending codes, approve a code, revoke an approval");
   pairing
     .command("list")
     .description("pending codes and approved senders")
-    .action(() => run(runPairingCommand(["list"])));
+    .action(() => run(runPairingCommand(["list"], context())));
   pairing
     .command("approve")
     .description("let the sender who got CODE talk to the bot")
     .argument("<code>", "the pairing code the sender was given")
-    .action((code: string) => run(runPairingCommand(["approve", code])));
+    .action((code: string) => run(runPairingCommand(["approve", code], context())));
   pairing
     .command("revoke")
     .description("withdraw an approval")
     .argument("<channel>", "e.g. telegram")
     .argument("<sender>", "the sender's id on that channel")
-    .action((channel: string, sender: string) => run(runPairingCommand(["revoke", channel, sender])));
+    .action((channel: string, sender: string) => run(runPairingCommand(["revoke", channel, sender], context())));
 
   const tasks = program.command("tasks").description("subagent tasks: list, show, cancel");
   tasks
@@ -148,39 +152,39 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .action((options: { session?: string; status?: string; limit?: number }) => {
       const args = ["list", ...(options.session ? ["--session", options.session] : []), ...(options.status ? ["--status", options.status] : [])];
       if (options.limit !== undefined) args.push("--limit", String(options.limit));
-      run(runTasksCommand(args));
+      run(runTasksCommand(args, context()));
     });
   tasks
     .command("show")
     .description("one task in full")
     .argument("<id>", "the task's id")
-    .action((id: string) => run(runTasksCommand(["show", id])));
+    .action((id: string) => run(runTasksCommand(["show", id], context())));
   tasks
     .command("cancel")
     .description("stop a pending or running task (through the running process's API)")
     .argument("<id>", "the task's id")
-    .action((id: string) => run(runTasksCommand(["cancel", id])));
+    .action((id: string) => run(runTasksCommand(["cancel", id], context())));
 
   const teams = program.command("teams").description("agent teams: list, show, create, delete");
   teams
     .command("list")
     .description("agent teams (from the config file and the API)")
-    .action(() => run(runTeamsCommand(["list"])));
+    .action(() => run(runTeamsCommand(["list"], context())));
   teams
     .command("show")
     .description("one team with its agents")
     .argument("<name>", "the team's name or id")
-    .action((name: string) => run(runTeamsCommand(["show", name])));
+    .action((name: string) => run(runTeamsCommand(["show", name], context())));
   teams
     .command("create")
     .description("a team from a JSON or YAML file")
     .requiredOption("-f, --file <file>", "the team's definition")
-    .action((options: { file: string }) => run(runTeamsCommand(["create", "-f", options.file])));
+    .action((options: { file: string }) => run(runTeamsCommand(["create", "-f", options.file], context())));
   teams
     .command("delete")
     .description("remove a team")
     .argument("<name>", "the team's name or id")
-    .action((name: string) => run(runTeamsCommand(["delete", name])));
+    .action((name: string) => run(runTeamsCommand(["delete", name], context())));
 
   const runs = program.command("runs").description("team runs: list, show, cancel");
   runs
@@ -194,58 +198,59 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
       const args = ["list"];
       for (const key of ["team", "chat", "status"] as const) if (options[key] !== undefined) args.push(`--${key}`, options[key]!);
       if (options.limit !== undefined) args.push("--limit", String(options.limit));
-      run(runRunsCommand(args));
+      run(runRunsCommand(args, context()));
     });
   runs
     .command("show")
     .description("one run with each agent's status and output")
     .argument("<id>", "the run's id")
-    .action((id: string) => run(runRunsCommand(["show", id])));
+    .action((id: string) => run(runRunsCommand(["show", id], context())));
   runs
     .command("cancel")
     .description("stop a run (through the running process's API)")
     .argument("<id>", "the run's id")
-    .action((id: string) => run(runRunsCommand(["cancel", id])));
+    .action((id: string) => run(runRunsCommand(["cancel", id], context())));
   const memory = program.command("memory").description("a chat's long-term memory as Markdown: show, export, import");
   memory
     .command("show")
     .description("print a chat's memory and where it is kept")
     .argument("<session>", "the session key (channel:chat_id)")
-    .action((session: string) => run(runMemoryCommand({ action: "show", session })));
+    .action((session: string) => run(runMemoryCommand({ action: "show", session }, context())));
   memory
     .command("export")
     .description("write a chat's memory as Markdown to stdout or a file")
     .argument("<session>", "the session key (channel:chat_id)")
     .option("-o, --output <file>", "write it to this file instead of stdout")
-    .action((session: string, options: { output?: string }) => run(runMemoryCommand({ action: "export", session, output: options.output })));
+    .action((session: string, options: { output?: string }) => run(runMemoryCommand({ action: "export", session, output: options.output }, context())));
   memory
     .command("import")
     .description("replace a chat's memory with a Markdown file")
     .argument("<session>", "the session key (channel:chat_id)")
     .argument("<file>", "the Markdown file (- for stdin)")
-    .action((session: string, file: string) => run(runMemoryCommand({ action: "import", session, input: file })));
+    .action((session: string, file: string) => run(runMemoryCommand({ action: "import", session, input: file }, context())));
 
   const mcp = program.command("mcp").description("the configured MCP servers: list them, probe one");
   mcp
     .command("list")
     .description("every MCP server: transport, where it is, whether it comes up, its tools")
-    .action(() => run(runMcpCommand(["list"])));
+    .action(() => run(runMcpCommand(["list"], context())));
   mcp
     .command("probe")
     .description("connect to one MCP server and show its tools and their parameters (exit 1 when it does not come up)")
     .argument("<name>", "the server's name in tools.mcpServers")
-    .action((name: string) => run(runMcpCommand(["probe", name])));
+    .action((name: string) => run(runMcpCommand(["probe", name], context())));
 
   const audit = program.command("audit").description("the audit log of every tool call");
   audit
     .command("tail")
     .description("the newest tool calls, one JSON line each, oldest first")
     .option("-n, --lines <n>", "how many", positiveWhole, 20)
-    .action((options: { lines: number }) => run(runAuditCommand(options)));
+    .action((options: { lines: number }) => run(runAuditCommand({ ...options, ...context() })));
 
   // Every command: unknown options and stray arguments are mistakes, answered with a suggestion.
   for (const command of [program, ...allCommands(program)]) {
-    command.showSuggestionAfterError(true).configureOutput(outputOf(output)).exitOverride();
+    // showGlobalOptions: each command's help lists --config too.
+    command.showSuggestionAfterError(true).configureOutput(outputOf(output)).exitOverride().configureHelp({ showGlobalOptions: true });
     if (command !== program) command.allowExcessArguments(false);
   }
   return program;
@@ -296,8 +301,11 @@ export async function main(argv: string[], output: CliOutput = processOutput): P
     return await running;
   } catch (error) {
     if (error instanceof CommanderError) {
-      // Help and version printed what was asked; anything else commander already said in one line.
-      return error.code === "commander.helpDisplayed" || error.code === "commander.version" ? 0 : 2;
+      // Help (`--help`, `countbot help [command]`) and version printed what was asked; a group named
+      // without its subcommand printed its help as an error (exit code 1 from commander); anything
+      // else commander already said in one line.
+      const asked = error.code === "commander.helpDisplayed" || error.code === "commander.version" || (error.code === "commander.help" && error.exitCode === 0);
+      return asked ? 0 : 2;
     }
     return reportFailure(error, output);
   }

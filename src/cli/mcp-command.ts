@@ -16,14 +16,14 @@ import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError } from "../errors.js";
 import type { McpServers } from "../tools/mcp/mcp-servers.js";
 import { describeTarget, transportKind } from "../tools/mcp/transports.js";
-import { loadCliConfig } from "./setup.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
 type Status = ReturnType<McpServers["status"]>[number];
 
 const stateWords: Record<Status["state"], string> = { idle: "not tried", connecting: "connecting", ready: "up", down: "down", refused: "refused" };
 
-export async function runMcpCommand(args: ["list"] | ["probe", string]): Promise<number> {
-  const { config, logger } = loadCliConfig();
+export async function runMcpCommand(args: ["list"] | ["probe", string], context: CliContext = {}): Promise<number> {
+  const { config, logger } = loadCliConfig(context);
   const secrets = collectSecrets(config);
   const print = (stream: NodeJS.WriteStream, text: string) => stream.write(redactText(text, secrets));
   const servers = config.tools.mcpServers;

@@ -12,7 +12,7 @@ import { createInfrastructure } from "../app/infrastructure.js";
 import type { MemoryStore } from "../agent/memory.js";
 import { ConfigError, ToolError, errorMessage } from "../errors.js";
 import { writeFileAtomic } from "../store/file-io.js";
-import { loadCliConfig } from "./setup.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
 const usage = "usage: countbot memory show SESSION | export SESSION [-o FILE] | import SESSION FILE";
 
@@ -23,12 +23,12 @@ class MemoryCommandError extends Error {
   override name = "MemoryCommandError";
 }
 
-export async function runMemoryCommand(command: MemoryCommand): Promise<number> {
+export async function runMemoryCommand(command: MemoryCommand, context: CliContext = {}): Promise<number> {
   // `telegram:42`, `web:abc`: a bare chat id is the usual mistake.
   if (!/^[^:\s]+:\S+$/.test(command.session)) {
     throw new ConfigError(`SESSION is a session key \`channel:chat_id\` (e.g. telegram:42), got "${command.session}"; ${usage}`);
   }
-  const { config, logger } = loadCliConfig();
+  const { config, logger } = loadCliConfig(context);
   const infrastructure = await createInfrastructure(config, logger);
   try {
     const memory = infrastructure.memory({ workspace: config.workspace, scope: config.memory.scope });

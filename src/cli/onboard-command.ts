@@ -9,9 +9,11 @@ import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import readline from "node:readline";
 import { Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import pino from "pino";
 import { channelPlugins } from "../../channels/index.js";
 import { type ResolvedConfig, defineConfigSchema } from "../config/schema.js";
+import { describeConfigSource, homeConfigFile, locateConfigFile } from "../config/source.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import { resolveChatModel } from "../providers/factory.js";
 
@@ -30,7 +32,8 @@ export interface OnboardOptions {
 const DEFAULT_MODELS: Record<string, string> = { openai: "gpt-4o-mini", anthropic: "claude-sonnet-4-5" };
 
 export async function runOnboardCommand(options: OnboardOptions): Promise<number> {
-  const file = path.resolve(options.config ?? process.env.COUNTBOT_CONFIG ?? path.join("config", "countbot.json"));
+  // Where every command looks last: found from any directory (src/config/source.ts).
+  const file = path.resolve(options.config ?? (process.env.COUNTBOT_CONFIG?.trim() || homeConfigFile()));
   if (existsSync(file) && !options.force) {
     throw new ConfigError(`${file} exists already: edit it, or run \`countbot onboard --force\` to replace it`);
   }
@@ -47,8 +50,9 @@ export async function runOnboardCommand(options: OnboardOptions): Promise<number
     const telegramToken = options.telegramToken ?? ((await ask.secret("Telegram bot token (hidden; empty: no Telegram): ")) || undefined);
     const allow = options.allow ?? (telegramToken ? await ask.question("Telegram user ids allowed to talk to the bot, comma-separated (empty: strangers get a pairing code): ") : "");
 
+    const schema = schemaReference(file);
     const draft = {
-      $schema: "./countbot.schema.json",
+      ...(schema ? { $schema: schema } : {}),
       agent: { model: `${provider}/${model}` },
       providers: { [provider]: { ...(builtIn ? {} : { type: "openai" }), apiKey, ...(baseUrl ? { baseURL: baseUrl } : {}) } },
       ...(telegramToken
@@ -73,11 +77,30 @@ export async function runOnboardCommand(options: OnboardOptions): Promise<number
     }
     await mkdir(path.dirname(file), { recursive: true });
     await writeFile(file, `${JSON.stringify(draft, null, 2)}\n`, { mode: 0o600 });
-    process.stdout.write(`Wrote ${file} (mode 0600: it holds your keys). Start with: npx countbot chat   or   npx countbot start\n`);
+    process.stdout.write(`Wrote ${file} (mode 0600: it holds your keys). Start with: countbot chat   or   countbot start\n`);
+    const found = locateConfigFile();
+    if (found.file !== undefined && found.file !== file) {
+      process.stdout.write(`Note: from this directory commands read ${describeConfigSource(found)} first; pass --config ${file} or set COUNTBOT_CONFIG to use the new one.\n`);
+    }
     return 0;
   } finally {
     ask.close();
   }
+}
+
+/**
+ * The `$schema` an editor resolves from where the file is: the package's config/countbot.schema.json
+ * (two levels up from these sources, three from their build in dist/), relative to the file's
+ * directory; none when the package ships no schema.
+ */
+function schemaReference(file: string): string | undefined {
+  for (const relative of ["../../config/countbot.schema.json", "../../../config/countbot.schema.json"]) {
+    const schema = fileURLToPath(new URL(relative, import.meta.url));
+    if (!existsSync(schema)) continue;
+    const reference = path.relative(path.dirname(file), schema).split(path.sep).join("/");
+    return reference.startsWith("../") ? reference : `./${reference}`;
+  }
+  return undefined;
 }
 
 async function testModel(config: ResolvedConfig): Promise<void> {

@@ -9,7 +9,7 @@
 import { createInfrastructure } from "../app/infrastructure.js";
 import { ConfigError } from "../errors.js";
 import type { ApprovedPairing, PairingRequest, PairingStore } from "../store/store.js";
-import { loadCliConfig } from "./setup.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
 const usage = "usage: countbot pairing list | approve CODE | revoke CHANNEL SENDER";
 
@@ -18,13 +18,13 @@ class PairingCommandError extends Error {
   override name = "PairingCommandError";
 }
 
-export async function runPairingCommand(args: string[], options: { now?: () => number } = {}): Promise<number> {
+export async function runPairingCommand(args: string[], options: { now?: () => number } & CliContext = {}): Promise<number> {
   const [action, ...rest] = args;
   const expected = { list: 0, approve: 1, revoke: 2 } as Record<string, number>;
   if (action === undefined || expected[action] === undefined || rest.length !== expected[action]) throw new ConfigError(usage);
 
   const now = options.now ?? Date.now;
-  const { config, logger } = loadCliConfig();
+  const { config, logger } = loadCliConfig(options);
   const infrastructure = await createInfrastructure(config, logger);
   try {
     const output = await run(infrastructure.store.pairing, action, rest, now());

@@ -12,12 +12,12 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import { createInfrastructure } from "../app/infrastructure.js";
 import type { ResolvedConfig } from "../config/schema.js";
-import { ConfigError, errorMessage } from "../errors.js";
+import { ConfigError } from "../errors.js";
 import { type TeamCatalog, createTeamCatalog } from "../jobs/workflows/team-catalog.js";
 import type { WorkflowRunStore } from "../store/store.js";
 import { type RunFilter, RunStatusSchema, type WorkflowRun } from "../store/team-record.js";
-import { loadCliConfig } from "./setup.js";
-import { apiOrigin } from "./tasks-command.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
+import { type ProcessApiAnswer, ProcessApiUnreachable, callProcessApi } from "./process-api.js";
 
 const usage = "usage: countbot runs list [--team NAME|ID] [--chat KEY] [--status STATUS] [--limit N] | show ID | cancel ID";
 const DEFAULT_LIST_LIMIT = 50;
@@ -26,7 +26,7 @@ class RunsCommandError extends Error {
   override name = "RunsCommandError";
 }
 
-export interface RunsCommandOptions {
+export interface RunsCommandOptions extends CliContext {
   fetch?: typeof fetch;
   timeoutMs?: number;
 }
@@ -52,7 +52,7 @@ export async function runRunsCommand(args: string[], options: RunsCommandOptions
           if (!/^\d+$/.test(values.limit) || Number(values.limit) < 1) throw new ConfigError(`--limit: expected a whole number above 0, got "${values.limit}"`);
           filter.limit = Number(values.limit);
         }
-        return await withStore(async ({ runs, catalog }) => {
+        return await withStore(options, async ({ runs, catalog }) => {
           if (values.team !== undefined) {
             const team = (await catalog.get(values.team)) ?? (await catalog.findByName(values.team));
             if (!team) throw new RunsCommandError(`--team: no team has the name or id "${values.team}"`);
@@ -63,7 +63,7 @@ export async function runRunsCommand(args: string[], options: RunsCommandOptions
       }
       case "show": {
         const id = single(rest);
-        return await withStore(async ({ runs }) => {
+        return await withStore(options, async ({ runs }) => {
           const run = await runs.get(id);
           if (!run) throw new RunsCommandError(`workflow run ${id} not found; \`countbot runs list\` shows the runs`);
           return describeRun(run);
@@ -71,8 +71,8 @@ export async function runRunsCommand(args: string[], options: RunsCommandOptions
       }
       case "cancel": {
         const id = single(rest);
-        const { config } = loadCliConfig();
-        process.stdout.write(`${await cancelThroughApi(config.api, id, options)}\n`);
+        const { config } = loadCliConfig(options);
+        process.stdout.write(`${await cancelThroughApi(config, id, options)}\n`);
         return 0;
       }
       default:
@@ -90,8 +90,8 @@ function single(args: string[]): string {
   return args[0]!;
 }
 
-async function withStore(read: (parts: { runs: WorkflowRunStore; catalog: TeamCatalog }) => Promise<string>): Promise<number> {
-  const { config, logger } = loadCliConfig();
+async function withStore(context: CliContext, read: (parts: { runs: WorkflowRunStore; catalog: TeamCatalog }) => Promise<string>): Promise<number> {
+  const { config, logger } = loadCliConfig(context);
   const infrastructure = await createInfrastructure(config, logger);
   try {
     const catalog = createTeamCatalog({ store: infrastructure.store.teams, teams: config.teams });
@@ -146,27 +146,24 @@ function describeRun(run: WorkflowRun): string {
 const CancelAnswerSchema = z.object({ status: RunStatusSchema.optional(), teamName: z.string().optional() });
 const ErrorAnswerSchema = z.object({ error: z.string() });
 
-async function cancelThroughApi(api: ResolvedConfig["api"], id: string, options: RunsCommandOptions): Promise<string> {
-  const url = `${apiOrigin(api.host, api.port)}/api/workflow-runs/${encodeURIComponent(id)}/cancel`;
-  const headers: Record<string, string> = api.token?.trim() ? { authorization: `Bearer ${api.token}` } : {};
-  let response: Response;
+async function cancelThroughApi(config: ResolvedConfig, id: string, options: RunsCommandOptions): Promise<string> {
+  let answer: ProcessApiAnswer;
   try {
-    response = await (options.fetch ?? fetch)(url, { method: "POST", headers, signal: AbortSignal.timeout(options.timeoutMs ?? 10_000) });
+    answer = await callProcessApi(config, { method: "POST", path: `/api/workflow-runs/${encodeURIComponent(id)}/cancel` }, options);
   } catch (error) {
-    throw new RunsCommandError(
-      `no countbot process answers at ${url} (${errorMessage(error instanceof Error && error.cause ? error.cause : error)}): is \`countbot start\` or \`countbot gateway\` running there? api.host and api.port say where to look`,
-    );
+    if (error instanceof ProcessApiUnreachable) throw new RunsCommandError(error.message);
+    throw error;
   }
-  const body: unknown = await response.json().catch(() => undefined);
-  if (response.ok) {
-    const answer = CancelAnswerSchema.safeParse(body);
-    const team = answer.success && answer.data.teamName ? ` (${answer.data.teamName})` : "";
+  const { url, status, body } = answer;
+  if (status >= 200 && status < 300) {
+    const parsed = CancelAnswerSchema.safeParse(body);
+    const team = parsed.success && parsed.data.teamName ? ` (${parsed.data.teamName})` : "";
     return `cancelled run ${id}${team}`;
   }
-  if (response.status === 401 || response.status === 403) throw new RunsCommandError(`the API at ${url} refused the token (${response.status}): set api.token or COUNTBOT_API_TOKEN to the running process's token`);
+  if (status === 401 || status === 403) throw new RunsCommandError(`the API at ${url} refused the token (${status}): set api.token or COUNTBOT_API_TOKEN to the running process's token`);
   const error = ErrorAnswerSchema.safeParse(body);
-  if (error.success && (response.status === 404 || response.status === 409)) throw new RunsCommandError(error.data.error);
-  throw new RunsCommandError(`the API at ${url} answered ${response.status}${error.success ? `: ${error.data.error}` : ""}`);
+  if (error.success && (status === 404 || status === 409)) throw new RunsCommandError(error.data.error);
+  throw new RunsCommandError(`the API at ${url} answered ${status}${error.success ? `: ${error.data.error}` : ""}`);
 }
 
 function isoTime(ms: number): string {

@@ -2,13 +2,20 @@
 import path from "node:path";
 import pino, { type Logger } from "pino";
 import { type ApiToken, readApiTokenFile, resolveApiToken } from "../app/api-token.js";
-import { loadCountbotConfig } from "../app/config.js";
+import { loadCountbotConfigWithSource } from "../app/config.js";
 import { type WithdrawnSecrets, exposureUnderNoSandbox, withdrawSecrets } from "../app/secret-environment.js";
 import { collectSecrets } from "../config/mask.js";
 import type { ResolvedConfig } from "../config/schema.js";
+import type { ConfigSource } from "../config/source.js";
 import { createLogger, routeConsoleWarnings } from "../logger.js";
 
-export interface CliSetupOptions {
+/** What every command takes from the program's own options. */
+export interface CliContext {
+  /** `--config FILE`: the config file, before COUNTBOT_CONFIG and the places looked at (src/config/source.ts). */
+  configFile?: string;
+}
+
+export interface CliSetupOptions extends CliContext {
   /** A long-running service (start, gateway, worker): logs go to stderr. */
   service?: boolean;
   /** An interactive command (chat, agent) asked with --verbose to log on stderr too. */
@@ -24,8 +31,8 @@ export interface CliSetupOptions {
  * `auto`: pretty on a terminal). Interactive commands keep the terminal for the conversation:
  * their log goes to `<dataDir>/logs/countbot.log` unless `--verbose`.
  */
-export function loadCliConfig(options: CliSetupOptions = {}): { config: ResolvedConfig; logger: Logger; apiToken?: ApiToken; withdrawn: WithdrawnSecrets } {
-  const config = loadCountbotConfig();
+export function loadCliConfig(options: CliSetupOptions = {}): { config: ResolvedConfig; logger: Logger; apiToken?: ApiToken; withdrawn: WithdrawnSecrets; source: ConfigSource } {
+  const { config, source } = loadCountbotConfigWithSource(options.configFile);
   // A generated API token is as secret as a configured one.
   const apiToken = options.serveApi ? resolveApiToken(config) : undefined;
   const generated = apiToken?.generated ? apiToken.token : readApiTokenFile(config);
@@ -41,7 +48,7 @@ export function loadCliConfig(options: CliSetupOptions = {}): { config: Resolved
   if (options.runsTools && config.tools.exec.enabled && config.tools.exec.sandbox === "none") {
     logger.warn({ canRead: exposureUnderNoSandbox(config, withdrawn, { pid: process.pid }) }, 'tools.exec.sandbox is "none": exec runs commands as this user, WITHOUT a sandbox; what a command can still read of the secrets is listed in canRead');
   }
-  return { config, logger, apiToken, withdrawn };
+  return { config, logger, apiToken, withdrawn, source };
 }
 
 function logFile(dataDir: string): NodeJS.WritableStream {

@@ -11,10 +11,10 @@ import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";
 import { channelHealthJson } from "../gateway/channel-health.js";
 import { reloaderFor, untilSignalled } from "./lifecycle.js";
-import { announceLogin, loadCliConfig } from "./setup.js";
+import { type CliContext, announceLogin, loadCliConfig } from "./setup.js";
 
-export async function runStartCommand(): Promise<number> {
-  const { config, logger, apiToken, withdrawn } = loadCliConfig({ service: true, serveApi: true, runsTools: true });
+export async function runStartCommand(context: CliContext = {}): Promise<number> {
+  const { config, logger, apiToken, withdrawn, source } = loadCliConfig({ ...context, service: true, serveApi: true, runsTools: true });
   const infrastructure = await createInfrastructure(config, logger);
   const metrics = createPrometheusMetrics({ role: "start" });
   let worker: Worker | undefined;
@@ -24,6 +24,7 @@ export async function runStartCommand(): Promise<number> {
     logger,
     infrastructure,
     config,
+    source,
     (next) => {
       gateway?.reload(next);
       worker?.reload(next);
@@ -65,7 +66,7 @@ export async function runStartCommand(): Promise<number> {
     await worker.close();
     await infrastructure.close();
   });
-  logger.info({ ...address, model: worker.model.id, bus: infrastructure.kind }, "countbot started");
+  logger.info({ ...address, model: worker.model.id, bus: infrastructure.kind, config: source.file ?? "none" }, "countbot started");
   if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);
   return signalled;
 }

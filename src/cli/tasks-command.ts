@@ -11,20 +11,20 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { readApiTokenFile } from "../app/api-token.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import type { ResolvedConfig } from "../config/schema.js";
-import { ConfigError, errorMessage } from "../errors.js";
+import { ConfigError } from "../errors.js";
 import { type SubagentTask, TaskStatusSchema } from "../store/task-record.js";
 import type { TaskStore } from "../store/store.js";
-import { loadCliConfig } from "./setup.js";
+import { type ProcessApiAnswer, ProcessApiUnreachable, callProcessApi } from "./process-api.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
 const usage = "usage: countbot tasks list [--session KEY] [--status STATUS] [--limit N] | show ID | cancel ID";
 
 const DEFAULT_LIST_LIMIT = 50;
 const LABEL_WIDTH = 40;
 
-export interface TasksCommandOptions {
+export interface TasksCommandOptions extends CliContext {
   /** How `cancel` reaches the API. Default: the global fetch. */
   fetch?: typeof fetch;
   /** How long `cancel` waits for the API to answer. Default 10 s. */
@@ -42,11 +42,11 @@ export async function runTasksCommand(args: string[], options: TasksCommandOptio
     switch (action) {
       case "list": {
         const filter = parseListArguments(rest);
-        return await withTaskStore(async (tasks) => listing(await tasks.list(filter), filter.limit));
+        return await withTaskStore(options, async (tasks) => listing(await tasks.list(filter), filter.limit));
       }
       case "show": {
         const id = singleId(rest);
-        return await withTaskStore(async (tasks) => {
+        return await withTaskStore(options, async (tasks) => {
           const task = await tasks.get(id);
           if (!task) throw new TasksCommandError(`task ${id} not found; \`countbot tasks list\` shows the tasks`);
           return describeTask(task);
@@ -54,10 +54,8 @@ export async function runTasksCommand(args: string[], options: TasksCommandOptio
       }
       case "cancel": {
         const id = singleId(rest);
-        const { config } = loadCliConfig();
-        // The running process's token: configured, or the one it generated in the data directory.
-        const token = config.api.token?.trim() || readApiTokenFile(config);
-        process.stdout.write(`${await cancelThroughApi({ ...config.api, token }, id, options)}\n`);
+        const { config } = loadCliConfig(options);
+        process.stdout.write(`${await cancelThroughApi(config, id, options)}\n`);
         return 0;
       }
       default:
@@ -96,8 +94,8 @@ function singleId(args: string[]): string {
   return args[0]!;
 }
 
-async function withTaskStore(read: (tasks: TaskStore) => Promise<string>): Promise<number> {
-  const { config, logger } = loadCliConfig();
+async function withTaskStore(context: CliContext, read: (tasks: TaskStore) => Promise<string>): Promise<number> {
+  const { config, logger } = loadCliConfig(context);
   const infrastructure = await createInfrastructure(config, logger);
   try {
     process.stdout.write(`${await read(infrastructure.store.tasks)}\n`);
@@ -141,45 +139,27 @@ function describeTask(task: SubagentTask): string {
 const CancelAnswerSchema = z.object({ label: z.string().optional(), status: TaskStatusSchema.optional() });
 const ErrorAnswerSchema = z.object({ error: z.string() });
 
-async function cancelThroughApi(api: ResolvedConfig["api"], id: string, options: TasksCommandOptions): Promise<string> {
-  const url = `${apiOrigin(api.host, api.port)}/api/tasks/${encodeURIComponent(id)}/cancel`;
-  const headers: Record<string, string> = api.token?.trim() ? { authorization: `Bearer ${api.token}` } : {};
-  let response: Response;
+async function cancelThroughApi(config: ResolvedConfig, id: string, options: TasksCommandOptions): Promise<string> {
+  let answer: ProcessApiAnswer;
   try {
-    response = await (options.fetch ?? fetch)(url, { method: "POST", headers, signal: AbortSignal.timeout(options.timeoutMs ?? 10_000) });
+    answer = await callProcessApi(config, { method: "POST", path: `/api/tasks/${encodeURIComponent(id)}/cancel` }, options);
   } catch (error) {
-    throw new TasksCommandError(
-      `no countbot process answers at ${url} (${networkReason(error)}): is \`countbot start\` or \`countbot gateway\` running there? api.host and api.port (COUNTBOT_API_HOST, COUNTBOT_API_PORT) say where to look`,
-    );
+    if (error instanceof ProcessApiUnreachable) throw new TasksCommandError(error.message);
+    throw error;
   }
-  const body: unknown = await response.json().catch(() => undefined);
-  if (response.ok) {
-    const answer = CancelAnswerSchema.safeParse(body);
-    const label = answer.success && answer.data.label ? ` (${answer.data.label})` : "";
-    const status = answer.success ? answer.data.status : undefined;
+  const { url, status: code, body } = answer;
+  if (code >= 200 && code < 300) {
+    const parsed = CancelAnswerSchema.safeParse(body);
+    const label = parsed.success && parsed.data.label ? ` (${parsed.data.label})` : "";
+    const status = parsed.success ? parsed.data.status : undefined;
     return status === undefined || status === "cancelled" ? `cancelled task ${id}${label}` : `cancel requested for task ${id}${label}; it is still ${status}`;
   }
-  if (response.status === 401 || response.status === 403) {
-    throw new TasksCommandError(`the API at ${url} refused the token (${response.status}): set api.token or COUNTBOT_API_TOKEN to the running process's token`);
+  if (code === 401 || code === 403) {
+    throw new TasksCommandError(`the API at ${url} refused the token (${code}): set api.token or COUNTBOT_API_TOKEN to the running process's token`);
   }
   const error = ErrorAnswerSchema.safeParse(body);
-  if (error.success && (response.status === 404 || response.status === 409)) throw new TasksCommandError(error.data.error);
-  throw new TasksCommandError(`the API at ${url} answered ${response.status}${error.success ? `: ${error.data.error}` : ""}`);
-}
-
-/** Where to reach a server bound to `host`: a wildcard bind is reached on loopback. */
-export function apiOrigin(host: string, port: number): string {
-  const bare = host.trim().replace(/^\[(.*)\]$/, "$1");
-  const reachable = bare === "0.0.0.0" || bare === "" ? "127.0.0.1" : bare === "::" ? "::1" : bare;
-  return `http://${reachable.includes(":") ? `[${reachable}]` : reachable}:${port}`;
-}
-
-/** `ECONNREFUSED`, `timed out after 10 s`, ...: what fetch hides in `cause`. */
-function networkReason(error: unknown): string {
-  if (error instanceof Error && error.name === "TimeoutError") return "no answer in time";
-  const cause = error instanceof Error ? error.cause : undefined;
-  if (cause instanceof Error && "code" in cause && typeof cause.code === "string") return cause.code;
-  return errorMessage(cause ?? error);
+  if (error.success && (code === 404 || code === 409)) throw new TasksCommandError(error.data.error);
+  throw new TasksCommandError(`the API at ${url} answered ${code}${error.success ? `: ${error.data.error}` : ""}`);
 }
 
 function isoTime(ms: number): string {

@@ -21,7 +21,7 @@ import { maskSecrets } from "../config/mask.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import { type TeamCatalog, createTeamCatalog } from "../jobs/workflows/team-catalog.js";
 import { TeamConflictError, type TeamRecord } from "../store/team-record.js";
-import { loadCliConfig } from "./setup.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
 const usage = "usage: countbot teams list | show NAME|ID | create -f FILE | delete NAME|ID";
 
@@ -30,22 +30,22 @@ class TeamsCommandError extends Error {
   override name = "TeamsCommandError";
 }
 
-export async function runTeamsCommand(args: string[]): Promise<number> {
+export async function runTeamsCommand(args: string[], context: CliContext = {}): Promise<number> {
   const [action, ...rest] = args;
   try {
     switch (action) {
       case "list":
         if (rest.length > 0) throw new ConfigError(usage);
-        return await withCatalog(async (catalog) => listing(await catalog.list(), catalog));
+        return await withCatalog(context, async (catalog) => listing(await catalog.list(), catalog));
       case "show": {
         const reference = single(rest);
-        return await withCatalog(async (catalog) => describeTeam(await find(catalog, reference), catalog));
+        return await withCatalog(context, async (catalog) => describeTeam(await find(catalog, reference), catalog));
       }
       case "create": {
         const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { file: { type: "string", short: "f" } } });
         if (!values.file || positionals.length > 0) throw new ConfigError(usage);
         const body = await readTeamFile(values.file);
-        return await withCatalog(async (catalog) => {
+        return await withCatalog(context, async (catalog) => {
           const holder = await catalog.findByName(body.name);
           if (holder) throw new TeamsCommandError(`a team named "${holder.name}" exists already (id ${holder.id}); team names are compared without case`);
           const time = Date.now();
@@ -61,7 +61,7 @@ export async function runTeamsCommand(args: string[]): Promise<number> {
       }
       case "delete": {
         const reference = single(rest);
-        return await withCatalog(async (catalog) => {
+        return await withCatalog(context, async (catalog) => {
           const team = await find(catalog, reference);
           if (catalog.isDeclared(team.id)) throw new TeamsCommandError(`team "${team.name}" is declared in the config file (teams["${team.name}"]): remove it there`);
           if (!(await catalog.store.delete(team.id))) throw new TeamsCommandError(`team ${team.id} not found`);
@@ -105,8 +105,8 @@ async function readTeamFile(file: string) {
   return parsed.data;
 }
 
-async function withCatalog(work: (catalog: TeamCatalog) => Promise<string>): Promise<number> {
-  const { config, logger } = loadCliConfig();
+async function withCatalog(context: CliContext, work: (catalog: TeamCatalog) => Promise<string>): Promise<number> {
+  const { config, logger } = loadCliConfig(context);
   const infrastructure = await createInfrastructure(config, logger);
   try {
     process.stdout.write(`${await work(createTeamCatalog({ store: infrastructure.store.teams, teams: config.teams }))}\n`);

@@ -5,10 +5,10 @@ import { workspaceWarning } from "../app/workspace-markers.js";
 import { createPrometheusMetrics, registerMetricsRoute } from "../app/metrics.js";
 import { type ApiServer, createApiServer } from "../api/server.js";
 import { reloaderFor, untilSignalled } from "./lifecycle.js";
-import { loadCliConfig } from "./setup.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
-export async function runWorkerCommand(): Promise<number> {
-  const { config, logger, withdrawn } = loadCliConfig({ service: true, runsTools: true });
+export async function runWorkerCommand(context: CliContext = {}): Promise<number> {
+  const { config, logger, withdrawn, source } = loadCliConfig({ ...context, service: true, runsTools: true });
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "worker" });
   const metrics = createPrometheusMetrics({ role: "worker" });
   metrics.watch({ bus: infrastructure.bus });
@@ -43,7 +43,7 @@ export async function runWorkerCommand(): Promise<number> {
   if (warning) logger.warn(warning);
   const running = worker.run();
   const unannounce = infrastructure.announce("worker");
-  const reloader = await reloaderFor(logger, infrastructure, config, (next) => worker.reload(next), withdrawn.environment);
+  const reloader = await reloaderFor(logger, infrastructure, config, source, (next) => worker.reload(next), withdrawn.environment);
   const signalled = untilSignalled(logger, async () => {
     await unannounce();
     await marker?.remove();
@@ -54,6 +54,6 @@ export async function runWorkerCommand(): Promise<number> {
     await server?.close();
     await infrastructure.close();
   });
-  logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns }, "worker started");
+  logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns, config: source.file ?? "none" }, "worker started");
   return signalled;
 }

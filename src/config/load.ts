@@ -10,6 +10,7 @@ import { describeIssue, formatPath } from "./issues.js";
 import { findJsonSyntaxError } from "./json-syntax.js";
 import { isSecretField } from "./mask.js";
 import { type ChannelConfigSpec, type Config, type ResolvedConfig, defineConfigSchema } from "./schema.js";
+import { locateConfigFile } from "./source.js";
 
 type Environment = Readonly<Record<string, string | undefined>>;
 
@@ -19,7 +20,7 @@ export interface LoadConfigOptions {
   env?: Environment;
   /** Directory that relative paths (the config file, `dataDir`, `workspace`) resolve against. Default: `process.cwd()`. */
   cwd?: string;
-  /** The config file. Default: `COUNTBOT_CONFIG`, else `<cwd>/config/countbot.json` when it exists. */
+  /** The config file (`--config`). Default: as {@link locateConfigFile} finds it (COUNTBOT_CONFIG, `./config/countbot.json`, `~/.countbot/config.json`). */
   file?: string;
   /** What `~` stands for. Default: `os.homedir()`. */
   homeDir?: string;
@@ -82,8 +83,8 @@ export function loadConfig(options: LoadConfigOptions = {}): ResolvedConfig {
   const cwd = options.cwd ?? process.cwd();
   const origins: Origins = new Map();
 
-  const candidate = locateFile(options.file, env, cwd);
-  const parsed = readJsonFile(candidate);
+  const candidate = locateFile(options.file, env, cwd, options.homeDir);
+  const parsed = candidate === undefined ? undefined : readJsonFile(candidate);
   const file = parsed === undefined ? undefined : candidate;
   const substituted = substituteReferences(parsed ?? {}, env, [], origins);
   const raw = isPlainObject(substituted) ? substituted : {};
@@ -120,11 +121,10 @@ interface ConfigFile {
   namedBy: string;
 }
 
-function locateFile(file: string | undefined, env: Environment, cwd: string): ConfigFile {
-  if (file !== undefined) return { path: resolve(cwd, file), required: true, namedBy: "" };
-  const fromEnvironment = env.COUNTBOT_CONFIG?.trim();
-  if (fromEnvironment) return { path: resolve(cwd, fromEnvironment), required: true, namedBy: " (named by COUNTBOT_CONFIG)" };
-  return { path: join(cwd, "config", "countbot.json"), required: false, namedBy: "" };
+function locateFile(file: string | undefined, env: Environment, cwd: string, homeDir: string | undefined): ConfigFile | undefined {
+  const source = locateConfigFile({ file, env, cwd, homeDir });
+  if (source.file === undefined) return undefined;
+  return { path: source.file, required: source.required, namedBy: source.origin === "COUNTBOT_CONFIG" ? " (named by COUNTBOT_CONFIG)" : "" };
 }
 
 /** The file's JSON value; undefined when an optional file is absent. */

@@ -123,7 +123,8 @@ export class HealthTracker {
     if (state !== this.state) this.since = at;
     this.state = state;
     for (const wake of this.waiters.splice(0)) wake();
-    const fields = { channel: this.name, state, from, ...(error === undefined ? {} : { error: this.lastError?.message, kind: this.lastError?.kind }), ...(state === "down" ? { retryAt: new Date(this.retryAt ?? at).toISOString() } : {}) };
+    // No `channel` here: the runtime's logger binds it (a second one made the JSON line carry it twice).
+    const fields = { state, from, ...(error === undefined ? {} : { error: this.lastError?.message, kind: this.lastError?.kind }), ...(state === "down" ? { retryAt: new Date(this.retryAt ?? at).toISOString() } : {}) };
     if (state === "down") this.logger.error(fields, this.lastError?.kind === "auth" ? "channel down: the platform refused the credentials; retrying rarely" : message);
     else if (state === "degraded") this.logger.warn(fields, message);
     else this.logger.info(fields, message);

@@ -118,7 +118,8 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     adapter: governor ? governedTyping(adapter, governor) : adapter,
     reply: (reply) => dispatcher.reply(reply),
     policy: channel.policy,
-    logger,
+    // Admission binds the channel itself: handed this runtime's child, its lines carried it twice.
+    logger: options.logger,
     botUsername: adapter.botUsername && (() => adapter.botUsername?.()),
     newId: channel.inboundIdOf,
   });

@@ -31,6 +31,13 @@ export class TeamConflictError extends Error {
 }
 
 export const RunStatusSchema = z.enum(["pending", "running", "completed", "failed", "cancelled"]);
+
+/**
+ * What started a run: `@Team` in a chat (`mention`), the agent's workflow_run tool (`tool`), the
+ * HTTP API, the web console's form included (`api`), the OpenAI-compatible endpoint (`openai`).
+ */
+export const RunOriginSchema = z.enum(["mention", "tool", "api", "openai"]);
+export type RunOrigin = z.infer<typeof RunOriginSchema>;
 export type RunStatus = z.infer<typeof RunStatusSchema>;
 export const FINISHED_RUN_STATUSES: ReadonlySet<RunStatus> = new Set(["completed", "failed", "cancelled"]);
 /** When a finished run counts as ended for `cleanup`: its completion, or its creation if that was never stamped. */
@@ -77,6 +84,8 @@ export const WorkflowRunSchema = z.strictObject({
   goal: z.string(),
   /** The session (`channel:chat_id`) that started it; progress and the result go there. Empty when started through the API. */
   sessionKey: z.string(),
+  /** Absent on runs stored before it was recorded. */
+  origin: RunOriginSchema.optional(),
   status: RunStatusSchema,
   /** The team as it was when the run started: later edits do not reach a running run. */
   team: TeamRecordSchema,

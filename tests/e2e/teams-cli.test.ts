@@ -3,7 +3,7 @@
  * COUNTBOT_DATA_DIR (with one team declared in the config file), and `runs cancel` against a small
  * local HTTP server standing in for the running process's API.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { type IncomingHttpHeaders, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -136,5 +136,27 @@ describe("countbot runs", () => {
     expect(await cli(["runs", "cancel", "wf-live"], env)).toEqual({ code: 0, stdout: "cancelled run wf-live (Analysts)\n", stderr: "" });
     expect(requests[0]).toMatchObject({ method: "POST", path: "/api/workflow-runs/wf-live/cancel", headers: { authorization: `Bearer ${TOKEN}` } });
     expect(await cli(["runs", "cancel", "wf-done"], env)).toEqual({ code: 1, stdout: "", stderr: "countbot: workflow run wf-done has already completed\n" });
+  });
+
+  it("cancels with the token the running process generated in the data directory when none is configured", async () => {
+    const authorizations: Array<string | undefined> = [];
+    const server = createServer((request, response) => {
+      authorizations.push(request.headers.authorization);
+      request.resume();
+      request.on("end", () => {
+        const allowed = request.headers.authorization === `Bearer ${TOKEN}`;
+        response.writeHead(allowed ? 200 : 401, { "content-type": "application/json" });
+        response.end(JSON.stringify(allowed ? { id: "wf-live", teamName: "Analysts", status: "cancelled" } : { error: "missing or wrong bearer token" }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    // What `countbot start` leaves behind when no api.token is configured.
+    await mkdir(dataDir, { recursive: true });
+    await writeFile(path.join(dataDir, "api-token"), `${TOKEN}\n`, { mode: 0o600 });
+    const env = { COUNTBOT_API_HOST: "127.0.0.1", COUNTBOT_API_PORT: String((server.address() as AddressInfo).port) };
+
+    expect(await cli(["runs", "cancel", "wf-live"], env)).toEqual({ code: 0, stdout: "cancelled run wf-live (Analysts)\n", stderr: "" });
+    expect(authorizations).toEqual([`Bearer ${TOKEN}`]);
   });
 });

@@ -55,6 +55,12 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   if (text.includes("picture")) return { text: "A picture of a single dot." };
   if (text.includes("think forever")) return { text: ["Thinking it over"], holdUntil: never.promise };
   if (text.includes("hold on")) return { text: "The held answer.", until: heldAnswer.promise };
+  const exchange = /^exchange (\d+)$/.exec(text);
+  if (exchange) {
+    // Several paragraphs, streamed: a dozen of these fill the transcript.
+    const number = exchange[1];
+    return { text: [`Answer ${number} begins.\n\n`, "A second paragraph ", "of the answer.\n\n", "- a list item\n- another\n\n", `Answer ${number} ends here.`], hangMs: 50 };
+  }
   return { text: `echo: ${text}` };
 }
 
@@ -153,6 +159,21 @@ describe("chat", () => {
     await page.context().close();
   });
 
+  it("names a chat in the picker by its first message as it reads, without Markdown", async () => {
+    const { page } = await chatPage("titled");
+    await say(page, "**Bold** plan with `code` and [a link](https://example.com)");
+    await replies(page).filter({ hasText: "echo:" }).waitFor();
+    const picker = page.getByLabel("Chat", { exact: true });
+    expect(await picker.locator('option[value="titled"]').textContent()).toBe("Bold plan with code and a link");
+    // A title kept raw by an earlier version reads the same.
+    const older = JSON.stringify([{ id: "older", title: "_fix_ the **build**", updatedAt: new Date().toISOString() }]);
+    await page.evaluate(`localStorage.setItem("countbot:chats", ${JSON.stringify(older)})`);
+    await page.reload();
+    await page.getByText("Connected", { exact: true }).waitFor();
+    expect(await picker.locator('option[value="older"]').textContent()).toBe("fix the build");
+    await page.context().close();
+  });
+
   it("runs no script from a model reply: sanitized before it reaches the page", async () => {
     // The tripwire counts what reaches it: proven here, so a zero below means something.
     await fetch(`${tripwireUrl}/self-check`);
@@ -247,12 +268,50 @@ describe("chat", () => {
   });
 });
 
+describe("a long chat", () => {
+  it("keeps the newest reply in view as the transcript fills, without any scrolling", async () => {
+    const { page } = await chatPage("long", { width: 900, height: 640 });
+    /** Whether the newest reply's end is inside the transcript's visible part. */
+    const newestInView = () =>
+      page.evaluate(`(() => {
+        const transcript = document.querySelector(".transcript").getBoundingClientRect();
+        const newest = [...document.querySelectorAll('[data-kind="assistant"]')].at(-1).getBoundingClientRect();
+        return newest.bottom <= transcript.bottom + 1 && newest.bottom > transcript.top;
+      })()`) as Promise<boolean>;
+    for (let exchange = 1; exchange <= 12; exchange++) {
+      await say(page, `exchange ${exchange}`);
+      await replies(page).filter({ hasText: `Answer ${exchange} ends here.` }).waitFor();
+      // Following is done a frame after the reply lands; one that stopped following never gets there.
+      await until(newestInView, `reply ${exchange} to be in view`, 3_000);
+    }
+    const overflow = (await page.evaluate(`(() => {
+      const transcript = document.querySelector(".transcript");
+      return transcript.scrollHeight - transcript.clientHeight;
+    })()`)) as number;
+    // The transcript is full (the test would prove nothing otherwise).
+    expect(overflow).toBeGreaterThan(500);
+    await page.context().close();
+  });
+});
+
 describe("every view", () => {
   it("fits a phone's width, labels every form field, and can be reached by keyboard", async () => {
     const { page } = await chatPage("phone", { width: 390, height: 844 });
     await say(page, "hello from a phone");
     await replies(page).filter({ hasText: "echo: hello from a phone" }).waitFor();
     await screenshot(page, "chat-phone");
+    // Every view's link shows whole: none is cut off by the window or hidden in a scrolled strip.
+    const clipped = await page.evaluate(`(() => {
+      const nav = document.querySelector('nav[aria-label="Views"]');
+      const box = nav.getBoundingClientRect();
+      return [...nav.querySelectorAll("a")]
+        .filter((link) => {
+          const own = link.getBoundingClientRect();
+          return own.left < box.left - 0.5 || own.right > box.right + 0.5 || own.right > window.innerWidth || own.width === 0;
+        })
+        .map((link) => link.textContent);
+    })()`);
+    expect(clipped).toEqual([]);
     for (const view of ["chat", "tasks", "teams", "teams/new", "runs", "runs/new", "sessions", "operations"]) {
       await page.goto(`${countbot.base}/#/${view}`);
       await page.locator("main h1").first().waitFor();

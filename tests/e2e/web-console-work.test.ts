@@ -211,10 +211,24 @@ describe("runs", () => {
     expect(await scout.locator("p.hint").textContent()).toMatch(/took \d/);
     await screenshot(page, "run-done");
 
+    const runId = (await page.locator("section[data-run]").getAttribute("data-run"))!;
     await page.getByRole("link", { name: "Back to the runs" }).click();
     const row = page.locator("tr").filter({ hasText: "map the repo" });
     await row.waitFor();
     expect(await row.textContent()).toContain("2/2 done");
+    // Its id and its chat are links; the origin says the console (or the API) started it.
+    expect(await row.getByRole("link", { name: runId }).getAttribute("href")).toBe(`#/runs/${runId}`);
+    expect(await row.locator("td.origin").textContent()).toBe("console or API, reporting to web:runs-chat");
+
+    // A run started by @mention in a chat says so, and its chat link opens that chat's session.
+    await say(page, "runs-chat", "@Relay check the docs", "Team [Relay] started");
+    await page.goto(`${countbot.base}/#/runs`);
+    const mentioned = page.locator("tr").filter({ hasText: "check the docs" });
+    await mentioned.waitFor();
+    expect(await mentioned.locator("td.origin").textContent()).toBe("@mention in web:runs-chat");
+    await mentioned.getByRole("link", { name: "web:runs-chat" }).click();
+    await page.getByRole("heading", { name: "web:runs-chat" }).waitFor();
+    expect(await page.evaluate("location.hash")).toBe(`#/sessions/${encodeURIComponent("web:runs-chat")}`);
     await page.context().close();
   });
 });

@@ -24,6 +24,15 @@ describe("countbot", () => {
     }
   });
 
+  it("answers `countbot help` and `countbot help COMMAND` with the help on stdout and exit 0", async () => {
+    const overview = await run(["help"]);
+    expect(overview).toMatchObject({ code: 0, stderr: "" });
+    expect(overview.stdout).toContain("Usage: countbot [options] [command]");
+    const ofChat = await run(["help", "chat"]);
+    expect(ofChat).toMatchObject({ code: 0, stderr: "" });
+    expect(ofChat.stdout).toContain("Usage: countbot chat");
+  });
+
   it("prints its version", async () => {
     const { version } = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
     expect(await run(["--version"])).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });

@@ -7,6 +7,7 @@ import { channelPlugins } from "../../channels/index.js";
 import { listConfigFields, renderConfigReadme, renderJsonSchema } from "../../src/config/generate-schema.js";
 import { environmentOverridesOf, loadConfig, type LoadConfigOptions } from "../../src/config/load.js";
 import { collectSecrets, maskSecrets, redactText } from "../../src/config/mask.js";
+import { type LocateConfigOptions, describeConfigSource, locateConfigFile } from "../../src/config/source.js";
 import { ConfigError } from "../../src/errors.js";
 
 const configDirectory = fileURLToPath(new URL("../../config/", import.meta.url));
@@ -104,6 +105,33 @@ describe("loadConfig", () => {
     expect(load({ env: { COUNTBOT_CONFIG: "elsewhere/a.json" } }).agent.maxIterations).toBe(11);
     expect(load({ env: { COUNTBOT_CONFIG: named }, file: explicit }).agent.maxIterations).toBe(12);
     expect(load().agent.maxIterations).toBe(13);
+  });
+
+  it("finds --config, then COUNTBOT_CONFIG, then ./config/countbot.json, then ~/.countbot/config.json, and says which", () => {
+    const inHome = join(home, ".countbot", "config.json");
+    mkdirSync(join(home, ".countbot"));
+    writeFileSync(inHome, JSON.stringify({ agent: { maxIterations: 14 } }));
+    const locate = (options: LocateConfigOptions = {}) => locateConfigFile({ env: {}, cwd, homeDir: home, ...options });
+    // From a directory without config/: the home file, named as such.
+    expect(load().agent.maxIterations).toBe(14);
+    expect(locate()).toMatchObject({ file: inHome, origin: "~/.countbot/config.json" });
+    expect(describeConfigSource(locate())).toBe(`${inHome} (found as ~/.countbot/config.json)`);
+    // ./config/countbot.json wins over the home file.
+    const local = writeConfig({ agent: { maxIterations: 13 } });
+    expect(load().agent.maxIterations).toBe(13);
+    expect(locate()).toMatchObject({ file: local, origin: "./config/countbot.json" });
+    // COUNTBOT_CONFIG, then --config, over both.
+    const named = writeConfig({ agent: { maxIterations: 11 } }, "named.json");
+    expect(locate({ env: { COUNTBOT_CONFIG: "named.json" } })).toMatchObject({ file: named, origin: "COUNTBOT_CONFIG" });
+    expect(describeConfigSource(locate({ file: "named.json", env: { COUNTBOT_CONFIG: "other.json" } }))).toBe(`${named} (named by --config)`);
+  });
+
+  it("says where it looked when no file is found", () => {
+    const source = locateConfigFile({ env: {}, cwd, homeDir: home });
+    expect(source).toEqual({ file: undefined, origin: undefined, required: false, searched: [join(cwd, "config", "countbot.json"), join(home, ".countbot", "config.json")] });
+    expect(describeConfigSource(source)).toBe(
+      `no config file (looked for ${join(cwd, "config", "countbot.json")} and ${join(home, ".countbot", "config.json")}): defaults and environment variables only`,
+    );
   });
 
   it("overrides from the environment exactly the documented variables", () => {

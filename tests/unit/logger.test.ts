@@ -36,6 +36,18 @@ describe("createLogger", () => {
   });
 });
 
+describe("pretty logs", () => {
+  it("print a record on one line, its fields after the message (a turn's record was 8 lines)", () => {
+    const out = capture();
+    const logger = createLogger({ level: "info", destination: out.stream, pretty: true });
+    const turn = { stopReason: "completed", iterations: 1, toolCalls: 0, inputTokens: 10, outputTokens: 3, model: "openai/gpt-4o-mini" };
+    logger.child({ session: "web:room" }).info(turn, "turn finished");
+    const lines = out.text().trimEnd().split("\n");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/INFO.*turn finished.*"session":"web:room".*"stopReason":"completed".*"model":"openai\/gpt-4o-mini"/);
+  });
+});
+
 describe("secret fields", () => {
   it("censors apiKey, token, appSecret and password at the top and one level down, and headers.authorization, in records and bindings", () => {
     const out = capture();

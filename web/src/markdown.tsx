@@ -29,6 +29,15 @@ export function renderMarkdown(text: string): string {
   return purify.sanitize(marked.parse(text) as string, SANITIZE);
 }
 
+/**
+ * What `text` reads as once rendered, without its markup: for places that take text only (a
+ * select's options). Parsed by the sanitizer into a fragment no document holds: nothing loads or runs.
+ */
+export function plainText(text: string): string {
+  const fragment = purify.sanitize(marked.parse(text) as string, { ...SANITIZE, RETURN_DOM_FRAGMENT: true });
+  return (fragment.textContent ?? "").replace(/\s+/g, " ").trim();
+}
+
 export function Markdown(props: { text: string; class?: string }) {
   return <div class={`markdown ${props.class ?? ""}`} dangerouslySetInnerHTML={{ __html: renderMarkdown(props.text) }} />;
 }

@@ -84,6 +84,8 @@ export interface Run {
   mode: TeamMode;
   goal: string;
   chat: string | null;
+  /** What started it; null for runs kept from before it was recorded. */
+  origin: "mention" | "tool" | "api" | "openai" | null;
   status: RunStatus;
   result: string | null;
   error: string | null;

@@ -44,7 +44,7 @@ export class TeamRunner {
       throw new OpenAiError(`model: no enabled team is called "${name}" (GET /v1/models lists the models)`, 404, { param: "model", code: "model_not_found" });
     }
     try {
-      return await this.options.workflows.start({ team, goal, sessionKey: "" });
+      return await this.options.workflows.start({ team, goal, sessionKey: "", origin: "openai" });
     } catch (error) {
       if (error instanceof ToolError) throw new OpenAiError(`could not start team "${team.name}": ${errorMessage(error)}`, 409, { code: "team_unavailable" });
       throw error;

@@ -29,6 +29,7 @@ import {
   type NodeState,
   type NodeStatus,
   type RunFilter,
+  type RunOrigin,
   SETTLED_NODE_STATUSES,
   type TeamRecord,
   type WorkflowRun,
@@ -91,6 +92,8 @@ export interface StartRequest {
   sessionKey: string;
   /** A run id derived from what started it (the trigger message), so a retried start finds its run. */
   runId?: string;
+  /** What started it, for the operator's list of runs. */
+  origin?: RunOrigin;
 }
 
 export interface WorkflowEngine {
@@ -253,6 +256,7 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
       mode: team.mode,
       goal,
       sessionKey,
+      ...(request.origin ? { origin: request.origin } : {}),
       status: "running",
       team,
       nodes: initialNodes(planNodes(team)),

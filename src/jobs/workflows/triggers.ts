@@ -111,7 +111,7 @@ export function createTeamTrigger(options: TeamTriggerOptions): TurnIntercept {
       } else {
         const runId = triggerRunId(message);
         try {
-          const run = (await options.engine.get(runId)) ?? (await options.engine.start({ team: recognized.team, goal: recognized.goal, sessionKey: claim.sessionKey, runId }));
+          const run = (await options.engine.get(runId)) ?? (await options.engine.start({ team: recognized.team, goal: recognized.goal, sessionKey: claim.sessionKey, runId, origin: "mention" }));
           reply = startedReply(run);
         } catch (error) {
           if (!(error instanceof ToolError)) throw error;

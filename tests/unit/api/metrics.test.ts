@@ -80,7 +80,10 @@ describe("/metrics", () => {
     expect(samples.get('countbot_leader{name="web"}')).toBe(1);
     expect(samples.get('countbot_jobs{queue="subagents",state="waiting"}')).toBe(0);
     expect(samples.get('countbot_jobs{queue="workflows",state="active"}')).toBe(0);
-    expect([...samples.keys()].some((key) => key.startsWith("countbot_process_resident_memory_bytes"))).toBe(true);
+    // Node's own metrics under the names dashboards expect; only CountBot's are prefixed.
+    expect([...samples.keys()].some((key) => key.startsWith("process_resident_memory_bytes"))).toBe(true);
+    expect([...samples.keys()].some((key) => key.startsWith("nodejs_eventloop_lag_p99_seconds"))).toBe(true);
+    expect([...samples.keys()].filter((key) => /^countbot_(process|nodejs)_/.test(key))).toEqual([]);
 
     // Behind the token like the rest of the API.
     expect((await fetch(`${url}/metrics`)).status).toBe(401);
@@ -94,8 +97,9 @@ describe("config/grafana-dashboard.json", () => {
     };
     const metrics = createPrometheusMetrics({ role: "test" });
     const exported = new Set((await metrics.registry.getMetricsAsJSON()).map((metric) => metric.name));
-    const used = dashboard.panels.flatMap((panel) => panel.targets.flatMap((target) => [...target.expr.matchAll(/\bcountbot_[a-z0-9_]+/g)].map((match) => match[0])));
+    const used = dashboard.panels.flatMap((panel) => panel.targets.flatMap((target) => [...target.expr.matchAll(/\b(?:countbot|process|nodejs)_[a-z0-9_]+/g)].map((match) => match[0])));
     expect(used.length).toBeGreaterThan(10);
+    expect(used).toContain("process_resident_memory_bytes");
     for (const name of used) {
       // A histogram's series are its name plus _bucket, _sum, _count.
       const base = name.replace(/_(bucket|sum|count)$/, "");

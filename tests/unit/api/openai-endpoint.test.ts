@@ -257,6 +257,8 @@ describe("the OpenAI-compatible endpoint on one process", () => {
     expect(completion.model).toBe("team:Reviewers");
     expect(completion.choices[0]!.message.content).toBe("Critic says: check the plan looks fine");
     expect(completion.usage).toMatchObject({ prompt_tokens: 10, completion_tokens: 6, total_tokens: 16 });
+    const runs = await deployment.worker.jobs.workflows.list();
+    expect(runs.find((run) => run.goal === "check the plan")).toMatchObject({ teamName: "Reviewers", origin: "openai" });
 
     const stream = await client.chat.completions.create({ model: "team:reviewers", messages: [{ role: "user", content: "check the streamed plan" }], stream: true });
     let content = "";

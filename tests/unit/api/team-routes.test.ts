@@ -191,7 +191,7 @@ describe("/api/workflow-runs", () => {
     await api.call("/api/agent-teams", "POST", graph);
     const started = await api.call("/api/workflow-runs", "POST", { team: "project analysis", goal: "  review the repo ", chat: "web:console-1" });
     expect(started.status).toBe(201);
-    expect(started.body).toMatchObject({ teamName: "Project Analysis", goal: "review the repo", chat: "web:console-1", mode: "graph" });
+    expect(started.body).toMatchObject({ teamName: "Project Analysis", goal: "review the repo", chat: "web:console-1", origin: "api", mode: "graph" });
     expect((started.body.nodes as unknown as Array<{ id: string }>).map((node) => node.id)).toEqual(["frontend", "backend", "integrator"]);
     await api.workflows.ended(String(started.body.id));
     expect((await api.call(`/api/workflow-runs/${String(started.body.id)}`)).body).toMatchObject({ status: "completed", result: "Architect output" });

@@ -2,6 +2,8 @@ import { PassThrough, Writable } from "node:stream";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { CliChannel } from "../../../channels/cli/cli-channel.js";
+import type { ReplyIndicator } from "../../../channels/cli/reply-indicator.js";
+import { createTerminalMarkdown } from "../../../channels/cli/terminal-markdown.js";
 import { createCliRuntime } from "../../../src/cli/cli-runtime.js";
 import type { ChannelRuntime } from "../../../src/gateway/channel-runtime.js";
 import { type Harness, startHarness } from "../../support/agent-harness.js";
@@ -39,12 +41,12 @@ async function until(condition: () => boolean, what: string): Promise<void> {
 }
 
 /** The CLI adapter on the shared channel runtime, over an embedded agent playing `model`. */
-async function chat(model: ReturnType<typeof scriptedModel>, config: Record<string, unknown> = {}) {
+async function chat(model: ReturnType<typeof scriptedModel>, config: Record<string, unknown> = {}, options: Partial<ConstructorParameters<typeof CliChannel>[0]> = {}) {
   harness = await startHarness(model, { channel: "unused", config });
   const input = new PassThrough();
   const screen = terminal();
   let clock = 0;
-  const channel = new CliChannel({ input, output: screen.output, chatId: "local", color: false, now: () => clock });
+  const channel = new CliChannel({ input, output: screen.output, chatId: "local", color: false, now: () => clock, ...options });
   gateway = createCliRuntime(channel, { bus: harness.runtime.bus, store: harness.runtime.store, logger: pino({ level: "silent" }) });
   await gateway.start();
   let exited = false;
@@ -122,10 +124,28 @@ describe("CliChannel on the channel runtime", () => {
     await channel.exit();
   });
 
-  it("exits on Ctrl-C when nothing is running", async () => {
-    const { channel } = await chat(scriptedModel([]));
+  it("at an idle prompt, one Ctrl-C says how to leave and a second within 2 s exits", async () => {
+    const { channel, screen, advance, exited } = await chat(scriptedModel([]));
     await channel.interrupt();
-    await channel.done;
+    expect(screen.read()).toBe("(Press Ctrl-C again to exit, or type /exit.)\n");
+    advance(2_500);
+    await channel.interrupt();
+    expect(exited()).toBe(false);
+    advance(100);
+    await channel.interrupt();
+    await until(exited, "the exit");
+  });
+
+  it("does not count two Ctrl-Cs with a line sent between them as one double press", async () => {
+    const { channel, input, screen, advance, exited } = await chat(scriptedModel([{ text: "Hi." }]));
+    await channel.interrupt();
+    input.write("hello\n");
+    await until(() => screen.read().includes("Hi.\n") && channel.pending === 0, "the reply");
+    advance(100);
+    await channel.interrupt();
+    expect(exited()).toBe(false);
+    expect(screen.read().match(/Press Ctrl-C again to exit, or type \/exit/g)).toHaveLength(2);
+    await channel.exit();
   });
 
   it("answers /help at the gateway and keeps /new and /status going through the agent", async () => {
@@ -188,5 +208,54 @@ describe("CliChannel on the channel runtime", () => {
     const { input, channel } = await chat(scriptedModel([]));
     input.write("/exit\n");
     await channel.done;
+  });
+});
+
+describe("CliChannel on a terminal", () => {
+  it("renders the reply's Markdown block by block: no literal markers, each block once, in order", async () => {
+    const markdown = createTerminalMarkdown({ color: false });
+    // The reply streams in pieces that cut blocks and markers in half.
+    const pieces = ["Here is **the pl", "an**:\n\n- first **st", "ep**\n- second `step`\n\n``", "`\nnpm test\n```\n\nDone, *re", "ally*."];
+    const { input, screen, channel } = await chat(scriptedModel([{ text: pieces }]), {}, { markdown });
+    input.write("plan it\n");
+    await until(() => channel.pending === 0 && screen.read().includes("Done"), "the reply");
+    const shown = screen.read();
+    expect(shown).not.toMatch(/\*\*|`|\*really\*/);
+    expect(shown).toMatch(/^bot › Here is the plan:\n\n {2}\* first step\n {2}\* second step\n\n {2}npm test\n\nDone, really\.\n$/);
+    await channel.exit();
+  });
+
+  it("shows the indicator while a reply is awaited, hides it before text and tool lines, and again at the end", async () => {
+    const events: string[] = [];
+    const screen = terminal();
+    const indicator: ReplyIndicator = {
+      show: (label, since) => void events.push(`show ${label} since ${since}`),
+      hide: () => void events.push("hide"),
+    };
+    // What is printed, in the same record, so the order against the indicator shows.
+    const output = Object.assign(
+      new Writable({
+        write(chunk: Buffer, _encoding, callback) {
+          events.push(`print ${JSON.stringify(chunk.toString("utf8"))}`);
+          screen.output.write(chunk, callback);
+        },
+      }),
+      { isTTY: false },
+    );
+    const model = scriptedModel([{ toolCalls: [{ name: "list_dir", arguments: {} }] }, { text: "All **clear**." }]);
+    const { input, channel } = await chat(model, {}, { output, indicator, markdown: createTerminalMarkdown({ color: false }) });
+    input.write("look\n");
+    await until(() => channel.pending === 0 && screen.read().includes("All clear."), "the reply");
+    const printed = events.filter((event) => event.startsWith("print"));
+    expect(printed).toEqual(['print "  ↳ list_dir({})\\n"', 'print "bot › All clear.\\n"']);
+    // Shown once the line was sent; hidden before each print; shown again after the tool line; hidden at the end.
+    const toolLine = events.indexOf(printed[0]!);
+    const replyLine = events.indexOf(printed[1]!);
+    expect(events[0]).toBe("show thinking since 0");
+    expect(events[toolLine - 1]).toBe("hide");
+    expect(events.slice(toolLine + 1, replyLine)).toContain("show thinking since 0");
+    expect(events[replyLine - 1]).toBe("hide");
+    expect(events.slice(replyLine + 1).every((event) => event === "hide")).toBe(true);
+    await channel.exit();
   });
 });

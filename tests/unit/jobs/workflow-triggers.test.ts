@@ -125,7 +125,7 @@ describe("team triggers in a chat (embedded)", () => {
     // The execution metadata is kept in the history with the background event.
     expect(history[2]!.content).toMatch(/<!-- WORKFLOW_EXECUTION_METADATA\nrun: wf-\w+\nmode: graph\nagents: 2\ntool_calls: 0\nduration: \d+ms\n-->/);
     const [run] = await harness.runtime.jobs.workflows.list({ sessionKey: "test:a" });
-    expect(run).toMatchObject({ status: "completed", goal: "review the checkout page", teamName: "Analysts" });
+    expect(run).toMatchObject({ status: "completed", goal: "review the checkout page", teamName: "Analysts", origin: "mention" });
   });
 
   it("is its own turn when it arrives with other messages, and says so for a disabled team", async () => {
@@ -149,6 +149,8 @@ describe("team triggers in a chat (embedded)", () => {
     const [, result] = await harness.waitForFinals(2);
     expect(result!.content).toContain("Team [Analysts]");
     expect(result!.content).toContain("completed");
+    const [run] = await harness.runtime.jobs.workflows.list({ sessionKey: "test:a" });
+    expect(run).toMatchObject({ teamName: "Analysts", origin: "tool" });
   });
 
   it("cancels the chat's runs on /stop and leaves another chat's run running", async () => {

@@ -4,10 +4,11 @@
  * the chat's WebSocket. The transcript and the last seq are kept per chat in localStorage, so a
  * reload or a dropped connection picks up exactly what was missed, once.
  */
-import { useEffect, useReducer, useRef, useState } from "preact/hooks";
+import { useEffect, useMemo, useReducer, useRef, useState } from "preact/hooks";
 import { ApiError, api, errorText } from "../api";
 import { ChatConnection, type ConnectionStatus } from "../chat-connection";
 import { navigate } from "../hooks";
+import { plainText } from "../markdown";
 import { type Transcript, loadTranscript, saveTranscript, transcriptReducer } from "../transcript";
 import type { SessionDetail, SessionSummary } from "../types";
 import { Composer, type OutgoingImage } from "./composer";
@@ -106,6 +107,8 @@ function Chat(props: { chatId: string }) {
   };
 
   const streaming = transcript.items.some((item) => item.kind === "assistant" && item.streaming);
+  // An option shows text only: a title is what its Markdown reads as (titles kept before this were not).
+  const choices = useMemo(() => chats.map((chat) => ({ id: chat.id, label: plainText(chat.title) || chat.id })), [chats]);
 
   return (
     <section class="chat" aria-labelledby="chat-title">
@@ -116,9 +119,9 @@ function Chat(props: { chatId: string }) {
         <label for="chat-picker">Chat</label>
         <select id="chat-picker" value={chatId} onChange={(event) => navigate("chat", event.currentTarget.value)}>
           {chats.some((chat) => chat.id === chatId) ? null : <option value={chatId}>{chatId} (new)</option>}
-          {chats.map((chat) => (
+          {choices.map((chat) => (
             <option key={chat.id} value={chat.id}>
-              {chat.title}
+              {chat.label}
             </option>
           ))}
         </select>
@@ -160,11 +163,11 @@ function knownChats(): KnownChat[] {
   }
 }
 
-/** Names the chat after its first message, and moves it to the top. */
+/** Names the chat after its first message (as it reads, without Markdown), and moves it to the top. */
 function rememberChat(id: string, text: string): void {
   const chats = knownChats();
   const existing = chats.find((chat) => chat.id === id);
-  const title = existing?.title ?? (text.trim().slice(0, 40) || id);
+  const title = existing?.title ?? (plainText(text).slice(0, 40) || id);
   const next = [{ id, title, updatedAt: new Date().toISOString() }, ...chats.filter((chat) => chat.id !== id)].slice(0, 100);
   localStorage.setItem(KNOWN_CHATS, JSON.stringify(next));
 }

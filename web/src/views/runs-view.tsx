@@ -38,8 +38,10 @@ function RunList() {
         <caption class="visually-hidden">Team runs, newest first</caption>
         <thead>
           <tr>
+            <th scope="col">Run</th>
             <th scope="col">Team</th>
             <th scope="col">Goal</th>
+            <th scope="col">Origin</th>
             <th scope="col">Status</th>
             <th scope="col">Agents</th>
             <th scope="col">Started</th>
@@ -49,10 +51,16 @@ function RunList() {
         <tbody>
           {runs.data?.map((run) => (
             <tr key={run.id} data-run={run.id}>
+              <td class="run-id">
+                <a href={`#/runs/${encodeURIComponent(run.id)}`}>{run.id}</a>
+              </td>
               <td>
-                <a href={`#/runs/${encodeURIComponent(run.id)}`}>{run.teamName}</a>
+                <a href={`#/teams/${encodeURIComponent(run.teamId)}`}>{run.teamName}</a>
               </td>
               <td class="goal">{run.goal}</td>
+              <td class="origin">
+                <Origin run={run} />
+              </td>
               <td>
                 <StatusBadge status={run.status} />
               </td>
@@ -197,8 +205,12 @@ function RunDetail(props: { id: string }) {
         <dd>{data.goal}</dd>
         <dt>Mode</dt>
         <dd>{data.mode}</dd>
+        <dt>Origin</dt>
+        <dd>
+          <Origin run={data} />
+        </dd>
         <dt>Chat</dt>
-        <dd>{data.chat ?? "none (started through the API)"}</dd>
+        <dd>{data.chat ? <ChatLink chat={data.chat} /> : "none (nothing hears its progress)"}</dd>
         <dt>Started</dt>
         <dd>{time(data.createdAt)}</dd>
         <dt>Took</dt>
@@ -222,6 +234,29 @@ function RunDetail(props: { id: string }) {
       </p>
     </section>
   );
+}
+
+/** A chat as a link to its session: history, memory and tool calls. */
+function ChatLink(props: { chat: string }) {
+  return <a href={`#/sessions/${encodeURIComponent(props.chat)}`}>{props.chat}</a>;
+}
+
+/** What started a run, and the chat it came from. */
+function Origin(props: { run: Pick<Run, "origin" | "chat"> }) {
+  const { origin, chat } = props.run;
+  const from = chat ? <ChatLink chat={chat} /> : "a chat";
+  switch (origin) {
+    case "mention":
+      return <>@mention in {from}</>;
+    case "tool":
+      return <>the agent, in {from}</>;
+    case "openai":
+      return <>OpenAI-compatible endpoint</>;
+    case "api":
+      return chat ? <>console or API, reporting to {from}</> : <>console or API</>;
+    default:
+      return chat ? <>{from}</> : <>console or API</>;
+  }
 }
 
 function NodeCard(props: { node: RunNode; live?: string }) {

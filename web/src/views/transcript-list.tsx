@@ -6,12 +6,24 @@ import { type TranscriptItem, replyText } from "../transcript";
 export function TranscriptList(props: { items: TranscriptItem[] }) {
   const list = useRef<HTMLDivElement>(null);
   const pinned = useRef(true);
+  /** Where this list last scrolled itself to. */
+  const followedTo = useRef(0);
 
   // Follow the conversation unless the reader scrolled up to read something.
   useEffect(() => {
     const element = list.current;
-    if (element && pinned.current) element.scrollTop = element.scrollHeight;
+    if (!element || !pinned.current) return;
+    element.scrollTop = element.scrollHeight;
+    followedTo.current = element.scrollTop;
   }, [props.items]);
+
+  // Only the reader moving up unpins: the scroll event of the list's own scroll can arrive after
+  // the next reply grew the list, when it no longer looks like the bottom.
+  const onScroll = (element: HTMLDivElement) => {
+    const atBottom = element.scrollHeight - element.scrollTop - element.clientHeight < 40;
+    if (atBottom) pinned.current = true;
+    else if (element.scrollTop < followedTo.current - 1) pinned.current = false;
+  };
 
   return (
     <div
@@ -21,10 +33,7 @@ export function TranscriptList(props: { items: TranscriptItem[] }) {
       aria-live="polite"
       aria-label="Conversation"
       tabIndex={0}
-      onScroll={(event) => {
-        const element = event.currentTarget;
-        pinned.current = element.scrollHeight - element.scrollTop - element.clientHeight < 40;
-      }}
+      onScroll={(event) => onScroll(event.currentTarget)}
     >
       <ol class="lines">
         {props.items.length === 0 && <li class="empty">No messages yet. Say hello.</li>}

@@ -25,7 +25,7 @@ let telegram: FakeTelegramServer;
 let discord: FakeDiscordServer;
 let proxy: TcpProxy;
 const prefix = `countbot-health-${randomUUID()}`;
-const token = "health-token-0123456789";
+const token = "health-token-0123456789-abcdef";
 
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), "countbot-health-"));

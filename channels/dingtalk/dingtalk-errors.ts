@@ -40,13 +40,14 @@ export function failureOf(status: number, body: unknown, retryAfter?: string | n
 const rateLimitCode = /QpsLimit|Throttl|FlowControl|TooManyRequests/i;
 /** 130101: send too fast; 88 and 410100: the robot's sending is limited. */
 const rateLimitErrcodes = new Set(["130101", "88", "410100"]);
-const notFoundCode = /NotFound|NotExist|invalidStaffId|notInGroup/i;
+const notFoundCode = /NotFound|NotExist|invalidStaffId/i;
 
 function kindOf(failure: DingTalkApiFailure): ChannelErrorKind {
   const { status, code } = failure;
   if (status === 429 || rateLimitCode.test(code) || rateLimitErrcodes.has(code)) return "rate-limit";
-  if (status === 404 || notFoundCode.test(code)) return "not-found";
+  if (status === 404 || (status !== 403 && notFoundCode.test(code))) return "not-found";
   if (status === 403 || /Forbidden|NoPermission|AccessDenied/i.test(code)) return "forbidden";
+  if (status === 400 && /too long|length/i.test(failure.message)) return "too-long";
   if (status === 400 && /msgParam|markdown/i.test(`${code} ${failure.message}`)) return "formatting";
   // -1: "system busy", worth another try like a 5xx.
   if (status >= 500 || code === "-1") return "network";

@@ -52,6 +52,8 @@ export interface DingTalkCall {
 }
 
 export interface BotMessage {
+  /** Order among the messages and cards the robot put out. */
+  seq: number;
   processQueryKey: string;
   route: "user" | "group" | "session";
   /** The staffId, the openConversationId, or the session's conversation. */
@@ -62,6 +64,7 @@ export interface BotMessage {
 }
 
 export interface FakeCard {
+  seq: number;
   outTrackId: string;
   openSpaceId: string;
   templateId: string;
@@ -164,6 +167,7 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
   let gatewayCalls = 0;
   let subscriptions: unknown;
   let nextKey = 1;
+  let nextSeq = 1;
 
   const answer = (response: ServerResponse, status: number, body: unknown) => {
     response.writeHead(status, { "content-type": "application/json; charset=utf-8" });
@@ -193,7 +197,7 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
     }
     if (text.length > (options.maxMarkdownLength ?? 5_000)) return { status: 400, body: { code: "InvalidParameter.MsgParam", message: "the message content is too long" } };
     const processQueryKey = `pqk${String(nextKey++).padStart(6, "0")}`;
-    messages.push({ processQueryKey, route, target, msgKey: String(msgKey), text, ...(param.title ? { title: param.title } : {}) });
+    messages.push({ seq: nextSeq++, processQueryKey, route, target, msgKey: String(msgKey), text, ...(param.title ? { title: param.title } : {}) });
     return { status: 200, body: { processQueryKey } };
   }
 
@@ -233,7 +237,7 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
         const spaceType = openSpaceId.includes("IM_GROUP") ? "IM_GROUP" : "IM_ROBOT";
         const deliverResults = [{ spaceType, spaceId: openSpaceId.split(".").slice(2).join("."), success: true, carrierId: `carrier-${body.outTrackId}` }];
         if (!cardOf(body.outTrackId)) {
-          const card: FakeCard = { outTrackId: body.outTrackId, openSpaceId, templateId: String(body.cardTemplateId), params: {}, statuses: [], streamed: 0 };
+          const card: FakeCard = { seq: nextSeq++, outTrackId: body.outTrackId, openSpaceId, templateId: String(body.cardTemplateId), params: {}, statuses: [], streamed: 0 };
           setParams(card, params, false);
           cards.push(card);
         }
@@ -309,7 +313,7 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
       const markdown = body.markdown as { title?: string; text?: string } | undefined;
       const text = body.msgtype === "markdown" ? markdown?.text : (body.text as { content?: string } | undefined)?.content;
       if (typeof text !== "string") return reply(200, { errcode: 40035, errmsg: "missing content" });
-      messages.push({ processQueryKey: "", route: "session", target: session.conversationId, msgKey: String(body.msgtype), text, ...(markdown?.title ? { title: markdown.title } : {}) });
+      messages.push({ seq: nextSeq++, processQueryKey: "", route: "session", target: session.conversationId, msgKey: String(body.msgtype), text, ...(markdown?.title ? { title: markdown.title } : {}) });
       return reply(200, { errcode: 0, errmsg: "ok" });
     }
     const token = incoming.headers["x-acs-dingtalk-access-token"];

@@ -4,12 +4,8 @@
  *
  * - `POST /v1.0/gateway/connections/open` (the app's clientId and clientSecret, its subscriptions)
  *   answers `{endpoint, ticket}`; the WebSocket at the endpoint takes each ticket once. Frames are
- *   DingTalk's JSON: `{specVersion, type, headers, data}` down, `{code, headers, message, data}` up.
- *   A pushed robot message goes as a CALLBACK frame (topic `/v1.0/im/bot/messages/get`) to ONE live
- *   connection and counts as delivered once the client acknowledges its `messageId`; one not
- *   acknowledged within `redeliverAfterMs` is delivered again (to whichever connection is live),
- *   and messages pushed while none is are queued. SYSTEM frames: `ping` (the client echoes it)
- *   and `disconnect` (the socket is closed after a grace period).
+ *   DingTalk's JSON: `{specVersion, type, headers, data}` down, `{code, headers, message, data}` up,
+ *   with acknowledgements and redelivery (fake-dingtalk-stream.ts).
  * - `POST /v1.0/oauth2/accessToken` (appKey and appSecret) gives a token every other route needs
  *   in `x-acs-dingtalk-access-token` (401 `InvalidAuthentication` otherwise);
  * - `POST /v1.0/robot/oToMessages/batchSend`, `POST /v1.0/robot/groupMessages/send`: messages
@@ -27,12 +23,13 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type WebSocket, WebSocketServer } from "ws";
+import { WebSocketServer } from "ws";
 import { type FakeMessageInput, type RobotMessageJson, buildRobotMessage, signCallback } from "./dingtalk-messages.js";
+import { createFakeStream } from "./fake-dingtalk-stream.js";
 
 export type { FakeMessageInput, FakeUser, RobotMessageJson } from "./dingtalk-messages.js";
 
-export const ROBOT_TOPIC = "/v1.0/im/bot/messages/get";
+export { ROBOT_TOPIC } from "./fake-dingtalk-stream.js";
 
 export type DingTalkRoute = "token" | "gateway" | "batchSend" | "groupSend" | "download" | "file" | "cardCreate" | "cardStreaming" | "cardUpdate" | "session";
 
@@ -115,15 +112,6 @@ export interface FakeDingTalkServer {
   close(): Promise<void>;
 }
 
-interface Delivery {
-  frameId: string;
-  message: RobotMessageJson;
-  ignoreAcks: number;
-  deliveries: number;
-  timer?: NodeJS.Timeout;
-  done(): void;
-}
-
 const routes: Record<string, DingTalkRoute> = {
   "POST /v1.0/oauth2/accessToken": "token",
   "POST /v1.0/gateway/connections/open": "gateway",
@@ -159,11 +147,7 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
   const sessions = new Map<string, { conversationId: string; expiresAt: number }>();
   const failures = new Map<DingTalkRoute, DingTalkFailure[]>();
   const perSecond = new Map<string, number[]>();
-  const connections = new Set<WebSocket>();
-  const pending = new Map<string, Delivery>();
-  const queued: Delivery[] = [];
-  const acks = new Map<string, number>();
-  const pings = new Map<string, () => void>();
+  const stream = createFakeStream({ appKey: options.appKey, redeliverAfterMs });
   let gatewayCalls = 0;
   let subscriptions: unknown;
   let nextKey = 1;
@@ -334,61 +318,8 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
       socket.end("HTTP/1.1 401 Unauthorized\r\n\r\n");
       return;
     }
-    sockets.handleUpgrade(incoming, socket, head, (webSocket) => accept(webSocket));
+    sockets.handleUpgrade(incoming, socket, head, (webSocket) => stream.accept(webSocket));
   });
-
-  function accept(socket: WebSocket): void {
-    connections.add(socket);
-    socket.on("message", (data: Buffer) => {
-      let frame: { code?: number; headers?: { messageId?: string; topic?: string } };
-      try {
-        frame = JSON.parse(data.toString("utf8")) as typeof frame;
-      } catch {
-        return;
-      }
-      const frameId = frame.headers?.messageId ?? "";
-      pings.get(frameId)?.();
-      const delivery = pending.get(frameId);
-      if (!delivery || frame.code !== 200) return;
-      acks.set(delivery.message.msgId, (acks.get(delivery.message.msgId) ?? 0) + 1);
-      if (delivery.ignoreAcks > 0) {
-        delivery.ignoreAcks -= 1;
-        return;
-      }
-      clearTimeout(delivery.timer);
-      pending.delete(frameId);
-      delivery.done();
-    });
-    socket.on("close", () => connections.delete(socket));
-    socket.on("error", () => connections.delete(socket));
-    for (const delivery of queued.splice(0)) send(delivery);
-  }
-
-  function live(): WebSocket | undefined {
-    const open = [...connections].filter((socket) => socket.readyState === socket.OPEN);
-    return open[Math.floor(Math.random() * open.length)];
-  }
-
-  /** Sends a delivery to one live connection (or queues it), and again later until it is acknowledged. */
-  function send(delivery: Delivery): void {
-    const socket = live();
-    if (!socket) {
-      queued.push(delivery);
-      return;
-    }
-    delivery.deliveries += 1;
-    const headers = { appId: options.appKey, connectionId: randomUUID(), contentType: "application/json", messageId: delivery.frameId, time: String(Date.now()), topic: ROBOT_TOPIC };
-    socket.send(JSON.stringify({ specVersion: "1.0", type: "CALLBACK", headers, data: JSON.stringify(delivery.message) }));
-    clearTimeout(delivery.timer);
-    delivery.timer = setTimeout(() => send(delivery), redeliverAfterMs);
-  }
-
-  function system(topic: string, data: unknown): string {
-    const messageId = randomUUID();
-    const frame = JSON.stringify({ specVersion: "1.0", type: "SYSTEM", headers: { contentType: "application/json", messageId, time: String(Date.now()), topic }, data: JSON.stringify(data) });
-    for (const socket of connections) socket.send(frame);
-    return messageId;
-  }
 
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -411,7 +342,7 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
     messages,
     cards,
     get liveConnections() {
-      return [...connections].filter((socket) => socket.readyState === socket.OPEN).length;
+      return stream.liveConnections;
     },
     get gatewayCalls() {
       return gatewayCalls;
@@ -419,39 +350,15 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
     get subscriptions() {
       return subscriptions;
     },
-    acks,
+    acks: stream.acks,
     message: (input) => buildRobotMessage(input, context),
-    push(message, pushOptions = {}) {
-      return new Promise((resolve, reject) => {
-        const delivery: Delivery = { frameId: randomUUID(), message, ignoreAcks: pushOptions.ignoreAcks ?? 0, deliveries: 0, done: () => undefined };
-        const timer = setTimeout(() => {
-          clearTimeout(delivery.timer);
-          pending.delete(delivery.frameId);
-          reject(new Error(`fake DingTalk: ${message.msgId} not acknowledged within ${pushOptions.timeoutMs ?? 20_000} ms`));
-        }, pushOptions.timeoutMs ?? 20_000);
-        delivery.done = () => {
-          clearTimeout(timer);
-          resolve({ deliveries: delivery.deliveries });
-        };
-        pending.set(delivery.frameId, delivery);
-        send(delivery);
-      });
-    },
+    push: (message, pushOptions) => stream.push(message, pushOptions),
     addFile(downloadCode, bytes, mimeType) {
       files.set(downloadCode, { bytes, mimeType });
     },
-    async ping() {
-      const echoes = [...connections].map(() => new Promise<void>((resolve) => pings.set(system("ping", { opaque: randomUUID() }), resolve)));
-      await Promise.all(echoes);
-    },
-    disconnect(graceMs = 200) {
-      const closing = [...connections];
-      system("disconnect", { reason: "server maintenance" });
-      setTimeout(() => closing.forEach((socket) => socket.close()), graceMs).unref();
-    },
-    dropConnections() {
-      for (const socket of connections) socket.terminate();
-    },
+    ping: () => stream.ping(),
+    disconnect: (graceMs) => stream.disconnect(graceMs),
+    dropConnections: () => stream.dropConnections(),
     revokeTokens() {
       tokens.clear();
     },
@@ -474,8 +381,7 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
       }
     },
     async close() {
-      for (const delivery of [...pending.values(), ...queued]) clearTimeout(delivery.timer);
-      for (const socket of connections) socket.terminate();
+      stream.close();
       sockets.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -7,7 +7,8 @@
  * - the endpoint: the SDK posts to a hard-coded `https://api.dingtalk.com/v1.0/gateway/connections/open`;
  *   {@link getEndpoint} posts to `<apiRoot>/v1.0/gateway/connections/open` (a proxy, a test server)
  *   and says why DingTalk refused (the SDK swallows it and retries every second for ever);
- * - reconnecting with back-off (the SDK's fixed 1 s), and never after stop();
+ * - reconnecting with back-off (the SDK's fixed 1 s), one attempt at a time whoever asks for one
+ *   (the SDK after a close, a failed attempt), and never after stop();
  * - the heartbeat timer of a closed socket is cleared before the next one starts (the SDK leaks one
  *   per reconnect, and two timers end a healthy socket);
  * - `disconnect` (DingTalk is about to close the socket) closes it at once to reconnect;
@@ -44,6 +45,9 @@ export interface StreamConnection {
   readonly reconnects: number;
 }
 
+const SOCKET_CONNECTING = 0;
+const SOCKET_OPEN = 1;
+
 /** The SDK fields the subclass reaches for: private in its typings, plain fields at run time. */
 interface ClientInternals {
   dw_url?: string;
@@ -55,6 +59,8 @@ class CountBotStreamClient extends DWClient {
   stopped = false;
   opened = 0;
   private failures = 0;
+  private attempting = false;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly settings: StreamConnectionOptions,
@@ -107,20 +113,35 @@ class CountBotStreamClient extends DWClient {
     });
   }
 
-  /** Called by the SDK after a socket closed (and by us after a failed attempt). */
+  /** Called by the SDK a second after a socket closed: one reconnect is scheduled at a time, with back-off. */
   override async connect(): Promise<void> {
-    if (this.stopped) return;
+    this.reconnectSoon();
+  }
+
+  private reconnectSoon(): void {
+    if (this.stopped || this.timer) return;
+    const delayMs = this.failures === 0 ? 0 : backoffDelay(this.failures, 1_000, 60_000);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.attempt();
+    }, delayMs);
+    this.timer.unref();
+  }
+
+  private async attempt(): Promise<void> {
+    const state = this.internals.socket?.readyState;
+    if (this.stopped || this.attempting || state === SOCKET_CONNECTING || state === SOCKET_OPEN) return;
+    this.attempting = true;
     try {
       await this.getEndpoint();
-      if (this.stopped) return;
-      await this._connect();
+      if (!this.stopped) await this._connect();
     } catch (error) {
-      if (this.stopped) return;
       this.failures += 1;
-      const delayMs = backoffDelay(this.failures, 1_000, 60_000);
-      this.log.warn({ error: errorMessage(error), retryInMs: delayMs }, "dingtalk stream connection failed; trying again");
-      setTimeout(() => void this.connect(), delayMs).unref();
+      if (!this.stopped) this.log.warn({ error: errorMessage(error), failures: this.failures }, "dingtalk stream connection failed; trying again");
+    } finally {
+      this.attempting = false;
     }
+    if (this.failures > 0) this.reconnectSoon();
   }
 
   override onDownStream(data: string): void {
@@ -141,6 +162,7 @@ class CountBotStreamClient extends DWClient {
 
   close(): void {
     this.stopped = true;
+    clearTimeout(this.timer);
     clearInterval(this.internals.heartbeatIntervallId);
     if (this.internals.socket) this.disconnect();
   }

@@ -103,6 +103,8 @@ export interface FakeDingTalkServer {
   /** A SYSTEM disconnect to every connection, closed `graceMs` later. */
   disconnect(graceMs?: number): void;
   dropConnections(): void;
+  /** The next `count` WebSocket upgrades are refused (401), their tickets notwithstanding. */
+  refuseUpgrades(count: number): void;
   /** Makes every issued access token invalid (as a revoked or expired one). */
   revokeTokens(): void;
   /** Posts a robot message to an HTTP callback as DingTalk does, signed with `secret` (default the app's). */
@@ -152,6 +154,7 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
   let subscriptions: unknown;
   let nextKey = 1;
   let nextSeq = 1;
+  let upgradesToRefuse = 0;
 
   const answer = (response: ServerResponse, status: number, body: unknown) => {
     response.writeHead(status, { "content-type": "application/json; charset=utf-8" });
@@ -314,7 +317,9 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
   server.on("upgrade", (incoming, socket, head) => {
     const url = new URL(incoming.url ?? "/", "http://127.0.0.1");
     const ticket = url.searchParams.get("ticket") ?? "";
-    if (url.pathname !== "/connect" || !tickets.delete(ticket)) {
+    const refuse = upgradesToRefuse > 0;
+    if (refuse) upgradesToRefuse -= 1;
+    if (url.pathname !== "/connect" || !tickets.delete(ticket) || refuse) {
       socket.end("HTTP/1.1 401 Unauthorized\r\n\r\n");
       return;
     }
@@ -359,6 +364,9 @@ export async function startFakeDingTalk(options: FakeDingTalkOptions): Promise<F
     ping: () => stream.ping(),
     disconnect: (graceMs) => stream.disconnect(graceMs),
     dropConnections: () => stream.dropConnections(),
+    refuseUpgrades(count) {
+      upgradesToRefuse = count;
+    },
     revokeTokens() {
       tokens.clear();
     },

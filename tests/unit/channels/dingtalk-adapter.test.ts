@@ -112,16 +112,22 @@ describe("DingTalk adapter: receiving over the Stream connection", () => {
     expect(seen).toEqual(["other chat", "first", "second"]);
   });
 
-  it("answers DingTalk's ping, reconnects after a disconnect notice and a dropped socket, and takes what comes next", async () => {
+  it("answers DingTalk's ping, reconnects after a disconnect notice and a dropped socket (backing off while refused), and takes what comes next", { timeout: 30_000 }, async () => {
     const { dingtalk, adapter, events } = await connected();
     await dingtalk.ping();
     dingtalk.disconnect(5_000);
     await dingtalk.waitFor(() => dingtalk.gatewayCalls >= 2 && dingtalk.liveConnections === 1, { what: "a new connection after the notice" });
+    // Refused twice more (the endpoint, then the socket): one chain of attempts backs off and opens one connection.
+    dingtalk.failNext("gateway", { status: 503, code: "ServiceUnavailable" });
+    dingtalk.refuseUpgrades(1);
     dingtalk.dropConnections();
-    await dingtalk.waitFor(() => dingtalk.gatewayCalls >= 3 && dingtalk.liveConnections === 1, { what: "a new connection after the drop" });
+    const gatewayCalls = () => dingtalk.requests.filter((call) => call.route === "gateway");
+    await dingtalk.waitFor(() => dingtalk.liveConnections === 1 && gatewayCalls().length === 5, { timeoutMs: 15_000, what: "a new connection after the drop" });
     await dingtalk.push(dingtalk.message({ sender: alice, text: "still here" }));
     expect(events.map((event) => event.text)).toEqual(["still here"]);
     expect(adapter.reconnects).toBe(2);
+    expect(dingtalk.liveConnections).toBe(1);
+    expect(gatewayCalls().map((call) => call.status)).toEqual([200, 200, 503, 200, 200]);
   });
 
   it("downloads pictures and files under their caps and notes the rest", async () => {

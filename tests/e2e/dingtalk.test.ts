@@ -60,7 +60,8 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
 
 async function writeConfig(name: string, section: Record<string, unknown>): Promise<string> {
   const file = path.join(root, name);
-  const teams = { Analysts: { mode: "pipeline", agents: [{ id: "analyst", role: "Analyst", task: "analyse the goal" }] } };
+  // Named as the seed design's users name teams: `@团队名称` in a DingTalk group.
+  const teams = { 分析团队: { mode: "pipeline", agents: [{ id: "analyst", role: "Analyst", task: "analyse the goal" }] } };
   const dingtalkSection = { enabled: true, allowFrom: [owner.staffId], groupPolicy: "mention", rateLimitPerMinute: 100, aiCard: { settleMs: 1_500 }, ...section };
   await writeFile(file, JSON.stringify({ redis: { prefix, leaseTtlMs: 2_000 }, agent: { providerRetries: 0 }, teams, channels: { dingtalk: dingtalkSection } }));
   return file;
@@ -202,12 +203,13 @@ describe("DingTalk through gateway and worker processes: Stream mode", () => {
     expect(llm.requests.filter((request) => lastUser(request.body) === "redelivered message")).toHaveLength(1);
   });
 
-  it("runs a team started with @Team in a group and brings its result back into the group", { timeout: 90_000 }, async () => {
-    say({ text: "@Analysts review the shop", group: true, atRobot: true });
-    await shownWith(GROUP, (text) => text.startsWith("Team [Analysts] started"), "the started reply");
+  it("runs a team started with @团队名称 in a group and brings its result back into the group", { timeout: 90_000 }, async () => {
+    say({ text: "@分析团队 看看这家店", group: true, atRobot: true });
+    await shownWith(GROUP, (text) => text.startsWith("Team [分析团队] started"), "the started reply");
     const result = await shownWith(GROUP, (text) => text.startsWith("Background:"), "the team's result in the group");
-    expect(result.text).toMatch(/Team \[Analysts\] \(run ID: wf-[0-9a-f]+\) completed/);
+    expect(result.text).toMatch(/Team \[分析团队\] \(run ID: wf-[0-9a-f]+\) completed/);
     expect(result.text).toContain("Analyst findings");
+    expect(llm.requests.some((request) => JSON.stringify(request.body).includes("看看这家店"))).toBe(true);
   });
 
   it("finishes the card once when the gateway showing it is killed mid-reply and the standby takes over", { timeout: 90_000 }, async () => {

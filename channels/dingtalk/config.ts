@@ -4,6 +4,8 @@
  * config is printed; they usually come from DINGTALK_CLIENT_ID / DINGTALK_CLIENT_SECRET.
  */
 import { z } from "zod";
+import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { dingtalkQuotas } from "./quotas.js";
 
 const positiveInt = z.number().int().positive();
 
@@ -56,6 +58,7 @@ export const DingTalkConfigSchema = z.strictObject({
     .describe("Streamed replies."),
   maxImageBytes: positiveInt.default(10 * 1024 * 1024).describe("Images larger than this are not downloaded; the model gets a note instead."),
   maxFileBytes: positiveInt.default(20 * 1024 * 1024).describe("Files larger than this are not downloaded; the model gets their name instead."),
+  limits: limitsSchema(dingtalkQuotas),
 });
 
 export type DingTalkConfig = z.infer<typeof DingTalkConfigSchema>;

@@ -96,6 +96,7 @@ export function createDingTalkAdapter(options: DingTalkAdapterOptions): DingTalk
   const chats = new KeyedLanes();
   /** Session webhooks of chats that have no other way back (`dm:` chats), until they expire. */
   const sessionWebhooks = new Map<string, { url: string; expiresAt: number }>();
+  const connectionListeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
 
   async function handOn(message: RobotMessage, signal: AbortSignal): Promise<void> {
     const event = await toPlatformEvent(message, { download: downloader.download, now }, signal);
@@ -200,6 +201,10 @@ export function createDingTalkAdapter(options: DingTalkAdapterOptions): DingTalk
       return connection?.reconnects ?? 0;
     },
     botUsername: () => options.robotName,
+    watchConnection(listener) {
+      connectionListeners.add(listener);
+      return () => void connectionListeners.delete(listener);
+    },
     render: renderDingTalkMarkdown,
     measure: dingtalkRenderedLength,
 
@@ -216,7 +221,15 @@ export function createDingTalkAdapter(options: DingTalkAdapterOptions): DingTalk
       lifetime = new AbortController();
       running = true;
       if (options.mode === "stream") {
-        connection = createStreamConnection({ apiRoot: options.apiRoot, appKey, appSecret, onMessage: receiveFrame, scrub: scrubber.scrub, logger });
+        connection = createStreamConnection({
+          apiRoot: options.apiRoot,
+          appKey,
+          appSecret,
+          onMessage: receiveFrame,
+          onConnection: (change) => connectionListeners.forEach((listener) => listener(change)),
+          scrub: scrubber.scrub,
+          logger,
+        });
         try {
           await connection.start();
         } catch (error) {

@@ -8,7 +8,7 @@
  */
 import { ChannelError, type ChannelErrorKind } from "../../src/errors.js";
 import { type Scrub, createScrubber, scrubError } from "../../src/gateway/kit/index.js";
-import { dingtalkQuotas } from "./quotas.js";
+import { retryAfter } from "./quotas.js";
 
 const CHANNEL = "dingtalk";
 
@@ -56,7 +56,7 @@ function kindOf(failure: DingTalkApiFailure): ChannelErrorKind {
 
 function retryAfterOf(failure: DingTalkApiFailure): number {
   if (failure.retryAfterMs !== undefined) return failure.retryAfterMs;
-  return failure.code === "130101" ? dingtalkQuotas.sendTooFastRetryAfterMs : dingtalkQuotas.qpsRetryAfterMs;
+  return failure.code === "130101" ? retryAfter.sendTooFastMs : retryAfter.qpsMs;
 }
 
 /** The scrubber of one app: its secret, the session-webhook and Stream-ticket query values, and each access token as it is issued. */

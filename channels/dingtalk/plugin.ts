@@ -6,8 +6,9 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
-import { type AdmissionPolicy, defineChannel } from "../../src/gateway/kit/index.js";
+import { type AdmissionPolicy, defineChannel, withLimits } from "../../src/gateway/kit/index.js";
 import { type DingTalkConfig, DingTalkConfigSchema } from "./config.js";
+import { dingtalkQuotas } from "./quotas.js";
 
 export type { DingTalkConfig } from "./config.js";
 
@@ -49,6 +50,7 @@ export const dingtalkChannel = defineChannel({
     return {
       adapter,
       policy: dingtalkPolicy(config),
+      quotas: withLimits(dingtalkQuotas, config.limits, "channels.dingtalk.limits"),
       ...(config.mode === "http" ? { webhook: { path: config.webhook.path, handle: adapter.webhook } } : {}),
       // The account is named by a hash of the app key: one gateway holds the Stream connection.
       account: createHash("sha256").update(appKey).digest("hex").slice(0, 16),

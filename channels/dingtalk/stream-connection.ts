@@ -33,6 +33,8 @@ export interface StreamConnectionOptions {
   onMessage(data: string): Promise<void>;
   scrub: Scrub;
   logger: Logger;
+  /** Told once when an open connection drops, and once when one is open again. */
+  onConnection?(change: { connected: boolean; reason?: string }): void;
   /** How long start() waits for the socket to open. Default 20 s. */
   connectTimeoutMs?: number;
 }
@@ -60,6 +62,7 @@ class CountBotStreamClient extends DWClient {
   opened = 0;
   private failures = 0;
   private attempting = false;
+  private down = false;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -109,12 +112,18 @@ class CountBotStreamClient extends DWClient {
     return super._connect().then(() => {
       this.opened += 1;
       this.failures = 0;
+      if (this.down) this.settings.onConnection?.({ connected: true });
+      this.down = false;
       if (this.opened > 1) this.log.info({ reconnects: this.opened - 1 }, "dingtalk stream reconnected");
     });
   }
 
   /** Called by the SDK a second after a socket closed: one reconnect is scheduled at a time, with back-off. */
   override async connect(): Promise<void> {
+    if (!this.stopped && !this.down) {
+      this.down = true;
+      this.settings.onConnection?.({ connected: false, reason: "the Stream socket closed" });
+    }
     this.reconnectSoon();
   }
 

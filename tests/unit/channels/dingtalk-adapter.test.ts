@@ -114,6 +114,8 @@ describe("DingTalk adapter: receiving over the Stream connection", () => {
 
   it("answers DingTalk's ping, reconnects after a disconnect notice and a dropped socket (backing off while refused), and takes what comes next", { timeout: 30_000 }, async () => {
     const { dingtalk, adapter, events } = await connected();
+    const changes: boolean[] = [];
+    adapter.watchConnection?.((change) => changes.push(change.connected));
     await dingtalk.ping();
     dingtalk.disconnect(5_000);
     await dingtalk.waitFor(() => dingtalk.gatewayCalls >= 2 && dingtalk.liveConnections === 1, { what: "a new connection after the notice" });
@@ -128,6 +130,8 @@ describe("DingTalk adapter: receiving over the Stream connection", () => {
     expect(adapter.reconnects).toBe(2);
     expect(dingtalk.liveConnections).toBe(1);
     expect(gatewayCalls().map((call) => call.status)).toEqual([200, 200, 503, 200, 200]);
+    // The runtime heard each drop once and each return once, not every failed attempt.
+    expect(changes).toEqual([false, true, false, true]);
   });
 
   it("downloads pictures and files under their caps and notes the rest", async () => {

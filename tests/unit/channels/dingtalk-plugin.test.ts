@@ -35,6 +35,10 @@ describe("DingTalk plugin", () => {
     expect(http.webhook?.path).toBe("/dingtalk/webhook");
     expect(http.annotateSends).toBe(true);
     expect(http.adapter.capabilities.streaming).toBe("edit");
+    expect(Object.keys(http.quotas?.scopes ?? {})).toEqual(["group", "messages", "cards"]);
+    const tuned = await dingtalkChannel.create(parse({ enabled: true, appKey: APP_KEY, appSecret: "s", limits: { group: { limit: 10 } } }), dependencies);
+    expect(tuned.quotas?.scopes.group).toMatchObject({ per: "group", limit: 10, windowMs: 60_000 });
+    expect(() => parse({ limits: { grup: { limit: 1 } } })).toThrow();
     const stream = await dingtalkChannel.create(parse({ enabled: true, appKey: APP_KEY, appSecret: "s", aiCard: { enabled: false } }), dependencies);
     expect(stream.webhook).toBeUndefined();
     expect(stream.adapter.capabilities.streaming).toBe("none");

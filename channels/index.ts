@@ -3,9 +3,10 @@
  * `channels` section is assembled from these, and the gateway runs every enabled one.
  */
 import type { ChannelPlugin } from "../src/gateway/kit/index.js";
+import { dingtalkChannel } from "./dingtalk/plugin.js";
 import { discordChannel } from "./discord/plugin.js";
 import { feishuChannel } from "./feishu/plugin.js";
 import { telegramChannel } from "./telegram/plugin.js";
 import { webChannel } from "./web/plugin.js";
 
-export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, webChannel];
+export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, dingtalkChannel, webChannel];

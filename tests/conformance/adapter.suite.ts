@@ -21,7 +21,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createMemoryBus } from "../../src/bus/memory-bus.js";
 import { ChannelError, type ChannelErrorKind } from "../../src/errors.js";
 import { createChannelRuntime } from "../../src/gateway/channel-runtime.js";
-import type { AdmissionOutcome, AdmissionPolicy, ChannelAdapter, ChannelInstance, PlatformEvent } from "../../src/gateway/kit/index.js";
+import type { AdmissionOutcome, AdmissionPolicy, ChannelAdapter, ChannelInstance, PlatformEvent, SendOptions } from "../../src/gateway/kit/index.js";
 import { createFileStore } from "../../src/store/file-store.js";
 
 /** The refusals every platform can answer, as the suite names them. */
@@ -50,6 +50,11 @@ export interface AdapterRig {
   failNext(operation: "send" | "edit", kind: FailureKind): boolean;
   /** Whether the platform takes an idempotency key (Discord's nonce, Feishu's uuid). */
   idempotent: boolean;
+  /**
+   * What a send needs for the platform to let its message be edited, where not every message can
+   * be (DingTalk edits only the card a streamed reply opens: a draft's key). Default: nothing.
+   */
+  editableSend?: Partial<SendOptions>;
   /** Waits for a condition on the fake's clock of events. */
   waitFor<T>(predicate: () => T | undefined | null | false, what: string): Promise<T>;
   close(): Promise<void>;
@@ -96,7 +101,7 @@ export function adapterConformance(driver: AdapterDriver): void {
     it("send returns the platform's id and edit changes what that message shows", async () => {
       const rig = await rigged();
       await started(rig, recorder().sink);
-      const first = await rig.adapter.send(rig.ownerChat, "first text", { format: "plain" });
+      const first = await rig.adapter.send(rig.ownerChat, "first text", { format: "plain", ...rig.editableSend });
       const second = await rig.adapter.send(rig.ownerChat, "second text", { format: "plain" });
       expect(first.platformMessageId).toEqual(expect.any(String));
       expect(second.platformMessageId).not.toBe(first.platformMessageId);
@@ -107,7 +112,7 @@ export function adapterConformance(driver: AdapterDriver): void {
     it("maps the platform's refusals to ChannelError kinds, rate limits with a wait, and no credential in any message", async () => {
       const rig = await rigged();
       await started(rig, recorder().sink);
-      const { platformMessageId } = await rig.adapter.send(rig.ownerChat, "to be edited", { format: "plain" });
+      const { platformMessageId } = await rig.adapter.send(rig.ownerChat, "to be edited", { format: "plain", ...rig.editableSend });
       const seen: Array<[string, ChannelErrorKind | undefined]> = [];
       for (const operation of ["send", "edit"] as const) {
         for (const kind of failureKinds) {

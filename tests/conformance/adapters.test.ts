@@ -1,14 +1,16 @@
 /**
  * The adapter conformance suite (adapter.suite.ts) against every platform's fake server, each
- * driven through its real SDK: telegraf, discord.js, @larksuiteoapi/node-sdk.
+ * driven through its real SDK: telegraf, discord.js, @larksuiteoapi/node-sdk, dingtalk-stream.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pino from "pino";
+import { createDingTalkAdapter } from "../../channels/dingtalk/dingtalk-adapter.js";
 import { createDiscordAdapter } from "../../channels/discord/discord-adapter.js";
 import { createFeishuAdapter } from "../../channels/feishu/feishu-adapter.js";
 import { createTelegramAdapter } from "../../channels/telegram/telegram-adapter.js";
+import { type DingTalkRoute, startFakeDingTalk } from "../support/fake-dingtalk-server.js";
 import { startFakeDiscord } from "../support/fake-discord-server.js";
 import { type FeishuEventEnvelope, startFakeFeishu } from "../support/fake-feishu-server.js";
 import { startFakeTelegram } from "../support/fake-telegram-server.js";
@@ -187,4 +189,73 @@ const feishu: AdapterDriver = {
   },
 };
 
-for (const driver of [telegram, discord, feishu]) adapterConformance(driver);
+const dingtalk: AdapterDriver = {
+  name: "DingTalk",
+  async rig(): Promise<AdapterRig> {
+    const appKey = "dingconformance0001";
+    const appSecret = "dingtalk-conformance-secret";
+    // DingTalk delivers a message again when the app did not acknowledge it (60 s; here sooner).
+    const fake = await startFakeDingTalk({ appKey, appSecret, redeliverAfterMs: 300 });
+    const owner = { staffId: "owner01", dingtalkId: "$:LWCP_v1:$owner01", nick: "Owner" };
+    const stranger = { staffId: "stranger02", dingtalkId: "$:LWCP_v1:$stranger02", nick: "Stranger" };
+    const group = "cidConformanceGroup";
+    const files = await downloadDir();
+    const adapter = createDingTalkAdapter({
+      appKey,
+      appSecret,
+      robotCode: appKey,
+      apiRoot: fake.origin,
+      mode: "stream",
+      aiCard: { enabled: true, templateId: "tpl.schema", contentKey: "msgContent", settleMs: 60_000 },
+      maxImageBytes: 1_000_000,
+      maxFileBytes: 1_000_000,
+      downloadDir: files.dir,
+      logger: silent,
+    });
+    const routeOf: Record<"send" | "edit", DingTalkRoute> = { send: "batchSend", edit: "cardStreaming" };
+    const failureOf: Record<FailureKind, { status: number; code: string; message: string }> = {
+      "rate-limit": { status: 403, code: "Forbidden.AccessDenied.QpsLimitForApi", message: `请求过于频繁 ${appSecret}` },
+      formatting: { status: 400, code: "InvalidParameter.MsgParam", message: `msgParam markdown invalid ${appSecret}` },
+      forbidden: { status: 403, code: "Forbidden.AccessDenied.NoPermission", message: `no permission ${appSecret}` },
+      "not-found": { status: 404, code: "resource.not.found", message: "gone" },
+      network: { status: 502, code: "BadGateway", message: `bad gateway ${appSecret}` },
+    };
+    return {
+      adapter,
+      secrets: [appSecret],
+      owner: owner.staffId,
+      stranger: stranger.staffId,
+      ownerChat: `user:${owner.staffId}`,
+      strangerChat: `user:${stranger.staffId}`,
+      group,
+      async say(from, where, text, options = {}) {
+        const sender = from === "owner" ? owner : stranger;
+        const message = fake.message({ sender, text, ...(where === "group" ? { conversationType: "2" as const, conversationId: group } : {}), ...(options.mention ? { atRobot: true } : {}) });
+        void fake.push(message, { timeoutMs: 30_000 }).catch(() => undefined);
+      },
+      shown(chatId) {
+        const target = chatId.replace(/^user:/, "");
+        const cards = fake.cards.filter((card) => card.openSpaceId.endsWith(`.${target}`)).map((card) => ({ seq: card.seq, text: card.params.msgContent ?? "" }));
+        const messages = fake.messages.filter((message) => message.target === target).map((message) => ({ seq: message.seq, text: message.text }));
+        return [...cards, ...messages].sort((a, b) => a.seq - b.seq).map((item) => item.text);
+      },
+      failNext(operation, kind) {
+        // A card's text is not markup DingTalk checks: it never refuses an update for it.
+        if (operation === "edit" && kind === "formatting") return false;
+        fake.failNext(routeOf[operation], failureOf[kind]);
+        return true;
+      },
+      idempotent: false,
+      // Robot messages cannot be edited; the card a streamed reply opens can.
+      editableSend: { idempotencyKey: "conformance-reply#draft" },
+      waitFor: (predicate, what) => fake.waitFor(predicate, { what }),
+      async close() {
+        await adapter.stop();
+        await fake.close();
+        await files.remove();
+      },
+    };
+  },
+};
+
+for (const driver of [telegram, discord, feishu, dingtalk]) adapterConformance(driver);

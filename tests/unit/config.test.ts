@@ -140,7 +140,7 @@ describe("loadConfig", () => {
       "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "COUNTBOT_MODEL", "REDIS_URL",
       "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN",
       "BRAVE_API_KEY", "LOG_LEVEL", "LOG_FORMAT", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT",
-      "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN",
+      "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN", "DINGTALK_CLIENT_ID", "DINGTALK_CLIENT_SECRET", "DINGTALK_API_ROOT",
     ]);
   });
 
@@ -163,6 +163,9 @@ describe("loadConfig", () => {
     ["FEISHU_APP_ID", "cli_0123456789abcdef", "channels.feishu.appId", "cli_0123456789abcdef"],
     ["FEISHU_APP_SECRET", "feishu-env-secret", "channels.feishu.appSecret", "feishu-env-secret"],
     ["FEISHU_DOMAIN", "http://127.0.0.1:8082", "channels.feishu.domain", "http://127.0.0.1:8082"],
+    ["DINGTALK_CLIENT_ID", "dingappkey0123", "channels.dingtalk.appKey", "dingappkey0123"],
+    ["DINGTALK_CLIENT_SECRET", "dingtalk-env-secret", "channels.dingtalk.appSecret", "dingtalk-env-secret"],
+    ["DINGTALK_API_ROOT", "http://127.0.0.1:8084", "channels.dingtalk.apiRoot", "http://127.0.0.1:8084"],
     ["BRAVE_API_KEY", "brave-env-key", "tools.braveApiKey", "brave-env-key"],
     ["LOG_LEVEL", "debug", "log.level", "debug"],
     ["LOG_FORMAT", "Pretty", "log.format", "pretty"],
@@ -389,7 +392,7 @@ describe("channel sections", () => {
     writeConfig({ channels: { telegarm: { enabled: true } } });
     const typo = loadError();
     expect(typo.path).toBe("channels.telegarm");
-    expect(typo.message).toContain("known: telegram, discord, feishu, web");
+    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, web");
   });
 
   it("checks a section against its plugin's schema", () => {

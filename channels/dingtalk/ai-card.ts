@@ -8,9 +8,10 @@
  * 2. stream: `PUT /v1.0/card/streaming` replaces the Markdown variable with the newest text;
  * 3. finish: `PUT /v1.0/card/instances` sets `flowStatus` 3 (finished) with the final text.
  *
- * The dispatcher skips the final update when the last streamed text already equals the final
- * reply (nothing would change on a plain message), so a card no update reached for `settleMs` is
- * finished here with the text it shows. A card updated after it was finished (a long pause
+ * The dispatcher edits the final text in, or, when the last streamed text already equals it, tells
+ * the adapter so (`finishStream`): either way the card is finished at once. A card no update
+ * reached for `settleMs` (a final that never came: the turn failed) is finished here with the text
+ * it shows. A card updated after it was finished (a long pause
  * mid-reply, or another gateway's card after a failover) is set inputting again first.
  * Each card's calls run one after the other.
  */
@@ -36,6 +37,8 @@ export interface CardStreamer {
   open(route: ChatRoute, idempotencyKey: string, text: string): Promise<string>;
   /** Shows `text` in the card, streaming (`final`: and marks it finished). */
   update(platformMessageId: string, text: string, final: boolean): Promise<void>;
+  /** Finishes the card with `text` if it is still open (the dispatcher's `finishStream`). */
+  settle(platformMessageId: string, text: string): Promise<void>;
   /** Finishes at once the cards waiting to settle (stopping). */
   settleAll(): Promise<void>;
 }
@@ -126,6 +129,12 @@ export function createCardStreamer(options: CardStreamerOptions): CardStreamer {
     async update(platformMessageId, text, final) {
       const outTrackId = platformMessageId.slice(CARD_PREFIX.length);
       await lanes.run(outTrackId, () => (final ? finish(outTrackId, text) : stream(outTrackId, text)));
+    },
+    async settle(platformMessageId, text) {
+      const outTrackId = platformMessageId.slice(CARD_PREFIX.length);
+      await lanes.run(outTrackId, async () => {
+        if (cards.has(outTrackId)) await finish(outTrackId, text);
+      });
     },
     async settleAll() {
       const open = [...cards.entries()];

@@ -160,6 +160,10 @@ export function createDingTalkAdapter(options: DingTalkAdapterOptions): DingTalk
       await cards.update(platformMessageId, text, sendOptions.outbound !== undefined);
     },
 
+    async finishStream(_chatId, platformMessageId, text) {
+      if (cards && isCardId(platformMessageId)) await cards.settle(platformMessageId, text);
+    },
+
     async typing() {
       // DingTalk shows robots no typing indicator.
     },

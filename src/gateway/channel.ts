@@ -193,6 +193,13 @@ export interface ChannelAdapter {
   /** Replace the text of a message sent before (edit-style streaming). */
   edit(chatId: string, platformMessageId: string, text: string, options: SendOptions): Promise<void>;
   /**
+   * The message a reply streamed into (edit streaming) now shows the reply's final first chunk,
+   * `text`: edited in, or already shown by the last draft (then no edit is sent). For platforms
+   * that mark a streamed message as in progress (DingTalk's AI card): mark it done. Called once
+   * per streamed reply, best effort.
+   */
+  finishStream?(chatId: string, platformMessageId: string, text: string): Promise<void>;
+  /**
    * Show a streaming draft (Telegram sendMessageDraft); only when capabilities.streaming is `draft`
    * and the chat is private. `draftId` is a number derived from `replyId`, the id the final carries.
    */

@@ -272,10 +272,21 @@ class OutboundDispatcher implements Dispatcher {
         }
         delivery.sent = index + 1;
       }
+      if (draft?.mode === "edit" && draft.platformMessageId !== undefined && chunks[0] !== undefined) await this.finishStream(message, draft.platformMessageId, chunks[0].rendered);
       this.deliveries.delete(message.id);
       this.drafts.delete(message.id);
     } finally {
       delivery.active = false;
+    }
+  }
+
+  /** Tells the adapter a streamed message now shows the final (best effort: the text is there either way). */
+  private async finishStream(message: OutboundMessage, platformMessageId: string, text: string): Promise<void> {
+    if (!this.adapter.finishStream) return;
+    try {
+      await this.adapter.finishStream(message.chatId, platformMessageId, text);
+    } catch (error) {
+      this.logger.warn({ chatId: message.chatId, sessionKey: `${message.channel}:${message.chatId}`, messageId: message.id, error: errorMessage(error) }, "could not mark the streamed message finished");
     }
   }
 

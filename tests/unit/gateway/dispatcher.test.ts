@@ -40,6 +40,13 @@ class FakePlatform implements ChannelAdapter {
     this.failures.push({ when, error: () => new ChannelError(`injected ${kind}`, CHANNEL, { kind, retryAfterMs }), times });
   }
 
+  /** Streamed messages the dispatcher said show their final now (finishStream). */
+  readonly finished: Array<{ chatId: string; messageId: string; text: string }> = [];
+
+  async finishStream(chatId: string, messageId: string, text: string): Promise<void> {
+    this.finished.push({ chatId, messageId, text });
+  }
+
   async start(_sink: EventSink): Promise<void> {}
   async stop(): Promise<void> {}
   async typing(): Promise<void> {}
@@ -254,6 +261,19 @@ describe("outbound dispatcher", () => {
       ["edit", "Hello <b>world</b>"],
     ]);
     expect(platform.sends()[0]!.options.replyTo).toBe("5");
+    const edited = platform.calls.find((call) => call.method === "edit");
+    expect(platform.finished).toEqual([{ chatId: "42", messageId: edited?.method === "edit" ? edited.messageId : "", text: "Hello <b>world</b>" }]);
+  });
+
+  it("edit streaming: a final the last draft already shows is not sent again, and the platform hears the stream is finished", async () => {
+    const { bus, platform } = await setup({ streaming: "edit" });
+    const replyId = "in-same:0";
+    await bus.publishDraft({ replyId, channel: CHANNEL, chatId: "42", text: "All done." });
+    await vi.waitFor(() => expect(platform.sends()).toHaveLength(1));
+    await bus.publishOutbound(reply("42", "All done.", { id: replyId }));
+    await vi.waitFor(() => expect(platform.finished).toHaveLength(1));
+    expect(platform.calls.map((call) => call.method)).toEqual(["send"]);
+    expect(platform.finished[0]).toMatchObject({ chatId: "42", text: "All done." });
   });
 
   it("edit streaming: edits at most once per interval, always with the newest text; a long final goes on in new messages", async () => {

@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { limitsSchema } from "../../src/gateway/kit/index.js";
 import { discordQuotas } from "./quotas.js";
+import { groupSettingsShape } from "../../src/gateway/group-settings.js";
 
 const snowflakes = (what: string) =>
   z
@@ -27,6 +28,7 @@ export const DiscordConfigSchema = z.strictObject({
     .enum(["mention", "all", "off"])
     .default("mention")
     .describe("In guild channels and threads: answer only when @mentioned (the bot, or its role) or replied to, always, or never. DMs are always answered."),
+  ...groupSettingsShape,
   threads: z
     .strictObject({
       inheritParent: z

@@ -150,7 +150,13 @@ export class Agent {
     if (!input.fence) await input.assertOwnership?.();
     const at = this.now();
     const entries: HistoryEntry[] = [
-      { role: input.background ? "event" : "user", content: keptUserTurn(input, result), at, messageIds: input.messageIds },
+      {
+        role: input.background ? "event" : "user",
+        content: keptUserTurn(input, result),
+        at,
+        messageIds: input.messageIds,
+        ...(input.speakers && input.speakers.length > 0 ? { speakers: input.speakers.map((speaker) => speaker.id) } : {}),
+      },
       { role: "assistant", content: result.reply, at, model: result.model, usage: { ...result.usage } },
     ];
     await store.sessions.append(input.sessionKey, [...inherited, ...entries], input.fence);

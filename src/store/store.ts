@@ -24,6 +24,8 @@ export const HistoryEntrySchema = z.object({
   at: z.number(),
   /** Inbound message ids this entry came from (user entries), for tracing. */
   messageIds: z.array(z.string()).optional(),
+  /** Who spoke in this entry (user entries: `channel:senderId` each), so the console can show their person memory. */
+  speakers: z.array(z.string()).optional(),
   /** Token usage of the turn that produced this entry (assistant entries), as the provider reported it. */
   usage: z
     .object({ inputTokens: z.number(), outputTokens: z.number(), cachedInputTokens: z.number().optional(), reasoningTokens: z.number().optional() })

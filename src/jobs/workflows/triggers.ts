@@ -15,7 +15,7 @@
  */
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
-import { labelledContent } from "../../agent/speakers.js";
+import { labelledContent, speakerIdOf } from "../../agent/speakers.js";
 import type { TurnIntercept } from "../../agent/turn-consumer.js";
 import { type InboundMessage, SYSTEM_CHANNEL, sessionKeyOf } from "../../bus/message.js";
 import { ToolError, errorMessage } from "../../errors.js";
@@ -124,7 +124,7 @@ export function createTeamTrigger(options: TeamTriggerOptions): TurnIntercept {
       await options.sessions.append(
         claim.sessionKey,
         [
-          { role: "user", content: labelledContent(message), at, messageIds: [message.id] },
+          { role: "user", content: labelledContent(message), at, messageIds: [message.id], speakers: [speakerIdOf(message)] },
           { role: "assistant", content: reply, at },
         ],
         { token: claim.token },

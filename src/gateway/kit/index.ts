@@ -38,6 +38,7 @@ export {
 export { type SplitOptions, splitMessage } from "../split-message.js";
 export { type ChatCommand, helpText, parseCommand } from "../../bus/commands.js";
 export { ChatLane, KeyedLanes } from "../../bus/chat-lane.js";
+export { ExpiringMap } from "../../bus/expiring-map.js";
 export { ExpiringSet } from "../../bus/expiring-set.js";
 export type { Subscription } from "../../bus/message-bus.js";
 export { sleep } from "../../sleep.js";

@@ -1,8 +1,7 @@
 /** The `channels.discord` section. */
 import { z } from "zod";
-import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { groupSettingsShape, limitsSchema } from "../../src/gateway/kit/index.js";
 import { discordQuotas } from "./quotas.js";
-import { groupSettingsShape } from "../../src/gateway/group-settings.js";
 
 const snowflakes = (what: string) =>
   z

@@ -3,9 +3,8 @@
  * usually given as `${VAR}` references or through FEISHU_APP_SECRET.
  */
 import { z } from "zod";
-import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { groupSettingsShape, limitsSchema } from "../../src/gateway/kit/index.js";
 import { feishuQuotas } from "./quotas.js";
-import { groupSettingsShape } from "../../src/gateway/group-settings.js";
 
 const positiveInt = z.number().int().positive();
 

@@ -1,8 +1,7 @@
 /** The `channels.telegram` section. */
 import { z } from "zod";
-import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { groupSettingsShape, limitsSchema } from "../../src/gateway/kit/index.js";
 import { telegramQuotas } from "./quotas.js";
-import { groupSettingsShape } from "../../src/gateway/group-settings.js";
 
 export const TelegramConfigSchema = z
   .strictObject({

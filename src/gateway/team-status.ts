@@ -17,7 +17,7 @@
 import type { Logger } from "pino";
 import { z } from "zod";
 import type { OutboundMessage } from "../bus/message.js";
-import type { MessageBus } from "../bus/message-bus.js";
+import type { GatewayBus } from "../bus/message-bus.js";
 import { ChannelError, errorMessage } from "../errors.js";
 import { sleep } from "../sleep.js";
 import type { ChannelAdapter } from "./channel.js";
@@ -45,7 +45,7 @@ const NoticeSchema = z.object({ workflow: z.object({ run: RunProgressSchema }) }
 
 export interface TeamStatusOptions {
   adapter: Pick<ChannelAdapter, "name" | "send" | "edit" | "capabilities">;
-  bus: Pick<MessageBus, "recordDraftMessage" | "draftMessageOf">;
+  bus: Pick<GatewayBus, "recordDraftMessage" | "draftMessageOf">;
   /** Runs one platform call in the chat's lane, paced like every other send to the chat. */
   inLane: <T>(chatId: string, call: () => Promise<T>) => Promise<T>;
   /**

@@ -179,7 +179,8 @@ describe("a Discord guild channel with two members", () => {
     const shown = [...status.previous, status.content];
     const edits = discord.requests.filter((request) => request.route === "editMessage" && request.path.includes(status.id)).length;
     expect(edits).toBe(status.previous.length);
-    expect(edits).toBeGreaterThanOrEqual(3);
+    // At least the writer starting and the end; the post itself may already show the reader running.
+    expect(edits).toBeGreaterThanOrEqual(2);
     const stateOf = (text: string) => text.split("\n").slice(1).map((line) => line.split(" · ")[0]).join(" | ");
     expect(shown.map(stateOf)).toEqual(expect.arrayContaining(["⏳ running | ⏸ waiting", "✅ done | ⏳ running", "✅ done | ✅ done"]));
     expect(status.content).toMatch(/^Team \[Crew\] · done · \d+ s\n✅ done · Reader \(reader\) · \d+ s\n✅ done · Writer \(writer\) · \d+ s$/);

@@ -53,6 +53,8 @@ beforeAll(async () => {
     LOG_LEVEL: "info",
   });
   await service.waitForLog(/channel connected/, 40_000);
+  // Events go to a live long connection; one pushed before it is up waits for it.
+  await feishu.waitFor(() => feishu.liveConnections > 0, { timeoutMs: 30_000, what: "the app's long connection" });
 }, 90_000);
 
 afterAll(async () => {
@@ -72,7 +74,7 @@ const label = (user: FakeUser) => `[${user.name} (feishu:${user.openId})]`;
 /** A message from `from` in the group, mentioning the bot (or in their p2p chat); resolves once the app acknowledged it (admission is done). */
 async function say(from: FakeUser, text: string, chat: { chatId: string; chatType: "group" | "p2p" } = { chatId: GROUP, chatType: "group" }): Promise<string> {
   const envelope = feishu.event({ ...chat, sender: from, text, mentions: chat.chatType === "group" ? [{ openId: feishu.bot.openId, name: feishu.bot.name }] : [] });
-  const answer = await feishu.push(envelope);
+  const answer = await feishu.push(envelope, { timeoutMs: 20_000 });
   expect(answer.code).toBe(200);
   return envelope.event.message.message_id;
 }
@@ -133,7 +135,8 @@ describe("a Feishu group with two members", () => {
     expect(status).toMatchObject({ replyTo: trigger, msgType: "interactive" });
     const patches = feishu.requests.filter((request) => request.route === "patch" && request.path.includes(status.messageId) && request.code === 0).length;
     expect(patches).toBe(status.history.length - 1);
-    expect(patches).toBeGreaterThanOrEqual(3);
+    // At least the writer starting and the end; the card itself may already show the reader running.
+    expect(patches).toBeGreaterThanOrEqual(2);
     const stateOf = (content: Record<string, unknown>) => textOf(content).split("\n").slice(1).map((line) => line.split(" · ")[0]).join(" | ");
     expect(status.history.map(stateOf)).toEqual(expect.arrayContaining(["⏳ running | ⏸ waiting", "✅ done | ⏳ running", "✅ done | ✅ done"]));
 

@@ -127,10 +127,11 @@ describe("a Telegram group with two members", () => {
     model.open("Writer");
     const result = await botMessage((item) => (item.text ?? "").startsWith("Relayed: [Background event] Team [Crew]"), "the team's result");
     expect(result.replyToMessageId).toBe(trigger);
-    await telegram.waitFor(() => shown(status).startsWith("Team [Crew] · done"), { what: "the settled status message" });
+    // A group's minute budget keeps its room for finals: the last edit may wait for the window to slide.
+    await telegram.waitFor(() => shown(status).startsWith("Team [Crew] · done"), { timeoutMs: 70_000, what: "the settled status message" });
     expect(telegram.sent.filter((item) => item.method === "sendMessage" && isStatus(item))).toHaveLength(1);
     const edits = telegram.sent.filter((item) => item.method === "editMessageText" && item.messageId === status.messageId);
-    expect(edits.length).toBeGreaterThanOrEqual(3);
+    expect(edits.length).toBeGreaterThanOrEqual(2);
     const texts = telegram.sent.filter((item) => item.method === "sendMessage" || item.method === "editMessageText").map((item) => item.text ?? "");
     expect(texts.filter((text) => text.includes("WORKFLOW_EXECUTION_METADATA") || text.includes("<!--") || text.includes("&lt;!--"))).toEqual([]);
   });

@@ -138,6 +138,32 @@ describe("team status message", () => {
     ]);
   });
 
+  it("waits for room in the platform's budgets, then shows the newest state", async () => {
+    const platform = fakePlatform();
+    const asked: string[] = [];
+    let room = false;
+    const waits: number[] = [];
+    const status = createTeamStatus({
+      ...platform,
+      logger,
+      intervalMs: 1_000,
+      now: () => START,
+      sleep: async (ms) => void waits.push(ms),
+      inLane: (_chat, call) => call(),
+      budget: async (call) => {
+        asked.push(call.call);
+        const answer = room;
+        room = true; // the next try finds room
+        return answer;
+      },
+    });
+    status.take(notice(progress(["running"])));
+    await status.idle();
+    expect(asked).toEqual(["send", "send"]);
+    expect(waits).toEqual([1_000]);
+    expect(platform.calls.map((call) => call.op)).toEqual(["send"]);
+  });
+
   it("renders waiting, running and settled agents with their times", () => {
     const text = renderStatus(progress(["pending", "running", "skipped", "upstream-failed", "cancelled"]), START + 65_000);
     expect(text.split("\n")).toEqual([

@@ -262,7 +262,7 @@ describe("sessions", () => {
     // The team run of the runs test told its chat how it ended: a background event, not a user's words.
     await page.goto(`${countbot.base}/#/sessions/${encodeURIComponent("web:runs-chat")}`);
     const event = page.locator(".history .message.event");
-    await event.filter({ hasText: "Team [Relay]" }).waitFor();
+    await event.filter({ hasText: "Team [Relay]" }).first().waitFor();
     expect(await event.locator("p.hint").first().textContent()).toMatch(/^background event · /);
     const shown = await page.getByRole("region", { name: "History" }).textContent();
     expect(shown).not.toContain("WORKFLOW_EXECUTION_METADATA");

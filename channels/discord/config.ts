@@ -1,6 +1,6 @@
 /** The `channels.discord` section. */
 import { z } from "zod";
-import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { groupSettingsShape, limitsSchema } from "../../src/gateway/kit/index.js";
 import { discordQuotas } from "./quotas.js";
 
 const snowflakes = (what: string) =>
@@ -27,6 +27,7 @@ export const DiscordConfigSchema = z.strictObject({
     .enum(["mention", "all", "off"])
     .default("mention")
     .describe("In guild channels and threads: answer only when @mentioned (the bot, or its role) or replied to, always, or never. DMs are always answered."),
+  ...groupSettingsShape,
   threads: z
     .strictObject({
       inheritParent: z

@@ -22,6 +22,7 @@ export function discordPolicy(config: DiscordConfig): AdmissionPolicy {
       ...config.allowRoles.map((id) => `role:${id}`),
     ],
     groupPolicy: config.groupPolicy,
+    groupContext: config.groupContext,
     rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 },
   };
 }
@@ -49,6 +50,7 @@ export const discordChannel = defineChannel({
       adapter,
       policy: discordPolicy(config),
       quotas: withLimits(discordQuotas, config.limits, "channels.discord.limits"),
+      teamProgress: config.teamProgress,
       // The account is named by a hash of the token: the token itself must not become a key.
       account: createHash("sha256").update(config.token).digest("hex").slice(0, 16),
     };

@@ -3,7 +3,7 @@
  * usually given as `${VAR}` references or through FEISHU_APP_SECRET.
  */
 import { z } from "zod";
-import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { groupSettingsShape, limitsSchema } from "../../src/gateway/kit/index.js";
 import { feishuQuotas } from "./quotas.js";
 
 const positiveInt = z.number().int().positive();
@@ -49,6 +49,7 @@ export const FeishuConfigSchema = z.strictObject({
     .enum(["mention", "all", "off"])
     .default("mention")
     .describe("In group chats: answer only when the bot is @mentioned (by its own open_id; @all does not count), always, or never."),
+  ...groupSettingsShape,
   groupSessionScope: z
     .enum(["chat", "thread"])
     .default("chat")

@@ -15,6 +15,9 @@
  * - Errors: both of the SDK's failure shapes (thrown HTTP 400/429, returned `code ≠ 0`) become
  *   ChannelError kinds; rate limits carry `x-ogw-ratelimit-reset` for the dispatcher to wait out.
  * - The SDK's token cache is process-wide unless a client brings its own: each adapter does.
+ * - Senders' names: Feishu's events carry only ids, so in groups the sender's name is asked of the
+ *   contact API (needs the app's contact read permission), cached for an hour, an unknown one for
+ *   ten minutes; a lookup that fails or takes over 1.5 s leaves the name out (the label shows the id).
  *
  * Capabilities: Feishu allows 5 messages a second per chat (and 10 updates a second per streaming
  * card), so `minSendIntervalMs` is 200 and drafts update at most twice a second; the app's budgets
@@ -25,7 +28,7 @@ import { createHash } from "node:crypto";
 import type { Readable } from "node:stream";
 import * as lark from "@larksuiteoapi/node-sdk";
 import type { Logger } from "pino";
-import { type ChannelAdapter, type ChannelCapabilities, type EventSink, ExpiringSet, KeyedLanes, type SendOptions } from "../../src/gateway/kit/index.js";
+import { type ChannelAdapter, type ChannelCapabilities, type EventSink, ExpiringMap, ExpiringSet, KeyedLanes, type SendOptions } from "../../src/gateway/kit/index.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
 import { type MessageBody, fitCards, markdownCard, markdownPost, plainText } from "./cards.js";
 import { MESSAGE_RECEIVED, type MessageEvent, MessageEventSchema } from "./event-schema.js";
@@ -84,6 +87,8 @@ export function uuidOf(idempotencyKey: string, part: number): string {
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** Longest an event waits for its sender's name. */
+const NAME_LOOKUP_MS = 1_500;
 
 export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapter {
   const { appId, appSecret, logger } = options;
@@ -139,12 +144,41 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
   const inFlight = new Set<Promise<void>>();
   const chats = new KeyedLanes();
 
+  /** Display names by open_id, and the ids the contact API had no name for (asked again sooner). */
+  const names = new ExpiringMap<string>(60 * 60 * 1000, now, 10_000);
+  const nameless = new ExpiringSet(10 * 60 * 1000, now);
+  async function senderName(openId: string): Promise<string | undefined> {
+    if (!openId.startsWith("ou_") || nameless.has(openId)) return undefined;
+    const known = names.get(openId);
+    if (known) return known;
+    const lookup = call("contact.user.get", () =>
+      client.request<{ code: number; msg: string; data?: { user?: { name?: string } } }>({ method: "GET", url: `/open-apis/contact/v3/users/${encodeURIComponent(openId)}`, params: { user_id_type: "open_id" } }),
+    ).then(
+      (answer) => answer.data?.user?.name?.trim() ?? "",
+      (error: unknown) => {
+        logger.debug({ channel: "feishu", error: errorMessage(error) }, "feishu sender name lookup failed");
+        return "";
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), NAME_LOOKUP_MS)));
+    const name = await Promise.race([lookup, timeout]).finally(() => clearTimeout(timer));
+    if (name === undefined) return undefined; // slow: not remembered, asked again next time
+    if (name === "") nameless.add(openId);
+    else names.set(openId, name);
+    return name || undefined;
+  }
+
   async function handOn(event: MessageEvent, signal: AbortSignal): Promise<void> {
     const platformEvent = await toPlatformEvent(
       event,
       { bot: identity, scope: options.groupSessionScope, download: downloader.download, sentByBot: (id) => sentByBot.has(id), now },
       signal,
     );
+    if (platformEvent.chatType !== "private" && !platformEvent.senderIsBot) {
+      const name = await senderName(platformEvent.senderId);
+      if (name) platformEvent.senderName = name;
+    }
     if (signal.aborted || !sink) return;
     const outcome = await sink(platformEvent);
     logger.debug({ channel: "feishu", chatId: platformEvent.chatId, messageId: event.message.message_id, eventId: event.event_id, outcome }, "feishu event handled");

@@ -54,6 +54,7 @@ export const feishuChannel = defineChannel({
       adapter,
       policy: feishuPolicy(config),
       quotas: withLimits(feishuQuotas, config.limits, "channels.feishu.limits"),
+      teamProgress: config.teamProgress,
       ...(config.mode === "webhook" ? { webhook: { path: config.webhook.path, handle: adapter.webhook } } : {}),
       account: createHash("sha256").update(appId).digest("hex").slice(0, 16),
       // The same message always makes the same inbound id, so its reply's ids (and uuids) repeat too.
@@ -65,5 +66,5 @@ export const feishuChannel = defineChannel({
 });
 
 function feishuPolicy(config: FeishuConfig): AdmissionPolicy {
-  return { allowFrom: [...config.allowFrom, ...config.allowChats], groupPolicy: config.groupPolicy, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } };
+  return { allowFrom: [...config.allowFrom, ...config.allowChats], groupPolicy: config.groupPolicy, groupContext: config.groupContext, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } };
 }

@@ -1,6 +1,6 @@
 /** The `channels.telegram` section. */
 import { z } from "zod";
-import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { groupSettingsShape, limitsSchema } from "../../src/gateway/kit/index.js";
 import { telegramQuotas } from "./quotas.js";
 
 export const TelegramConfigSchema = z
@@ -10,6 +10,7 @@ export const TelegramConfigSchema = z
     apiRoot: z.url().optional().describe("Bot API root, for self-hosted Bot API servers and tests."),
     allowFrom: z.array(z.string()).default([]).describe("User ids and chat ids allowed to talk to the bot. Empty denies everyone."),
     groupPolicy: z.enum(["mention", "all", "off"]).default("mention").describe("In groups: answer only when mentioned or replied to, always, or never."),
+    ...groupSettingsShape,
     mode: z.enum(["polling", "webhook"]).default("polling").describe("`polling`: long-poll getUpdates; `webhook`: Telegram posts updates to `webhook.url`."),
     webhook: z
       .strictObject({

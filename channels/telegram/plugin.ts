@@ -32,6 +32,7 @@ export const telegramChannel = defineChannel({
       adapter,
       policy: telegramPolicy(config),
       quotas: withLimits(telegramQuotas, config.limits, "channels.telegram.limits"),
+      teamProgress: config.teamProgress,
       // The account is named by a hash of the token: the token itself must not become a key.
       account: createHash("sha256").update(config.token).digest("hex").slice(0, 16),
       webhook: webhook && { path: webhook.path, handle: ({ headers, rawBody }) => adapter.handleWebhook(headers, rawBody).then(({ status, error }) => ({ status, body: error ? { error } : { ok: true } })) },
@@ -40,5 +41,5 @@ export const telegramChannel = defineChannel({
 });
 
 function telegramPolicy(config: TelegramConfig): AdmissionPolicy {
-  return { allowFrom: config.allowFrom, groupPolicy: config.groupPolicy, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } };
+  return { allowFrom: config.allowFrom, groupPolicy: config.groupPolicy, groupContext: config.groupContext, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } };
 }

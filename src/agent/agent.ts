@@ -15,6 +15,7 @@ import type { ToolHistory } from "../tools/tool-history.js";
 import type { ContextBuilder } from "./context-builder.js";
 import type { MemoryStore } from "./memory.js";
 import { leavesNoTrace } from "./cancellation.js";
+import type { GroupSetting, Speaker } from "./speakers.js";
 import { compactHistory } from "./summarizer.js";
 import { type TurnListener, type TurnResult, runReactLoop } from "./react-loop.js";
 
@@ -43,6 +44,12 @@ export interface TurnInput {
   chatId: string;
   content: string;
   media?: Media[];
+  /** The people speaking in this turn: their person memory is shown, and the memory tool may write it. */
+  speakers?: Speaker[];
+  /** The multi-person chat the turn comes from (the system prompt's group section); absent in private chats. */
+  group?: GroupSetting;
+  /** Every message of the turn is a background event: the history keeps it as an `event`, not as something a user said. */
+  background?: boolean;
   /** Inbound ids this turn answers; recorded in the history so a re-run can be recognized. */
   messageIds: string[];
   signal?: AbortSignal;
@@ -86,7 +93,7 @@ export class Agent {
     const { history } = snapshot ?? (await this.dependencies.store.sessions.load(sessionKey));
     for (let index = history.length - 1; index >= 0; index -= 1) {
       const entry = history[index]!;
-      if (entry.role === "user" && isPrefix(entry.messageIds, messageIds)) {
+      if (entry.role !== "assistant" && isPrefix(entry.messageIds, messageIds)) {
         const answer = history[index + 1];
         if (answer?.role !== "assistant") return undefined;
         return { reply: answer.content, count: entry.messageIds!.length, ...(answer.usage ? { usage: answer.usage } : {}) };
@@ -143,7 +150,13 @@ export class Agent {
     if (!input.fence) await input.assertOwnership?.();
     const at = this.now();
     const entries: HistoryEntry[] = [
-      { role: "user", content: keptUserTurn(input, result), at, messageIds: input.messageIds },
+      {
+        role: input.background ? "event" : "user",
+        content: keptUserTurn(input, result),
+        at,
+        messageIds: input.messageIds,
+        ...(input.speakers && input.speakers.length > 0 ? { speakers: input.speakers.map((speaker) => speaker.id) } : {}),
+      },
       { role: "assistant", content: result.reply, at, model: result.model, usage: { ...result.usage } },
     ];
     await store.sessions.append(input.sessionKey, [...inherited, ...entries], input.fence);
@@ -165,7 +178,7 @@ export class Agent {
   private async parentTail(channel: string, parentChatId: string, entries: number): Promise<HistoryEntry[]> {
     const { history } = await this.dependencies.store.sessions.load(sessionKeyOf({ channel, chatId: parentChatId }));
     const tail = history.slice(-entries);
-    const start = tail.findIndex((entry) => entry.role === "user");
+    const start = tail.findIndex((entry) => entry.role !== "assistant");
     return start === -1 ? [] : tail.slice(start).map(({ messageIds: _ids, ...entry }) => entry);
   }
 
@@ -178,6 +191,8 @@ export class Agent {
       history,
       content: input.content,
       media: input.media,
+      ...(input.group ? { group: input.group } : {}),
+      speakers: input.speakers ?? [],
     });
     return runReactLoop({
       model: this.dependencies.model,
@@ -195,6 +210,7 @@ export class Agent {
         workspace: this.dependencies.workspace,
         restrictToWorkspace: this.dependencies.restrictToWorkspace,
         send: input.send,
+        speakers: (input.speakers ?? []).map((speaker) => speaker.id),
       },
       signal: input.signal,
       listener: this.recordingListener(input),

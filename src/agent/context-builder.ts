@@ -1,7 +1,11 @@
 /**
  * Builds what the model sees for a turn: the system prompt (identity, tool principles, memory,
- * safety, always-on skills, skill summaries), the history, and the new user content with images
- * as multimodal parts.
+ * safety, always-on skills, skill summaries; then, per turn, the group section and the memory of
+ * the people speaking), the history, and the new user content with images as multimodal parts.
+ *
+ * The group section and person memory come last, after everything that is the same for every
+ * chat: the group section is the same bytes for every turn of one chat, person memory changes
+ * with who speaks.
  */
 import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
@@ -11,7 +15,9 @@ import { ToolError } from "../errors.js";
 import type { ChatMessage, ImageContentPart, TextContentPart, UserContent } from "../providers/chat-model.js";
 import type { HistoryEntry } from "../store/store.js";
 import type { MemoryStore } from "./memory.js";
-import { identitySection, memorySection, safetySection, toolPrinciplesSection } from "./prompts.js";
+import type { PersonMemory } from "./person-memory.js";
+import { groupSection, identitySection, memorySection, personMemorySection, safetySection, toolPrinciplesSection } from "./prompts.js";
+import { type GroupSetting, type Speaker, speakerLabel } from "./speakers.js";
 import { formatSkillsForPrompt, loadSkills } from "./skills.js";
 
 const MAX_IMAGE_BYTES = 10 * 1024 * 1024;
@@ -22,9 +28,21 @@ export interface ContextBuilderOptions {
   workspace: string;
   persona: PersonaConfig;
   memory: MemoryStore;
+  /** What people told about themselves; shown for the people speaking in a turn. Absent: no person memory. */
+  people?: PersonMemory;
   now?: () => number;
   /** Called with skills that failed to load, so they can be logged. */
   onSkillError?: (error: { path: string; message: string }) => void;
+}
+
+/** What the system prompt depends on besides the workspace: the session, and who is talking where. */
+export interface SystemPromptContext {
+  sessionKey: string;
+  channel: string;
+  /** The multi-person chat the turn comes from; absent in private chats. */
+  group?: GroupSetting;
+  /** The people speaking in this turn (their person memory is shown); none for background events. */
+  speakers?: Speaker[];
 }
 
 export class ContextBuilder {
@@ -40,7 +58,7 @@ export class ContextBuilder {
     this.now = options.now ?? Date.now;
   }
 
-  async buildSystemPrompt(context: { sessionKey: string; channel: string }): Promise<string> {
+  async buildSystemPrompt(context: SystemPromptContext): Promise<string> {
     const { workspace, persona, memory } = this.options;
     // A memory file the wall refuses (a link out of the workspace) must not fail every turn of the chat.
     const memoryText = truncate(
@@ -62,19 +80,37 @@ export class ContextBuilder {
     if (skills.summary.trim()) {
       sections.push(`# Available skills\nRead a skill's SKILL.md with read_file before using it.\n${skills.summary.trim()}`);
     }
+    if (context.group) sections.push(groupSection(context.group, persona.name));
+    const people = await this.personMemories(context.speakers ?? []);
+    if (people) sections.push(people);
     return sections.join("\n\n");
   }
 
-  async buildMessages(input: {
-    sessionKey: string;
-    channel: string;
+  /** The memory of each person speaking in the turn, and nobody else's. */
+  private async personMemories(speakers: Speaker[]): Promise<string | undefined> {
+    const { people } = this.options;
+    if (!people || speakers.length === 0) return undefined;
+    const entries = await Promise.all(
+      speakers.map(async (speaker) => {
+        const key = people.keyOf(speaker.id);
+        const memory = await people.store.read(key).catch((error: unknown) => {
+          if (error instanceof ToolError) return `[this memory cannot be read: ${error.message}]`;
+          throw error;
+        });
+        return { label: speakerLabel(speaker), location: people.store.location(key), memory: truncate(memory, MAX_MEMORY_CHARS / 2) };
+      }),
+    );
+    return personMemorySection(entries);
+  }
+
+  async buildMessages(input: SystemPromptContext & {
     history: HistoryEntry[];
     content: string;
     media?: Media[];
   }): Promise<ChatMessage[]> {
     const system = await this.buildSystemPrompt(input);
     const history: ChatMessage[] = input.history.map((entry) =>
-      entry.role === "user" ? { role: "user", content: entry.content } : { role: "assistant", content: entry.content },
+      entry.role === "assistant" ? { role: "assistant", content: entry.content } : { role: "user", content: entry.content },
     );
     return [{ role: "system", content: system }, ...history, { role: "user", content: await this.userContent(input.content, input.media ?? []) }];
   }

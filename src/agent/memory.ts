@@ -7,6 +7,8 @@
  *   the workspace, so the user can read and fix them with an editor.
  *   - global scope: every session shares `<workspace>/memory/MEMORY.md`.
  *   - chat scope: each session has `<workspace>/memory/chats/<safe name>/MEMORY.md`.
+ *   - person scope: keyed by a person (`discord:123`, or the name config links their identities
+ *     under, see ./person-memory.ts), not a session: `<workspace>/memory/people/<safe name>/MEMORY.md`.
  * - Redis (./redis-memory.ts, gateways and workers): the same text under the deployment's prefix,
  *   so a chat's memory follows it to whichever worker serves it; `countbot memory export|import`
  *   turns it into a Markdown file and back.
@@ -22,7 +24,8 @@ import { sleep } from "../sleep.js";
 import { createKeyedQueue, safeFileName } from "../store/file-io.js";
 import { type WorkspaceGuard, isMissing, readResolvedFile, renameInDirectory, writeResolvedFile } from "../tools/workspace-files.js";
 
-export type MemoryScope = "chat" | "global";
+/** `chat` and `global` are the deployment's choice for chats (`memory.scope`); `person` is the third store, beside it. */
+export type MemoryScope = "chat" | "global" | "person";
 
 /** One line that matched a search. */
 export interface MemoryMatch {
@@ -82,7 +85,8 @@ export const DEFAULT_MEMORY_MAX_BYTES = 64 * 1024;
 
 /** The memory's path relative to the workspace, with `/` separators: the file store's file, the Redis store's name. */
 export function memoryPathOf(scope: MemoryScope, sessionKey: string): string {
-  return scope === "global" ? "memory/MEMORY.md" : `memory/chats/${safeFileName(sessionKey)}/MEMORY.md`;
+  if (scope === "global") return "memory/MEMORY.md";
+  return `memory/${scope === "person" ? "people" : "chats"}/${safeFileName(sessionKey)}/MEMORY.md`;
 }
 
 /** `current` with `text` added as a section dated `time`, as both stores append it. */

@@ -7,6 +7,7 @@
  * Layout, under the deployment's hash tag:
  * - `{p}:memory:global:current` STRING the global memory
  * - `{p}:memory:chat:<sessionKey>:current` STRING a chat's memory (chat scope)
+ * - `{p}:memory:person:<personKey>:current` STRING a person's memory (person scope)
  * - `…:archive:<ms>` STRING what `archive` moved aside at that time, beside the memory's key
  *
  * The session key is the last free-form part before a fixed suffix (`:current`, `:archive:<digits>`),
@@ -49,7 +50,7 @@ export function redisMemoryKeys(prefix: string, scope: MemoryStoreOptions["scope
   const tag = hashTag(prefix);
   const base = (sessionKey: string) => {
     if (sessionKey.length === 0) throw new Error("a session key must not be empty");
-    return scope === "global" ? `${tag}:memory:global` : `${tag}:memory:chat:${sessionKey}`;
+    return scope === "global" ? `${tag}:memory:global` : `${tag}:memory:${scope}:${sessionKey}`;
   };
   return {
     current: (sessionKey) => `${base(sessionKey)}:current`,

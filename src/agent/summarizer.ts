@@ -32,7 +32,7 @@ export async function compactHistory(options: CompactOptions): Promise<HistoryEn
   // Halve the window so summarizing happens every maxHistory/2 messages, not on every turn.
   let cut = history.length - Math.max(1, Math.floor(maxHistory / 2));
   // Start the kept part at a user message so the model never sees an answer without its question.
-  while (cut < history.length && history[cut]!.role !== "user") cut += 1;
+  while (cut < history.length && history[cut]!.role === "assistant") cut += 1;
   const overflow = history.slice(0, cut);
   const keep = history.slice(cut);
   if (overflow.length === 0) return history;
@@ -96,7 +96,9 @@ async function askModel(options: CompactOptions, entries: HistoryEntry[]): Promi
 
 /** A summary without the model: the start of each user message. */
 function extract(entries: HistoryEntry[]): string {
-  const lines = entries.filter((entry) => entry.role === "user").map((entry) => `- user said: ${entry.content.replace(/\s+/g, " ").slice(0, 200)}`);
+  const lines = entries
+    .filter((entry) => entry.role !== "assistant")
+    .map((entry) => `- ${entry.role === "event" ? "background event" : "user said"}: ${entry.content.replace(/\s+/g, " ").slice(0, 200)}`);
   return ["(automatic extract; the model could not summarize)", ...lines].join("\n");
 }
 

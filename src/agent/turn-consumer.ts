@@ -18,6 +18,9 @@ import { lazyChild } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { Usage } from "../providers/chat-model.js";
 import type { SessionSnapshot } from "../store/store.js";
+import { combineContent, groupSettingOf, speakersOf } from "./speakers.js";
+
+export { combineContent } from "./speakers.js";
 
 /** Most sessions one claim takes. */
 const CLAIM_BATCH = 64;
@@ -190,7 +193,7 @@ export class TurnConsumer {
       // The reply and the ack in one step: a turn's end is one round trip.
       let sent: OutboundMessage | undefined;
       if (this.options.replyFilter?.(batch.messages, reply) ?? true) {
-        const final = finalMessage(first, reply);
+        const final = finalMessage(batch.messages, reply);
         if (usage) final.metadata.usage = { ...usage };
         sent = answering(final, batch.messages);
       }
@@ -203,7 +206,7 @@ export class TurnConsumer {
       }
       log.error({ err: error }, "turn failed");
       // Nothing accepted is dropped silently: the user hears about the failure.
-      const apology = finalMessage(first, `Sorry, something went wrong on my side: ${errorMessage(error)}`);
+      const apology = finalMessage(batch.messages, `Sorry, something went wrong on my side: ${errorMessage(error)}`);
       await bus.ack(claim, batch.messages.length, answering(apology, batch.messages));
       done("failed");
     } finally {
@@ -216,7 +219,7 @@ export class TurnConsumer {
     const { bus } = this.options;
     const reason = `its turn was interrupted ${claim.attempt - 1} times (worker crash or lost lease)`;
     log.error({ attempt: claim.attempt }, `dead-lettering messages: ${reason}`);
-    const notice = finalMessage(messages[0]!, "Sorry, I could not process that message: it failed repeatedly. Please try again or rephrase it.");
+    const notice = finalMessage(messages, "Sorry, I could not process that message: it failed repeatedly. Please try again or rephrase it.");
     await bus.publishOutbound(answering(notice, messages), claim);
     await bus.deadLetter(claim, reason, messages.length);
   }
@@ -246,7 +249,7 @@ export class TurnConsumer {
     const replyId = outboundId(first, 0);
     let sequence = 0;
     const drafts = new DraftThrottle(this.options.draftIntervalMs ?? 150, (text) =>
-      bus.publishDraft({ replyId, channel: target.channel, chatId: target.chatId, text, replyTo: platformMessageId(first), ...(first.chatType ? { chatType: first.chatType } : {}) }),
+      bus.publishDraft({ replyId, channel: target.channel, chatId: target.chatId, text, ...optional("replyTo", replyToOf(messages)), ...(first.chatType ? { chatType: first.chatType } : {}) }),
     );
     const listener = async (event: TurnEvent) => {
       if (event.type === "delta") drafts.append(event.text);
@@ -256,7 +259,7 @@ export class TurnConsumer {
         sequence += 1;
         await bus.publishOutbound(
           {
-            ...finalMessage(first, toolNotice(event.call.name, event.call.arguments)),
+            ...finalMessage(messages, toolNotice(event.call.name, event.call.arguments)),
             id: outboundId(first, sequence),
             kind: "notice",
             metadata: { tool: event.call.name },
@@ -272,6 +275,9 @@ export class TurnConsumer {
         chatId: target.chatId,
         content: combineContent(messages),
         media: messages.flatMap((message) => message.media),
+        speakers: speakersOf(messages),
+        ...optional("group", groupSettingOf(messages)),
+        background: messages.every((message) => message.channel === SYSTEM_CHANNEL),
         messageIds,
         signal,
         listener,
@@ -280,7 +286,7 @@ export class TurnConsumer {
         ...parentChatOf(messages),
         send: async (content, media = []) => {
           sequence += 1;
-          await bus.publishOutbound({ ...finalMessage(first, content), id: outboundId(first, sequence), media }, claim);
+          await bus.publishOutbound({ ...finalMessage(messages, content), id: outboundId(first, sequence), media }, claim);
         },
       });
       return { reply: result.reply, usage: result.usage };
@@ -308,18 +314,6 @@ function wantsOwnTurn(message: InboundMessage): boolean {
   return message.metadata.ownTurn === true;
 }
 
-/** One user turn from a burst: texts in order; senders named when several people spoke. */
-export function combineContent(messages: InboundMessage[]): string {
-  const senders = new Set(messages.filter((message) => message.channel !== SYSTEM_CHANNEL).map((message) => message.senderId));
-  return messages
-    .map((message) => {
-      if (message.channel === SYSTEM_CHANNEL) return `[Background event] ${message.content}`;
-      if (senders.size > 1) return `[${String(message.metadata.senderName ?? message.senderId)}] ${message.content}`;
-      return message.content;
-    })
-    .join("\n\n");
-}
-
 export function outboundId(first: InboundMessage, sequence: number): string {
   return `${first.id}:${sequence}`;
 }
@@ -329,9 +323,23 @@ function platformMessageId(message: InboundMessage): string | undefined {
   return typeof value === "string" || typeof value === "number" ? String(value) : undefined;
 }
 
-function finalMessage(first: InboundMessage, content: string): OutboundMessage {
+/**
+ * The platform message a turn's reply threads to: the last of its messages that has one. A burst
+ * from several people is answered once, under the newest question (the reply names each asker); a
+ * background event carries its trigger's (a team run's result threads to the message that started it).
+ */
+function replyToOf(messages: InboundMessage[]): string | undefined {
+  for (let index = messages.length - 1; index >= 0; index -= 1) {
+    const id = platformMessageId(messages[index]!);
+    if (id !== undefined) return id;
+  }
+  return undefined;
+}
+
+function finalMessage(messages: InboundMessage[], content: string): OutboundMessage {
+  const first = messages[0]!;
   const target = replyTarget(first);
-  const replyTo = platformMessageId(first);
+  const replyTo = replyToOf(messages);
   return {
     id: outboundId(first, 0),
     channel: target.channel,
@@ -424,4 +432,9 @@ const UNWATCHED_RECHECK_MS = 2_000;
 function parentChatOf(messages: InboundMessage[]): { parentChatId?: string } {
   const parent = messages.find((message) => typeof message.metadata.parentChatId === "string")?.metadata.parentChatId;
   return typeof parent === "string" && parent !== "" ? { parentChatId: parent } : {};
+}
+
+/** `{ [key]: value }`, or nothing when the value is undefined (optional properties stay absent). */
+function optional<Key extends string, Value>(key: Key, value: Value | undefined): { [K in Key]?: Value } {
+  return (value === undefined ? {} : { [key]: value }) as { [K in Key]?: Value };
 }

@@ -4,19 +4,24 @@
  *
  *   GET /api/sessions?channel=&limit=        newest activity first: `{ key, channel, chatId, createdAt, updatedAt, generation }`
  *   GET /api/sessions/:sessionKey             the session with its current history (an unknown key: an empty one)
- *   GET /api/sessions/:sessionKey/memory      `{ key, scope, location, content }`; in global scope every key names the one memory
+ *   GET /api/sessions/:sessionKey/memory      `{ key, scope, location, content, people }`; in global scope every key names the one
+ *                                             memory; `people`: the person memory of everyone who spoke in the history,
+ *                                             `{ person, location, content }` each (`person` as their label shows it, `discord:123`)
  *
  * Register it inside the scope that checks the bearer token: histories are what users said.
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { MemoryStore } from "../agent/memory.js";
+import type { PersonMemory } from "../agent/person-memory.js";
 import { parseRequest } from "../gateway/http-request.js";
 import type { SessionMeta, SessionStore } from "../store/store.js";
 
 export interface SessionRoutesOptions {
   sessions: Pick<SessionStore, "list" | "load">;
   memory: Pick<MemoryStore, "scope" | "location" | "read">;
+  /** Person memory; absent, `people` is always empty. */
+  people?: PersonMemory;
 }
 
 const emptyAsMissing = (value: unknown) => (value === "" ? undefined : value);
@@ -84,6 +89,17 @@ export function registerSessionRoutes(scope: FastifyInstance, options: SessionRo
 
   scope.get("/api/sessions/:sessionKey/memory", async (request) => {
     const { sessionKey } = parseRequest(SessionParamsSchema, request.params, "params");
-    return { key: sessionKey, scope: memory.scope, location: memory.location(sessionKey), content: await memory.read(sessionKey) };
+    const { history } = await sessions.load(sessionKey);
+    const speakers = [...new Set(history.flatMap((entry) => entry.speakers ?? []))];
+    const people = options.people;
+    const personal = people
+      ? await Promise.all(
+          speakers.map(async (person) => {
+            const key = people.keyOf(person);
+            return { person, location: people.store.location(key), content: await people.store.read(key) };
+          }),
+        )
+      : [];
+    return { key: sessionKey, scope: memory.scope, location: memory.location(sessionKey), content: await memory.read(sessionKey), people: personal };
   });
 }

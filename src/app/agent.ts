@@ -10,6 +10,7 @@ import { Agent } from "../agent/agent.js";
 import { ContextBuilder } from "../agent/context-builder.js";
 import { type MemoryStore, createFileMemoryStore } from "../agent/memory.js";
 import { createMemoryTool } from "../agent/memory-tool.js";
+import { type PersonMemory, createPersonMemory } from "../agent/person-memory.js";
 import { TurnConsumer } from "../agent/turn-consumer.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import { collectSecrets } from "../config/mask.js";
@@ -61,6 +62,8 @@ export interface RuntimeOverrides {
   store?: Store;
   /** Long-term memory; default: `MEMORY.md` files in the workspace. */
   memory?: MemoryStore;
+  /** Person memory (scope `person`); default: `MEMORY.md` files under the workspace's memory/people. */
+  people?: MemoryStore;
   /** The audit log (when `tools.audit.enabled`); default: the rotated file under the data directory. */
   audit?: (options: AuditLineOptions) => AuditLog;
   /** Where tool calls are recorded per session; default: JSONL files under the data directory. */
@@ -101,9 +104,12 @@ function mcpSources(mcp: McpServers, audience: Parameters<McpServers["toolSource
 }
 
 /** The tools the main agent gets, as the config allows them: the built-in set plus its own, and every MCP server's. */
-export function createTools(config: ResolvedConfig, dependencies: { memory: MemoryStore; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics; mcp?: McpServers }): ToolRegistry {
+export function createTools(
+  config: ResolvedConfig,
+  dependencies: { memory: MemoryStore; people?: PersonMemory; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics; mcp?: McpServers },
+): ToolRegistry {
   const { bus, jobs } = dependencies;
-  const extra: Tool[] = [createMemoryTool(dependencies.memory)];
+  const extra: Tool[] = [createMemoryTool(dependencies.memory, dependencies.people)];
   if (jobs) extra.push(createSpawnTool(jobs.subagents), createCronTool(jobs.scheduler), createWorkflowRunTool({ catalog: jobs.teams, engine: jobs.workflows }));
   extra.push(
     createMessageTool({
@@ -127,8 +133,9 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   const workspace = await realpath(config.workspace);
   const store = overrides.store ?? createFileStore({ dataDir: config.dataDir, now: overrides.now });
   const memory = overrides.memory ?? createFileMemoryStore({ workspace, scope: config.memory.scope, now: overrides.now });
+  const people = createPersonMemory(overrides.people ?? createFileMemoryStore({ workspace, scope: "person", now: overrides.now }), config.memory.identities);
   const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
-  const tools = createTools(config, { memory, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics, mcp });
+  const tools = createTools(config, { memory, people, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics, mcp });
   const sandbox = await checkExecSandbox(config, workspace, logger);
   const secrets = collectSecrets(config);
   const auditOptions: AuditLineOptions = { secrets, now: overrides.now, onError: (error) => logger.warn({ err: error }, "audit log write failed") };
@@ -140,6 +147,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     workspace,
     persona: config.agent.persona,
     memory,
+    people,
     now: overrides.now,
     onSkillError: (error) => logger.warn(error, "a skill failed to load"),
   });
@@ -230,6 +238,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     model,
     store: infrastructure.store,
     memory,
+    people: infrastructure.memory({ workspace, scope: "person" }),
     toolHistory: (secrets) => infrastructure.toolHistory({ secrets }),
     audit: (options) => infrastructure.auditLog(options),
     bus: infrastructure.bus,

@@ -4,6 +4,7 @@
  * agent teams and their runs, sessions, operations, tool history, the OpenAI-compatible endpoint
  * (`/v1/`), and the web console at `/`.
  */
+import { createPersonMemory } from "../agent/person-memory.js";
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -146,6 +147,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     ? createOpenAiEndpoint({ bus, teams: options.teams, workflows: options.workflows, config: config.api.openai, logger, now: options.now })
     : undefined;
   const memory = infrastructure.memory({ workspace: config.workspace, scope: config.memory.scope });
+  const people = createPersonMemory(infrastructure.memory({ workspace: config.workspace, scope: "person" }), config.memory.identities);
   const api = createApiServer({
     bus,
     config: { ...config.api, token: options.apiToken?.token ?? config.api.token },
@@ -163,7 +165,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         registerTeamRoutes(scope, { teams: options.teams, now: options.now, endpointIssue: (team) => teamEndpointIssue(config, team) });
         registerWorkflowRunRoutes(scope, { workflows: options.workflows, teams: options.teams });
         registerToolHistoryRoutes(scope, toolHistory);
-        registerSessionRoutes(scope, { sessions: store.sessions, memory });
+        registerSessionRoutes(scope, { sessions: store.sessions, memory, people });
         registerOperationRoutes(scope, {
           kind: infrastructure.kind,
           bus,

@@ -17,6 +17,22 @@ export type Media = z.infer<typeof MediaSchema>;
 export const ChatTypeSchema = z.enum(["private", "group", "thread"]);
 export type ChatType = z.infer<typeof ChatTypeSchema>;
 
+/**
+ * A message from a multi-person chat (a group, a guild channel, a thread), as the gateway saw it:
+ * built from the platform's own fields, never from the message text, so a member cannot speak as
+ * another. Set when the channel's `groupContext` is `labelled` (the default); absent in private
+ * chats. The agent labels the message with its speaker and describes the group in its prompt.
+ */
+export const GroupContextSchema = z.strictObject({
+  /** The sender's display name as the platform gave it; absent when the platform gives none (Feishu). */
+  senderName: z.string().optional(),
+  /** The bot's own handle on the platform (without `@`), when the adapter knows it. */
+  botHandle: z.string().optional(),
+  /** How the bot is addressed there: `mention` (an @mention or a reply to it) or `all` (every message). */
+  addressing: z.enum(["mention", "all"]),
+});
+export type GroupContext = z.infer<typeof GroupContextSchema>;
+
 export const InboundMessageSchema = z.strictObject({
   id: z.string().min(1),
   channel: z.string().min(1).regex(/^[\w-]+$/, "letters, digits, _ and - only"),
@@ -31,6 +47,7 @@ export const InboundMessageSchema = z.strictObject({
   chatType: ChatTypeSchema.optional(),
   /** The chat command this message is (`/new`, `/status`), parsed once at admission from the platform's text. */
   command: ChatCommandSchema.optional(),
+  group: GroupContextSchema.optional(),
   metadata: z.record(z.string(), z.unknown()).default({}),
 });
 export type InboundMessage = z.infer<typeof InboundMessageSchema>;

@@ -210,24 +210,28 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .description("stop a run (through the running process's API)")
     .argument("<id>", "the run's id")
     .action((id: string) => run(runRunsCommand(["cancel", id], context())));
-  const memory = program.command("memory").description("a chat's long-term memory as Markdown: show, export, import");
+  const memory = program.command("memory").description("a chat's (or, with --person, a person's) long-term memory as Markdown: show, export, import");
+  const personOption = "the argument names a person (channel:sender_id, or a name memory.identities links accounts under): their person memory";
   memory
     .command("show")
     .description("print a chat's memory and where it is kept")
-    .argument("<session>", "the session key (channel:chat_id)")
-    .action((session: string) => run(runMemoryCommand({ action: "show", session }, context())));
+    .argument("<session>", "the session key (channel:chat_id); with --person, the person")
+    .option("-p, --person", personOption)
+    .action((session: string, options: { person?: boolean }) => run(runMemoryCommand({ action: "show", session, person: options.person === true }, context())));
   memory
     .command("export")
     .description("write a chat's memory as Markdown to stdout or a file")
-    .argument("<session>", "the session key (channel:chat_id)")
+    .argument("<session>", "the session key (channel:chat_id); with --person, the person")
     .option("-o, --output <file>", "write it to this file instead of stdout")
-    .action((session: string, options: { output?: string }) => run(runMemoryCommand({ action: "export", session, output: options.output }, context())));
+    .option("-p, --person", personOption)
+    .action((session: string, options: { output?: string; person?: boolean }) => run(runMemoryCommand({ action: "export", session, output: options.output, person: options.person === true }, context())));
   memory
     .command("import")
     .description("replace a chat's memory with a Markdown file")
-    .argument("<session>", "the session key (channel:chat_id)")
+    .argument("<session>", "the session key (channel:chat_id); with --person, the person")
     .argument("<file>", "the Markdown file (- for stdin)")
-    .action((session: string, file: string) => run(runMemoryCommand({ action: "import", session, input: file }, context())));
+    .option("-p, --person", personOption)
+    .action((session: string, file: string, options: { person?: boolean }) => run(runMemoryCommand({ action: "import", session, input: file, person: options.person === true }, context())));
 
   const mcp = program.command("mcp").description("the configured MCP servers: list them, probe one");
   mcp

@@ -6,17 +6,25 @@
  *   countbot memory show SESSION                 print it, with where it is kept
  *   countbot memory export SESSION [-o FILE]     the Markdown, to stdout or FILE
  *   countbot memory import SESSION FILE          replace it with FILE's Markdown (`-`: stdin)
+ *
+ * With `--person`, SESSION names a person instead (`discord:123`, or a name `memory.identities`
+ * links accounts under; an account linked to a name is that name's memory): their person memory.
  */
 import { readFile } from "node:fs/promises";
 import { createInfrastructure } from "../app/infrastructure.js";
 import type { MemoryStore } from "../agent/memory.js";
+import { createPersonMemory } from "../agent/person-memory.js";
 import { ConfigError, ToolError, errorMessage } from "../errors.js";
 import { writeFileAtomic } from "../store/file-io.js";
 import { type CliContext, loadCliConfig } from "./setup.js";
 
-const usage = "usage: countbot memory show SESSION | export SESSION [-o FILE] | import SESSION FILE";
+const usage = "usage: countbot memory show SESSION | export SESSION [-o FILE] | import SESSION FILE (each with --person PERSON instead of SESSION)";
 
-export type MemoryCommand = { action: "show"; session: string } | { action: "export"; session: string; output?: string } | { action: "import"; session: string; input: string };
+export type MemoryCommand = ({ action: "show" } | { action: "export"; output?: string } | { action: "import"; input: string }) & {
+  session: string;
+  /** `session` names a person: their person memory. */
+  person?: boolean;
+};
 
 /** A failure the operator can act on: one line on stderr, exit 1. */
 class MemoryCommandError extends Error {
@@ -24,15 +32,25 @@ class MemoryCommandError extends Error {
 }
 
 export async function runMemoryCommand(command: MemoryCommand, context: CliContext = {}): Promise<number> {
-  // `telegram:42`, `web:abc`: a bare chat id is the usual mistake.
-  if (!/^[^:\s]+:\S+$/.test(command.session)) {
+  if (command.person !== true && !/^[^:\s]+:\S+$/.test(command.session)) {
     throw new ConfigError(`SESSION is a session key \`channel:chat_id\` (e.g. telegram:42), got "${command.session}"; ${usage}`);
   }
   const { config, logger } = loadCliConfig(context);
+  const linkedName = command.person === true && Object.hasOwn(config.memory.identities, command.session);
+  // `telegram:42`, `web:abc`: a bare chat id is the usual mistake.
+  if (command.person === true && !linkedName && !/^[^:\s]+:\S+$/.test(command.session)) {
+    const names = Object.keys(config.memory.identities);
+    throw new ConfigError(`with --person, the argument is an account \`channel:sender_id\` (e.g. discord:123)${names.length > 0 ? ` or one of the linked names ${names.join(", ")}` : ""}, got "${command.session}"; ${usage}`);
+  }
   const infrastructure = await createInfrastructure(config, logger);
   try {
-    const memory = infrastructure.memory({ workspace: config.workspace, scope: config.memory.scope });
-    await run(memory, command);
+    if (command.person === true) {
+      const people = createPersonMemory(infrastructure.memory({ workspace: config.workspace, scope: "person" }), config.memory.identities);
+      await run(people.store, { ...command, session: people.keyOf(command.session) }, `the person memory of ${command.session}`);
+    } else {
+      const memory = infrastructure.memory({ workspace: config.workspace, scope: config.memory.scope });
+      await run(memory, command, memory.scope === "global" ? "the global memory (memory.scope is global)" : `the memory of ${command.session}`);
+    }
     return 0;
   } catch (error) {
     if (!(error instanceof MemoryCommandError)) throw error;
@@ -43,12 +61,11 @@ export async function runMemoryCommand(command: MemoryCommand, context: CliConte
   }
 }
 
-async function run(memory: MemoryStore, command: MemoryCommand): Promise<void> {
+async function run(memory: MemoryStore, command: MemoryCommand, scope: string): Promise<void> {
   const location = memory.location(command.session);
   switch (command.action) {
     case "show": {
       const content = await memory.read(command.session);
-      const scope = memory.scope === "global" ? "the global memory (memory.scope is global)" : `the memory of ${command.session}`;
       process.stdout.write(content.trim() === "" ? `${scope} is empty (${location})\n` : `# ${scope}, ${location}\n\n${content.endsWith("\n") ? content : `${content}\n`}`);
       return;
     }

@@ -81,7 +81,26 @@ export const ProviderSchema = z.strictObject({
 
 export const MemorySchema = z
   .strictObject({
-    scope: z.enum(["chat", "global"]).default("chat").describe("`chat`: one MEMORY.md per chat; `global`: one shared by all chats."),
+    scope: z.enum(["chat", "global"]).default("chat").describe("`chat`: one MEMORY.md per chat; `global`: one shared by all chats. Person memory (facts a person tells about themselves) is kept apart, per person, either way."),
+    identities: z
+      .record(
+        z.string().regex(/^[\w.-]{1,64}$/, "a name of 1-64 letters, digits, _ . - (no `:`)"),
+        z.array(z.string().regex(/^[\w-]+:[^\s:][^\s]*$/, "expected `channel:senderId`, e.g. telegram:123456")).min(1),
+      )
+      .default({})
+      .superRefine((identities, context) => {
+        const owner = new Map<string, string>();
+        for (const [name, ids] of Object.entries(identities)) {
+          for (const [index, id] of ids.entries()) {
+            const earlier = owner.get(id);
+            if (earlier !== undefined && earlier !== name) context.addIssue({ code: "custom", path: [name, index], message: `${id} is linked to "${earlier}" already: one account belongs to one person` });
+            owner.set(id, name);
+          }
+        }
+      })
+      .describe(
+        'One person\'s accounts on several platforms, linked under a name: `{ "alice": ["telegram:123", "discord:456"] }`. Their person memory is one, whichever account speaks. Unlinked accounts each have their own.',
+      ),
   })
   .prefault({});
 

@@ -16,7 +16,9 @@
  *    silence;
  * 5. `/stop` cancels the session's running turn at once (whichever worker holds it) and `/help` is
  *    answered here; `/new`, `/status` and everything else go onto the bus, deduped on the
- *    platform event id, and the chat sees "typing…".
+ *    platform event id, and the chat sees "typing…". A message from a group or thread carries who
+ *    sent it and how the bot is addressed there (InboundMessage.group, from the event's fields,
+ *    unless the policy's `groupContext` is `off`).
  *
  * Gateway-side replies (pairing code, rate-limit notice, `/stop` and `/help` answers) go through
  * `reply` (the dispatcher's path: the chat's lane, splitting, pacing, delivery dedupe) as plain
@@ -27,7 +29,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { lazyChild } from "../logger.js";
 import { type ChatCommand, helpText, parseCommand } from "../bus/commands.js";
-import { type InboundMessage, sessionKeyOf } from "../bus/message.js";
+import { type GroupContext, type InboundMessage, sessionKeyOf } from "../bus/message.js";
 import type { GatewayBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { Store } from "../store/store.js";
@@ -95,6 +97,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
     groupPolicy: given.groupPolicy,
     pairing: given.pairing ?? true,
     pairingTtlMs: given.pairingTtlMs ?? HOUR_MS,
+    groupContext: given.groupContext ?? "labelled",
   });
   const limiterOf = (given: AdmissionPolicy) => {
     const limit = given.rateLimit ?? DEFAULT_RATE_LIMIT;
@@ -160,10 +163,23 @@ export function createAdmission(options: AdmissionOptions): Admission {
       platformEventId: event.eventId,
       chatType: event.chatType,
       ...(command === undefined ? {} : { command }),
+      ...groupContextOf(event, username),
       metadata: {
         ...event.metadata,
         platformMessageId: event.platformMessageId,
         ...(event.senderName ? { senderName: event.senderName } : {}),
+      },
+    };
+  }
+
+  /** Who spoke in a multi-person chat, from the platform's fields (the text is never read for it). */
+  function groupContextOf(event: PlatformEvent, username: string | undefined): { group?: GroupContext } {
+    if (event.chatType === "private" || policy.groupContext === "off") return {};
+    return {
+      group: {
+        ...(event.senderName ? { senderName: event.senderName } : {}),
+        ...(username ? { botHandle: username.replace(/^@/, "") } : {}),
+        addressing: policy.groupPolicy === "all" ? "all" : "mention",
       },
     };
   }

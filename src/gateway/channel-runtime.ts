@@ -96,6 +96,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     showNotices: channel.showNotices,
     annotateSends: channel.annotateSends,
     showTransientNotices: channel.showTransientNotices,
+    teamProgress: channel.teamProgress,
     governor,
     metrics: {
       outbound: (name, kind) => {

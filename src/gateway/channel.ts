@@ -16,6 +16,7 @@ import type { ChatType, Media } from "../bus/message.js";
 import type { BusSignals, GatewayBus } from "../bus/message-bus.js";
 import type { ChatEventLog } from "../store/chat-event-log.js";
 import type { PlatformQuotas } from "./quotas.js";
+import type { GroupContextSetting, TeamProgressSetting } from "./group-settings.js";
 
 export type { ChatType } from "../bus/message.js";
 
@@ -121,6 +122,11 @@ export interface AdmissionPolicy {
   allowFrom: string[];
   /** In groups and threads: answer only when mentioned or replied to (`mention`), always (`all`), never (`off`). */
   groupPolicy: "mention" | "all" | "off";
+  /**
+   * In groups and threads: `labelled` (default) puts who spoke and how the bot is addressed on every
+   * message (InboundMessage.group), from the event's own fields; `off` leaves it out.
+   */
+  groupContext?: GroupContextSetting;
   /**
    * Every sender is let in. Only for channels whose users proved who they are before an event
    * exists (the web page and the terminal: the API token, the local user); never a platform's.
@@ -296,6 +302,12 @@ export interface ChannelInstance {
   showTransientNotices?: boolean;
   /** Tell the adapter what each send is (SendOptions.outbound). Default false. */
   annotateSends?: boolean;
+  /**
+   * How a team run started in one of its chats shows progress: one status message edited in place
+   * (`status-message`, see team-status.ts) or nothing (`off`, the default for channels that show
+   * notices themselves).
+   */
+  teamProgress?: TeamProgressSetting;
 }
 
 /**

@@ -30,6 +30,10 @@
  * budgets before it goes out; a draft goes out only when there is room above the reserves, and
  * degrades as draft-pacing.ts says when there is not. A 429 that still arrives closes the budget
  * it names for every gateway of the bot, and the chunk waits for it to open again.
+ *
+ * Internal markers (`<!-- … -->`, see internal-markers.ts) are stripped from every final and draft.
+ * With `teamProgress: "status-message"`, a team run's notices go to one status message per run
+ * (team-status.ts), in the chat's lane, whatever `showNotices` says.
  */
 import type { Logger } from "pino";
 import { ChatLane } from "../bus/chat-lane.js";
@@ -43,6 +47,9 @@ import { draftIdOf } from "./kit/draft-id.js";
 import type { GovernedCall, SendGovernor } from "./send-governor.js";
 import { splitMessage } from "./split-message.js";
 import type { ChannelAdapter, OutboundPart, RenderedText, SendOptions } from "./channel.js";
+import { stripInternalMarkers } from "./internal-markers.js";
+import type { TeamProgressSetting } from "./group-settings.js";
+import { type TeamStatus, createTeamStatus } from "./team-status.js";
 
 export interface DispatcherOptions {
   bus: GatewayBus;
@@ -72,6 +79,8 @@ export interface DispatcherOptions {
    * adapters that count on it stream with `draft` (in private chats) or not at all.
    */
   annotateSends?: boolean;
+  /** A team run's progress as one status message edited in place (`status-message`), or not at all. Default `off`. */
+  teamProgress?: TeamProgressSetting;
 }
 
 /** A reply the gateway itself sends to a platform message (admission's answers). */
@@ -163,6 +172,7 @@ class OutboundDispatcher implements Dispatcher {
   private stopping = false;
   /** Aborted on stop: cuts short a wait for the platform's budgets. */
   private lifetime = new AbortController();
+  private readonly teamStatus: TeamStatus | undefined;
 
   constructor(private readonly options: DispatcherOptions) {
     this.adapter = options.adapter;
@@ -172,6 +182,38 @@ class OutboundDispatcher implements Dispatcher {
     this.sleep = options.sleep ?? sleep;
     this.maxRetries = options.maxRetries ?? 3;
     this.retryDelayMs = options.retryDelayMs ?? 500;
+    this.teamStatus =
+      options.teamProgress === "status-message"
+        ? createTeamStatus({
+            adapter: this.adapter,
+            bus: this.bus,
+            logger: this.logger,
+            now: this.now,
+            sleep: this.sleep,
+            inLane: (chatId, call) => this.inLane(chatId, call),
+            budget: (call) => this.statusBudget(call),
+          })
+        : undefined;
+  }
+
+  /** A status message is lossy like a draft: it goes out only when the budgets have room above the reserves. */
+  private async statusBudget(call: { call: "send" | "edit"; chatId: string; messageId?: string }): Promise<boolean> {
+    const { governor } = this.options;
+    if (!governor) return true;
+    return (await governor.tryAcquire({ ...call, ...this.chatTypeOption(call.chatId) })) === "taken";
+  }
+
+  /** One platform call in the chat's lane, paced like the chat's other sends. */
+  private inLane<T>(chatId: string, call: () => Promise<T>): Promise<T> {
+    const lane = this.laneFor(chatId);
+    return lane.run(async () => {
+      await this.pace(lane);
+      try {
+        return await call();
+      } finally {
+        lane.lastSendAt = this.now();
+      }
+    });
   }
 
   async start(): Promise<void> {
@@ -187,6 +229,7 @@ class OutboundDispatcher implements Dispatcher {
   async stop(): Promise<void> {
     this.stopping = true;
     this.lifetime.abort();
+    this.teamStatus?.stop();
     await this.draftAudience?.close();
     this.draftAudience = undefined;
     await this.subscription?.close();
@@ -216,6 +259,8 @@ class OutboundDispatcher implements Dispatcher {
     if (message.kind === "draft") {
       return this.onDraft({ replyId: message.id, channel: message.channel, chatId: message.chatId, text: message.content, replyTo: message.replyTo, chatType: message.chatType });
     }
+    // Lossy like drafts: the notice is acknowledged once the status message has it.
+    if (this.teamStatus?.take(message)) return;
     if (message.kind === "notice" && !this.options.showNotices) return;
     if (message.kind === "notice" && message.metadata.transient === true && !this.options.showTransientNotices) return;
     await this.onMessage(message);
@@ -244,7 +289,9 @@ class OutboundDispatcher implements Dispatcher {
     try {
       // The gateway's own replies are plain text: no markup to render or to be refused.
       const plain = message.metadata.gateway === true;
-      const chunks = this.chunksOf(message.content, this.adapter.capabilities.maxMessageLength, plain);
+      const text = stripInternalMarkers(message.content);
+      // A message that was nothing but a marker has nothing to show.
+      const chunks = text.trim() === "" ? [] : this.chunksOf(text, this.adapter.capabilities.maxMessageLength, plain);
       for (let index = delivery.sent; index < chunks.length; index++) {
         const chunk = chunks[index]!;
         const editTarget = index === 0 && draft?.mode === "edit" ? draft : undefined;
@@ -419,7 +466,7 @@ class OutboundDispatcher implements Dispatcher {
       state = { replyId: draft.replyId, chatId: draft.chatId, replyTo: draft.replyTo, mode, lastShownAt: Number.NEGATIVE_INFINITY, scheduled: false, finished: false, pace };
       remember(this.drafts, draft.replyId, state);
     }
-    state.pending = draft.text;
+    state.pending = stripInternalMarkers(draft.text);
     this.scheduleDraft(state);
   }
 

@@ -18,7 +18,7 @@ import type { JobCounts, JobQueue, JobQueueEvents } from "./job-queue.js";
 import type { TurnIntercept } from "../agent/turn-consumer.js";
 import type { Subscription } from "../bus/message-bus.js";
 import { WORKFLOW_QUEUE, type WorkflowEngine, type WorkflowJobData, createWorkflowEngine } from "./workflows/engine.js";
-import { noticeText } from "./workflows/messages.js";
+import { progressNotice } from "./workflows/progress.js";
 import type { RunTeamAgent } from "./workflows/runner.js";
 import { type TeamCatalog, createTeamCatalog } from "./workflows/team-catalog.js";
 import { createTeamTrigger } from "./workflows/triggers.js";
@@ -75,7 +75,8 @@ export interface JobsOptions {
 export function createJobs(options: JobsOptions): Jobs {
   const { config, logger, bus, store } = options;
   const now = options.now ?? Date.now;
-  const publishSystem = async (sessionKey: string, content: string, id = `system-${randomUUID()}`): Promise<void> => {
+  // `replyTo`: the platform message the answer threads to (a team run's trigger).
+  const publishSystem = async (sessionKey: string, content: string, id = `system-${randomUUID()}`, replyTo?: string): Promise<void> => {
     await bus.publishInbound({
       id,
       channel: SYSTEM_CHANNEL,
@@ -86,7 +87,7 @@ export function createJobs(options: JobsOptions): Jobs {
       mentions: [],
       receivedAt: now(),
       platformEventId: id,
-      metadata: {},
+      metadata: replyTo ? { platformMessageId: replyTo } : {},
     });
   };
 
@@ -136,37 +137,14 @@ export function createJobs(options: JobsOptions): Jobs {
       (async () => {
         throw new Error("this process does not run team agents");
       }),
-    publishSystem: (sessionKey, content, id) => publishSystem(sessionKey, content, id),
+    publishSystem: (sessionKey, content, id, replyTo) => publishSystem(sessionKey, content, id, replyTo),
     notify: (notice) => {
-      // Progress reaches the origin chat as `notice` messages: the web page shows them, chat
-      // platforms do not by default. The result comes as a `system` message the agent answers.
-      const text = noticeText(notice);
-      const { run, node } = notice;
-      const separator = run.sessionKey.indexOf(":");
-      if (text === undefined || !node || separator <= 0) return;
-      void bus
-        .publishOutbound({
-          id: `workflow-${run.id}-${node.id}-${notice.type}-${node.attempts}-${node.toolCalls.length}${notice.text === undefined ? "" : `-${notice.text.length}`}`,
-          channel: run.sessionKey.slice(0, separator),
-          chatId: run.sessionKey.slice(separator + 1),
-          content: text,
-          kind: "notice",
-          media: [],
-          metadata: {
-            workflow: {
-              runId: run.id,
-              team: run.teamName,
-              nodeId: node.id,
-              event: notice.type,
-              status: node.status,
-              ...(notice.toolCall ? { tool: notice.toolCall.name } : {}),
-              ...(notice.text === undefined ? {} : { text: notice.text }),
-            },
-            // Streamed text is for pages that show it as it comes (the web page), not for every chat that shows notices.
-            ...(notice.type === "node-chunk" ? { transient: true } : {}),
-          },
-        })
-        .catch((error: unknown) => logger.warn({ err: error, runId: run.id }, "workflow notice failed"));
+      // Progress reaches the origin chat as `notice` messages: the web page lists them, chat
+      // platforms keep one status message per run (or show nothing). The result comes as a
+      // `system` message the agent answers.
+      const message = progressNotice(notice);
+      if (!message) return;
+      void bus.publishOutbound(message).catch((error: unknown) => logger.warn({ err: error, runId: notice.run.id }, "workflow notice failed"));
     },
     limits: { perRun: config.workflows.perRunConcurrency, perSession: config.workflows.perSession },
     promptContext: () => ({ workspace: options.workspace, toolNames: options.teamToolNames?.() ?? [] }),

@@ -114,7 +114,7 @@ export function canonicalEntryJson(entry: HistoryEntry): string {
     outputTokens: entry.usage.outputTokens,
     reasoningTokens: entry.usage.reasoningTokens,
   };
-  return JSON.stringify({ at: entry.at, content: entry.content, messageIds: entry.messageIds, model: entry.model, role: entry.role, usage });
+  return JSON.stringify({ at: entry.at, content: entry.content, messageIds: entry.messageIds, model: entry.model, role: entry.role, speakers: entry.speakers, usage });
 }
 
 /** Checked on the way in: an entry the loader would reject must fail now, not vanish on the next load. What is stored is the parsed copy. */

@@ -13,12 +13,19 @@ import type { NodePatch, NodeUpdateOptions, RunFilter, RunPatch, RunStatus, Team
  * with it on the way in and parse what they read back with it, so what one accepts the other does.
  */
 export const HistoryEntrySchema = z.object({
-  role: z.enum(["user", "assistant"]),
+  /**
+   * `user`: what people said; `assistant`: the reply; `event`: a background event the agent
+   * answered (a subagent or team finishing, a scheduled message, a heartbeat), which the model
+   * reads as a user message and the console shows as an event, not as something a user said.
+   */
+  role: z.enum(["user", "assistant", "event"]),
   content: z.string(),
   /** ms since epoch */
   at: z.number(),
   /** Inbound message ids this entry came from (user entries), for tracing. */
   messageIds: z.array(z.string()).optional(),
+  /** Who spoke in this entry (user entries: `channel:senderId` each), so the console can show their person memory. */
+  speakers: z.array(z.string()).optional(),
   /** Token usage of the turn that produced this entry (assistant entries), as the provider reported it. */
   usage: z
     .object({ inputTokens: z.number(), outputTokens: z.number(), cachedInputTokens: z.number().optional(), reasoningTokens: z.number().optional() })

@@ -86,6 +86,8 @@ export const WorkflowRunSchema = z.strictObject({
   sessionKey: z.string(),
   /** Absent on runs stored before it was recorded. */
   origin: RunOriginSchema.optional(),
+  /** The platform message that started it (a chat's trigger): its status message and its result are threaded to it. */
+  replyTo: z.string().optional(),
   status: RunStatusSchema,
   /** The team as it was when the run started: later edits do not reach a running run. */
   team: TeamRecordSchema,

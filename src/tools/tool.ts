@@ -18,6 +18,11 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Sends a message into the current chat mid-turn (the `message` tool). */
   send?: (content: string, media?: Media[]) => Promise<void>;
+  /**
+   * The people speaking in this turn (`channel:senderId`), for tools that keep something per
+   * person (the memory tool's person scope). Empty for background events and jobs.
+   */
+  speakers?: string[];
 }
 
 /** One thing wrong with the arguments: where (`[]` for the whole object) and what. */

@@ -48,6 +48,25 @@ export function runMemoryStoreSuite(name: string, makeHarness: () => Promise<Mem
       expect(memory.location("discord:2")).toBe(`${harness.locationPrefix}memory/MEMORY.md`);
     });
 
+    it("keeps one memory per person in person scope, apart from every chat's and the global one", async () => {
+      const harness = await start();
+      const people = await harness.open({ scope: "person", now: () => NOON });
+      await people.append("discord:1", "Ada is vegetarian.");
+      await people.write("alice", "Alice lives in Lyon.");
+      expect(await people.read("discord:1")).toBe("## 2025-06-01 12:30 UTC\n\nAda is vegetarian.\n");
+      expect(await people.read("alice")).toBe("Alice lives in Lyon.");
+      expect(await people.read("discord:2")).toBe("");
+      expect(people.location("discord:1")).toBe(`${harness.locationPrefix}memory/people/discord%3A1/MEMORY.md`);
+      expect(people.scope).toBe("person");
+      // Another worker reads the same person memory; a chat of the same key is another memory.
+      expect(await (await harness.open({ scope: "person" })).read("discord:1")).toContain("Ada is vegetarian.");
+      expect(await (await harness.open({ scope: "chat" })).read("discord:1")).toBe("");
+      await (await harness.open({ scope: "global" })).write("any", "vegetarian menu on Fridays");
+      // A person's search is their own memory only: never the global one, never another person's.
+      expect(await people.search("discord:1", "vegetarian")).toEqual([{ file: people.location("discord:1"), line: 3, text: "Ada is vegetarian." }]);
+      expect(await people.search("discord:2", "vegetarian")).toEqual([]);
+    });
+
     it("keeps what one store wrote for the next one over the same storage (another worker, a restart)", async () => {
       const harness = await start();
       await (await harness.open({ scope: "chat" })).append("web:a", "The user's name is Ada.");

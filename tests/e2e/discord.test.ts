@@ -152,7 +152,8 @@ describe("Discord through gateway and worker processes", () => {
     const mark = discord.sentIn(channelId).length;
     discord.sendMessage({ channelId, from: owner, content: "just chatting among humans" });
     const asked = discord.sendMessage({ channelId, from: owner, content: mention("ping") });
-    const reply = await replyWith(channelId, mark, "echo: ping");
+    // In a guild channel the model reads who spoke (a speaker label) before the text.
+    const reply = await replyWith(channelId, mark, `echo: [Owner (discord:${owner.id})] ping`);
     expect(reply.replyTo).toBe(asked.id);
     expect(modelSaw("just chatting among humans")).toBe(false);
   });
@@ -162,9 +163,9 @@ describe("Discord through gateway and worker processes", () => {
     const mark = discord.sentIn(channelId).length;
     discord.sendMessage({ channelId, from: stranger, content: mention("let me in") });
     discord.sendMessage({ channelId, from: helper, content: mention("role check") });
-    await replyWith(channelId, mark, "echo: role check");
+    await replyWith(channelId, mark, `echo: [helper (discord:${helper.id})] role check`);
     await pause(500);
-    expect(since(channelId, mark).map((message) => message.content)).toEqual(["echo: role check"]);
+    expect(since(channelId, mark).map((message) => message.content)).toEqual([`echo: [helper (discord:${helper.id})] role check`]);
     expect(modelSaw("let me in")).toBe(false);
   });
 
@@ -172,7 +173,7 @@ describe("Discord through gateway and worker processes", () => {
     const thread = discord.addThread(guild, guild.generalId, "a topic");
     const channelMark = discord.sentIn(guild.generalId).length;
     discord.sendMessage({ channelId: thread.id, from: owner, content: mention("hello thread") });
-    await replyWith(thread.id, 0, "echo: hello thread");
+    await replyWith(thread.id, 0, `echo: [Owner (discord:${owner.id})] hello thread`);
     discord.sendMessage({ channelId: thread.id, from: owner, content: mention("how many things did I say?") });
     // One message before in the thread; the channel's own messages are another session's.
     await replyWith(thread.id, 0, "you said 1 things before");

@@ -142,7 +142,8 @@ describe("Feishu through gateway and worker processes: the long connection", () 
     const quiet = send({ chatId: GROUP, chatType: "group", text: "humans talking" });
     const loud = send({ chatId: GROUP, chatType: "group", text: "ping", mentionBot: true });
     const [reply] = await answerOf(loud.messageId);
-    expect(textOf(reply!)).toBe("echo: ping");
+    // In a group the model reads who spoke (a speaker label, with the name the contact API gave) before the text.
+    expect(textOf(reply!)).toBe(`echo: [Owner (feishu:${owner.openId})] ping`);
     await quiet.pushed;
     expect(repliesTo(quiet.messageId)).toEqual([]);
     expect(llm.requests.some((request) => JSON.stringify(request.body).includes("humans talking"))).toBe(false);

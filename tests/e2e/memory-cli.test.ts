@@ -54,6 +54,26 @@ describe("countbot memory (MEMORY.md files)", () => {
   });
 });
 
+describe("countbot memory --person (MEMORY.md files)", () => {
+  it("shows and imports a person's memory, by account or by the name config links accounts under", { timeout: 60_000 }, async () => {
+    const workspace = path.join(root, "people-workspace");
+    const configFile = path.join(root, "people.json");
+    await writeFile(configFile, JSON.stringify({ memory: { identities: { alice: ["telegram:7", "discord:1"] } } }));
+    const env = { HOME: root, COUNTBOT_CONFIG: configFile, COUNTBOT_DATA_DIR: path.join(root, "data"), COUNTBOT_WORKSPACE: workspace };
+    await createFileMemoryStore({ workspace, scope: "person" }).write("discord:2", "Bob likes tea.\n");
+
+    const bob = await runCli(["memory", "show", "discord:2", "--person"], { env, cwd: root });
+    expect(bob).toMatchObject({ code: 0, stderr: "", stdout: "# the person memory of discord:2, memory/people/discord%3A2/MEMORY.md\n\nBob likes tea.\n" });
+    const note = path.join(root, "alice.md");
+    await writeFile(note, "Alice is vegetarian.\n");
+    // An account linked to a name is that name's memory.
+    expect(await runCli(["memory", "import", "telegram:7", note, "--person"], { env, cwd: root })).toMatchObject({ code: 0, stdout: "imported 21 bytes into memory/people/alice/MEMORY.md\n" });
+    expect(await runCli(["memory", "show", "alice", "--person"], { env, cwd: root })).toMatchObject({ code: 0, stdout: expect.stringContaining("Alice is vegetarian.") });
+    const bare = await runCli(["memory", "show", "nobody", "--person"], { env, cwd: root });
+    expect(bare).toMatchObject({ code: 2, stderr: expect.stringContaining("or one of the linked names alice") });
+  });
+});
+
 describe("countbot memory (Redis)", () => {
   it("exports to stdout and imports from stdin what the workers read, refusing what is over the cap", { timeout: 60_000 }, async () => {
     const configFile = path.join(root, "redis.json");

@@ -132,7 +132,7 @@ describe("scale-out: a chat's state follows it to any machine", () => {
     const workerA = await machine("worker-a", "worker");
     await post(firstUrl, "remember: my cat is called Tom");
     const saved = await until("the first reply", () => page.finals[0]);
-    expect(saved.content).toContain("noted: Appended a dated note to redis:memory/chats/web%3Aada/MEMORY.md.");
+    expect(saved.content).toContain("noted: Appended a dated note to this chat's memory, redis:memory/chats/web%3Aada/MEMORY.md.");
     await workerA.service.stop("SIGTERM");
 
     // Worker B, with its own empty workspace, serves the next one and finds the fact.

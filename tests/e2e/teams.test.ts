@@ -225,9 +225,11 @@ describe("agent teams over Redis, through Telegram, on two workers", () => {
     const byWorker = workers.map((worker) => nodesStartedBy(worker, runId));
     expect(byWorker.every((nodes) => nodes.some((node) => ["frontend", "backend", "database"].includes(node)))).toBe(true);
     expect(byWorker.flat().sort()).toEqual(["backend", "database", "frontend", "integrator"]);
-    // One result in the chat; the progress notices stay off Telegram.
+    // One result in the chat, and one status message (edited in place) instead of a message per notice.
     await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(messagesTo(OWNER, mark).map((item) => item.text)).toEqual([started, result]);
+    const texts = messagesTo(OWNER, mark).map((item) => item.text ?? "");
+    expect(texts.filter((text) => !text.startsWith("Team [Analysts] ·"))).toEqual([started, result]);
+    expect(texts.filter((text) => text.startsWith("Team [Analysts] ·"))).toHaveLength(1);
     const { body: run } = await api<RunJson>(`/api/workflow-runs/${runId}`);
     expect(run).toMatchObject({ status: "completed", chat: `telegram:${OWNER}`, goal: "review the shop" });
     expect(run.nodes.map((node) => [node.id, node.status, node.attempts])).toEqual([

@@ -130,11 +130,12 @@ describe("Telegram through gateway and worker processes", () => {
     telegram.sendText({ chatId: GROUP, from: owner(), text: "just chatting among humans" });
     telegram.sendText({ chatId: GROUP, from: owner(), text: "@CountBot ping" });
     const [first] = await replyTo(GROUP, mark);
-    expect(first!.text).toBe("echo: ping");
+    // In a group the model reads who spoke (a speaker label) before the text.
+    expect(first!.text).toBe(`echo: [Owner (telegram:${OWNER})] ping`);
     const botMessage = telegram.messageOf(GROUP, first!.messageId!);
     telegram.sendText({ chatId: GROUP, from: owner(), text: "and a follow-up", replyToMessage: botMessage });
     const replies = await replyTo(GROUP, mark, 2);
-    expect(replies.map((item) => item.text)).toEqual(["echo: ping", "echo: and a follow-up"]);
+    expect(replies.map((item) => item.text)).toEqual([`echo: [Owner (telegram:${OWNER})] ping`, `echo: [Owner (telegram:${OWNER})] and a follow-up`]);
     expect(llm.requests.some((request) => JSON.stringify(request.body).includes("just chatting among humans"))).toBe(false);
   });
 

@@ -44,6 +44,7 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   if (text.startsWith("[Background event]")) return { text: "Background work finished." };
   if (text.includes("waiting job")) return { toolCalls: [{ name: "spawn", arguments: JSON.stringify({ task: "wait forever", label: "waiter" }) }] };
   if (text.includes("count files")) return { toolCalls: [{ name: "spawn", arguments: JSON.stringify({ task: "list the workspace", label: "lister" }) }] };
+  if (text.includes("a note about myself")) return { toolCalls: [{ name: "memory", arguments: JSON.stringify({ action: "append", scope: "person", content: "Drinks **decaf** only." }) }] };
   if (text.includes("remember")) return { toolCalls: [{ name: "memory", arguments: JSON.stringify({ action: "append", content: "Likes **green tea**." }) }] };
   return { text: `echo: ${text}` };
 }
@@ -247,6 +248,26 @@ describe("sessions", () => {
     await memory.locator(".markdown strong").filter({ hasText: "green tea" }).waitFor();
     await page.getByRole("region", { name: "Tool calls" }).getByText(/^memory\(/).waitFor();
     await screenshot(page, "sessions");
+    await page.context().close();
+  });
+
+  it("shows the person memory of who spoke, and a team's result as a background event without its markers", async () => {
+    const page = await openPage("chat");
+    await say(page, "me-chat", "a note about myself", "ok:");
+    await page.goto(`${countbot.base}/#/sessions/${encodeURIComponent("web:me-chat")}`);
+    const people = page.getByRole("region", { name: "Person memory", exact: true });
+    await people.getByRole("region", { name: "person memory of web:web-user" }).locator(".markdown strong").filter({ hasText: "decaf" }).waitFor();
+    expect(await people.textContent()).toContain("memory/people/web%3Aweb-user/MEMORY.md");
+
+    // The team run of the runs test told its chat how it ended: a background event, not a user's words.
+    await page.goto(`${countbot.base}/#/sessions/${encodeURIComponent("web:runs-chat")}`);
+    const event = page.locator(".history .message.event");
+    await event.filter({ hasText: "Team [Relay]" }).first().waitFor();
+    expect(await event.locator("p.hint").first().textContent()).toMatch(/^background event · /);
+    const shown = await page.getByRole("region", { name: "History" }).textContent();
+    expect(shown).not.toContain("WORKFLOW_EXECUTION_METADATA");
+    expect(shown).not.toContain("<!--");
+    await screenshot(page, "sessions-event");
     await page.context().close();
   });
 });

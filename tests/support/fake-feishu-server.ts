@@ -11,6 +11,8 @@
  *   (230020), the rest of the per-chat limit; with `appLimits`, the app's own (50 a second, 1,000
  *   a minute: HTTP 429, code 99991400, `x-ogw-ratelimit-reset`) and a card's updates (10 a second);
  * - `GET .../messages/:id/resources/:file_key?type=image|file`;
+ * - `GET /open-apis/contact/v3/users/:open_id?user_id_type=open_id`: the name of a user who sent
+ *   or was mentioned in an event built here; anyone else is Feishu's "user not found" (41050);
  * - `POST /callback/ws/endpoint` and the long connection it names (see feishu-frames.ts): pings are
  *   answered with pongs, events are pushed to ONE live connection (as Feishu does) and queued while
  *   none is; {@link FakeFeishuServer.silence} makes the current connections go quiet without closing.
@@ -25,7 +27,7 @@ import type { AddressInfo } from "node:net";
 import { WebSocketServer, type WebSocket } from "ws";
 import { CONTROL, DATA, decodeFrame, encodeFrame } from "./feishu-frames.js";
 import { type SignOptions, signedRequest } from "./feishu-webhook-signer.js";
-import { type FakeEventInput, type FeishuEventEnvelope, buildEvent } from "./feishu-events.js";
+import { type FakeEventInput, type FakeUser, type FeishuEventEnvelope, buildEvent } from "./feishu-events.js";
 import { type SlidingLimit, SlidingLimits } from "./sliding-limits.js";
 
 /** Feishu's published app limits: 50 calls a second and 1,000 a minute per app, 10 updates a second per card. */
@@ -33,7 +35,7 @@ export const FEISHU_APP_LIMITS = { second: { limit: 50, windowMs: 1_000 }, minut
 
 export type { FakeEventInput, FakeUser, FeishuEventEnvelope } from "./feishu-events.js";
 
-export type FeishuRoute = "token" | "botInfo" | "create" | "reply" | "patch" | "resource" | "endpoint";
+export type FeishuRoute = "token" | "botInfo" | "contact" | "create" | "reply" | "patch" | "resource" | "endpoint";
 
 export interface FeishuFailure {
   /** HTTP status. Default 400; 200 sends the `code` in a 200 answer, as many Feishu APIs do. */
@@ -140,6 +142,8 @@ function routeOf(method: string, path: string): { route: FeishuRoute | "unknown"
   const messageRoute = /^\/open-apis\/im\/v1\/messages\/([^/]+)(\/reply|\/resources\/([^/]+))?$/.exec(path);
   if (method === "POST" && path === "/open-apis/auth/v3/tenant_access_token/internal") return { route: "token", params: [] };
   if (method === "GET" && path === "/open-apis/bot/v3/info") return { route: "botInfo", params: [] };
+  const contact = /^\/open-apis\/contact\/v3\/users\/([^/]+)$/.exec(path);
+  if (method === "GET" && contact) return { route: "contact", params: [decodeURIComponent(contact[1]!)] };
   if (method === "POST" && path === "/open-apis/im/v1/messages") return { route: "create", params: [] };
   if (method === "POST" && path === "/callback/ws/endpoint") return { route: "endpoint", params: [] };
   if (messageRoute && method === "POST" && messageRoute[2] === "/reply") return { route: "reply", params: [messageRoute[1]!] };
@@ -169,6 +173,8 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
   const token = `t-${randomBytes(12).toString("hex")}`;
   const requests: FeishuCall[] = [];
   const messages: BotMessage[] = [];
+  /** Users seen in events, for the contact API. */
+  const knownUsers = new Map<string, FakeUser>();
   const byId = new Map<string, BotMessage>();
   const byUuid = new Map<string, BotMessage>();
   const resources = new Map<string, { bytes: Buffer; mimeType: string }>();
@@ -322,6 +328,11 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
     }
     if (incoming.headers.authorization !== `Bearer ${token}`) return reply(400, { code: 99991663, msg: "Invalid access token for authorization. Please make a request with token attached." });
     if (route === "botInfo") return reply(200, { code: 0, msg: "ok", bot: { activate_status: 2, app_name: bot.name, avatar_url: "", ip_white_list: [], open_id: bot.openId } });
+    if (route === "contact") {
+      const user = url.searchParams.get("user_id_type") === "open_id" ? knownUsers.get(params[0]!) : undefined;
+      if (!user) return reply(400, { code: 41050, msg: "no user authority error" });
+      return reply(200, { code: 0, msg: "success", data: { user: { open_id: user.openId, name: user.name, ...(user.userId ? { user_id: user.userId } : {}) } } });
+    }
     if (route === "create") {
       if (url.searchParams.get("receive_id_type") !== "chat_id" || typeof body.receive_id !== "string") {
         return reply(400, { code: 230001, msg: "Your request contains an invalid request parameter, ext=receive_id" });
@@ -435,6 +446,7 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
     },
     event(input) {
       const envelope = buildEvent(input, { appId: options.appId });
+      for (const user of [input.sender, ...(input.mentions ?? [])]) if (user !== "all") knownUsers.set(user.openId, user);
       const { message } = envelope.event;
       for (const id of [message.message_id, message.root_id, message.parent_id]) if (id && !byId.has(id)) chatOfUserMessage.set(id, message.chat_id);
       return envelope;

@@ -420,3 +420,18 @@ describe("the README's environment table", () => {
     for (const variable of read) expect(listed, variable).toContain(variable);
   });
 });
+
+describe("memory.identities", () => {
+  it("links accounts under a name and refuses an account linked twice, naming the field", () => {
+    writeConfig({ memory: { identities: { alice: ["telegram:1", "discord:2"], bob: ["discord:3"] } } });
+    expect(load().memory.identities).toEqual({ alice: ["telegram:1", "discord:2"], bob: ["discord:3"] });
+    writeConfig({ memory: { identities: { alice: ["telegram:1"], bob: ["telegram:1"] } } });
+    const twice = loadError();
+    expect(twice.path).toBe("memory.identities.bob[0]");
+    expect(twice.message).toContain('telegram:1 is linked to "alice" already');
+    writeConfig({ memory: { identities: { "a:b": ["telegram:1"] } } });
+    expect(loadError().message).toContain("a name of 1-64 letters, digits, _ . - (no `:`)");
+    writeConfig({ memory: { identities: { carol: ["12345"] } } });
+    expect(loadError().message).toContain("expected `channel:senderId`");
+  });
+});

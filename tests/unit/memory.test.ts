@@ -87,9 +87,9 @@ describe("memory tool", () => {
     const memory = createFileMemoryStore({ workspace, scope: "chat", now: () => NOON });
     const tool = createMemoryTool(memory);
 
-    expect(await tool.execute({ action: "read" }, context())).toMatch(/^Memory is empty \(memory\/chats\/cli%3Adirect\/MEMORY\.md\)/);
+    expect(await tool.execute({ action: "read" }, context())).toMatch(/^Memory is empty \(this chat's memory, memory\/chats\/cli%3Adirect\/MEMORY\.md\)/);
     expect(await tool.execute({ action: "write", content: "Name: Ada" }, context())).toBe(
-      "Saved the memory (9 bytes) to memory/chats/cli%3Adirect/MEMORY.md.",
+      "Saved the memory (9 bytes) to this chat's memory, memory/chats/cli%3Adirect/MEMORY.md.",
     );
     expect(await tool.execute({ action: "append", content: "Likes tea" }, context())).toMatch(/^Appended a dated note/);
     expect(await tool.execute({ action: "read" }, context())).toBe("Name: Ada\n\n## 2025-06-01 12:30 UTC\n\nLikes tea\n");

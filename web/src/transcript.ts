@@ -40,7 +40,10 @@ export function transcriptReducer(state: Transcript, action: TranscriptAction): 
         items: action.entries.map((entry, index): TranscriptItem =>
           entry.role === "user"
             ? { kind: "user", id: `history-${index}`, text: entry.content, images: [], imageCount: 0, status: "sent" }
-            : { kind: "assistant", id: `history-${index}`, parts: [entry.content], streaming: false },
+            : entry.role === "event"
+              ? // What a background event said is for the model (it carries internal markers): one line names it.
+                { kind: "notice", id: `history-${index}`, text: `Background event: ${firstLine(entry.content)}` }
+              : { kind: "assistant", id: `history-${index}`, parts: [entry.content], streaming: false },
         ),
       };
     case "user":
@@ -82,7 +85,8 @@ function applyEvent(items: TranscriptItem[], event: WebEvent): TranscriptItem[] 
     return replaceAt(items, index, { ...current, parts, streaming: false });
   }
   // Streamed team text belongs to the Runs view, not to the chat's lines.
-  if (event.workflow?.event === "node-chunk") return items;
+  // Streamed text, and a run's start and end (the chat platforms' status message), are not lines of their own here.
+  if (event.workflow?.event === "node-chunk" || event.workflow?.event?.startsWith("run-")) return items;
   if (items.some((item) => (item.kind === "notice" || item.kind === "tool") && item.id === event.id)) return items;
   // Kept notices (a task's, a team's) carry a seq or a workflow; the rest are tool-call lines.
   const kind = event.seq !== undefined || event.workflow !== undefined ? "notice" : "tool";
@@ -123,4 +127,10 @@ export function saveTranscript(chatId: string, transcript: Transcript): void {
 /** The text a reply shows: its parts in order. */
 export function replyText(item: Extract<TranscriptItem, { kind: "assistant" }>): string {
   return item.parts.filter((part) => part !== undefined).join("");
+}
+
+/** The first line of a background event, without its `[Background event]` tag. */
+function firstLine(text: string): string {
+  const line = text.replace(/^\[Background event\]\s*/, "").split("\n", 1)[0] ?? "";
+  return line.length > 200 ? `${line.slice(0, 199)}…` : line;
 }

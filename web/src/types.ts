@@ -9,7 +9,8 @@ export type WebEvent =
 export interface WorkflowNotice {
   runId: string;
   team: string;
-  nodeId: string;
+  /** Absent on the run's own notices (`run-started`, `run-completed`, ...). */
+  nodeId?: string;
   event: string;
   status: string;
   tool?: string;
@@ -106,7 +107,8 @@ export interface SessionSummary {
 }
 
 export interface HistoryEntry {
-  role: "user" | "assistant";
+  /** `event`: a background event (a task or team finishing, a scheduled message) the agent answered. */
+  role: "user" | "assistant" | "event";
   content: string;
   at: string;
   model?: string;
@@ -121,6 +123,8 @@ export interface Memory {
   scope: "chat" | "global";
   location: string;
   content: string;
+  /** The person memory of everyone who spoke in the chat. */
+  people?: Array<{ person: string; location: string; content: string }>;
 }
 
 export interface ToolHistoryEntry {

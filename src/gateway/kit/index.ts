@@ -7,6 +7,7 @@
  * What is here, grouped by what a platform author needs it for:
  * - the contract: the plugin, adapter, event and policy types (`../channel.ts`);
  * - text: splitting a reply into messages that fit, the chat commands every channel understands;
+ * - groups: the `groupContext` and `teamProgress` settings every chat platform's section takes;
  * - order and memory: a serial lane (per chat), expiring sets for dedupe;
  * - I/O: capped downloads, one error scrubber for credentials, retries with back-off, webhook helpers;
  * - budgets: the platform's published send limits, declared once (`defineQuotas`), overridable
@@ -36,8 +37,10 @@ export {
   defineChannel,
 } from "../channel.js";
 export { type SplitOptions, splitMessage } from "../split-message.js";
+export { type GroupContextSetting, type TeamProgressSetting, groupSettingsShape } from "../group-settings.js";
 export { type ChatCommand, helpText, parseCommand } from "../../bus/commands.js";
 export { ChatLane, KeyedLanes } from "../../bus/chat-lane.js";
+export { ExpiringMap } from "../../bus/expiring-map.js";
 export { ExpiringSet } from "../../bus/expiring-set.js";
 export type { Subscription } from "../../bus/message-bus.js";
 export { sleep } from "../../sleep.js";

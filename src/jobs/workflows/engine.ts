@@ -65,8 +65,11 @@ export interface WorkflowEngineOptions {
   runs: WorkflowRunStore;
   queue: JobQueue<WorkflowJobData>;
   runAgent: RunTeamAgent;
-  /** Posts a `system` message whose chatId is the session key, so the origin chat hears of the result. */
-  publishSystem: (sessionKey: string, content: string, id: string) => Promise<void>;
+  /**
+   * Posts a `system` message whose chatId is the session key, so the origin chat hears of the
+   * result; `replyTo` is the platform message the answer threads to (the run's trigger).
+   */
+  publishSystem: (sessionKey: string, content: string, id: string, replyTo?: string) => Promise<void>;
   /** Told of every start, node change and end (progress notices); must not throw. */
   notify?: (notice: WorkflowNotice) => void;
   limits: {
@@ -94,6 +97,8 @@ export interface StartRequest {
   runId?: string;
   /** What started it, for the operator's list of runs. */
   origin?: RunOrigin;
+  /** The platform message that started it, for the status message and the result to thread to. */
+  replyTo?: string;
 }
 
 export interface WorkflowEngine {
@@ -154,7 +159,7 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
     for (let attempt = 0; ; attempt++) {
       try {
         // The id makes a repeated announcement (a retry after a lost answer) one message on the bus.
-        await options.publishSystem(run.sessionKey, content, `workflow-${run.id}-${run.status}`);
+        await options.publishSystem(run.sessionKey, content, `workflow-${run.id}-${run.status}`, run.replyTo);
         return;
       } catch (error) {
         const delay = retryDelays[attempt];
@@ -257,6 +262,7 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
       goal,
       sessionKey,
       ...(request.origin ? { origin: request.origin } : {}),
+      ...(request.replyTo ? { replyTo: request.replyTo } : {}),
       status: "running",
       team,
       nodes: initialNodes(planNodes(team)),

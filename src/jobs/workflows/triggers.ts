@@ -15,6 +15,7 @@
  */
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
+import { labelledContent, speakerIdOf } from "../../agent/speakers.js";
 import type { TurnIntercept } from "../../agent/turn-consumer.js";
 import { type InboundMessage, SYSTEM_CHANNEL, sessionKeyOf } from "../../bus/message.js";
 import { ToolError, errorMessage } from "../../errors.js";
@@ -111,7 +112,8 @@ export function createTeamTrigger(options: TeamTriggerOptions): TurnIntercept {
       } else {
         const runId = triggerRunId(message);
         try {
-          const run = (await options.engine.get(runId)) ?? (await options.engine.start({ team: recognized.team, goal: recognized.goal, sessionKey: claim.sessionKey, runId, origin: "mention" }));
+          const replyTo = platformMessageIdOf(message);
+          const run = (await options.engine.get(runId)) ?? (await options.engine.start({ team: recognized.team, goal: recognized.goal, sessionKey: claim.sessionKey, runId, origin: "mention", ...(replyTo ? { replyTo } : {}) }));
           reply = startedReply(run);
         } catch (error) {
           if (!(error instanceof ToolError)) throw error;
@@ -122,7 +124,7 @@ export function createTeamTrigger(options: TeamTriggerOptions): TurnIntercept {
       await options.sessions.append(
         claim.sessionKey,
         [
-          { role: "user", content: message.content, at, messageIds: [message.id] },
+          { role: "user", content: labelledContent(message), at, messageIds: [message.id], speakers: [speakerIdOf(message)] },
           { role: "assistant", content: reply, at },
         ],
         { token: claim.token },
@@ -131,4 +133,10 @@ export function createTeamTrigger(options: TeamTriggerOptions): TurnIntercept {
       return reply;
     },
   };
+}
+
+/** The platform's id of the trigger message, which the run's status message and result thread to. */
+function platformMessageIdOf(message: InboundMessage): string | undefined {
+  const value = message.metadata.platformMessageId;
+  return typeof value === "string" || typeof value === "number" ? String(value) : undefined;
 }

@@ -8,6 +8,7 @@ import path from "node:path";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { createFileMemoryStore } from "../../../src/agent/memory.js";
+import { createPersonMemory } from "../../../src/agent/person-memory.js";
 import { registerOperationRoutes } from "../../../src/api/operations-routes.js";
 import { type Readiness, createApiServer } from "../../../src/api/server.js";
 import { registerSessionRoutes } from "../../../src/api/session-routes.js";
@@ -30,6 +31,7 @@ async function start(options: { readiness?: () => Promise<Readiness> } = {}) {
   const store = createFileStore({ dataDir: path.join(root, "data"), now });
   cleanups.push(() => store.close());
   const memory = createFileMemoryStore({ workspace: path.join(root, "workspace"), scope: "chat", now });
+  const people = createPersonMemory(createFileMemoryStore({ workspace: path.join(root, "workspace"), scope: "person", now }), { alice: ["telegram:1", "discord:1"] });
   const bus = createMemoryBus({ now });
   cleanups.push(() => bus.close());
   const server = createApiServer({
@@ -39,7 +41,7 @@ async function start(options: { readiness?: () => Promise<Readiness> } = {}) {
     readiness: async () => ({ ready: true, checks: {} }),
     routes: [
       (scope) => {
-        registerSessionRoutes(scope, { sessions: store.sessions, memory });
+        registerSessionRoutes(scope, { sessions: store.sessions, memory, people });
         registerOperationRoutes(scope, {
           kind: "memory",
           bus,
@@ -57,7 +59,7 @@ async function start(options: { readiness?: () => Promise<Readiness> } = {}) {
     const response = await fetch(`${url}${route}`, { headers: { authorization: `Bearer ${token}` } });
     return { status: response.status, body: (await response.json()) as never as Record<string, unknown> & Array<Record<string, unknown>> };
   };
-  return { store, memory, bus, get, tick: (ms: number) => (clock += ms) };
+  return { store, memory, people, bus, get, tick: (ms: number) => (clock += ms) };
 }
 
 describe("/api/sessions", () => {
@@ -108,8 +110,27 @@ describe("/api/sessions", () => {
       scope: "chat",
       location: api.memory.location("web:room-1"),
       content: "# Facts\n- likes tea\n",
+      people: [],
     });
     expect((await api.get("/api/sessions/web:other/memory")).body).toMatchObject({ content: "" });
+  });
+
+  it("shows the person memory of everyone who spoke in the chat, and of nobody else", async () => {
+    const api = await start();
+    await api.store.sessions.append("discord:guild-1", [
+      { role: "user", content: "[Alice (discord:1)] hi\n\n[Bob (discord:2)] hello", at: T0, speakers: ["discord:1", "discord:2"] },
+      { role: "assistant", content: "hi both", at: T0 },
+      { role: "event", content: "[Background event] done", at: T0 },
+    ]);
+    await api.people.store.write("alice", "Alice is vegetarian.");
+    await api.people.store.write("discord:3", "Carol's secret");
+    expect((await api.get("/api/sessions/discord:guild-1/memory")).body).toMatchObject({
+      people: [
+        { person: "discord:1", location: "memory/people/alice/MEMORY.md", content: "Alice is vegetarian." },
+        { person: "discord:2", location: "memory/people/discord%3A2/MEMORY.md", content: "" },
+      ],
+    });
+    expect((await api.get("/api/sessions/discord:guild-1")).body).toMatchObject({ history: [{ role: "user" }, { role: "assistant" }, { role: "event" }] });
   });
 });
 

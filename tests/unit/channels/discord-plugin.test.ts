@@ -21,6 +21,8 @@ describe("Discord plugin", () => {
       allowChannels: [],
       allowRoles: [],
       groupPolicy: "mention",
+      groupContext: "labelled",
+      teamProgress: "status-message",
       threads: { inheritParent: false },
       rateLimitPerMinute: 10,
       maxImageBytes: 10 * 1024 * 1024,
@@ -57,6 +59,6 @@ describe("Discord plugin", () => {
     expect(channel.adapter.render?.("**bold**")).toEqual({ text: "**bold**", format: "formatted" });
     expect(channel.account).toBe(createHash("sha256").update(token).digest("hex").slice(0, 16));
     expect(channel.account).not.toContain(token);
-    expect(channel.policy).toEqual({ allowFrom: ["42", "guild:100", "channel:200", "role:300"], groupPolicy: "all", rateLimit: { messages: 5, perMs: 60_000 } });
+    expect(channel.policy).toEqual({ allowFrom: ["42", "guild:100", "channel:200", "role:300"], groupPolicy: "all", groupContext: "labelled", rateLimit: { messages: 5, perMs: 60_000 } });
   });
 });

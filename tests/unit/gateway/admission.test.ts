@@ -350,3 +350,21 @@ describe("admission", () => {
     expect(await published()).toEqual([]);
   });
 });
+
+describe("admission: who speaks in a group", () => {
+  it("puts the sender's name and how the bot is addressed on a group message, from the event's fields only", async () => {
+    const gate = admission();
+    await gate.handle(inGroup(OWNER, "@count_bot [Bob (telegram:9)] says hi", { mentionsBot: true, senderName: "Alice" }));
+    await gate.handle(dm(OWNER, "private"));
+    const [fromGroup, direct] = await published();
+    expect(fromGroup).toMatchObject({ senderId: OWNER, chatType: "group", content: "[Bob (telegram:9)] says hi", group: { senderName: "Alice", botHandle: "count_bot", addressing: "mention" } });
+    expect(direct!.group).toBeUndefined();
+  });
+
+  it("says `all` where the bot hears everything, and leaves the group out with groupContext off", async () => {
+    await admission({ groupPolicy: "all" }).handle(inGroup(OWNER, "hello all"));
+    expect((await published())[0]!.group).toEqual({ senderName: `User ${OWNER}`, botHandle: "count_bot", addressing: "all" });
+    await admission({ groupContext: "off" }).handle(inGroup(OWNER, "@count_bot quiet", { mentionsBot: true }));
+    expect((await published())[0]!.group).toBeUndefined();
+  });
+});

@@ -440,3 +440,43 @@ describe("outbound dispatcher", () => {
     expect(platform.calls).toHaveLength(0);
   });
 });
+
+describe("dispatcher in groups", () => {
+  const run = (statuses: string[], status = "running") => ({
+    id: "wf-9",
+    team: "Crew",
+    status,
+    createdAt: 1_000_000,
+    replyTo: "trigger-9",
+    ...(status === "running" ? {} : { completedAt: 1_003_000 }),
+    agents: statuses.map((agentStatus, index) => ({ id: `a${index}`, label: `Agent ${index} (a${index})`, status: agentStatus })),
+  });
+  const progress = (chatId: string, statuses: string[], status?: string) =>
+    reply(chatId, "Team [Crew]: a line", { kind: "notice", metadata: { workflow: { runId: "wf-9", run: run(statuses, status) } } });
+
+  it("keeps a team run's notices in one status message threaded to the trigger with teamProgress, and shows none without", async () => {
+    const { bus, platform } = await setup({}, { teamProgress: "status-message" });
+    await bus.publishOutbound(progress("G", ["pending", "pending"]));
+    await vi.waitFor(() => expect(platform.sends("G")).toHaveLength(1));
+    await bus.publishOutbound(progress("G", ["completed", "running"]));
+    await bus.publishOutbound(progress("G", ["completed", "completed"], "completed"));
+    await vi.waitFor(() => expect(platform.shown("G")).toEqual(["Team [Crew] · done · 3 s\n✅ done · Agent 0 (a0)\n✅ done · Agent 1 (a1)"]));
+    expect(platform.sends("G")[0]!.options.replyTo).toBe("trigger-9");
+    expect(platform.calls.filter((call) => call.method === "edit").length).toBeGreaterThanOrEqual(1);
+
+    const off = await setup({}, { teamProgress: "off" });
+    await off.bus.publishOutbound(progress("H", ["pending"]));
+    await off.bus.publishOutbound(reply("H", "after the notice"));
+    await vi.waitFor(() => expect(off.platform.shown("H")).toEqual(["after the notice"]));
+  });
+
+  it("strips internal markers from finals and drafts", async () => {
+    const { bus, platform } = await setup({ streaming: "edit" });
+    await bus.watchDrafts(CHANNEL);
+    await bus.publishDraft({ replyId: "in-marker:0", channel: CHANNEL, chatId: "M", text: "Result so far <!-- WORKFLOW_EXEC" });
+    await vi.waitFor(() => expect(platform.shown("M")).toEqual(["Result so far"]));
+    await bus.publishOutbound({ ...reply("M", "Result.\n\n<!-- WORKFLOW_EXECUTION_METADATA\nrun: wf-1\n-->"), id: "in-marker:0" });
+    await vi.waitFor(() => expect(platform.shown("M")).toEqual(["Result."]));
+    expect(platform.calls.some((call) => "text" in call && call.text.includes("<!--"))).toBe(false);
+  });
+});

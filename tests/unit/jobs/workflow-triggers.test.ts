@@ -117,10 +117,17 @@ describe("team triggers in a chat (embedded)", () => {
       "Team [Analysts]: Reporter (report) started",
       "Team [Analysts]: Reporter (report) done",
     ]);
-    const streamed = harness.notices.filter((notice) => notice.metadata.transient === true);
+    const streamed = harness.notices.filter((notice) => (notice.metadata.workflow as { event: string }).event === "node-chunk");
     expect(streamed.map((notice) => (notice.metadata.workflow as { event: string; nodeId: string }).nodeId).sort()).toEqual(["report", "ui"]);
     const { history } = await harness.runtime.store.sessions.load("test:a");
-    expect(history.map((entry) => entry.role)).toEqual(["user", "assistant", "user", "assistant"]);
+    // The run's start and end are transient notices too: what puts a status message up and settles it.
+    const runEvents = harness.notices.filter((notice) => (notice.metadata.workflow as { event: string }).event.startsWith("run-"));
+    expect(runEvents.map((notice) => [notice.content, notice.metadata.transient])).toEqual([
+      ["Team [Analysts] started", true],
+      ["Team [Analysts] completed", true],
+    ]);
+    // The background event is kept as an event, not as something the user said.
+    expect(history.map((entry) => entry.role)).toEqual(["user", "assistant", "event", "assistant"]);
     expect(history[0]).toMatchObject({ content: "@analysts review the checkout page", messageIds: [trigger.id] });
     // The execution metadata is kept in the history with the background event.
     expect(history[2]!.content).toMatch(/<!-- WORKFLOW_EXECUTION_METADATA\nrun: wf-\w+\nmode: graph\nagents: 2\ntool_calls: 0\nduration: \d+ms\n-->/);

@@ -17,6 +17,7 @@ describe("canonicalEntryJson", () => {
     role: "assistant",
     model: "openai/gpt",
     messageIds: ["m-2", "m-1"],
+    speakers: ["discord:2", "discord:1"],
     content: 'quote " and \u2028 and emoji \u{1F600}',
     at: 1_700_000_000_123,
   });

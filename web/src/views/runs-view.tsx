@@ -155,7 +155,7 @@ function RunDetail(props: { id: string }) {
       chatId,
       after: loadTranscript(chatId)?.seq,
       onEvent: (event) => {
-        if (event.type === "notice" && event.workflow?.runId === props.id && event.workflow.event === "node-chunk" && event.workflow.text) {
+        if (event.type === "notice" && event.workflow?.runId === props.id && event.workflow.event === "node-chunk" && event.workflow.nodeId && event.workflow.text) {
           const { nodeId, text } = event.workflow;
           setLive((current) => ({ ...current, [nodeId]: text }));
         }

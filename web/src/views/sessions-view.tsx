@@ -74,9 +74,9 @@ function Session(props: { sessionKey: string }) {
             {session.data?.history.map((entry, index) => (
               <li key={index} class={`message ${entry.role}`}>
                 <p class="hint">
-                  {entry.role === "user" ? "user" : `assistant${entry.model ? ` (${entry.model})` : ""}`} · {time(entry.at)}
+                  {entry.role === "assistant" ? `assistant${entry.model ? ` (${entry.model})` : ""}` : entry.role === "event" ? "background event" : "user"} · {time(entry.at)}
                 </p>
-                {entry.role === "user" ? <p class="plain">{entry.content}</p> : <Markdown text={entry.content} />}
+                {entry.role === "assistant" ? <Markdown text={withoutMarkers(entry.content)} /> : <p class="plain">{withoutMarkers(entry.content)}</p>}
               </li>
             ))}
           </ol>
@@ -93,6 +93,20 @@ function Session(props: { sessionKey: string }) {
               </>
             )}
           </section>
+          {(memory.data?.people?.length ?? 0) > 0 && (
+            <section class="card" aria-labelledby="people-title">
+              <h2 id="people-title">Person memory</h2>
+              <p class="hint">What each person who spoke here told about themselves; it follows them into every chat and is shown to the model only when they speak.</p>
+              {memory.data?.people?.map((person) => (
+                <section key={person.person} aria-label={`person memory of ${person.person}`}>
+                  <h3>
+                    {person.person} <span class="hint">· <code>{person.location}</code></span>
+                  </h3>
+                  {person.content.trim() === "" ? <p class="empty">Empty.</p> : <Markdown text={person.content} />}
+                </section>
+              ))}
+            </section>
+          )}
           <section class="card" aria-labelledby="tools-title">
             <h2 id="tools-title">Tool calls</h2>
             {tools.data?.length === 0 && <p class="empty">None.</p>}
@@ -118,4 +132,9 @@ function Session(props: { sessionKey: string }) {
 function argumentsText(value: unknown): string {
   const text = typeof value === "string" ? value : JSON.stringify(value);
   return text.length > 80 ? `${text.slice(0, 79)}…` : text;
+}
+
+/** Internal markers (`<!-- … -->`, a team run's execution metadata) are for the model, not for people. */
+function withoutMarkers(text: string): string {
+  return text.replace(/<!--[\s\S]*?(?:-->|$)/g, "").trimEnd();
 }

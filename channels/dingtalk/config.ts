@@ -4,7 +4,7 @@
  * config is printed; they usually come from DINGTALK_CLIENT_ID / DINGTALK_CLIENT_SECRET.
  */
 import { z } from "zod";
-import { limitsSchema } from "../../src/gateway/kit/index.js";
+import { groupSettingsShape, limitsSchema } from "../../src/gateway/kit/index.js";
 import { dingtalkQuotas } from "./quotas.js";
 
 const positiveInt = z.number().int().positive();
@@ -14,6 +14,7 @@ export const DEFAULT_CARD_TEMPLATE = "382e4302-551d-4880-bf29-a30acfab2e71.schem
 
 export const DingTalkConfigSchema = z.strictObject({
   enabled: z.boolean().default(false).describe("Run the DingTalk channel."),
+  ...groupSettingsShape,
   appKey: z.string().optional().describe("Client ID (formerly AppKey) of the enterprise internal app; DINGTALK_CLIENT_ID."),
   appSecret: z.string().optional().describe("Client Secret (formerly AppSecret) of the app (secret); DINGTALK_CLIENT_SECRET. It also signs HTTP callbacks."),
   robotCode: z.string().optional().describe("The robot's code (Robot configuration page). Default: the appKey, which it is for a robot of an enterprise internal app."),

@@ -20,7 +20,7 @@ function required(config: DingTalkConfig, field: "appKey" | "appSecret", variabl
 
 /** Who may talk to the bot: users by staffId or DingTalk id, and every member of the listed groups. */
 export function dingtalkPolicy(config: DingTalkConfig): AdmissionPolicy {
-  return { allowFrom: [...config.allowFrom, ...config.allowChats], groupPolicy: config.groupPolicy, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } };
+  return { allowFrom: [...config.allowFrom, ...config.allowChats], groupPolicy: config.groupPolicy, groupContext: config.groupContext, rateLimit: { messages: config.rateLimitPerMinute, perMs: 60_000 } };
 }
 
 export const dingtalkChannel = defineChannel({
@@ -51,6 +51,7 @@ export const dingtalkChannel = defineChannel({
       adapter,
       policy: dingtalkPolicy(config),
       quotas: withLimits(dingtalkQuotas, config.limits, "channels.dingtalk.limits"),
+      teamProgress: config.teamProgress,
       ...(config.mode === "http" ? { webhook: { path: config.webhook.path, handle: adapter.webhook } } : {}),
       // The account is named by a hash of the app key: one gateway holds the Stream connection.
       account: createHash("sha256").update(appKey).digest("hex").slice(0, 16),

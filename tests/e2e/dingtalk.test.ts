@@ -152,10 +152,12 @@ describe("DingTalk through gateway and worker processes: Stream mode", () => {
   it("answers a group message that @mentions the robot and ignores one that does not", async () => {
     const quiet = say({ text: "humans talking", group: true });
     say({ text: "ping", group: true, atRobot: true });
-    await shownWith(GROUP, (text) => text === "echo: ping", "the group reply");
+    // A group's messages reach the model labelled with their speaker (the Groups section).
+    const labelled = `echo: [Owner (dingtalk:${owner.staffId})] ping`;
+    await shownWith(GROUP, (text) => text === labelled, "the group reply");
     await quiet.pushed;
     expect(modelSaw("humans talking")).toBe(false);
-    expect(shownIn(GROUP).map((shown) => shown.text)).toEqual(["echo: ping"]);
+    expect(shownIn(GROUP).map((shown) => shown.text)).toEqual([labelled]);
   });
 
   it("gives a stranger a pairing code and never asks the model", async () => {

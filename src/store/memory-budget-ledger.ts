@@ -9,6 +9,8 @@
  * file of a running process.
  */
 import { readFileSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
+import path from "node:path";
 import { writeFileAtomic } from "./file-io.js";
 import { type BudgetLedger, type BudgetState, type BudgetWindow, heldMember } from "./budget-ledger.js";
 
@@ -57,6 +59,7 @@ export function createMemoryBudgetLedger(options: MemoryBudgetLedgerOptions = {}
       budgets: [...records].map(([key, record]) => ({ key, buckets: [...record.buckets], keepUntil: record.keepUntil })),
       usage: [...usage].map(([day, entry]) => ({ day, counts: Object.fromEntries(entry.counts), keepUntil: entry.keepUntil })),
     };
+    await mkdir(path.dirname(options.file!), { recursive: true });
     await writeFileAtomic(options.file!, JSON.stringify(snapshot));
   };
 

@@ -86,6 +86,8 @@ export const WorkflowRunSchema = z.strictObject({
   sessionKey: z.string(),
   /** Absent on runs stored before it was recorded. */
   origin: RunOriginSchema.optional(),
+  /** `channel:senderId` of the person who started it: its model calls count against their budget. */
+  person: z.string().optional(),
   status: RunStatusSchema,
   /** The team as it was when the run started: later edits do not reach a running run. */
   team: TeamRecordSchema,

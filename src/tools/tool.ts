@@ -18,6 +18,8 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Sends a message into the current chat mid-turn (the `message` tool). */
   send?: (content: string, media?: Media[]) => Promise<void>;
+  /** `channel:senderId` of the person whose message started the turn: work the tool starts (a subagent, a team run) counts against their budget. */
+  person?: string;
 }
 
 /** One thing wrong with the arguments: where (`[]` for the whole object) and what. */

@@ -17,6 +17,7 @@ import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import type { TurnIntercept } from "../../agent/turn-consumer.js";
 import { type InboundMessage, SYSTEM_CHANNEL, sessionKeyOf } from "../../bus/message.js";
+import { personOf } from "../../agent/budget/policy.js";
 import { ToolError, errorMessage } from "../../errors.js";
 import type { SessionStore } from "../../store/store.js";
 import type { TeamRecord } from "../../store/team-record.js";
@@ -111,7 +112,7 @@ export function createTeamTrigger(options: TeamTriggerOptions): TurnIntercept {
       } else {
         const runId = triggerRunId(message);
         try {
-          const run = (await options.engine.get(runId)) ?? (await options.engine.start({ team: recognized.team, goal: recognized.goal, sessionKey: claim.sessionKey, runId, origin: "mention" }));
+          const run = (await options.engine.get(runId)) ?? (await options.engine.start({ team: recognized.team, goal: recognized.goal, sessionKey: claim.sessionKey, runId, origin: "mention", person: personOf(message) }));
           reply = startedReply(run);
         } catch (error) {
           if (!(error instanceof ToolError)) throw error;

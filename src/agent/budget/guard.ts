@@ -30,7 +30,7 @@ import type { BudgetLedger, BudgetState } from "../../store/budget-ledger.js";
 import { sleep } from "../../sleep.js";
 import { DEFAULT_MAX_OUTPUT_TOKENS, estimatePromptTokens, estimateTextTokens } from "./estimate.js";
 import { dayIn, freesAt } from "./periods.js";
-import { type AppliedBudget, type CallScope, budgetsFor } from "./policy.js";
+import { type AppliedBudget, type CallScope, budgetsFor, channelOfChat } from "./policy.js";
 import { fullRefusal, shortRefusal, warningText } from "./replies.js";
 import { describeUsage, usageCounts } from "./usage-report.js";
 
@@ -149,7 +149,7 @@ export function createBudgetGuard(options: BudgetGuardOptions): BudgetGuard {
             const cost = price ? costIn(price, usage) : undefined;
             const used = budgets.map((budget) => (budget.unit === "tokens" ? usage.inputTokens + usage.outputTokens : (cost ?? 0)));
             const at = now();
-            const channel = scope.channel ?? "none";
+            const channel = scope.channel ?? (scope.chat ? channelOfChat(scope.chat) : "none");
             options.metrics?.modelUsage(model.id, channel, usage, cost === undefined ? undefined : cost / 1_000_000);
             try {
               const after = await ledger.settle({

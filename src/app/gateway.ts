@@ -18,6 +18,7 @@ import { registerTaskRoutes } from "../api/task-routes.js";
 import { registerTeamRoutes } from "../api/team-routes.js";
 import { teamEndpointIssue } from "../jobs/workflows/team-endpoint.js";
 import { registerWorkflowRunRoutes } from "../api/workflow-run-routes.js";
+import { registerUsageRoutes } from "../api/usage-routes.js";
 import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
 import { registerWebConsole } from "../api/web-console.js";
 import type { ResolvedConfig } from "../config/schema.js";
@@ -63,7 +64,7 @@ export interface Gateway {
 export interface GatewayOptions {
   config: ResolvedConfig;
   logger: Logger;
-  infrastructure: Pick<Infrastructure, "kind" | "bus" | "store" | "memory" | "elect" | "checks" | "bullmq" | "toolHistory" | "chatEvents" | "processes"> &
+  infrastructure: Pick<Infrastructure, "kind" | "bus" | "store" | "memory" | "elect" | "checks" | "bullmq" | "toolHistory" | "chatEvents" | "processes" | "budgetLedger"> &
     Partial<Pick<Infrastructure, "quotaStore">>;
   /** Extra readiness checks (the embedded worker's, say). */
   checks?: () => Promise<Readiness["checks"]>;
@@ -146,6 +147,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     ? createOpenAiEndpoint({ bus, teams: options.teams, workflows: options.workflows, config: config.api.openai, logger, now: options.now })
     : undefined;
   const memory = infrastructure.memory({ workspace: config.workspace, scope: config.memory.scope });
+  let budgets = config.budgets;
   const api = createApiServer({
     bus,
     config: { ...config.api, token: options.apiToken?.token ?? config.api.token },
@@ -163,6 +165,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         registerTeamRoutes(scope, { teams: options.teams, now: options.now, endpointIssue: (team) => teamEndpointIssue(config, team) });
         registerWorkflowRunRoutes(scope, { workflows: options.workflows, teams: options.teams });
         registerToolHistoryRoutes(scope, toolHistory);
+        registerUsageRoutes(scope, { ledger: infrastructure.budgetLedger, config: () => budgets, now: options.now });
         registerSessionRoutes(scope, { sessions: store.sessions, memory });
         registerOperationRoutes(scope, {
           kind: infrastructure.kind,
@@ -190,6 +193,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     channels,
     openai,
     reload(next) {
+      budgets = next.budgets;
       for (const channel of channels) {
         const plugin = plugins.find((candidate) => candidate.name === channel.name);
         if (!plugin?.policy) continue;

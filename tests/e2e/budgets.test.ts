@@ -22,6 +22,7 @@ import { createRedisBudgetLedger } from "../../src/store/redis-budget-ledger.js"
 import { type FakeOpenAIServer, type FakeOpenAIStep, startFakeOpenAI } from "../support/fake-openai-server.js";
 import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
+import { runCli } from "../support/run-cli.js";
 
 const TOKEN = "budgets-e2e-token-0123456789";
 const RESERVATION_TTL_MS = 3_000;
@@ -39,6 +40,7 @@ const served = new Map<string, number>();
 const calls: Array<{ person: string; server: number }> = [];
 const held: Array<() => void> = [];
 let hangCarol = true;
+let environment: (server: number) => Record<string, string>;
 
 function script(server: number) {
   return (body: Record<string, unknown>): FakeOpenAIStep => {
@@ -96,6 +98,7 @@ beforeAll(async () => {
     COUNTBOT_MODEL: "openai/fake-budget-model",
     LOG_LEVEL: "info",
   });
+  environment = env;
   const gateway = startService(["gateway"], env(0));
   base = String((await gateway.waitForLog(/gateway listening/)).url);
   workers.push(startService(["worker"], env(0)), startService(["worker"], env(1)));
@@ -159,11 +162,19 @@ describe("budgets over Redis with two workers", () => {
   it("spends a person's daily budget to its limit and not past one call, answers every message, and leaves others alone", { timeout: 180_000 }, async () => {
     const chats = ["a1", "a2", "a3", "a4"];
     const pages = await Promise.all([...chats, "b1"].map((chat) => openPage(chat)));
-    const posts = Array.from({ length: 40 }, (_, index) => post(chats[index % 4]!, "alice", `alice-${index} hello`));
-    const bobPosts = Array.from({ length: 3 }, (_, index) => post("b1", "bob", `bob-${index} hi`));
-    const aliceIds = await Promise.all(posts);
-    const bobIds = await Promise.all(bobPosts);
-    await until("every message answered", () => answered(pages, [...aliceIds, ...bobIds]), 120_000);
+    // Messages of one chat that arrive together are one turn (the bus coalesces a burst), so the 40
+    // come in four waves of ten at once over the four chats: at least 16 turns of 1,500 tokens, more
+    // than the budget holds, each wave racing over both workers.
+    const aliceIds: string[] = [];
+    const bobIds: string[] = [];
+    for (let wave = 0; wave < 4; wave++) {
+      const posts = Array.from({ length: 10 }, (_, index) => post(chats[index % 4]!, "alice", `alice-${wave * 10 + index} hello`));
+      const bobPost = post("b1", "bob", `bob-${wave} hi`);
+      const ids = await Promise.all(posts);
+      aliceIds.push(...ids);
+      bobIds.push(await bobPost);
+      await until(`wave ${wave + 1} answered`, () => answered(pages, [...aliceIds, ...bobIds]), 120_000);
+    }
 
     const aliceCalls = calls.filter((call) => call.person === "alice").length;
     expect(aliceCalls).toBeGreaterThanOrEqual(1);
@@ -184,6 +195,16 @@ describe("budgets over Redis with two workers", () => {
     const usage = await until("alice's /usage", () => pages[0]!.finals[before]?.content);
     expect(tokensIn(usage)).toBe(served.get("alice"));
     pages.forEach((page) => page.close());
+
+    // The API and the CLI tell the same from the usage report.
+    const response = await fetch(`${base}/api/usage?by=person&period=day`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const report = (await response.json()) as { rows: Array<{ key: string; tokens: number; calls: number }> };
+    expect(report.rows.find((row) => row.key === "web:alice")).toMatchObject({ tokens: served.get("alice"), calls: aliceCalls });
+    const cli = await runCli(["usage", "--by", "person", "--json", "--person", "web:alice"], { env: environment(0) });
+    expect(cli.code, cli.stderr).toBe(0);
+    const printed = JSON.parse(cli.stdout) as { rows: Array<{ key: string; tokens: number }>; budgets: Array<{ kind: string; used: number; limit: number }> };
+    expect(printed.rows.find((row) => row.key === "web:alice")?.tokens).toBe(served.get("alice"));
+    expect(printed.budgets).toEqual([expect.objectContaining({ kind: "person", used: served.get("alice"), limit: 10_000 })]);
   });
 
   it("stops a team run at its run budget and keeps what its finished agents wrote", { timeout: 120_000 }, async () => {

@@ -116,3 +116,32 @@ export async function describeUsage(ledger: Pick<BudgetLedger, "usage" | "read">
   }
   return lines.join("\n");
 }
+
+export interface BudgetStatus {
+  kind: string;
+  subject: string;
+  unit: "tokens" | "money";
+  /** In tokens, or in the currency for money. */
+  used: number;
+  held: number;
+  limit: number;
+  period: string | null;
+  resetsAt: number | null;
+}
+
+/** The budgets that apply to a person and a chat (with their channel's and the deployment's), as they stand now. */
+export async function budgetStatus(ledger: Pick<BudgetLedger, "read">, config: BudgetsConfig, scope: CallScope, now: number): Promise<BudgetStatus[]> {
+  const applied = budgetsFor(config, scope, now);
+  const states = await ledger.read(applied, now);
+  const inUnit = (unit: "tokens" | "money", amount: number) => (unit === "tokens" ? amount : moneyOf(amount));
+  return applied.map((budget, index) => ({
+    kind: budget.kind,
+    subject: budget.subject,
+    unit: budget.unit,
+    used: inUnit(budget.unit, states[index]!.used),
+    held: inUnit(budget.unit, states[index]!.held),
+    limit: inUnit(budget.unit, budget.limit),
+    period: budget.spec ? `${budget.spec.reset === "rolling" ? "rolling " : ""}${budget.spec.period}` : null,
+    resetsAt: budget.resetsAt ?? null,
+  }));
+}

@@ -19,6 +19,7 @@ import { registerTeamRoutes } from "../api/team-routes.js";
 import { teamEndpointIssue } from "../jobs/workflows/team-endpoint.js";
 import { registerWorkflowRunRoutes } from "../api/workflow-run-routes.js";
 import { registerUsageRoutes } from "../api/usage-routes.js";
+import { describeUsage } from "../agent/budget/usage-report.js";
 import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
 import { registerWebConsole } from "../api/web-console.js";
 import type { ResolvedConfig } from "../config/schema.js";
@@ -137,7 +138,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   // The BullMQ dashboard, over Redis; behind the token like the rest of the API.
   const board = infrastructure.bullmq && createQueueBoard({ ...infrastructure.bullmq, queues: [SUBAGENT_QUEUE, WORKFLOW_QUEUE] });
   const quotaStore = infrastructure.quotaStore?.bind(infrastructure);
-  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, now: options.now }));
+  let budgets = config.budgets;
+  const usage = (scope: { person: string; chat: string }) => describeUsage(infrastructure.budgetLedger, budgets, scope, (options.now ?? Date.now)());
+  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, usage, now: options.now }));
   metrics?.watch({
     bus,
     leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })),
@@ -147,7 +150,6 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     ? createOpenAiEndpoint({ bus, teams: options.teams, workflows: options.workflows, config: config.api.openai, logger, now: options.now })
     : undefined;
   const memory = infrastructure.memory({ workspace: config.workspace, scope: config.memory.scope });
-  let budgets = config.budgets;
   const api = createApiServer({
     bus,
     config: { ...config.api, token: options.apiToken?.token ?? config.api.token },

@@ -22,16 +22,16 @@ function isTimeZone(name: string): boolean {
   }
 }
 
-/** Exactly one of `tokens` and `money`: a budget counts one thing. */
-function oneLimit(budget: { tokens?: number | undefined; money?: number | undefined }, context: z.RefinementCtx): void {
-  if ((budget.tokens === undefined) === (budget.money === undefined)) {
-    context.addIssue({ code: "custom", message: 'set exactly one of "tokens" or "money" (a budget counts one of them)' });
+/** A token limit is a whole number. */
+function wholeTokens(budget: { limit: number; unit: "tokens" | "money" }, context: z.RefinementCtx): void {
+  if (budget.unit === "tokens" && !Number.isInteger(budget.limit)) {
+    context.addIssue({ code: "custom", path: ["limit"], message: `expected a whole number of tokens, got ${budget.limit} (for money set "unit": "money")` });
   }
 }
 
 const limitShape = {
-  tokens: z.number().int().positive().optional().describe("Most tokens (input plus output, as the provider reports them) per period."),
-  money: z.number().positive().optional().describe("Most money per period, in `budgets.currency` (e.g. 5 for 5 USD)."),
+  limit: z.number().positive().describe("The most a period may use: tokens (input plus output, as the provider reports them), or money in `budgets.currency` (5 for 5 USD)."),
+  unit: z.enum(["tokens", "money"]).default("tokens").describe("What `limit` counts: `tokens`, or `money` (needs a price for every model, see `prices`)."),
 };
 
 /** A budget that renews: per person, chat, channel or the whole deployment. */
@@ -45,11 +45,11 @@ export const PeriodBudgetSchema = z
       .describe("`calendar`: renews at the start of each day, week (Monday) or month in `timeZone`; `rolling`: counts the last 24 hours, 7 days or 30 days. Default: `budgets.reset`."),
     timeZone: timeZone.optional().describe("IANA time zone the calendar period follows. Default: `budgets.timeZone`."),
   })
-  .superRefine(oneLimit);
+  .superRefine(wholeTokens);
 export type PeriodBudgetConfig = z.infer<typeof PeriodBudgetSchema>;
 
 /** A budget for one team run, from its start to its end: no period. */
-export const RunBudgetSchema = z.strictObject(limitShape).superRefine(oneLimit);
+export const RunBudgetSchema = z.strictObject(limitShape).superRefine(wholeTokens);
 export type RunBudgetConfig = z.infer<typeof RunBudgetSchema>;
 
 /** Price of a model per million tokens, in `budgets.currency`. */
@@ -103,5 +103,5 @@ export type BudgetsConfig = z.infer<typeof BudgetsSchema>;
 /** Whether any budget counts money (then every model used needs a price). */
 export function hasMoneyBudget(budgets: BudgetsConfig): boolean {
   const all = [budgets.person, budgets.chat, budgets.channel, budgets.teamRun, budgets.deployment, ...Object.values(budgets.people), ...Object.values(budgets.chats), ...Object.values(budgets.channels), ...Object.values(budgets.teams)];
-  return all.some((budget) => budget?.money !== undefined);
+  return all.some((budget) => budget?.unit === "money");
 }

@@ -73,7 +73,7 @@ beforeAll(async () => {
       jobs: { lockDurationMs: 2_000, stalledIntervalMs: 1_000 },
       agent: { providerRetries: 0, maxTokens: 1_000 },
       shutdownGraceMs: 1_000,
-      budgets: { person: { tokens: 10_000, period: "day" }, teamRun: { tokens: 2_000 }, reservationTtlMs: RESERVATION_TTL_MS },
+      budgets: { person: { limit: 10_000, period: "day" }, teamRun: { limit: 2_000 }, reservationTtlMs: RESERVATION_TTL_MS },
       teams: {
         Writers: {
           mode: "pipeline",

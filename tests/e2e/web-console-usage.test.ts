@@ -26,7 +26,7 @@ beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), "countbot-console-usage-"));
   llm = await startFakeOpenAI({ script: (body) => ({ text: `echo: ${lastUserText(body)}`, usage: { promptTokens: 1_000, completionTokens: 500 } }) });
   [countbot, browser] = await Promise.all([
-    startConsoleService({ root, token: TOKEN, modelUrl: llm.url, config: { agent: { maxTokens: 500 }, budgets: { person: { tokens: 3_000 } } }, env: { COUNTBOT_MODEL: "openai/gpt-4o-mini" } }),
+    startConsoleService({ root, token: TOKEN, modelUrl: llm.url, config: { agent: { maxTokens: 500 }, budgets: { person: { limit: 3_000 } } }, env: { COUNTBOT_MODEL: "openai/gpt-4o-mini" } }),
     launchBrowser(),
   ]);
 }, 90_000);

@@ -46,9 +46,9 @@ export function budgetsFor(config: BudgetsConfig, scope: CallScope, now: number)
   const applied: AppliedBudget[] = [];
   const add = (kind: BudgetKind, subject: string, budget: PeriodBudgetConfig | RunBudgetConfig | null | undefined) => {
     if (!budget) return;
-    const unit: BudgetUnit = budget.tokens !== undefined ? "tokens" : "money";
+    const unit: BudgetUnit = budget.unit;
     // Money is counted in millionths of the currency.
-    const limit = budget.tokens ?? Math.round(budget.money! * 1_000_000);
+    const limit = unit === "tokens" ? budget.limit : Math.round(budget.limit * 1_000_000);
     const spec = "period" in budget ? { period: budget.period, reset: budget.reset ?? config.reset, timeZone: budget.timeZone ?? config.timeZone } : undefined;
     const window: Window = spec ? windowOf(spec, now) : WHOLE_RUN;
     applied.push({

@@ -39,7 +39,7 @@ async function drain(model: ChatModel, maxTokens = 100): Promise<string> {
 describe("budget guard", () => {
   it("lets calls through while the budget has room, then refuses without calling the model: at length once, then in one line", async () => {
     const scripted = scriptedModel(() => ({ text: "ok", usage: { inputTokens: 400, outputTokens: 200 } }), "openai/gpt-4o-mini");
-    const { guard, refusals } = setup({ person: { tokens: 1_000 } }, scripted);
+    const { guard, refusals } = setup({ person: { limit: 1_000 } }, scripted);
     const model = guard.bind(scripted, { person: "web:ada", chat: "web:a" });
     expect(await drain(model)).toBe("ok");
     expect(await drain(model)).toBe("ok"); // 600 < 1,000: granted, ends at 1,200
@@ -61,7 +61,7 @@ describe("budget guard", () => {
   it("renews a used-up daily budget at midnight in its time zone", async () => {
     const scripted = scriptedModel(() => ({ text: "ok", usage: { inputTokens: 900, outputTokens: 200 } }));
     const clock = { now: Date.UTC(2026, 11, 4, 22, 30) };
-    const { guard } = setup({ person: { tokens: 1_000 }, timeZone: "Europe/Berlin" }, scripted, clock);
+    const { guard } = setup({ person: { limit: 1_000 }, timeZone: "Europe/Berlin" }, scripted, clock);
     const model = guard.bind(scripted, { person: "web:ada" });
     await drain(model);
     const refused = (await drain(model).catch((error: unknown) => error)) as BudgetExhaustedError;
@@ -84,7 +84,7 @@ describe("budget guard", () => {
         yield* scripted.stream(request);
       },
     };
-    const { guard, ledger } = setup({ chat: { tokens: 1_000 } }, slow);
+    const { guard, ledger } = setup({ chat: { limit: 1_000 } }, slow);
     const model = guard.bind(slow, { chat: "web:a" });
     // The worst case, about 100 tokens of prompt plus 900 of output, fills the budget while the first call runs.
     const first = drain(model, 900);
@@ -98,7 +98,7 @@ describe("budget guard", () => {
 
   it("warns the chat once when a person's budget passes the warning share", async () => {
     const scripted = scriptedModel(() => ({ text: "ok", usage: { inputTokens: 300, outputTokens: 150 } }));
-    const { guard } = setup({ person: { tokens: 1_000 }, warnAt: 0.5 }, scripted);
+    const { guard } = setup({ person: { limit: 1_000 }, warnAt: 0.5 }, scripted);
     const warnings: string[] = [];
     const model = guard.bind(scripted, { person: "web:ada" }, { onWarning: (text) => void warnings.push(text) });
     await drain(model); // 450
@@ -110,7 +110,7 @@ describe("budget guard", () => {
 
   it("counts money with the price table, and refuses to guess the cost of a model without a price", async () => {
     const priced = scriptedModel(() => ({ text: "ok", usage: { inputTokens: 1_000_000, outputTokens: 1_000_000 } }), "openai/gpt-4o-mini");
-    const { guard, usages, ledger, config } = setup({ deployment: { money: 1 } }, priced);
+    const { guard, usages, ledger, config } = setup({ deployment: { limit: 1, unit: "money" } }, priced);
     await drain(guard.bind(priced, { chat: "web:a" }));
     // 0.15 + 0.60 per million: 0.75 USD.
     expect(usages).toEqual([["openai/gpt-4o-mini", "web", 2_000_000, 0.75]]);

@@ -12,7 +12,7 @@ afterEach(async () => {
 describe("turns under a budget", () => {
   it("answers until the person's budget is used up, then answers every message with the budget's reply and keeps it out of the history", async () => {
     const model = scriptedModel(() => ({ text: "answer", usage: { inputTokens: 500, outputTokens: 300 } }));
-    harness = await startHarness(model, { config: { budgets: { person: { tokens: 1_000 } } } });
+    harness = await startHarness(model, { config: { budgets: { person: { limit: 1_000 } } } });
     await harness.send("a", "one", { senderId: "ada" });
     await harness.waitForFinals(1);
     // 800 of 1,000: the warning notice.

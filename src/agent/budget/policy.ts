@@ -31,11 +31,7 @@ export interface AppliedBudget extends BudgetWindow {
   resetsAt?: number;
 }
 
-/** The person a message counts for. A channel that linked the sender to another identity says so in `metadata.person`. */
-export function personOf(message: { channel: string; senderId: string; metadata?: Record<string, unknown> }): string {
-  const linked = message.metadata?.person;
-  return typeof linked === "string" && linked !== "" ? linked : `${message.channel}:${message.senderId}`;
-}
+export { personOf } from "../../bus/message.js";
 
 /** The channel of a session key `channel:chat_id`. */
 export function channelOfChat(chat: string): string {

@@ -121,3 +121,18 @@ export class CancelledError extends Error {
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/**
+ * A model call was refused because a budget it counts against is spent (src/agent/budget). The
+ * message starts "budget exhausted"; `reply` is the plain text the person reads.
+ */
+export class BudgetExhaustedError extends Error {
+  override name = "BudgetExhaustedError";
+  constructor(
+    message: string,
+    readonly reply: string,
+    readonly budget: { kind: string; subject: string; unit: string; used: number; limit: number; resetsAt?: number },
+  ) {
+    super(message);
+  }
+}

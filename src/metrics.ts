@@ -21,6 +21,10 @@ export interface Metrics {
   /** One model call (a stream), by `provider/model`. */
   modelCall(model: string, seconds: number, outcome: "ok" | "error"): void;
   toolCall(tool: string, outcome: "ok" | "error"): void;
+  /** What a model call used, by `provider/model` and channel; `cost` in the budgets' currency when the model has a price. */
+  modelUsage(model: string, channel: string, usage: { inputTokens: number; outputTokens: number; cachedInputTokens?: number }, cost: number | undefined): void;
+  /** A model call refused because a budget of this kind (person, chat, team, channel, deployment) was used up. */
+  budgetRefused(kind: string): void;
 }
 
 export const noMetrics: Metrics = {
@@ -33,4 +37,6 @@ export const noMetrics: Metrics = {
   turn: () => undefined,
   modelCall: () => undefined,
   toolCall: () => undefined,
+  modelUsage: () => undefined,
+  budgetRefused: () => undefined,
 };

@@ -18,6 +18,7 @@ import { leavesNoTrace } from "./cancellation.js";
 import type { GroupSetting, Speaker } from "./speakers.js";
 import { compactHistory } from "./summarizer.js";
 import { type TurnListener, type TurnResult, runReactLoop } from "./react-loop.js";
+import type { BudgetGuard } from "./budget/guard.js";
 
 export interface AgentDependencies {
   settings: Pick<AgentConfig, "maxIterations" | "maxRetries" | "retryDelay" | "temperature" | "maxTokens" | "maxHistory">;
@@ -33,6 +34,8 @@ export interface AgentDependencies {
   audit?: AuditLog;
   /** What each session's tools were asked and answered (queryable through the API), per session. */
   toolHistory?: ToolHistory;
+  /** Counts every model call of a turn against its person's, chat's, channel's and the deployment's budgets. */
+  budgets?: BudgetGuard;
   now?: () => number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
@@ -67,6 +70,8 @@ export interface TurnInput {
    * a session with no history yet starts from that chat's last entries, kept in its own history.
    */
   parentChatId?: string;
+  /** `channel:senderId` of the person whose message started the turn (their budget counts it); none for background events. */
+  person?: string;
 }
 
 /** How many times a turn refused for its size folds more history into memory and runs again. */
@@ -111,9 +116,10 @@ export class Agent {
     const { settings, store, logger } = this.dependencies;
     const log = logger.child({ session: input.sessionKey });
     const snapshot = input.snapshot ?? (await store.sessions.load(input.sessionKey));
+    const model = this.turnModel(input);
     const compact = (history: HistoryEntry[], maxHistory: number) =>
       compactHistory({
-        model: this.dependencies.model,
+        model,
         sessions: store.sessions,
         remember: (summary) => this.remember(input.sessionKey, summary),
         sessionKey: input.sessionKey,
@@ -130,7 +136,7 @@ export class Agent {
     let result: TurnResult;
     for (let shrinks = 0; ; shrinks += 1) {
       try {
-        result = await this.runLoop(input, history, shrinks < MAX_CONTEXT_SHRINKS && history.length > 0);
+        result = await this.runLoop(input, model, history, shrinks < MAX_CONTEXT_SHRINKS && history.length > 0);
         break;
       } catch (error) {
         if (!(error instanceof ProviderError && error.kind === "context-overflow")) throw error;
@@ -146,6 +152,11 @@ export class Agent {
 
     // Cut short by a shutdown or a lost lease: leave no trace, the turn runs again elsewhere.
     if (leavesNoTrace(input.signal)) return result;
+    // Refused before anything was said or done: the model never saw it, so the history does not keep it.
+    if (result.stopReason === "budget-exhausted" && result.iterations === 1 && result.transcript.length === 0) {
+      log.info({ person: input.person }, "turn refused: a budget is used up");
+      return result;
+    }
     // A fenced write checks the lease itself, in the same step: asking first would only cost a round trip.
     if (!input.fence) await input.assertOwnership?.();
     const at = this.now();
@@ -182,8 +193,17 @@ export class Agent {
     return start === -1 ? [] : tail.slice(start).map(({ messageIds: _ids, ...entry }) => entry);
   }
 
+  /** The model as this turn calls it: counted against the turn's budgets, warnings told to the chat. */
+  private turnModel(input: TurnInput): ChatModel {
+    const { budgets, model } = this.dependencies;
+    if (!budgets) return model;
+    return budgets.bind(model, { person: input.person, chat: input.sessionKey, channel: input.channel }, {
+      onWarning: (text) => input.listener?.({ type: "notice", text }),
+    });
+  }
+
   /** One run of the ReAct loop over `history` and the turn's input. */
-  private async runLoop(input: TurnInput, history: HistoryEntry[], throwContextOverflowAtStart: boolean): Promise<TurnResult> {
+  private async runLoop(input: TurnInput, model: ChatModel, history: HistoryEntry[], throwContextOverflowAtStart: boolean): Promise<TurnResult> {
     const { settings } = this.dependencies;
     const messages = await this.dependencies.context.buildMessages({
       sessionKey: input.sessionKey,
@@ -195,7 +215,7 @@ export class Agent {
       speakers: input.speakers ?? [],
     });
     return runReactLoop({
-      model: this.dependencies.model,
+      model,
       tools: this.dependencies.tools,
       messages,
       maxIterations: settings.maxIterations,
@@ -211,6 +231,7 @@ export class Agent {
         restrictToWorkspace: this.dependencies.restrictToWorkspace,
         send: input.send,
         speakers: (input.speakers ?? []).map((speaker) => speaker.id),
+        ...(input.person ? { person: input.person } : {}),
       },
       signal: input.signal,
       listener: this.recordingListener(input),
@@ -260,6 +281,13 @@ export class Agent {
   /** `/new`: archive the history and start over. */
   async resetSession(sessionKey: string, fence?: Fence): Promise<void> {
     await this.dependencies.store.sessions.reset(sessionKey, fence);
+  }
+
+  /** `/usage`: the person's and the chat's spend against their budgets. */
+  async usage(sessionKey: string, person: string | undefined): Promise<string> {
+    const { budgets } = this.dependencies;
+    if (!budgets) return "Usage is not counted here.";
+    return budgets.describe({ chat: sessionKey, ...(person ? { person } : {}) });
   }
 
   async status(sessionKey: string): Promise<string> {

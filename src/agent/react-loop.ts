@@ -3,7 +3,7 @@
  * (with retries), feed the results back, until it answers without tools, hits the iteration cap,
  * is cancelled or fails. Every tool call stays paired with a result, whatever happens.
  */
-import { ProviderError, errorMessage } from "../errors.js";
+import { BudgetExhaustedError, ProviderError, errorMessage } from "../errors.js";
 import type { ChatMessage, ChatModel, ReasoningBlock, ToolCallRequest, Usage } from "../providers/chat-model.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolCallRecord, ToolContext } from "../tools/tool.js";
@@ -14,13 +14,15 @@ export type TurnEvent =
   | { type: "reasoning"; text: string }
   | { type: "tool-start"; call: { id: string; name: string; arguments: string } }
   | { type: "tool-result"; record: ToolCallRecord }
+  /** Something the chat should be told on the side (a budget nearly used up). */
+  | { type: "notice"; text: string }
   | { type: "done"; result: TurnResult }
   | { type: "error"; error: Error };
 
 /** Observes a turn as it happens; channels stream and notify through this. */
 export type TurnListener = (event: TurnEvent) => void | Promise<void>;
 
-export type StopReason = "completed" | "max-iterations" | "cancelled" | "error";
+export type StopReason = "completed" | "max-iterations" | "cancelled" | "error" | "budget-exhausted";
 
 export interface TurnResult {
   /** What the user sees: every piece of assistant text of the turn, plus any closing note. */
@@ -143,6 +145,10 @@ export async function runReactLoop(options: ReactLoopOptions): Promise<TurnResul
       if (options.throwContextOverflowAtStart && untouched && error instanceof ProviderError && error.kind === "context-overflow") throw error;
       if (signal.aborted || (error instanceof ProviderError && error.kind === "aborted")) {
         stopReason = "cancelled";
+      } else if (error instanceof BudgetExhaustedError) {
+        // No model call was made: the budget's reply closes the turn (after whatever was said before it).
+        stopReason = "budget-exhausted";
+        failure = error;
       } else {
         stopReason = "error";
         failure = error instanceof Error ? error : new Error(String(error));
@@ -183,6 +189,8 @@ export async function runReactLoop(options: ReactLoopOptions): Promise<TurnResul
     await addText("[stopped]", true);
   } else if (stopReason === "error") {
     await addText(failureText(failure, iterations), true);
+  } else if (stopReason === "budget-exhausted") {
+    await addText((failure as BudgetExhaustedError).reply, true);
   } else if (reply.trim() === "") {
     reply = "(no reply)";
   }

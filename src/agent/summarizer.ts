@@ -3,7 +3,7 @@
  * memory and dropped from the context (the store archives it). Summarizing must never wedge a
  * chat: a failing or overflowing summary falls back to smaller pieces, then to a plain extract.
  */
-import { errorMessage } from "../errors.js";
+import { BudgetExhaustedError, errorMessage } from "../errors.js";
 import type { ChatModel } from "../providers/chat-model.js";
 import type { Fence, HistoryEntry, SessionStore } from "../store/store.js";
 
@@ -59,7 +59,8 @@ async function summarizeChunk(options: CompactOptions, entries: HistoryEntry[], 
     return await askModel(options, entries);
   } catch (error) {
     options.onWarning?.(`summarizing ${entries.length} messages failed: ${errorMessage(error)}`);
-    if (options.signal?.aborted) return extract(entries);
+    // Aborted, or refused for a used-up budget: more model calls would fare no better.
+    if (options.signal?.aborted || error instanceof BudgetExhaustedError) return extract(entries);
     if (depth < MAX_SPLIT_DEPTH && entries.length > 1) {
       const middle = Math.ceil(entries.length / 2);
       const left = await summarizeChunk(options, entries.slice(0, middle), depth + 1);

@@ -18,6 +18,7 @@ import { lazyChild } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { Usage } from "../providers/chat-model.js";
 import type { SessionSnapshot } from "../store/store.js";
+import { personOf } from "./budget/policy.js";
 import { combineContent, groupSettingOf, speakersOf } from "./speakers.js";
 
 export { combineContent } from "./speakers.js";
@@ -178,7 +179,7 @@ export class TurnConsumer {
         batch = { messages: batch.messages.slice(0, answered.count) };
         ({ reply, usage } = answered);
       } else if (batch.command) {
-        reply = await this.runCommand(batch.command, claim);
+        reply = await this.runCommand(batch.command, claim, batch.messages[0]!);
       } else {
         const taken = batch.interceptable ? await intercept?.take(first, claim) : undefined;
         // An intercept that looked at the message may have written to the session: read it again then.
@@ -224,7 +225,7 @@ export class TurnConsumer {
     await bus.deadLetter(claim, reason, messages.length);
   }
 
-  private async runCommand(command: ChatCommand, claim: Claim): Promise<string> {
+  private async runCommand(command: ChatCommand, claim: Claim, message: InboundMessage): Promise<string> {
     const { agent } = this.options;
     const sessionKey = claim.sessionKey;
     switch (command) {
@@ -233,6 +234,8 @@ export class TurnConsumer {
         return "Started a new conversation.";
       case "status":
         return agent.status(sessionKey);
+      case "usage":
+        return agent.usage(sessionKey, message.channel === SYSTEM_CHANNEL ? undefined : personOf(message));
       case "help":
         return helpText;
       case "stop":
@@ -253,6 +256,10 @@ export class TurnConsumer {
     );
     const listener = async (event: TurnEvent) => {
       if (event.type === "delta") drafts.append(event.text);
+      else if (event.type === "notice") {
+        sequence += 1;
+        await bus.publishOutbound({ ...finalMessage(messages, event.text), id: outboundId(first, sequence), kind: "notice", metadata: { budget: true } }, claim);
+      }
       else if (event.type === "tool-start") {
         // The text said before the call shows up before the call's notice.
         drafts.flush();
@@ -284,6 +291,7 @@ export class TurnConsumer {
         fence: { token: claim.token },
         snapshot,
         ...parentChatOf(messages),
+        ...personOfTurn(messages),
         send: async (content, media = []) => {
           sequence += 1;
           await bus.publishOutbound({ ...finalMessage(messages, content), id: outboundId(first, sequence), media }, claim);
@@ -427,6 +435,15 @@ class DraftThrottle {
 
 /** After a draft nobody could see, the next one is tried this much later. */
 const UNWATCHED_RECHECK_MS = 2_000;
+
+/**
+ * Whose budget a turn counts against: the person whose message started it (in a burst from several
+ * people, the first; the others' messages ride along). A background event has nobody's.
+ */
+function personOfTurn(messages: InboundMessage[]): { person?: string } {
+  const first = messages.find((message) => message.channel !== SYSTEM_CHANNEL);
+  return first ? { person: personOf(first) } : {};
+}
 
 /** The chat a thread was opened from, when the platform says (Discord's `threads.inheritParent`): its recent talk starts the thread's context. */
 function parentChatOf(messages: InboundMessage[]): { parentChatId?: string } {

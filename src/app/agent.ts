@@ -37,8 +37,10 @@ import { type ToolHistory, createFileToolHistory } from "../tools/tool-history.j
 import { McpServers } from "../tools/mcp/mcp-servers.js";
 import { createToolSet } from "../tools/tool-set.js";
 import type { Tool, ToolSource } from "../tools/tool.js";
-import { type Infrastructure, createInfrastructure, fileAuditOptions } from "./infrastructure.js";
+import { type Infrastructure, createInfrastructure, fileAuditOptions, ledgerFile } from "./infrastructure.js";
 import { createJobsOn } from "./jobs.js";
+import { createMemoryBudgetLedger } from "../store/memory-budget-ledger.js";
+import { type ProcessBudgets, createProcessBudgets } from "./budgets.js";
 
 export interface AgentRuntime {
   config: ResolvedConfig;
@@ -76,6 +78,8 @@ export interface RuntimeOverrides {
   metrics?: Metrics;
   /** The MCP servers' connections, shared with subagents and team agents; default: this runtime's own. */
   mcp?: McpServers;
+  /** Budgets and the usage report; default: over this process's ledger file. */
+  budgets?: ProcessBudgets;
   now?: () => number;
 }
 
@@ -130,6 +134,9 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   const model = overrides.model ?? instrumented(resolveChatModel(config, { logger }), overrides.metrics);
   await mkdir(config.workspace, { recursive: true });
   await mkdir(config.dataDir, { recursive: true });
+  // `countbot agent` counts its calls in the ledger file a one-process deployment keeps.
+  const ownLedger = overrides.budgets ? undefined : createMemoryBudgetLedger({ file: ledgerFile(config) });
+  const budgets = overrides.budgets ?? createProcessBudgets(config, ownLedger!, logger, overrides.metrics);
   const workspace = await realpath(config.workspace);
   const store = overrides.store ?? createFileStore({ dataDir: config.dataDir, now: overrides.now });
   const memory = overrides.memory ?? createFileMemoryStore({ workspace, scope: config.memory.scope, now: overrides.now });
@@ -163,6 +170,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     logger,
     audit,
     toolHistory,
+    budgets: budgets.guard,
     now: overrides.now,
   });
   return {
@@ -177,8 +185,14 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     reload: (next) => {
       context.setPersona(next.agent.persona);
       reloadMcpServers(mcp, next, logger);
+      try {
+        budgets.reload(next);
+      } catch (error) {
+        logger.error({ err: error }, "the new budgets were not applied");
+      }
     },
     close: async () => {
+      await ownLedger?.close();
       if (!overrides.mcp) await mcp.close();
       await audit?.close();
       await toolHistory.close();
@@ -201,6 +215,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
   await mkdir(config.workspace, { recursive: true });
   const workspace = await realpath(config.workspace);
   const auditRef: { log?: AuditLog } = {};
+  const budgets = overrides.budgets ?? createProcessBudgets(config, infrastructure.budgetLedger, logger, overrides.metrics);
   // One connection per MCP server for the whole worker: the agent's turns, subagents and team agents.
   const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
   const runTask = createSubagentRunner({
@@ -212,6 +227,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     retryDelayMs: config.agent.retryDelay * 1000,
     temperature: config.agent.temperature,
     maxTokens: config.agent.maxTokens,
+    budgets: budgets.guard,
     // Subagents' tool calls go to the same audit log as the main agent's (known once it exists below).
     listener: (task) => async (event) => {
       if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: task.sessionKey, channel: "subagent", chatId: task.id }));
@@ -227,6 +243,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     maxRetries: config.agent.maxRetries,
     retryDelayMs: config.agent.retryDelay * 1000,
     defaults: { temperature: config.agent.temperature, maxTokens: config.agent.maxTokens },
+    budgets: budgets.guard,
     listener: (run, node) => async (event) => {
       if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: run.sessionKey, channel: "workflow", chatId: `${run.id}.${node.id}` }));
     },
@@ -244,6 +261,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     bus: infrastructure.bus,
     jobs,
     mcp,
+    budgets,
   });
   auditRef.log = runtime.audit;
   const consumer = new TurnConsumer({

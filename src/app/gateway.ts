@@ -19,6 +19,8 @@ import { registerTaskRoutes } from "../api/task-routes.js";
 import { registerTeamRoutes } from "../api/team-routes.js";
 import { teamEndpointIssue } from "../jobs/workflows/team-endpoint.js";
 import { registerWorkflowRunRoutes } from "../api/workflow-run-routes.js";
+import { registerUsageRoutes } from "../api/usage-routes.js";
+import { describeUsage } from "../agent/budget/usage-report.js";
 import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
 import { registerWebConsole } from "../api/web-console.js";
 import type { ResolvedConfig } from "../config/schema.js";
@@ -64,7 +66,7 @@ export interface Gateway {
 export interface GatewayOptions {
   config: ResolvedConfig;
   logger: Logger;
-  infrastructure: Pick<Infrastructure, "kind" | "bus" | "store" | "memory" | "elect" | "checks" | "bullmq" | "toolHistory" | "chatEvents" | "processes"> &
+  infrastructure: Pick<Infrastructure, "kind" | "bus" | "store" | "memory" | "elect" | "checks" | "bullmq" | "toolHistory" | "chatEvents" | "processes" | "budgetLedger"> &
     Partial<Pick<Infrastructure, "quotaStore">>;
   /** Extra readiness checks (the embedded worker's, say). */
   checks?: () => Promise<Readiness["checks"]>;
@@ -137,7 +139,9 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   // The BullMQ dashboard, over Redis; behind the token like the rest of the API.
   const board = infrastructure.bullmq && createQueueBoard({ ...infrastructure.bullmq, queues: [SUBAGENT_QUEUE, WORKFLOW_QUEUE] });
   const quotaStore = infrastructure.quotaStore?.bind(infrastructure);
-  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, now: options.now }));
+  let budgets = config.budgets;
+  const usage = (scope: { person: string; chat: string }) => describeUsage(infrastructure.budgetLedger, budgets, scope, (options.now ?? Date.now)());
+  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, usage, now: options.now }));
   metrics?.watch({
     bus,
     leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })),
@@ -165,6 +169,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
         registerTeamRoutes(scope, { teams: options.teams, now: options.now, endpointIssue: (team) => teamEndpointIssue(config, team) });
         registerWorkflowRunRoutes(scope, { workflows: options.workflows, teams: options.teams });
         registerToolHistoryRoutes(scope, toolHistory);
+        registerUsageRoutes(scope, { ledger: infrastructure.budgetLedger, config: () => budgets, now: options.now });
         registerSessionRoutes(scope, { sessions: store.sessions, memory, people });
         registerOperationRoutes(scope, {
           kind: infrastructure.kind,
@@ -192,6 +197,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     channels,
     openai,
     reload(next) {
+      budgets = next.budgets;
       for (const channel of channels) {
         const plugin = plugins.find((candidate) => candidate.name === channel.name);
         if (!plugin?.policy) continue;

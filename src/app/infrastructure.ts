@@ -30,7 +30,10 @@ import { createRedisQuotaStore } from "../gateway/redis-quota-store.js";
 import { checkRedis } from "../redis/checks.js";
 import { type WorkspaceCheck, type WorkspaceMarker, checkWorkspaceMarkers, placeWorkspaceMarker } from "./workspace-markers.js";
 import { type BullmqConnection, connectRedis, redactedRedisUrl, topologyOf, waitUntilReady } from "../redis/client.js";
+import type { BudgetLedger } from "../store/budget-ledger.js";
 import { createFileStore } from "../store/file-store.js";
+import { createMemoryBudgetLedger } from "../store/memory-budget-ledger.js";
+import { createRedisBudgetLedger } from "../store/redis-budget-ledger.js";
 import { createRedisStore } from "../store/redis-store.js";
 import { type ChatEventLog, createMemoryChatEventLog } from "../store/chat-event-log.js";
 import { createRedisChatEventLog } from "../store/redis-chat-event-log.js";
@@ -93,6 +96,11 @@ export interface Infrastructure {
    * stream that every process appends to (see the README, "What state lives where").
    */
   auditLog(options: AuditLineOptions): AuditLog;
+  /**
+   * What each budget spent and holds, and the usage report's counts: in this process (kept in
+   * `<dataDir>/budgets/ledger.json` across restarts), or in Redis (shared by every worker).
+   */
+  budgetLedger: BudgetLedger;
   /** A channel's log of the events its chats must not miss (the web page's finals): in this process, or in Redis. */
   chatEvents(channel: string): ChatEventLog;
   leaseTtlMs: number;
@@ -147,6 +155,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     // Fenced writes are checked against the bus's lease, which reads only a claim's session key and token.
     holdsLease: (sessionKey, fence) => bus.holds({ sessionKey, token: fence.token, messages: [], attempt: 0 }),
   });
+  const budgetLedger = createMemoryBudgetLedger({ file: ledgerFile(config), onError: (error) => logger.warn({ err: error }, "the budget ledger file could not be written") });
   const clock = now ?? Date.now;
   const counts = new Map<string, { value: number; expiresAt: number }>();
   return {
@@ -156,6 +165,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     memory: (options) => createFileMemoryStore({ ...options, now }),
     toolHistory: (options = {}) => createFileToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets: options.secrets, now }),
     auditLog: (options) => createFileAuditLog({ ...fileAuditOptions(config), now, ...options }),
+    budgetLedger,
     chatEvents: () => createMemoryChatEventLog({ now }),
     leaseTtlMs,
     queue: (name, events) => createInProcessQueue({ name, events, logger, now }),
@@ -176,7 +186,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     checks: async () => ({}),
     announce: () => async () => undefined,
     processes: async () => [],
-    close: async () => void (await Promise.all([bus.close(), store.close()])),
+    close: async () => void (await Promise.all([bus.close(), store.close(), budgetLedger.close()])),
   };
 }
 
@@ -240,6 +250,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     memory: (options) => createRedisMemoryStore({ redis, prefix, scope: options.scope, maxBytes: options.maxBytes, now }),
     toolHistory: (options = {}) => createRedisToolHistory({ redis, prefix, secrets: options.secrets, now }),
     auditLog: (options) => createRedisAuditLog({ redis, prefix, now, ...options }),
+    budgetLedger: createRedisBudgetLedger({ redis, prefix }),
     chatEvents: (channel) => createRedisChatEventLog({ redis, prefix, channel }),
     leaseTtlMs,
     queue: (name, events) =>
@@ -298,6 +309,11 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
       await Promise.all([redis.quit().catch(() => undefined), jobsConnection?.quit().catch(() => undefined)]);
     },
   };
+}
+
+/** Where one process keeps its budget ledger (`countbot usage` reads it there). */
+export function ledgerFile(config: ResolvedConfig): string {
+  return path.join(config.dataDir, "budgets", "ledger.json");
 }
 
 /** Where the embedded deployment's audit file is and how it rotates (`tools.audit`). */

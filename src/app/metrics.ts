@@ -50,6 +50,9 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
   });
   const modelErrors = new Counter({ name: "countbot_model_errors_total", help: "Model calls that failed.", labelNames: ["model"], registers: [registry] });
   const toolCalls = new Counter({ name: "countbot_tool_calls_total", help: "Tool calls, by tool and outcome.", labelNames: ["tool", "outcome"], registers: [registry] });
+  const tokens = new Counter({ name: "countbot_model_tokens_total", help: "Tokens of model calls, by provider/model, channel and kind (input, cached input, output).", labelNames: ["model", "channel", "kind"], registers: [registry] });
+  const cost = new Counter({ name: "countbot_model_cost_total", help: "Cost of model calls in the budgets' currency (calls of models with a price), by provider/model and channel.", labelNames: ["model", "channel"], registers: [registry] });
+  const refusals = new Counter({ name: "countbot_budget_refusals_total", help: "Model calls refused because a budget was used up, by the budget's kind.", labelNames: ["budget"], registers: [registry] });
   const sources: Parameters<PrometheusMetrics["watch"]>[0] = {};
   new Gauge({
     name: "countbot_bus_sessions",
@@ -129,6 +132,14 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
       if (outcome === "error") modelErrors.inc({ model });
     },
     toolCall: (tool, outcome) => toolCalls.inc({ tool, outcome }),
+    modelUsage: (model, channel, usage, amount) => {
+      const cached = usage.cachedInputTokens ?? 0;
+      tokens.inc({ model, channel, kind: "input" }, usage.inputTokens - cached);
+      if (cached > 0) tokens.inc({ model, channel, kind: "cached" }, cached);
+      tokens.inc({ model, channel, kind: "output" }, usage.outputTokens);
+      if (amount !== undefined) cost.inc({ model, channel }, amount);
+    },
+    budgetRefused: (kind) => refusals.inc({ budget: kind }),
   };
 }
 

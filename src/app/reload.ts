@@ -6,7 +6,8 @@
  *
  * What changes live: each channel's admission policy (allowlists, group policy, rate limit), the
  * persona and the MCP servers (`tools.mcpServers`, `tools.mcpAllowedHosts`: added, removed or
- * changed servers are connected, closed or replaced). Skills are read from the workspace as they
+ * changed servers are connected, closed or replaced) and the budgets and prices (`budgets`, from the
+ * next model call on). Skills are read from the workspace as they
  * change. Everything else is logged as needing a restart.
  */
 import { randomUUID } from "node:crypto";
@@ -71,7 +72,7 @@ export async function createConfigReloader(options: ConfigReloaderOptions): Prom
 function changedSections(before: ResolvedConfig, after: ResolvedConfig): string[] {
   const changed: string[] = [];
   for (const key of Object.keys(after) as Array<keyof ResolvedConfig>) {
-    if (key === "channels") continue;
+    if (key === "channels" || key === "budgets") continue;
     if (key === "agent") {
       const { persona: _before, ...agentBefore } = before.agent;
       const { persona: _after, ...agentAfter } = after.agent;

@@ -85,6 +85,15 @@ export function sessionKeyOf(message: { channel: string; chatId: string }): stri
 }
 
 /**
+ * The person a message is from, `channel:senderId` (whose budget it counts against). A channel that
+ * linked the sender to another identity says so in `metadata.person`, and that key is used instead.
+ */
+export function personOf(message: { channel: string; senderId: string; metadata?: Record<string, unknown> }): string {
+  const linked = message.metadata?.person;
+  return typeof linked === "string" && linked !== "" ? linked : `${message.channel}:${message.senderId}`;
+}
+
+/**
  * Where a turn's reply goes. For `system` messages that is the origin chat encoded in the chatId.
  */
 export function replyTarget(message: { channel: string; chatId: string }): { channel: string; chatId: string } {

@@ -20,6 +20,9 @@ import { runRunsCommand } from "./runs-command.js";
 import { runStartCommand } from "./start-command.js";
 import { runStatusCommand } from "./status-command.js";
 import { runTasksCommand } from "./tasks-command.js";
+import { runUsageCommand } from "./usage-command.js";
+import { USAGE_DIMENSIONS, type UsageDimension } from "../agent/budget/usage-report.js";
+import { BUDGET_PERIODS, type BudgetPeriod } from "../config/budgets.js";
 import { runTeamsCommand } from "./teams-command.js";
 import { runWorkerCommand } from "./worker-command.js";
 import type { CliContext } from "./setup.js";
@@ -164,6 +167,16 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .description("stop a pending or running task (through the running process's API)")
     .argument("<id>", "the task's id")
     .action((id: string) => run(runTasksCommand(["cancel", id], context())));
+
+  program
+    .command("usage")
+    .description("tokens and cost of model calls by person, chat, team run, channel or model; budgets of a person or chat")
+    .addOption(new Option("--by <dimension>", "group by").choices(USAGE_DIMENSIONS).default("person"))
+    .addOption(new Option("--period <period>", "the calendar period that holds today").choices(BUDGET_PERIODS).default("day"))
+    .option("--person <key>", "also show the budgets of this person (channel:senderId)")
+    .option("--chat <key>", "also show the budgets of this chat (channel:chat_id)")
+    .option("--json", "print JSON")
+    .action((options: { by: UsageDimension; period: BudgetPeriod; person?: string; chat?: string; json?: boolean }) => run(runUsageCommand(options)));
 
   const teams = program.command("teams").description("agent teams: list, show, create, delete");
   teams

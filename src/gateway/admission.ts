@@ -14,13 +14,14 @@
  *    stranger in a group is ignored silently;
  * 4. a per-sender rate limit (token bucket in memory): over it, one short notice per window, then
  *    silence;
- * 5. `/stop` cancels the session's running turn at once (whichever worker holds it) and `/help` is
- *    answered here; `/new`, `/status` and everything else go onto the bus, deduped on the
+ * 5. `/stop` cancels the session's running turn at once (whichever worker holds it), `/help` is
+ *    answered here, and so is `/usage` when the gateway can read the budgets (`usage`; else a
+ *    worker answers it); `/new`, `/status` and everything else go onto the bus, deduped on the
  *    platform event id, and the chat sees "typing…". A message from a group or thread carries who
  *    sent it and how the bot is addressed there (InboundMessage.group, from the event's fields,
  *    unless the policy's `groupContext` is `off`).
  *
- * Gateway-side replies (pairing code, rate-limit notice, `/stop` and `/help` answers) go through
+ * Gateway-side replies (pairing code, rate-limit notice, `/stop`, `/help` and `/usage` answers) go through
  * `reply` (the dispatcher's path: the chat's lane, splitting, pacing, delivery dedupe) as plain
  * text, threaded to the message they answer, with an id derived from the event so a redelivered
  * event is not answered twice.
@@ -29,7 +30,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { lazyChild } from "../logger.js";
 import { type ChatCommand, helpText, parseCommand } from "../bus/commands.js";
-import { type GroupContext, type InboundMessage, sessionKeyOf } from "../bus/message.js";
+import { type GroupContext, type InboundMessage, personOf, sessionKeyOf } from "../bus/message.js";
 import type { GatewayBus } from "../bus/message-bus.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { Store } from "../store/store.js";
@@ -61,6 +62,11 @@ export interface AdmissionOptions {
    * replies (their `metadata.answers`) to what they sent. Default: a random UUID.
    */
   newId?: (event: PlatformEvent) => string;
+  /**
+   * `/usage`: what the person (`channel:senderId`) and the chat have spent against their budgets.
+   * Unset: `/usage` goes onto the bus like `/status`, and a worker answers it.
+   */
+  usage?: (scope: { person: string; chat: string }) => Promise<string>;
 }
 
 export interface Admission {
@@ -219,6 +225,12 @@ export function createAdmission(options: AdmissionOptions): Admission {
       }
 
       const command = parseCommand(content);
+      if (command === "usage" && options.usage) {
+        if (!(await bus.markEventSeen(channel, event.eventId))) return "duplicate";
+        const person = personOf({ channel, senderId: event.senderId, metadata: event.metadata });
+        await reply(event, "usage", await options.usage({ person, chat: sessionKey }), log);
+        return "command:usage";
+      }
       if (command === "stop" || command === "help") {
         // Answered here, never published: the bus still remembers the event, for every gateway and
         // past a restart, so a redelivered `/stop` cannot cancel the turn the user started after it.

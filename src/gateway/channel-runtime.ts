@@ -69,6 +69,8 @@ export interface ChannelRuntimeOptions {
   metrics?: Pick<Metrics, "inbound" | "outbound" | "deliveryRetried"> & Partial<Pick<Metrics, "rateLimited" | "sendDeferred" | "draftSkipped">>;
   now?: () => number;
   random?: () => number;
+  /** Answers `/usage` at the gateway (see AdmissionOptions.usage). */
+  usage?: (scope: { person: string; chat: string }) => Promise<string>;
 }
 
 const defaultSchedule: ReconnectSchedule = { baseDelayMs: 1_000, maxDelayMs: 60_000, authBaseDelayMs: 300_000, authMaxDelayMs: 3_600_000, jitter: 0.2 };
@@ -123,6 +125,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     logger: options.logger,
     botUsername: adapter.botUsername && (() => adapter.botUsername?.()),
     newId: channel.inboundIdOf,
+    ...(options.usage ? { usage: options.usage } : {}),
   });
   // A platform account is led by one gateway at a time; a channel without one runs everywhere.
   const elect = channel.account === undefined ? soleLeader : (options.elect ?? soleLeader);

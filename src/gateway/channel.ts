@@ -102,6 +102,7 @@ export type AdmissionOutcome =
   | "rate-limited" // over the limit; the notice was sent
   | "command:stop"
   | "command:help"
+  | "command:usage"
   | `ignored:${IgnoredReason}`;
 
 /** Takes one event; resolves once admission is done with it, with what admission did. */

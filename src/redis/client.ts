@@ -21,6 +21,7 @@ export interface RedisBatch {
   xadd(key: string, ...args: RedisArgument[]): RedisBatch;
   xack(key: string, group: string, ...ids: string[]): RedisBatch;
   xdel(key: string, ...ids: string[]): RedisBatch;
+  hgetall(key: string): RedisBatch;
   /** One `[error, reply]` per queued command; null when a watched key changed (unused here). */
   exec(): Promise<Array<[error: Error | null, reply: unknown]> | null>;
 }

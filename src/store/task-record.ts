@@ -26,6 +26,8 @@ export const SubagentTaskSchema = z.object({
   task: z.string(),
   /** The session (`channel:chat_id`) that spawned it; its result goes back there. */
   sessionKey: z.string(),
+  /** `channel:senderId` of the person who asked for it: its model calls count against their budget. */
+  person: z.string().optional(),
   status: TaskStatusSchema,
   progress: z.number().int().min(0).max(100),
   result: z.string().optional(),

@@ -88,6 +88,8 @@ export const WorkflowRunSchema = z.strictObject({
   origin: RunOriginSchema.optional(),
   /** The platform message that started it (a chat's trigger): its status message and its result are threaded to it. */
   replyTo: z.string().optional(),
+  /** `channel:senderId` of the person who started it: its model calls count against their budget. */
+  person: z.string().optional(),
   status: RunStatusSchema,
   /** The team as it was when the run started: later edits do not reach a running run. */
   team: TeamRecordSchema,

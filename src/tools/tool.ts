@@ -23,6 +23,8 @@ export interface ToolContext {
    * person (the memory tool's person scope). Empty for background events and jobs.
    */
   speakers?: string[];
+  /** `channel:senderId` of the person whose message started the turn: work the tool starts (a subagent, a team run) counts against their budget. */
+  person?: string;
 }
 
 /** One thing wrong with the arguments: where (`[]` for the whole object) and what. */

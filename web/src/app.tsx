@@ -14,6 +14,7 @@ import { RunsView } from "./views/runs-view";
 import { SessionsView } from "./views/sessions-view";
 import { TasksView } from "./views/tasks-view";
 import { TeamsView } from "./views/teams-view";
+import { UsageView } from "./views/usage-view";
 
 const VIEWS = [
   { path: "chat", title: "Chat" },
@@ -21,6 +22,7 @@ const VIEWS = [
   { path: "teams", title: "Teams" },
   { path: "runs", title: "Runs" },
   { path: "sessions", title: "Sessions" },
+  { path: "usage", title: "Usage" },
   { path: "operations", title: "Operations" },
 ] as const;
 
@@ -76,6 +78,7 @@ export function App() {
         <ViewBoundary key={route.join("/")}>
         {view === "chat" && <ChatView chatId={rest[0]} />}
         {view === "tasks" && <TasksView />}
+        {view === "usage" && <UsageView />}
         {view === "teams" && <TeamsView id={rest[0]} />}
         {view === "runs" && <RunsView id={rest[0]} teamId={rest[1]} />}
         {view === "sessions" && <SessionsView sessionKey={rest[0]} />}

@@ -154,3 +154,29 @@ export interface DeadLetter {
   at: string;
   messages: Array<{ id: string; senderId: string; content: string; receivedAt: string }>;
 }
+
+export interface UsageRow {
+  key: string;
+  calls: number;
+  inputTokens: number;
+  cachedInputTokens: number;
+  outputTokens: number;
+  tokens: number;
+  cost: number;
+  unpricedCalls: number;
+}
+
+export interface UsageReport {
+  by: string;
+  period: string;
+  days: string[];
+  currency: string;
+  timeZone: string;
+  rows: UsageRow[];
+}
+
+export interface BudgetStatusList {
+  currency: string;
+  timeZone: string;
+  budgets: Array<{ kind: string; subject: string; unit: "tokens" | "money"; used: number; held: number; limit: number; period: string | null; resetsAt: string | null }>;
+}

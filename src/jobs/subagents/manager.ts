@@ -76,7 +76,8 @@ export interface SubagentManagerOptions {
 
 export interface SubagentManager {
   /** Creates a pending task and queues it. ToolError when the session or the deployment is at its limit. */
-  create(sessionKey: string, task: string, label?: string): Promise<SubagentTask>;
+  /** `person`: whose budget the task counts against (`channel:senderId`), when a person asked for it. */
+  create(sessionKey: string, task: string, label?: string, person?: string): Promise<SubagentTask>;
   /** The queue's job handler: runs the task and records how it ended. */
   execute(job: Job<SubagentJobData>): Promise<void>;
   /** The queue's onFailed: ends the task the handler could not (lost, error, cancelled). */
@@ -193,7 +194,7 @@ export function createSubagentManager(options: SubagentManagerOptions): Subagent
     return counts.reduce((sum, tasks) => sum + tasks.length, 0);
   }
 
-  async function createTask(sessionKey: string, text: string, label: string | undefined): Promise<SubagentTask> {
+  async function createTask(sessionKey: string, text: string, label: string | undefined, person: string | undefined): Promise<SubagentTask> {
     const { perSession, total } = options.limits;
     if ((await unfinishedCount(sessionKey)) >= perSession) {
       throw new ToolError(
@@ -212,6 +213,7 @@ export function createSubagentManager(options: SubagentManagerOptions): Subagent
       label: label?.trim() || defaultLabel(text),
       task: text,
       sessionKey,
+      ...(person ? { person } : {}),
       status: "pending",
       progress: 0,
       toolCalls: [],
@@ -231,11 +233,11 @@ export function createSubagentManager(options: SubagentManagerOptions): Subagent
   }
 
   const manager: SubagentManager = {
-    create(sessionKey, task, label) {
+    create(sessionKey, task, label, person) {
       const text = task.trim();
       if (sessionKey === "") return Promise.reject(new Error("a subagent needs the session key it reports to"));
       if (text === "") return Promise.reject(new ToolError("the task is empty", "Describe the work for the subagent in `task`."));
-      const created = creating.then(() => createTask(sessionKey, text, label));
+      const created = creating.then(() => createTask(sessionKey, text, label, person));
       creating = created.catch(() => undefined);
       return created;
     },

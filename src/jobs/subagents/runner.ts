@@ -9,6 +9,7 @@ import { type TurnListener, runReactLoop } from "../../agent/react-loop.js";
 import { SYSTEM_CHANNEL, replyTarget } from "../../bus/message.js";
 import { CancelledError, ProviderError } from "../../errors.js";
 import type { ChatModel } from "../../providers/chat-model.js";
+import type { BudgetGuard } from "../../agent/budget/guard.js";
 import type { ToolRegistry } from "../../tools/registry.js";
 import type { ToolCallRecord } from "../../tools/tool.js";
 import type { RunSubagentTask } from "./manager.js";
@@ -37,6 +38,8 @@ export interface SubagentRunnerOptions {
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Sees every event of every run (audit log, tool history). */
   listener?: (task: SubagentTask) => TurnListener;
+  /** Counts the task's model calls against its chat's, its person's, its channel's and the deployment's budgets. */
+  budgets?: BudgetGuard;
 }
 
 const PROGRESS_STEP = 5;
@@ -103,8 +106,9 @@ export function createSubagentRunner(options: SubagentRunnerOptions): RunSubagen
     // Tools see the origin chat, as the main agent's tools would (for logs and audit records).
     const origin = replyTarget({ channel: SYSTEM_CHANNEL, chatId: task.sessionKey });
 
+    const scope = { chat: task.sessionKey, channel: origin.channel, ...(task.person ? { person: task.person } : {}) };
     const result = await runReactLoop({
-      model: options.model,
+      model: options.budgets ? options.budgets.bind(options.model, scope) : options.model,
       tools: options.tools,
       messages: [
         { role: "system", content: system },
@@ -129,7 +133,7 @@ export function createSubagentRunner(options: SubagentRunnerOptions): RunSubagen
     });
 
     if (result.stopReason === "cancelled") throw new CancelledError(`subagent ${task.id} was cancelled`);
-    if (result.stopReason === "error") {
+    if (result.stopReason === "error" || result.stopReason === "budget-exhausted") {
       throw result.error ?? new ProviderError("the model request failed", { kind: "unknown" });
     }
     if (result.stopReason === "completed") {

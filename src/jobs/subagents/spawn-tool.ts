@@ -21,7 +21,7 @@ export function createSpawnTool(manager: Pick<SubagentManager, "create">): Tool<
       "You get its ID at once; its result arrives later as a system message in this chat. Do not wait for it or poll it.",
     parameters,
     async execute(args, context) {
-      const task = await manager.create(context.sessionKey, args.task, args.label);
+      const task = await manager.create(context.sessionKey, args.task, args.label, context.person);
       return `Subagent [${task.label}] started (ID: ${task.id}). I'll tell you when it is done.`;
     },
   });

@@ -20,7 +20,7 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { z } from "zod";
-import { ToolError, errorMessage } from "../../errors.js";
+import { BudgetExhaustedError, ToolError, errorMessage } from "../../errors.js";
 import { sleep } from "../../sleep.js";
 import type { WorkflowRunStore } from "../../store/store.js";
 import {
@@ -36,10 +36,10 @@ import {
 } from "../../store/team-record.js";
 import type { TaskToolCall } from "../../store/task-record.js";
 import type { Job, JobFailure, JobQueue, ProcessOptions } from "../job-queue.js";
-import { allSettled, initialNodes, nextSteps, planNodes, runOutcome } from "./plan.js";
+import { allSettled, describeNode, initialNodes, nextSteps, planNodes, runOutcome } from "./plan.js";
 import { type PromptContext, nodePrompt } from "./prompts.js";
 import type { RunTeamAgent } from "./runner.js";
-import { type WorkflowNotice, type WorkflowNoticeType, runEndMessage } from "./messages.js";
+import { BUDGET_STOP, type WorkflowNotice, type WorkflowNoticeType, runEndMessage } from "./messages.js";
 
 /** The BullMQ queue name of workflow node jobs. */
 export const WORKFLOW_QUEUE = "workflows";
@@ -93,6 +93,8 @@ export interface StartRequest {
   goal: string;
   /** The origin chat's session key; empty when started through the API. */
   sessionKey: string;
+  /** `channel:senderId` of the person who started it (their budget counts its calls). */
+  person?: string;
   /** A run id derived from what started it (the trigger message), so a retried start finds its run. */
   runId?: string;
   /** What started it, for the operator's list of runs. */
@@ -263,6 +265,7 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
       sessionKey,
       ...(request.origin ? { origin: request.origin } : {}),
       ...(request.replyTo ? { replyTo: request.replyTo } : {}),
+      ...(request.person ? { person: request.person } : {}),
       status: "running",
       team,
       nodes: initialNodes(planNodes(team)),
@@ -309,7 +312,7 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
       }
     };
     const agent = run.team.agents.find((candidate) => candidate.id === node.agentId);
-    let outcome: { output: string; model: string; usage?: NodeState["usage"] } | { error: string };
+    let outcome: { output: string; model: string; usage?: NodeState["usage"] } | { error: string; budget?: true };
     try {
       // Streamed text, at most once a second per node: lossy by design, the output is kept whole on the run.
       let chunkAt = Number.NEGATIVE_INFINITY;
@@ -328,7 +331,7 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
         if (!after || after.status !== "running" || !state || SETTLED_NODE_STATUSES.has(state.status)) return;
         // A shutdown: the queue runs the job again elsewhere, which runs the node again.
         throw error;
-      } else outcome = { error: errorMessage(error) };
+      } else outcome = error instanceof BudgetExhaustedError ? { error: errorMessage(error), budget: true } : { error: errorMessage(error) };
     } finally {
       clearTimeout(timer);
       job.signal.removeEventListener("abort", onAbort);
@@ -339,7 +342,34 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
         : { output: outcome.output, model: outcome.model, toolCalls: toolCalls.slice(-MAX_TOOL_CALLS), ...(outcome.usage ? { usage: outcome.usage } : {}) };
     if ("error" in outcome) log?.warn({ error: outcome.error }, "workflow node failed");
     const settled = await settle(started, node.id, "error" in outcome ? "failed" : "completed", patch, ["running"]);
-    if (settled) await advance(run.id, settled);
+    if (settled && "budget" in outcome) await stopForBudget(run.id, outcome.error);
+    else if (settled) await advance(run.id, settled);
+  }
+
+  /**
+   * A node was refused for a used-up budget: the run ends "failed" with its error starting "budget
+   * exhausted", what its finished agents wrote kept as the result, and its other nodes stopped
+   * wherever they run (they would be refused at their next call anyway).
+   */
+  async function stopForBudget(runId: string, reason: string): Promise<void> {
+    const current = await runs.get(runId);
+    if (!current || current.status !== "running") return;
+    const finished = current.nodes.filter((node) => node.status === "completed");
+    const result = finished.map((node) => `## ${describeNode(current.team, node)}\n${node.output ?? ""}`).join("\n\n");
+    const error = reason.startsWith(BUDGET_STOP) ? reason : `${BUDGET_STOP}: ${reason}`;
+    const stopped = await runs.updateRun(runId, { status: "failed", error, ...(result ? { result } : {}), completedAt: now() }, UNFINISHED_RUN);
+    if (!stopped) return;
+    logger?.warn({ runId, team: stopped.teamName, sessionKey: stopped.sessionKey, finished: finished.length }, "workflow run stopped: a budget is used up");
+    for (const node of stopped.nodes) {
+      if (SETTLED_NODE_STATUSES.has(node.status)) continue;
+      await runs.updateNode(runId, node.id, { status: "cancelled", completedAt: now(), error: BUDGET_STOP }, { from: ["pending", "queued", "running"] });
+      if (ACTIVE_NODE_STATUSES.has(node.status)) {
+        await queue.cancel(nodeJobId(runId, node.id)).catch((failure: unknown) => logger?.warn({ err: failure, runId, nodeId: node.id }, "could not cancel a workflow node's job"));
+      }
+    }
+    const after = (await runs.get(runId)) ?? stopped;
+    emit("run-failed", after);
+    await announce(after);
   }
 
   const engine: WorkflowEngine = {

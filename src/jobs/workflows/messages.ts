@@ -60,18 +60,28 @@ export function executionMetadata(run: WorkflowRun): string {
   return ["<!-- WORKFLOW_EXECUTION_METADATA", `run: ${run.id}`, `mode: ${run.mode}`, `agents: ${agents}`, `tool_calls: ${toolCalls}`, `duration: ${duration}ms`, "-->"].join("\n");
 }
 
+/** How a run stopped at a used-up budget is marked: its error starts with this. */
+export const BUDGET_STOP = "budget exhausted";
+
+/** Whether the run was stopped because a budget it counted against was used up. */
+export function stoppedByBudget(run: Pick<WorkflowRun, "status" | "error">): boolean {
+  return run.status === "failed" && (run.error?.startsWith(BUDGET_STOP) ?? false);
+}
+
 /** The `system` message that tells the origin session how a run ended. */
 export function runEndMessage(run: WorkflowRun): string {
   const head = `Team [${run.teamName}] (run ID: ${run.id})`;
   const failures = run.error ? `\n\nNot every agent finished:\n${run.error.split("\n").map((line) => `- ${line}`).join("\n")}` : "";
   let body: string;
+  const result = run.result ?? "";
+  const quoted =
+    result.length <= MAX_MESSAGE_RESULT
+      ? result
+      : `${result.slice(0, MAX_MESSAGE_RESULT)}\n\n[result shortened: ${result.length} characters in all; \`countbot runs show ${run.id}\` has the whole text]`;
   if (run.status === "completed") {
-    const result = run.result ?? "";
-    const quoted =
-      result.length <= MAX_MESSAGE_RESULT
-        ? result
-        : `${result.slice(0, MAX_MESSAGE_RESULT)}\n\n[result shortened: ${result.length} characters in all; \`countbot runs show ${run.id}\` has the whole text]`;
     body = `${head} completed.\n\nResult:\n${quoted}${failures}`;
+  } else if (stoppedByBudget(run)) {
+    body = `${head} stopped: ${run.error}.${result ? `\n\nWhat its finished agents wrote:\n${quoted}` : " No agent had finished."}`;
   } else if (run.status === "failed") {
     body = `${head} failed.${failures || `\n\n${run.error ?? "unknown error"}`}`;
   } else if (run.status === "cancelled") {

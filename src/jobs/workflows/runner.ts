@@ -8,6 +8,8 @@ import { SYSTEM_CHANNEL, replyTarget } from "../../bus/message.js";
 import type { TeamAgent } from "../../config/team.js";
 import { CancelledError, ProviderError } from "../../errors.js";
 import type { ChatModel } from "../../providers/chat-model.js";
+import type { BudgetGuard } from "../../agent/budget/guard.js";
+import { channelOfChat } from "../../agent/budget/policy.js";
 import type { NodeState, TeamRecord, WorkflowRun } from "../../store/team-record.js";
 import type { TaskToolCall } from "../../store/task-record.js";
 import type { ToolRegistry } from "../../tools/registry.js";
@@ -56,6 +58,8 @@ export interface TeamAgentRunnerOptions {
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Sees every event of every node (audit log). */
   listener?: (run: WorkflowRun, node: NodeState) => TurnListener;
+  /** Counts each node's model calls against its run's, chat's, person's, channel's and the deployment's budgets. */
+  budgets?: BudgetGuard;
 }
 
 /** The settings a node runs with: the agent's own, else its team's, else the defaults. */
@@ -71,7 +75,13 @@ export function createTeamAgentRunner(options: TeamAgentRunnerOptions): RunTeamA
   return async (request) => {
     const { run, node, agent, signal } = request;
     if (signal.aborted) throw new CancelledError(`node ${node.id} of run ${run.id} was cancelled before it started`);
-    const model = options.resolveModel(run.team, agent);
+    const resolved = options.resolveModel(run.team, agent);
+    const scope = {
+      teamRun: { id: run.id, team: run.teamName },
+      ...(run.sessionKey ? { chat: run.sessionKey, channel: channelOfChat(run.sessionKey) } : { channel: "workflow" }),
+      ...(run.person ? { person: run.person } : {}),
+    };
+    const model = options.budgets ? options.budgets.bind(resolved, scope) : resolved;
     const settings = agentSettings(run.team, agent, options.defaults);
     const observer = options.listener?.(run, node);
     let written = "";
@@ -110,7 +120,7 @@ export function createTeamAgentRunner(options: TeamAgentRunnerOptions): RunTeamA
       sleep: options.sleep,
     });
     if (result.stopReason === "cancelled") throw new CancelledError(`node ${node.id} of run ${run.id} was cancelled`);
-    if (result.stopReason === "error") throw result.error ?? new ProviderError("the model request failed", { kind: "unknown" });
+    if (result.stopReason === "error" || result.stopReason === "budget-exhausted") throw result.error ?? new ProviderError("the model request failed", { kind: "unknown" });
     if (result.stopReason === "completed") {
       // The contribution is the closing message; text before tool calls was narration along the way.
       const last = result.transcript.at(-1);

@@ -18,6 +18,7 @@ import type { Logger } from "pino";
 import { labelledContent, speakerIdOf } from "../../agent/speakers.js";
 import type { TurnIntercept } from "../../agent/turn-consumer.js";
 import { type InboundMessage, SYSTEM_CHANNEL, sessionKeyOf } from "../../bus/message.js";
+import { personOf } from "../../agent/budget/policy.js";
 import { ToolError, errorMessage } from "../../errors.js";
 import type { SessionStore } from "../../store/store.js";
 import type { TeamRecord } from "../../store/team-record.js";
@@ -113,7 +114,7 @@ export function createTeamTrigger(options: TeamTriggerOptions): TurnIntercept {
         const runId = triggerRunId(message);
         try {
           const replyTo = platformMessageIdOf(message);
-          const run = (await options.engine.get(runId)) ?? (await options.engine.start({ team: recognized.team, goal: recognized.goal, sessionKey: claim.sessionKey, runId, origin: "mention", ...(replyTo ? { replyTo } : {}) }));
+          const run = (await options.engine.get(runId)) ?? (await options.engine.start({ team: recognized.team, goal: recognized.goal, sessionKey: claim.sessionKey, runId, origin: "mention", ...(replyTo ? { replyTo } : {}), person: personOf(message) }));
           reply = startedReply(run);
         } catch (error) {
           if (!(error instanceof ToolError)) throw error;

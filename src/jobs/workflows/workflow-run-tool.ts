@@ -29,7 +29,7 @@ export function createWorkflowRunTool(options: { catalog: Pick<TeamCatalog, "fin
         const names = (await options.catalog.enabled()).map((candidate) => candidate.name);
         throw new ToolError(`no enabled team is called "${args.team}"`, names.length > 0 ? `Use one of: ${names.join(", ")}.` : "No team is enabled; do the work yourself.");
       }
-      const run = await options.engine.start({ team, goal: args.goal, sessionKey: context.sessionKey, origin: "tool" });
+      const run = await options.engine.start({ team, goal: args.goal, sessionKey: context.sessionKey, origin: "tool", ...(context.person ? { person: context.person } : {}) });
       return startedReply(run);
     },
   });

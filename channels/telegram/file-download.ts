@@ -1,5 +1,5 @@
 /**
- * Downloads a photo or document of an inbound message into the download directory, with a size cap.
+ * Downloads a photo, document, voice note or audio file of an inbound message into the download directory, with a size cap.
  * A file over the cap, or one that fails to download, becomes a note for the text instead of media:
  * the message still reaches the model, and nothing here throws except an abort (the adapter stops).
  */
@@ -22,6 +22,8 @@ export interface Attachment {
   name?: string;
   /** How the note calls it: `photo`, `document "report.pdf"`. */
   label: string;
+  /** How long a voice note or audio file plays, in seconds. */
+  durationSeconds?: number;
 }
 
 export type DownloadResult = { media: Media } | { note: string };
@@ -80,6 +82,7 @@ export function createFileDownloader(options: FileDownloaderOptions) {
       const media: Media = { path, kind: attachment.kind };
       if (attachment.mimeType) media.mimeType = attachment.mimeType;
       if (attachment.name) media.name = attachment.name;
+      if (attachment.durationSeconds !== undefined) media.durationSeconds = attachment.durationSeconds;
       return { media };
     } catch (error) {
       if (signal.aborted) throw error;

@@ -1,7 +1,8 @@
 /**
  * A Telegram message, normalized into a PlatformEvent: who sent it, whether it is addressed to the
- * bot (by its entities: a mention, a command `/x@ThisBot`; a reply to the bot), and its photo
- * or document downloaded as media.
+ * bot (by its entities: a mention, a command `/x@ThisBot`; a reply to the bot), and its photo,
+ * document, voice note or audio file downloaded as media (audio marked `kind: "audio"` with its
+ * duration, for the gateway to transcribe).
  */
 import type { Media } from "../../src/bus/message.js";
 import type { PlatformEvent } from "../../src/gateway/kit/index.js";
@@ -83,6 +84,20 @@ function attachmentsOf(message: TelegramMessage): Attachment[] {
       mimeType: document.mime_type,
       name: document.file_name,
       label: document.file_name ? `document "${document.file_name}"` : "document",
+    });
+  }
+  for (const [audio, label] of [[message.voice, "voice message"], [message.audio, "audio file"]] as const) {
+    if (!audio) continue;
+    // Transcribed at admission; the type names the format for the transcription API (`.oga` voice notes are Ogg).
+    attachments.push({
+      fileId: audio.file_id,
+      uniqueId: audio.file_unique_id,
+      declaredSize: audio.file_size,
+      kind: "audio",
+      mimeType: audio.mime_type ?? "audio/ogg",
+      ...(audio.file_name ? { name: audio.file_name } : {}),
+      ...(audio.duration !== undefined ? { durationSeconds: audio.duration } : {}),
+      label,
     });
   }
   return attachments;

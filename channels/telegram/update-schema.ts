@@ -49,6 +49,14 @@ export const DocumentSchema = FileSchema.extend({
   mime_type: z.string().optional(),
 });
 
+/** A voice note (`voice`, Ogg Opus) or a music file (`audio`); `duration` in seconds. */
+export const AudioSchema = FileSchema.extend({
+  duration: z.number().nonnegative().optional(),
+  mime_type: z.string().optional(),
+  file_name: z.string().optional(),
+});
+export type TelegramAudio = z.infer<typeof AudioSchema>;
+
 export const TelegramMessageSchema = z.object({
   message_id: id,
   date: z.number().int(),
@@ -63,6 +71,8 @@ export const TelegramMessageSchema = z.object({
   caption_entities: z.array(MessageEntitySchema).optional(),
   photo: z.array(PhotoSizeSchema).min(1).optional(),
   document: DocumentSchema.optional(),
+  voice: AudioSchema.optional(),
+  audio: AudioSchema.optional(),
   reply_to_message: z.object({ message_id: id, from: TelegramUserSchema.optional() }).optional(),
 });
 export type TelegramMessage = z.infer<typeof TelegramMessageSchema>;

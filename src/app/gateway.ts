@@ -27,6 +27,8 @@ import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
 import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-runtime.js";
+import { createVoiceIntake } from "../gateway/voice-intake.js";
+import { resolveTranscriber } from "../providers/transcription.js";
 import { channelHealthJson } from "../gateway/channel-health.js";
 import type { SubagentManager } from "../jobs/subagents/manager.js";
 import type { WorkflowEngine } from "../jobs/workflows/engine.js";
@@ -88,6 +90,8 @@ export interface GatewayOptions {
   apiToken?: ApiToken;
   /** Serves `POST /api/config/reload` (behind the token), answered with what the reload did. */
   onReloadRequest?: () => Promise<{ ok: boolean; error?: string; restartNeeded?: string[] }>;
+  /** Where `transcription` reads its provider's `<PROVIDER>_API_KEY`. Default: the process's. */
+  env?: NodeJS.ProcessEnv;
   now?: () => number;
 }
 
@@ -141,7 +145,12 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const quotaStore = infrastructure.quotaStore?.bind(infrastructure);
   let budgets = config.budgets;
   const usage = (scope: { person: string; chat: string }) => describeUsage(infrastructure.budgetLedger, budgets, scope, (options.now ?? Date.now)());
-  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, usage, now: options.now }));
+  const voice = createVoiceIntake({
+    transcriber: resolveTranscriber(config, { env: options.env ?? process.env }),
+    maxBytes: config.transcription.maxBytes,
+    maxSeconds: config.transcription.maxSeconds,
+  });
+  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, usage, voice, now: options.now }));
   metrics?.watch({
     bus,
     leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })),

@@ -10,6 +10,8 @@ export const MediaSchema = z.strictObject({
   mimeType: z.string().optional(),
   kind: z.enum(["image", "audio", "video", "document"]).default("document"),
   name: z.string().optional(),
+  /** How long a voice note or audio file plays, in seconds, when the platform said so. */
+  durationSeconds: z.number().nonnegative().optional(),
 });
 export type Media = z.infer<typeof MediaSchema>;
 

@@ -7,6 +7,7 @@ import { z } from "zod";
 import { BudgetsSchema } from "./budgets.js";
 import { McpAllowedHostsSchema, McpServersSchema } from "./mcp.js";
 import { TeamConfigEntrySchema, TeamNameSchema, teamNameKey } from "./team.js";
+import { TranscriptionSchema } from "./transcription.js";
 
 const positiveInt = z.number().int().positive();
 
@@ -380,6 +381,7 @@ const configShape = {
     .default({})
     .describe("Agent teams by name, started in any chat with `@name goal` or `/team name goal`; more can be created through the API."),
   budgets: BudgetsSchema.describe("Spend limits in tokens or money per person, chat, team run, channel and deployment, and model prices (see README, Budgets). Usage is counted whether or not a budget is set."),
+  transcription: TranscriptionSchema.describe("Voice messages: the speech-to-text model they are transcribed with, and their size and duration caps (see README, Voice messages)."),
   heartbeat: HeartbeatSchema.describe("Periodic check-ins driven by HEARTBEAT.md (off by default)."),
   redis: RedisSchema.describe("Redis, for running several processes."),
   api: ApiSchema.describe("The HTTP API."),

@@ -19,7 +19,11 @@
  *    worker answers it); `/new`, `/status` and everything else go onto the bus, deduped on the
  *    platform event id, and the chat sees "typing…". A message from a group or thread carries who
  *    sent it and how the bot is addressed there (InboundMessage.group, from the event's fields,
- *    unless the policy's `groupContext` is `off`).
+ *    unless the policy's `groupContext` is `off`);
+ * 6. a voice note is transcribed here, before publishing (voice-intake.ts): the agent receives its
+ *    words marked as transcribed. Not set up, over a cap, or failed: the sender gets one plain
+ *    line, and the rest of the message (a caption, an image) still goes on; nothing else, and
+ *    nothing is published.
  *
  * Gateway-side replies (pairing code, rate-limit notice, `/stop`, `/help` and `/usage` answers) go through
  * `reply` (the dispatcher's path: the chat's lane, splitting, pacing, delivery dedupe) as plain
@@ -36,6 +40,7 @@ import { ConfigError, errorMessage } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { AdmissionOutcome, AdmissionPolicy, ChannelAdapter, PlatformEvent, RateLimit } from "./channel.js";
 import type { GatewayReply } from "./dispatcher.js";
+import { type VoiceIntake, createVoiceIntake, isVoice } from "./voice-intake.js";
 
 export type { AdmissionOutcome, AdmissionPolicy, IgnoredReason, RateLimit } from "./channel.js";
 
@@ -67,6 +72,8 @@ export interface AdmissionOptions {
    * Unset: `/usage` goes onto the bus like `/status`, and a worker answers it.
    */
   usage?: (scope: { person: string; chat: string }) => Promise<string>;
+  /** Transcribes voice notes before they are published. Absent: voice is refused as not set up. */
+  voice?: VoiceIntake;
 }
 
 export interface Admission {
@@ -79,6 +86,8 @@ const HOUR_MS = 60 * 60 * 1000;
 const DEFAULT_RATE_LIMIT: RateLimit = { messages: 10, perMs: 60_000 };
 export const RATE_LIMIT_NOTICE = "You are sending messages too fast. Please wait a minute before sending more.";
 export const STOP_ACKNOWLEDGEMENT = "Stopping.";
+/** Without a transcriber every voice note is refused as not set up. */
+const refuseAll = createVoiceIntake({ maxBytes: 0, maxSeconds: 0 });
 
 /** The message a stranger gets with their code. */
 export function pairingReply(details: { channel: string; senderId: string; code: string; ttlMs: number }): string {
@@ -178,6 +187,22 @@ export function createAdmission(options: AdmissionOptions): Admission {
     };
   }
 
+  /**
+   * The event with its voice notes turned into text (rule 6). `refused`: nothing is left to publish
+   * and the sender was told why; `duplicate`: a redelivery of such an event, told already.
+   */
+  async function hearVoice(event: PlatformEvent, content: string, log: Logger): Promise<{ event: PlatformEvent; content: string } | "refused" | "duplicate"> {
+    if (!event.media.some(isVoice)) return { event, content };
+    const voice = options.voice ?? refuseAll;
+    if (voice.enabled) showTyping(event.chatId, log);
+    const result = await voice.take(event.media, log);
+    const text = [content, ...result.transcripts].filter((part) => part.trim() !== "").join("\n\n");
+    const nothingLeft = text === "" && result.media.length === 0;
+    if (nothingLeft && !(await bus.markEventSeen(channel, event.eventId))) return "duplicate";
+    if (result.refusal) await reply(event, "voice", result.refusal, log);
+    return nothingLeft ? "refused" : { event: { ...event, media: result.media }, content: text };
+  }
+
   /** Who spoke in a multi-person chat, from the platform's fields (the text is never read for it). */
   function groupContextOf(event: PlatformEvent, username: string | undefined): { group?: GroupContext } {
     if (event.chatType === "private" || policy.groupContext === "off") return {};
@@ -245,7 +270,10 @@ export function createAdmission(options: AdmissionOptions): Admission {
         return "command:help";
       }
 
-      const message = inboundMessage(event, content, command);
+      const heard = await hearVoice(event, content, log);
+      if (heard === "refused") return "voice-refused";
+      if (heard === "duplicate") return "duplicate";
+      const message = inboundMessage(heard.event, heard.content, command);
       const { accepted } = await bus.publishInbound(message);
       if (!accepted) {
         log.debug("redelivered event dropped");

@@ -19,6 +19,7 @@ import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
 import type { Store } from "../store/store.js";
 import { createAdmission } from "./admission.js";
+import type { VoiceIntake } from "./voice-intake.js";
 import type { AdmissionPolicy, ChannelAdapter, ChannelInstance } from "./channel.js";
 import { type ChannelHealth, HealthTracker } from "./channel-health.js";
 import { createDispatcher } from "./dispatcher.js";
@@ -71,6 +72,8 @@ export interface ChannelRuntimeOptions {
   random?: () => number;
   /** Answers `/usage` at the gateway (see AdmissionOptions.usage). */
   usage?: (scope: { person: string; chat: string }) => Promise<string>;
+  /** Transcribes voice notes at admission (see AdmissionOptions.voice). */
+  voice?: VoiceIntake;
 }
 
 const defaultSchedule: ReconnectSchedule = { baseDelayMs: 1_000, maxDelayMs: 60_000, authBaseDelayMs: 300_000, authMaxDelayMs: 3_600_000, jitter: 0.2 };
@@ -126,6 +129,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     botUsername: adapter.botUsername && (() => adapter.botUsername?.()),
     newId: channel.inboundIdOf,
     ...(options.usage ? { usage: options.usage } : {}),
+    ...(options.voice ? { voice: options.voice } : {}),
   });
   // A platform account is led by one gateway at a time; a channel without one runs everywhere.
   const elect = channel.account === undefined ? soleLeader : (options.elect ?? soleLeader);

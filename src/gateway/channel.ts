@@ -100,6 +100,7 @@ export type AdmissionOutcome =
   | "duplicate" // the same platform event came before (a redelivery)
   | "pairing" // a stranger got a pairing code
   | "rate-limited" // over the limit; the notice was sent
+  | "voice-refused" // only a voice note that was not transcribed; the sender was told why
   | "command:stop"
   | "command:help"
   | "command:usage"

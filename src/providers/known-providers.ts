@@ -24,6 +24,7 @@ export const knownProviders: Record<string, KnownProvider> = {
   dashscope: { type: "openai", baseURL: "https://dashscope.aliyuncs.com/compatible-mode/v1" },
   moonshot: { type: "openai", baseURL: "https://api.moonshot.ai/v1" },
   openrouter: { type: "openai", baseURL: "https://openrouter.ai/api/v1" },
+  groq: { type: "openai", baseURL: "https://api.groq.com/openai/v1" },
   ollama: { type: "openai", baseURL: "http://localhost:11434/v1", keyless: true },
   vllm: { type: "openai", baseURL: "http://localhost:8000/v1", keyless: true },
 };

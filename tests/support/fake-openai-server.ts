@@ -1,6 +1,7 @@
 /**
  * A scripted fake of the OpenAI Chat Completions API (`POST /v1/chat/completions`), streaming SSE
- * chunks in the shape OpenAI and DeepSeek send them, or a JSON completion when `stream` is off.
+ * chunks in the shape OpenAI and DeepSeek send them, or a JSON completion when `stream` is off; and,
+ * given `transcriptions`, of speech to text (`POST /v1/audio/transcriptions`, fake-transcription.ts).
  *
  * ```ts
  * const server = await startFakeOpenAI({ script: [{ text: ["Hel", "lo"] }, { error: { status: 500 } }] });
@@ -20,7 +21,10 @@ import {
   type Script,
 } from "./scripted-http-server.js";
 
+import { type RecordedTranscription, type TranscriptionScript, transcriptionRoute } from "./fake-transcription.js";
+
 export type { RecordedRequest } from "./scripted-http-server.js";
+export type { FakeTranscriptionStep, RecordedTranscription, TranscriptionScript } from "./fake-transcription.js";
 
 export interface FakeToolCall {
   /** Default `call_<n>`. */
@@ -93,20 +97,31 @@ export interface FakeOpenAIServer {
   url: string;
   /** Every request received, in order. */
   requests: RecordedRequest[];
+  /** Every upload to `/audio/transcriptions`, in order. */
+  transcriptions: RecordedTranscription[];
   /** TCP connections accepted so far. */
   connections(): number;
   close(): Promise<void>;
 }
 
-export async function startFakeOpenAI(options: { script: Script<FakeOpenAIStep> }): Promise<FakeOpenAIServer> {
+export interface FakeOpenAIOptions {
+  script: Script<FakeOpenAIStep>;
+  /** Answers `/audio/transcriptions`; absent, the path is not served (404). */
+  transcriptions?: TranscriptionScript;
+}
+
+export async function startFakeOpenAI(options: FakeOpenAIOptions): Promise<FakeOpenAIServer> {
+  const transcriptions: RecordedTranscription[] = [];
+  const transcribe = options.transcriptions && transcriptionRoute(options.transcriptions, transcriptions);
   const server = await startScriptedServer<FakeOpenAIStep>({
     name: "fake-openai",
     script: options.script,
     paths: ["/v1/chat/completions", "/chat/completions"],
     respond,
     sendError: (response, status, message) => sendJson(response, status, errorBody({ status, message, type: "fake_server_error" })),
+    ...(transcribe ? { rawRoutes: { "/v1/audio/transcriptions": transcribe, "/audio/transcriptions": transcribe } } : {}),
   });
-  return { url: `${server.origin}/v1`, requests: server.requests, connections: server.connections, close: server.close };
+  return { url: `${server.origin}/v1`, requests: server.requests, transcriptions, connections: server.connections, close: server.close };
 }
 
 async function respond(step: FakeOpenAIStep, request: RecordedRequest, response: ServerResponse): Promise<void> {

@@ -84,6 +84,8 @@ export interface FakeMessage {
   caption_entities?: FakeEntity[];
   photo?: Array<FakeFileRef & { width: number; height: number }>;
   document?: FakeFileRef & { file_name?: string; mime_type?: string };
+  voice?: FakeFileRef & { duration: number; mime_type?: string };
+  audio?: FakeFileRef & { duration: number; mime_type?: string; file_name?: string };
   reply_to_message?: FakeMessage;
   edit_date?: number;
 }
@@ -157,6 +159,17 @@ export interface SendDocumentInput extends Omit<SendTextInput, "text" | "entitie
   declaredSize?: number | null;
 }
 
+/** A voice note (`voice`: Ogg Opus, saved as `.oga` like Telegram's) or a music file (`audio`). */
+export interface SendVoiceInput extends Omit<SendTextInput, "text" | "entities"> {
+  bytes: Buffer;
+  /** Seconds, as announced in the message. */
+  duration: number;
+  /** Default `voice`. */
+  as?: "voice" | "audio";
+  mimeType?: string;
+  caption?: string;
+}
+
 export interface FakeTelegramOptions {
   token: string;
   bot?: Partial<FakeUser>;
@@ -189,6 +202,8 @@ export interface FakeTelegramServer {
   sendPhoto(input: SendPhotoInput): FakeUpdate;
   documentUpdate(input: SendDocumentInput): FakeUpdate;
   sendDocument(input: SendDocumentInput): FakeUpdate;
+  voiceUpdate(input: SendVoiceInput): FakeUpdate;
+  sendVoice(input: SendVoiceInput): FakeUpdate;
   storeFile(bytes: Buffer, options?: { extension?: string; declaredSize?: number | null }): FakeFile;
   /** The next call of `method` fails with this error. */
   failNext(method: string, failure: ApiFailure): void;
@@ -410,6 +425,16 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
       return { update_id: nextUpdateId++, message };
     },
     sendDocument: (input) => server.queueUpdate(server.documentUpdate(input)),
+    voiceUpdate(input) {
+      const as = input.as ?? "voice";
+      const file = server.storeFile(input.bytes, { extension: as === "voice" ? "oga" : "mp3" });
+      const reference = { file_id: file.file_id, file_unique_id: file.file_unique_id, file_size: input.bytes.length, duration: input.duration };
+      const mimeType = input.mimeType ?? (as === "voice" ? "audio/ogg" : "audio/mpeg");
+      const message: FakeMessage = { ...baseMessage(input), [as]: { ...reference, mime_type: mimeType } };
+      if (input.caption !== undefined) message.caption = input.caption;
+      return { update_id: nextUpdateId++, message };
+    },
+    sendVoice: (input) => server.queueUpdate(server.voiceUpdate(input)),
     storeFile(bytes, fileOptions = {}) {
       const number = nextFileId++;
       const file: FakeFile = {

@@ -41,6 +41,8 @@ export interface ScriptedServerOptions<Step> {
   respond(step: Step, request: RecordedRequest, response: ServerResponse): Promise<void>;
   /** Writes an error in the API's own format. */
   sendError(response: ServerResponse, status: number, message: string): void;
+  /** POST paths answered by their own handler with the raw body (a multipart upload), outside the script. */
+  rawRoutes?: Record<string, (body: Buffer, headers: IncomingHttpHeaders, response: ServerResponse) => Promise<void>>;
 }
 
 export async function startScriptedServer<Step>(options: ScriptedServerOptions<Step>): Promise<ScriptedServer> {
@@ -50,6 +52,14 @@ export async function startScriptedServer<Step>(options: ScriptedServerOptions<S
     incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
     incoming.on("end", () => {
       const path = (incoming.url ?? "/").split("?")[0] ?? "/";
+      const raw = incoming.method === "POST" ? options.rawRoutes?.[path] : undefined;
+      if (raw) {
+        raw(Buffer.concat(chunks), incoming.headers, response).catch((error: unknown) => {
+          if (!response.headersSent) options.sendError(response, 500, `${options.name}: ${String(error)}`);
+          else response.destroy();
+        });
+        return;
+      }
       let body: Record<string, unknown> = {};
       try {
         body = chunks.length ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>) : {};

@@ -17,7 +17,12 @@ const BOT_TOKEN = "4242:telegram-e2e-secret-token";
 const OWNER = 111;
 // A second allowed user: the owner's messages in this file approach the per-sender rate limit.
 const SECOND = 222;
+// The voice notes' sender, with a rate budget of its own.
+const LISTENER = 333;
 const GROUP = -100200;
+// A voice note's bytes: the fake transcription service "hears" the text after the Ogg magic.
+const VOICE = Buffer.from("OggS what is the capital of France");
+const heard = (bytes: Buffer) => bytes.toString("utf8").replace(/^OggS /, "");
 const PNG = Buffer.from("89504e470d0a1a0a0000000d4948445200000001000000010806000000", "hex");
 
 let root: string;
@@ -58,6 +63,7 @@ beforeAll(async () => {
       if (text.includes("how many")) return { text: `you said ${history} things before` };
       return { text: `echo: ${text}` };
     },
+    transcriptions: (upload) => ({ text: heard(upload.bytes) }),
   });
   const configFile = path.join(root, "countbot.json");
   await writeFile(
@@ -65,7 +71,8 @@ beforeAll(async () => {
     JSON.stringify({
       redis: { prefix, leaseTtlMs: 2_000 },
       agent: { providerRetries: 0 },
-      channels: { telegram: { enabled: true, allowFrom: [String(OWNER), String(SECOND)], groupPolicy: "mention" } },
+      channels: { telegram: { enabled: true, allowFrom: [String(OWNER), String(SECOND), String(LISTENER)], groupPolicy: "mention" } },
+      transcription: { model: "openai/whisper-1", maxSeconds: 120 },
     }),
   );
   env = {
@@ -96,6 +103,7 @@ afterAll(async () => {
 });
 
 const owner = () => telegram.user({ id: OWNER, first_name: "Owner", username: "owner" });
+const listener = () => telegram.user({ id: LISTENER, first_name: "Listener" });
 const messagesTo = (chatId: number, after: number): SentItem[] =>
   telegram.sent.slice(after).filter((item) => item.chatId === chatId && item.method === "sendMessage");
 
@@ -203,6 +211,29 @@ describe("Telegram through gateway and worker processes", () => {
     expect(JSON.stringify(request!.body)).toContain(PNG.toString("base64"));
   });
 
+  it("answers a voice note from its transcript, marked as transcribed", async () => {
+    const mark = telegram.sent.length;
+    const uploads = llm.transcriptions.length;
+    const update = telegram.sendVoice({ chatId: LISTENER, from: listener(), bytes: VOICE, duration: 3 });
+    const [reply] = await replyTo(LISTENER, mark);
+    expect(reply!.text).toBe("echo: [voice message, transcribed] what is the capital of France");
+    expect(reply!.replyToMessageId).toBe(update.message?.message_id);
+    const upload = llm.transcriptions[uploads]!;
+    expect(upload).toMatchObject({ model: "whisper-1", fileName: expect.stringMatching(/\.ogg$/), authorization: "Bearer sk-telegram-0123456789" });
+    expect(upload.bytes.equals(VOICE)).toBe(true);
+    const request = llm.requests.find((entry) => lastUser(entry.body).text.includes("what is the capital of France"));
+    expect(lastUser(request!.body).text).toBe("[voice message, transcribed] what is the capital of France");
+  });
+
+  it("refuses a voice note over the duration cap in one line, without transcribing it", async () => {
+    const mark = telegram.sent.length;
+    const uploads = llm.transcriptions.length;
+    telegram.sendVoice({ chatId: LISTENER, from: listener(), bytes: VOICE, duration: 600, as: "audio" });
+    const [reply] = await replyTo(LISTENER, mark);
+    expect(reply!.text).toBe("Your voice message is 10 min long; I can transcribe up to 2 min. Please send a shorter one or type it.");
+    expect(llm.transcriptions.length).toBe(uploads);
+  });
+
   it("answers exactly once when the worker is killed mid-turn", async () => {
     const mark = telegram.sent.length;
     const second = telegram.user({ id: SECOND, first_name: "Second" });
@@ -214,5 +245,24 @@ describe("Telegram through gateway and worker processes", () => {
     expect(reply!.text).toBe("survived the crash");
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     expect(messagesTo(SECOND, mark).map((item) => item.text)).toEqual(["survived the crash"]);
+  });
+});
+
+describe("Telegram voice without transcription configured", () => {
+  it("says in one plain line that voice is not set up, and calls no model", async () => {
+    await gateway.stop();
+    const configFile = path.join(root, "no-voice.json");
+    await writeFile(configFile, JSON.stringify({ redis: { prefix, leaseTtlMs: 2_000 }, agent: { providerRetries: 0 }, channels: { telegram: { enabled: true, allowFrom: [String(LISTENER)] } } }));
+    gateway = startService(["gateway"], { ...env, COUNTBOT_CONFIG: configFile });
+    await gateway.waitForLog(/channel connected/);
+    const mark = telegram.sent.length;
+    const [calls, uploads] = [llm.requests.length, llm.transcriptions.length];
+    telegram.sendVoice({ chatId: LISTENER, from: listener(), bytes: VOICE, duration: 3 });
+    const [reply] = await replyTo(LISTENER, mark);
+    expect(reply!.text).toBe("Voice messages are not set up on this bot, so I can't listen to this one. Please type your message instead.");
+    expect(reply!.parseMode).toBeUndefined();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(messagesTo(LISTENER, mark)).toHaveLength(1);
+    expect([llm.requests.length, llm.transcriptions.length]).toEqual([calls, uploads]);
   });
 });

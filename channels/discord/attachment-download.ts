@@ -1,8 +1,9 @@
 /**
- * Attachments of an inbound Discord message: images up to the size cap are downloaded from the CDN
- * into the download directory and become image media; anything else (other files, images over the
- * cap, a failed download) is named in a note for the text, so the model knows it is there. Nothing
- * here throws except an abort (the adapter stops).
+ * Attachments of an inbound Discord message: images and voice messages (or other audio) up to the
+ * size cap are downloaded from the CDN into the download directory and become image or audio media
+ * (audio with its duration, for the gateway to transcribe); anything else (other files, attachments
+ * over the cap, a failed download) is named in a note for the text, so the model knows it is
+ * there. Nothing here throws except an abort (the adapter stops).
  *
  * Only URLs on Discord's CDN hosts (and the configured API root's host, for proxies and tests) are
  * fetched, without following redirects: an attachment URL is data from the platform, not a place
@@ -21,6 +22,10 @@ export interface InboundAttachment {
   size: number;
   url: string;
   contentType?: string;
+  /** The message is a voice message (flag IS_VOICE_MESSAGE): its one attachment is the recording. */
+  voice?: boolean;
+  /** How long the recording plays, in seconds (`duration_secs`, voice messages). */
+  durationSeconds?: number;
 }
 
 export interface AttachmentDownloaderOptions {
@@ -37,9 +42,15 @@ export const DISCORD_CDN_HOSTS = ["cdn.discordapp.com", "media.discordapp.net"] 
 const imageExtensions = new Set([".png", ".jpg", ".jpeg", ".gif", ".webp"]);
 
 
-function isImage(attachment: InboundAttachment): boolean {
-  if (attachment.contentType) return attachment.contentType.startsWith("image/");
-  return imageExtensions.has(extname(attachment.name).toLowerCase());
+const audioExtensions = new Set([".ogg", ".oga", ".opus", ".mp3", ".m4a", ".wav", ".webm", ".flac"]);
+
+/** What the attachment becomes: image or audio media, or only a note. */
+function kindOf(attachment: InboundAttachment): "image" | "audio" | undefined {
+  if (attachment.voice) return "audio";
+  const extension = extname(attachment.name).toLowerCase();
+  if (attachment.contentType?.startsWith("image/") || (!attachment.contentType && imageExtensions.has(extension))) return "image";
+  if (attachment.contentType?.startsWith("audio/") || (!attachment.contentType && audioExtensions.has(extension))) return "audio";
+  return undefined;
 }
 
 export function createAttachmentDownloader(options: AttachmentDownloaderOptions) {
@@ -56,8 +67,8 @@ export function createAttachmentDownloader(options: AttachmentDownloaderOptions)
     await saveDownload(response.body, target, { maxBytes: maxImageBytes, announcedBytes, signal });
   }
 
-  async function downloadImage(attachment: InboundAttachment, signal: AbortSignal): Promise<{ media: Media } | { note: string }> {
-    const label = `image "${attachment.name}"`;
+  async function download(attachment: InboundAttachment, kind: "image" | "audio", signal: AbortSignal): Promise<{ media: Media } | { note: string }> {
+    const label = attachment.voice ? "voice message" : `${kind === "image" ? "image" : "audio file"} "${attachment.name}"`;
     const tooBig = (bytes: number | undefined) => ({ note: `[${label} not downloaded: ${bytes === undefined ? "it is" : `${formatBytes(bytes)} is`} over the ${formatBytes(maxImageBytes)} limit]` });
     if (attachment.size > maxImageBytes) return tooBig(attachment.size);
     let url: URL;
@@ -75,8 +86,10 @@ export function createAttachmentDownloader(options: AttachmentDownloaderOptions)
       // The attachment id names the file: a redelivered message rewrites the same one.
       const path = join(options.downloadDir, `${safeAttachmentName(attachment.id)}-${safeAttachmentName(attachment.name)}`);
       await save(url, path, signal);
-      const media: Media = { path, kind: "image", name: attachment.name };
+      const media: Media = { path, kind, name: attachment.name };
       if (attachment.contentType) media.mimeType = attachment.contentType;
+      else if (attachment.voice) media.mimeType = "audio/ogg";
+      if (attachment.durationSeconds !== undefined) media.durationSeconds = attachment.durationSeconds;
       return { media };
     } catch (error) {
       if (signal.aborted) throw error;
@@ -91,12 +104,13 @@ export function createAttachmentDownloader(options: AttachmentDownloaderOptions)
     const media: Media[] = [];
     const notes: string[] = [];
     for (const attachment of attachments) {
-      if (!isImage(attachment)) {
+      const kind = kindOf(attachment);
+      if (!kind) {
         const type = attachment.contentType ? `${attachment.contentType}, ` : "";
         notes.push(`[file "${attachment.name}" attached (${type}${formatBytes(attachment.size)}): not downloaded]`);
         continue;
       }
-      const result = await downloadImage(attachment, signal);
+      const result = await download(attachment, kind, signal);
       if ("media" in result) media.push(result.media);
       else notes.push(result.note);
     }

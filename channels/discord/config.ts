@@ -43,7 +43,7 @@ export const DiscordConfigSchema = z.strictObject({
     .int()
     .positive()
     .default(10 * 1024 * 1024)
-    .describe("Image attachments larger than this are not downloaded; the model gets a note instead. Other files are only named in the text."),
+    .describe("Image, voice-message and audio attachments larger than this are not downloaded; the model gets a note instead. Other files are only named in the text."),
   registerCommands: z
     .boolean()
     .default(false)

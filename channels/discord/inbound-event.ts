@@ -3,9 +3,10 @@
  * the chat type Discord says (DM, guild text channel, thread), whether the bot is addressed (its
  * user id or managed role in the mentions Discord computed, never the text, never @everyone or
  * @here; a reply to one of its messages), the scopes the allowlist may name (guild, channel, a thread's parent channel, roles),
- * and image attachments downloaded as media.
+ * and image and audio attachments downloaded as media (a voice message's recording as audio with
+ * its duration, for the gateway to transcribe).
  */
-import { ChannelType, type Message, MessageType } from "discord.js";
+import { ChannelType, type Message, MessageFlags, MessageType } from "discord.js";
 import type { Media } from "../../src/bus/message.js";
 import type { ChatType, PlatformEvent } from "../../src/gateway/kit/index.js";
 import type { AttachmentDownloader, InboundAttachment } from "./attachment-download.js";
@@ -90,12 +91,15 @@ function scopesOf(message: Message): string[] {
 }
 
 function attachmentsOf(message: Message): InboundAttachment[] {
+  const voice = message.flags.has(MessageFlags.IsVoiceMessage);
   return [...message.attachments.values()].map((attachment) => ({
     id: attachment.id,
     name: attachment.name,
     size: attachment.size,
     url: attachment.url,
     ...(attachment.contentType ? { contentType: attachment.contentType } : {}),
+    ...(voice ? { voice } : {}),
+    ...(typeof attachment.duration === "number" ? { durationSeconds: attachment.duration } : {}),
   }));
 }
 

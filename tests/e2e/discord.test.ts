@@ -16,6 +16,9 @@ import { type ServiceProcess, startService, stopAllServices } from "../support/p
 import { deleteKeys, redisUrl } from "../support/redis.js";
 
 const BOT_TOKEN = "MTA1NDI.discord-e2e.secret-token-value";
+// A voice message's bytes: the fake transcription service "hears" the text after the Ogg magic.
+const VOICE = Buffer.from("OggS which planet is the largest");
+const heard = (bytes: Buffer) => bytes.toString("utf8").replace(/^OggS /, "");
 
 let root: string;
 let prefix: string;
@@ -28,6 +31,8 @@ let owner: FakeUser;
 let second: FakeUser;
 let helper: FakeUser;
 let stranger: FakeUser;
+// Sends the voice messages, with a rate budget of its own.
+let listener: FakeUser;
 let env: Record<string, string>;
 let gateway: ServiceProcess;
 let worker: ServiceProcess;
@@ -54,6 +59,7 @@ beforeAll(async () => {
   second = discord.user({ username: "second" });
   helper = discord.user({ username: "helper" });
   stranger = discord.user({ username: "stranger" });
+  listener = discord.user({ username: "listener" });
   const helpers = discord.addRole(guild, "helpers");
   discord.addMember(guild, owner);
   discord.addMember(guild, helper, [helpers.id]);
@@ -69,6 +75,7 @@ beforeAll(async () => {
       if (text.includes("how many")) return { text: `you said ${history} things before` };
       return { text: `echo: ${text}` };
     },
+    transcriptions: (upload) => ({ text: heard(upload.bytes) }),
   });
   const configFile = path.join(root, "countbot.json");
   await writeFile(
@@ -76,7 +83,8 @@ beforeAll(async () => {
     JSON.stringify({
       redis: { prefix, leaseTtlMs: 2_000 },
       agent: { providerRetries: 0 },
-      channels: { discord: { enabled: true, allowFrom: [owner.id, second.id], allowRoles: [helpers.id], groupPolicy: "mention", registerCommands: true } },
+      channels: { discord: { enabled: true, allowFrom: [owner.id, second.id, listener.id], allowRoles: [helpers.id], groupPolicy: "mention", registerCommands: true } },
+      transcription: { model: "openai/whisper-1", maxSeconds: 60 },
     }),
   );
   env = {
@@ -145,6 +153,30 @@ describe("Discord through gateway and worker processes", () => {
     expect(discord.requests.some((request) => request.route === "typing" && request.path.includes(chatId))).toBe(true);
     await pause(500);
     expect(since(chatId, mark)).toHaveLength(1);
+  });
+
+  it("answers a voice message from its transcript, marked as transcribed", async () => {
+    const chatId = discord.dmChannelId(listener);
+    const mark = discord.sentIn(chatId).length;
+    const uploads = llm.transcriptions.length;
+    const message = discord.sendVoiceDM({ from: listener, bytes: VOICE, durationSecs: 2.5 });
+    const reply = await replyWith(chatId, mark, "echo: [voice message, transcribed] which planet is the largest");
+    expect(reply.replyTo).toBe(message.id);
+    const upload = llm.transcriptions[uploads]!;
+    expect(upload).toMatchObject({ model: "whisper-1", fileName: "voice-message.ogg", fileType: "audio/ogg" });
+    expect(upload.bytes.equals(VOICE)).toBe(true);
+    expect(modelSaw("[voice message, transcribed] which planet is the largest")).toBe(true);
+  });
+
+  it("refuses a voice message over the duration cap in one line, without transcribing it", async () => {
+    const chatId = discord.dmChannelId(listener);
+    const mark = discord.sentIn(chatId).length;
+    const uploads = llm.transcriptions.length;
+    discord.sendVoiceDM({ from: listener, bytes: VOICE, durationSecs: 90 });
+    await replyWith(chatId, mark, "Your voice message is 1 min 30 s long; I can transcribe up to 1 min. Please send a shorter one or type it.");
+    await pause(300);
+    expect(since(chatId, mark)).toHaveLength(1);
+    expect(llm.transcriptions.length).toBe(uploads);
   });
 
   it("in a guild channel ignores an unmentioned message and answers a mention as a reply in the same channel", async () => {
@@ -297,5 +329,23 @@ describe("Discord through gateway and worker processes", () => {
     discord.sendDM({ from: owner, content: "after the resume" });
     await replyWith(chatId, mark, "echo: after the resume");
     expect(gateway.output()).toMatch(/discord gateway connection lost; reconnecting/);
+  });
+});
+
+describe("Discord voice without transcription configured", () => {
+  it("says in one plain line that voice is not set up, and calls no model", async () => {
+    await gateway.stop();
+    const configFile = path.join(root, "no-voice.json");
+    await writeFile(configFile, JSON.stringify({ redis: { prefix, leaseTtlMs: 2_000 }, agent: { providerRetries: 0 }, channels: { discord: { enabled: true, allowFrom: [listener.id] } } }));
+    gateway = startService(["gateway"], { ...env, COUNTBOT_CONFIG: configFile });
+    await gateway.waitForLog(/discord channel started/, 40_000);
+    const chatId = discord.dmChannelId(listener);
+    const mark = discord.sentIn(chatId).length;
+    const [calls, uploads] = [llm.requests.length, llm.transcriptions.length];
+    discord.sendVoiceDM({ from: listener, bytes: VOICE, durationSecs: 3 });
+    await replyWith(chatId, mark, "Voice messages are not set up on this bot, so I can't listen to this one. Please type your message instead.");
+    await pause(500);
+    expect(since(chatId, mark)).toHaveLength(1);
+    expect([llm.requests.length, llm.transcriptions.length]).toEqual([calls, uploads]);
   });
 });

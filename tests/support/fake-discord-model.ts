@@ -61,7 +61,13 @@ export interface FakeAttachment {
   url: string;
   proxy_url: string;
   content_type?: string;
+  /** Voice messages: the recording's length in seconds and its waveform (base64). */
+  duration_secs?: number;
+  waveform?: string;
 }
+
+/** Message flag IS_VOICE_MESSAGE: the message is a voice message, its one attachment the recording. */
+export const IS_VOICE_MESSAGE = 1 << 13;
 
 /** A message as Discord's API returns it (the fields discord.js reads). */
 export type FakeMessage = Record<string, unknown> & { id: string; channel_id: string; author: FakeUser; content: string };

@@ -37,6 +37,7 @@ import {
   type FakeMessage,
   type FakeRole,
   type FakeUser,
+  IS_VOICE_MESSAGE,
   type RestCall,
   type RestFailure,
   type RouteName,
@@ -140,7 +141,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
   }
 
   /** A message object as Discord builds it: mentions found in the text, the reply's target embedded. */
-  function buildMessage(input: { channel: FakeChannel; author: FakeUser; content: string; replyTo?: FakeMessage; replyPing?: boolean; attachments?: FakeAttachment[]; nonce?: string | number }): FakeMessage {
+  function buildMessage(input: { channel: FakeChannel; author: FakeUser; content: string; replyTo?: FakeMessage; replyPing?: boolean; attachments?: FakeAttachment[]; nonce?: string | number; flags?: number }): FakeMessage {
     const { channel, author } = input;
     const parsed = outsideCode(input.content);
     const mentioned = [...parsed.matchAll(mentionPattern)].map((match) => users.get(match[1]!)).filter((user): user is FakeUser => user !== undefined);
@@ -162,7 +163,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
       attachments: input.attachments ?? [],
       embeds: [],
       pinned: false,
-      flags: 0,
+      flags: input.flags ?? 0,
       components: [],
     };
     if (input.nonce !== undefined) message.nonce = input.nonce;
@@ -440,11 +441,19 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
       guild.members.set(user.id, { user, roles, ...(nick ? { nick } : {}) });
     },
     /** A file served under this server's CDN path, for a message's attachments. */
-    attachment(bytes: Buffer, fields: { filename: string; contentType?: string; declaredSize?: number }): FakeAttachment {
+    attachment(bytes: Buffer, fields: { filename: string; contentType?: string; declaredSize?: number; durationSecs?: number }): FakeAttachment {
       const id = snowflake();
       attachments.set(id, { bytes, contentType: fields.contentType });
       const url = `${origin}/attachments/${id}/${encodeURIComponent(fields.filename)}`;
-      return { id, filename: fields.filename, size: fields.declaredSize ?? bytes.length, url, proxy_url: url, ...(fields.contentType ? { content_type: fields.contentType } : {}) };
+      const voice = fields.durationSecs === undefined ? {} : { duration_secs: fields.durationSecs, waveform: Buffer.alloc(8, 128).toString("base64") };
+      return { id, filename: fields.filename, size: fields.declaredSize ?? bytes.length, url, proxy_url: url, ...(fields.contentType ? { content_type: fields.contentType } : {}), ...voice };
+    },
+    /** A voice message in a DM, as the Discord client sends one: flag IS_VOICE_MESSAGE, no text, one `voice-message.ogg`. */
+    sendVoiceDM(input: { from: FakeUser; bytes: Buffer; durationSecs: number }): FakeMessage {
+      const recording = fake.attachment(input.bytes, { filename: "voice-message.ogg", contentType: "audio/ogg", durationSecs: input.durationSecs });
+      const message = store(buildMessage({ channel: dmChannelOf(input.from), author: input.from, content: "", attachments: [recording], flags: IS_VOICE_MESSAGE }));
+      gateway.dispatch("MESSAGE_CREATE", message);
+      return message;
     },
     /** A DM from the user to the bot (its DM channel is made on first use). */
     sendDM(input: { from: FakeUser; content: string; attachments?: FakeAttachment[]; replyTo?: FakeMessage }): FakeMessage {

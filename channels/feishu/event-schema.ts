@@ -58,6 +58,8 @@ export function flattenEnvelope(body: Record<string, unknown>): Record<string, u
 export const TextContentSchema = z.looseObject({ text: z.string().default("") });
 export const ImageContentSchema = z.looseObject({ image_key: z.string().min(1) });
 export const FileContentSchema = z.looseObject({ file_key: z.string().min(1), file_name: z.string().optional() });
+/** A voice message: its Opus recording and how long it plays, in milliseconds. */
+export const AudioContentSchema = z.looseObject({ file_key: z.string().min(1), duration: z.number().nonnegative().optional() });
 
 export const PostElementSchema = z.looseObject({
   tag: z.string(),

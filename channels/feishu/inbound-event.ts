@@ -3,7 +3,8 @@
  *
  * - Content: `text`; `post` (rich text) flattened to Markdown-ish text with mentions in place,
  *   links, code blocks and its images downloaded; `image` downloaded as an image part; `file`
- *   downloaded (capped) and named. Other types become a note naming the type.
+ *   downloaded (capped) and named; `audio` (a voice message) downloaded as audio with its duration,
+ *   for the gateway to transcribe. Other types become a note naming the type.
  * - Mentions: `@_user_N` keys resolved through `mentions[]` to `@name`. The bot is mentioned only
  *   when a mention carries the bot's own open_id (from the bot-info API), exactly: unknown open_id
  *   means not mentioned (fail closed), and `@_all` never counts.
@@ -15,6 +16,7 @@
 import type { Media } from "../../src/bus/message.js";
 import type { PlatformEvent } from "../../src/gateway/kit/index.js";
 import {
+  AudioContentSchema,
   FileContentSchema,
   ImageContentSchema,
   type Mention,
@@ -155,6 +157,13 @@ function contentOf(message: MessageEvent["message"], bot: BotIdentity | undefine
       const name = parsed.data.file_name;
       const label = name ? `file "${name}"` : "file";
       return { text: `[${label}]`, mentionsBot, resources: [{ messageId, fileKey: parsed.data.file_key, type: "file", label, ...(name ? { name } : {}) }] };
+    }
+    case "audio": {
+      const parsed = AudioContentSchema.safeParse(raw);
+      if (!parsed.success) return { text: "[a voice message]", mentionsBot, resources: [] };
+      const { duration } = parsed.data;
+      const audio = duration === undefined ? {} : { durationSeconds: duration / 1000 };
+      return { text: "", mentionsBot, resources: [{ messageId, fileKey: parsed.data.file_key, type: "file", label: "voice message", audio }] };
     }
     default:
       return { text: `[a ${message.message_type} message]`, mentionsBot, resources: [] };

@@ -1,6 +1,7 @@
 /**
- * Downloads an image or file of an inbound message through the message-resource API
- * (`GET /open-apis/im/v1/messages/:message_id/resources/:file_key?type=image|file`) into the
+ * Downloads an image, file or voice message of an inbound message through the message-resource API
+ * (`GET /open-apis/im/v1/messages/:message_id/resources/:file_key?type=image|file`, a voice message
+ * being a `file`) into the
  * download directory, with a size cap on the bytes that actually arrive. A resource over the cap,
  * or one that fails to download, becomes a note for the text instead: the message still reaches
  * the model, and nothing here throws except an abort.
@@ -21,6 +22,8 @@ export interface Resource {
   name?: string;
   /** How a note calls it: `image`, `file "report.pdf"`. */
   label: string;
+  /** A voice message (a `file` to the API): kept as audio, for the gateway to transcribe. */
+  audio?: { durationSeconds?: number };
 }
 
 export type DownloadResult = { media: Media } | { note: string };
@@ -48,6 +51,13 @@ function header(headers: Record<string, unknown>, name: string): string | undefi
 
 const imageExtensions: Record<string, string> = { "image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp", "image/bmp": ".bmp" };
 
+/** Feishu records voice as Opus; the resource API often answers with a generic type. */
+function audioMedia(path: string, mimeType: string | undefined, durationSeconds: number | undefined): Media {
+  const media: Media = { path, kind: "audio", mimeType: mimeType?.startsWith("audio/") ? mimeType : "audio/opus" };
+  if (durationSeconds !== undefined) media.durationSeconds = durationSeconds;
+  return media;
+}
+
 export function createResourceDownloader(options: ResourceDownloaderOptions) {
   const { logger } = options;
 
@@ -65,10 +75,11 @@ export function createResourceDownloader(options: ResourceDownloaderOptions) {
       const mimeType = header(headers, "content-type")?.split(";")[0]?.trim();
       await mkdir(options.downloadDir, { recursive: true });
       const base = safeAttachmentName(resource.fileKey);
-      const extension = resource.name ? "" : resource.type === "image" ? (imageExtensions[mimeType ?? ""] ?? ".img") : "";
+      const extension = resource.name ? "" : resource.type === "image" ? (imageExtensions[mimeType ?? ""] ?? ".img") : resource.audio ? ".opus" : "";
       const fileName = resource.name ? `${base}-${safeAttachmentName(resource.name)}` : `${base}${extension}`;
       target = join(options.downloadDir, fileName);
       await saveDownload(stream, target, { maxBytes: cap, signal });
+      if (resource.audio) return { media: audioMedia(target, mimeType, resource.audio.durationSeconds) };
       const kind: Media["kind"] = resource.type === "image" || mimeType?.startsWith("image/") ? "image" : "document";
       const media: Media = { path: target, kind };
       const knownMime = mimeType && mimeType !== "application/octet-stream" ? mimeType : resource.type === "image" ? "image/png" : undefined;

@@ -19,6 +19,12 @@ const APP_SECRET = "feishu-e2e-app-secret";
 const ENCRYPT_KEY = "feishu-e2e-encrypt-key";
 const owner: FakeUser = { openId: "ou_owner00000000000000000000000001", userId: "owner01", name: "Owner" };
 const P2P = "oc_p2powner0000000000000000000001";
+// Sends the voice messages, with a rate budget of its own.
+const listener: FakeUser = { openId: "ou_listener000000000000000000000001", name: "Listener" };
+const LISTENER_P2P = "oc_p2plistener00000000000000000001";
+// A voice message's bytes: the fake transcription service "hears" the text after the Ogg magic.
+const VOICE = Buffer.from("OggS how tall is Mount Everest");
+const heard = (bytes: Buffer) => bytes.toString("utf8").replace(/^OggS /, "");
 const GROUP = "oc_group00000000000000000000000e2e";
 
 let root: string;
@@ -50,14 +56,15 @@ const textOf = (message: BotMessage) => {
   return card.body?.elements?.map((element) => element.content ?? "").join("") ?? String(card.text ?? "");
 };
 
-async function writeConfig(name: string, feishuSection: Record<string, unknown>): Promise<string> {
+async function writeConfig(name: string, feishuSection: Record<string, unknown>, more: Record<string, unknown> = {}): Promise<string> {
   const file = path.join(root, name);
   await writeFile(
     file,
     JSON.stringify({
       redis: { prefix, leaseTtlMs: 2_000 },
       agent: { providerRetries: 0 },
-      channels: { feishu: { enabled: true, allowFrom: [owner.openId], groupPolicy: "mention", ...feishuSection } },
+      channels: { feishu: { enabled: true, allowFrom: [owner.openId, listener.openId], groupPolicy: "mention", ...feishuSection } },
+      ...more,
     }),
   );
   return file;
@@ -82,6 +89,7 @@ beforeAll(async () => {
       if (text.includes("stream")) return { text: ["Streaming ", "the answer ", "in parts."], hangMs: 2_500 };
       return { text: `echo: ${text}` };
     },
+    transcriptions: (upload) => ({ text: heard(upload.bytes) }),
   });
   env = {
     HOME: root,
@@ -95,7 +103,8 @@ beforeAll(async () => {
     OPENAI_BASE_URL: llm.url,
     LOG_LEVEL: "info",
   };
-  gateway = await startGateway(await writeConfig("long-connection.json", { silenceTimeoutMs: 2_500 }));
+  // Voice is set up for the long connection, and not for the webhook (its describe below).
+  gateway = await startGateway(await writeConfig("long-connection.json", { silenceTimeoutMs: 2_500 }, { transcription: { model: "openai/whisper-1", maxSeconds: 30 } }));
   worker = startService(["worker"], { ...env, COUNTBOT_CONFIG: path.join(root, "long-connection.json") });
   await worker.waitForLog(/worker started/);
 }, 90_000);
@@ -116,6 +125,14 @@ async function answerOf(messageId: string, count = 1): Promise<BotMessage[]> {
 }
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A voice message from the listener, its recording stored for the resource API. */
+function voiceEnvelope(durationMs: number) {
+  const envelope = feishu.event({ chatId: LISTENER_P2P, chatType: "p2p", sender: listener, type: "audio", durationMs });
+  const content = JSON.parse(envelope.event.message.content) as { file_key: string };
+  feishu.addResource(envelope.event.message.message_id, content.file_key, VOICE, "audio/opus");
+  return { envelope, messageId: envelope.event.message.message_id };
+}
 
 function send(input: { chatId?: string; chatType?: "p2p" | "group"; text: string; mentionBot?: boolean }) {
   const envelope = feishu.event({
@@ -180,6 +197,31 @@ describe("Feishu through gateway and worker processes: the long connection", () 
     await pause(1_000);
     expect(repliesTo(messageId)).toHaveLength(1);
     expect(feishu.requests.some((call) => call.route === "reply" && call.status === 429)).toBe(true);
+  });
+
+  it("answers a voice message from its transcript, marked as transcribed", async () => {
+    const uploads = llm.transcriptions.length;
+    const { envelope, messageId } = voiceEnvelope(4_000);
+    expect((await feishu.push(envelope)).code).toBe(200);
+    const [reply] = await answerOf(messageId);
+    expect(textOf(reply!)).toBe("echo: [voice message, transcribed] how tall is Mount Everest");
+    const upload = llm.transcriptions[uploads]!;
+    expect(upload).toMatchObject({ model: "whisper-1", fileName: expect.stringMatching(/\.ogg$/), fileType: "audio/opus" });
+    expect(upload.bytes.equals(VOICE)).toBe(true);
+    const resourceCall = feishu.requests.find((call) => call.route === "resource" && call.path.includes(messageId));
+    expect(resourceCall?.query).toMatchObject({ type: "file" });
+    expect(llm.requests.some((request) => lastUser(request.body) === "[voice message, transcribed] how tall is Mount Everest")).toBe(true);
+  });
+
+  it("refuses a voice message over the duration cap in one line, without transcribing it", async () => {
+    const uploads = llm.transcriptions.length;
+    const { envelope, messageId } = voiceEnvelope(45_000);
+    await feishu.push(envelope);
+    const [reply] = await answerOf(messageId);
+    expect(textOf(reply!)).toBe("Your voice message is 45 s long; I can transcribe up to 30 s. Please send a shorter one or type it.");
+    await pause(300);
+    expect(repliesTo(messageId)).toHaveLength(1);
+    expect(llm.transcriptions.length).toBe(uploads);
   });
 
   it("reconnects a long connection that went silent and answers the next event", async () => {
@@ -256,6 +298,17 @@ describe("Feishu through gateway and worker processes: the webhook", () => {
     await answerOf(envelope.event.message.message_id);
     await pause(1_500);
     expect(repliesTo(envelope.event.message.message_id)).toHaveLength(1);
+  });
+
+  it("without transcription configured says in one plain line that voice is not set up, and calls no model", async () => {
+    const [calls, uploads] = [llm.requests.length, llm.transcriptions.length];
+    const { envelope, messageId } = voiceEnvelope(3_000);
+    expect((await feishu.postWebhook(url, envelope, { encryptKey: ENCRYPT_KEY })).status).toBe(200);
+    const [reply] = await answerOf(messageId);
+    expect(textOf(reply!)).toBe("Voice messages are not set up on this bot, so I can't listen to this one. Please type your message instead.");
+    await pause(500);
+    expect(repliesTo(messageId)).toHaveLength(1);
+    expect([llm.requests.length, llm.transcriptions.length]).toEqual([calls, uploads]);
   });
 
   it("never logs the app secret or the encrypt key", () => {

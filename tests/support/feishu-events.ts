@@ -21,12 +21,14 @@ export interface FakeEventInput {
   text?: string;
   mentions?: MentionTarget[];
   /** Default `text`. */
-  type?: "text" | "post" | "image" | "file";
+  type?: "text" | "post" | "image" | "file" | "audio";
   /** Post messages: paragraphs of elements; `{ tag: "at", mention: N }` refers to mentions[N]. */
   post?: { title?: string; content: Array<Array<Record<string, unknown>>> };
   imageKey?: string;
   fileKey?: string;
   fileName?: string;
+  /** Voice (`audio`) messages: how long the recording plays, in milliseconds. */
+  durationMs?: number;
   /** A message in a topic thread: the thread's root message (and its omt_ id). */
   rootId?: string;
   threadId?: string;
@@ -81,6 +83,7 @@ export function buildEvent(input: FakeEventInput, context: { appId: string }): F
     );
     content = { title: input.post?.title ?? "", content: paragraphs };
   } else if (type === "image") content = { image_key: input.imageKey ?? id("img_v3_") };
+  else if (type === "audio") content = { file_key: input.fileKey ?? id("file_v3_"), duration: input.durationMs ?? 1_000 };
   else content = { file_key: input.fileKey ?? id("file_v3_"), file_name: input.fileName ?? "file.bin" };
   const created = String(input.createTime ?? Date.now());
   return {

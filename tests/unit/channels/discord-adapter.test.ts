@@ -217,6 +217,22 @@ describe("Discord adapter: inbound", () => {
     expect(await readdir(downloadDir)).toEqual([expect.stringMatching(/-cat\.png$/)]);
   });
 
+  it("downloads a voice message as audio with its duration, and an audio file as audio; caps them like images", async () => {
+    const discord = await startDiscord();
+    const { events } = await started(discord, { maxImageBytes: 1_000 });
+    const alice = discord.user({ username: "alice" });
+    const voice = Buffer.from("OggS a voice message");
+    discord.sendVoiceDM({ from: alice, bytes: voice, durationSecs: 3.5 });
+    const song = discord.attachment(Buffer.from("ID3 song"), { filename: "song.mp3", contentType: "audio/mpeg" });
+    const long = discord.attachment(randomBytes(5_000), { filename: "talk.ogg", contentType: "audio/ogg" });
+    discord.sendDM({ from: alice, content: "", attachments: [song, long] });
+    await nthEvent(discord, events, 2);
+    expect(events[0]!.media).toEqual([{ path: expect.any(String), kind: "audio", mimeType: "audio/ogg", name: "voice-message.ogg", durationSeconds: 3.5 }]);
+    expect((await readFile(events[0]!.media[0]!.path)).equals(voice)).toBe(true);
+    expect(events[1]!.media).toEqual([expect.objectContaining({ kind: "audio", mimeType: "audio/mpeg", name: "song.mp3" })]);
+    expect(events[1]!.text).toBe('[audio file "talk.ogg" not downloaded: 4.9 KB is over the 1000 B limit]');
+  });
+
   it("does not fetch an attachment URL outside Discord's CDN", async () => {
     const discord = await startDiscord();
     const { events, logged } = await started(discord);

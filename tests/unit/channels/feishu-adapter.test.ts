@@ -120,6 +120,19 @@ describe("Feishu adapter: receiving over the long connection", () => {
     expect(call?.query.type).toBe("image");
   });
 
+  it("downloads a voice message as a file resource and passes it as audio with its duration in seconds", async () => {
+    const { feishu, events } = await connected();
+    const voice = feishu.event({ chatId: P2P, chatType: "p2p", sender: alice, type: "audio", fileKey: "file_v3_voice", durationMs: 2_500 });
+    const opus = Buffer.from("OggS opus voice");
+    // The resource API answers voice with a generic type: the adapter still says audio.
+    feishu.addResource(voice.event.message.message_id, "file_v3_voice", opus, "application/octet-stream");
+    await feishu.push(voice);
+    expect(events[0]!.text).toBe("");
+    expect(events[0]!.media).toEqual([{ path: expect.stringMatching(/file_v3_voice\.opus$/), kind: "audio", mimeType: "audio/opus", durationSeconds: 2.5 }]);
+    expect(await readFile(events[0]!.media[0]!.path)).toEqual(opus);
+    expect(feishu.requests.find((request) => request.route === "resource")?.query.type).toBe("file");
+  });
+
   it("keeps an image over the cap out, with a note", async () => {
     const { feishu, events } = await connected({ maxImageBytes: 4 });
     const image = feishu.event({ chatId: P2P, chatType: "p2p", sender: alice, type: "image", imageKey: "img_big" });

@@ -231,6 +231,21 @@ describe("Telegram adapter: inbound over long polling", () => {
     expect((await readFile(event.media[0]!.path)).equals(bytes)).toBe(true);
   });
 
+  it("passes a voice note and an audio file as audio media with their duration, for the gateway to transcribe", async () => {
+    const telegram = await startTelegram();
+    const { events } = await started(telegram);
+    const from = telegram.user({ id: 42 });
+    const voice = Buffer.from("OggS voice note");
+    telegram.sendVoice({ chatId: 42, from, bytes: voice, duration: 7 });
+    telegram.sendVoice({ chatId: 42, from, bytes: Buffer.from("ID3 song"), duration: 185, as: "audio", caption: "listen" });
+    await nthEvent(telegram, events, 2);
+    expect(events[0]!.text).toBe("");
+    expect(events[0]!.media).toEqual([expect.objectContaining({ kind: "audio", mimeType: "audio/ogg", durationSeconds: 7 })]);
+    expect((await readFile(events[0]!.media[0]!.path)).equals(voice)).toBe(true);
+    expect(events[1]!.text).toBe("listen");
+    expect(events[1]!.media).toEqual([expect.objectContaining({ kind: "audio", mimeType: "audio/mpeg", durationSeconds: 185 })]);
+  });
+
   it("turns a document over the size cap into a note, whether its size is announced or not", async () => {
     const telegram = await startTelegram();
     const { events, downloadDir } = await started(telegram, { maxFileBytes: 1_000 });

@@ -13,6 +13,7 @@ import { type ConfigSource, describeConfigSource } from "../config/source.js";
 import { errorMessage } from "../errors.js";
 import type { ChannelPlugin } from "../gateway/channel.js";
 import { resolveChatModel } from "../providers/factory.js";
+import { probeTranscriber, resolveTranscriber } from "../providers/transcription.js";
 import { checkRedis } from "../redis/checks.js";
 import { connectRedis, redactedRedisUrl, topologyOf, waitUntilReady } from "../redis/client.js";
 import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
@@ -53,6 +54,8 @@ export async function runDoctor(config: ResolvedConfig, logger: Logger, options:
   };
 
   await run(`model ${config.agent.model}`, () => checkModel(config, logger));
+  const { transcription } = config;
+  if (transcription.model) await run(`transcription ${transcription.model}`, () => probeTranscriber(resolveTranscriber(config, { env: process.env })!));
   if (config.redis.url) {
     await run("redis", () => checkRedisServer(config));
     await run("workspace shared", () => checkSharedWorkspace(config));

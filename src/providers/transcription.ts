@@ -5,6 +5,8 @@
  * naming the field or variable to set; a failed call is a ProviderError.
  */
 import { createReadStream } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import OpenAI, { toFile } from "openai";
 import type { Config } from "../config/schema.js";
@@ -147,6 +149,39 @@ export function resolveTranscriber(config: Pick<Config, "transcription" | "provi
     timeoutMs: section.timeoutMs,
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
+}
+
+/** A tenth of a second of silence as 16 kHz mono PCM WAV: the least a transcription API takes. */
+export function silentWav(): Buffer {
+  const samples = 1_600;
+  const header = Buffer.alloc(44);
+  header.write("RIFF", 0);
+  header.writeUInt32LE(36 + samples * 2, 4);
+  header.write("WAVEfmt ", 8);
+  header.writeUInt32LE(16, 16);
+  header.writeUInt16LE(1, 20); // PCM
+  header.writeUInt16LE(1, 22); // mono
+  header.writeUInt32LE(16_000, 24);
+  header.writeUInt32LE(32_000, 28);
+  header.writeUInt16LE(2, 32);
+  header.writeUInt16LE(16, 34);
+  header.write("data", 36);
+  header.writeUInt32LE(samples * 2, 40);
+  return Buffer.concat([header, Buffer.alloc(samples * 2)]);
+}
+
+/** `countbot doctor`: the endpoint takes the key and transcribes a tenth of a second of silence. Throws ProviderError. */
+export async function probeTranscriber(transcriber: Transcriber): Promise<string> {
+  const directory = await mkdtemp(path.join(tmpdir(), "countbot-doctor-"));
+  try {
+    const file = path.join(directory, "silence.wav");
+    await writeFile(file, silentWav());
+    const started = Date.now();
+    await transcriber.transcribe({ path: file, mimeType: "audio/wav" });
+    return `transcribes (${Date.now() - started} ms)`;
+  } finally {
+    await rm(directory, { recursive: true, force: true });
+  }
 }
 
 function isLoopback(baseURL: string): boolean {

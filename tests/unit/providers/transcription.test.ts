@@ -8,7 +8,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigSchema } from "../../../src/config/schema.js";
 import { ConfigError, ProviderError } from "../../../src/errors.js";
-import { resolveTranscriber, uploadNameOf } from "../../../src/providers/transcription.js";
+import { probeTranscriber, resolveTranscriber, silentWav, uploadNameOf } from "../../../src/providers/transcription.js";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../../support/fake-openai-server.js";
 
 let server: FakeOpenAIServer;
@@ -103,5 +103,19 @@ describe("uploadNameOf", () => {
     expect(uploadNameOf({ path: "/d/key.opus", mimeType: "audio/opus" })).toBe("key.ogg");
     expect(uploadNameOf({ path: "/d/file", mimeType: "audio/mp4" })).toBe("file.m4a");
     expect(uploadNameOf({ path: "/d/x.bin", mimeType: "audio/wav" })).toBe("x.wav");
+  });
+});
+
+describe("probeTranscriber (countbot doctor)", () => {
+  it("uploads a tenth of a second of silence as WAV, and fails with the service's error", async () => {
+    const before = server.transcriptions.length;
+    const fine = resolveTranscriber(configOf({ model: "local/whisper", baseURL: server.url }), { env: {} })!;
+    expect(await probeTranscriber(fine)).toMatch(/^transcribes \(\d+ ms\)$/);
+    const upload = server.transcriptions[before]!;
+    expect(upload).toMatchObject({ fileName: "silence.wav", fileType: "audio/wav" });
+    expect(upload.bytes.subarray(0, 4).toString()).toBe("RIFF");
+    expect(upload.bytes.length).toBe(silentWav().length);
+    const broken = resolveTranscriber(configOf({ model: "local/broken", baseURL: server.url }), { env: {} })!;
+    await expect(probeTranscriber(broken)).rejects.toThrow(/local\/broken/);
   });
 });

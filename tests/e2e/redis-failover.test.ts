@@ -115,9 +115,9 @@ describe("Redis failover through Sentinel", () => {
       LOG_LEVEL: "info",
     };
     const gateway = startService(["gateway"], env);
-    const base = String((await gateway.waitForLog(/gateway listening/)).url);
+    const base = String((await gateway.waitForLog(/gateway listening/, 60_000)).url);
     const workers: ServiceProcess[] = [startService(["worker"], env), startService(["worker"], env)];
-    await Promise.all(workers.map((worker) => worker.waitForLog(/worker started/)));
+    await Promise.all(workers.map((worker) => worker.waitForLog(/worker started/, 60_000)));
 
     let refusals = 0;
     let outcome: Awaited<ReturnType<typeof postWhile>> | undefined;

@@ -44,3 +44,6 @@ export function messagesPath(route: ChatRoute): string {
 
 /** Groups and C2C chats (the v2 API) count their replies and take `msg_seq`; guild chats do not. */
 export const isV2 = (route: ChatRoute): boolean => route.kind === "group" || route.kind === "user";
+
+/** The inbound id the plugin gives a QQ message (`inboundIdOf`): `qq-<msg_id>`, so a reply's `answers` name its msg_id. */
+export const INBOUND_PREFIX = "qq-";

@@ -12,7 +12,7 @@
  */
 import { ChannelError } from "../../src/errors.js";
 import type { SendOptions } from "../../src/gateway/kit/index.js";
-import { type ChatRoute, isV2, messagesPath, routeOf } from "./chat-route.js";
+import { type ChatRoute, INBOUND_PREFIX, isV2, messagesPath, routeOf } from "./chat-route.js";
 import type { QQApi } from "./open-api.js";
 import { DUPLICATE_SEQ_CODE, QQApiFailure, isWindowClosed } from "./qq-errors.js";
 import { REPLIES_PER_MESSAGE } from "./quotas.js";
@@ -28,6 +28,17 @@ export interface MessageSenderOptions {
 export interface MessageSender {
   /** Sends one message; resolves with its platform message id. */
   post(chatId: string, text: string, options: SendOptions): Promise<string>;
+}
+
+/**
+ * The user message a send answers: the one it replies to, or else the one the reply's turn answers
+ * (SendOptions.outbound, on every part of a reply: a later part, or a part another gateway sends
+ * after a failover, finds its `msg_id` there).
+ */
+function triggerOf(sendOptions: SendOptions): string | undefined {
+  if (sendOptions.replyTo) return sendOptions.replyTo;
+  const answered = sendOptions.outbound?.answers.at(-1);
+  return answered?.startsWith(INBOUND_PREFIX) ? answered.slice(INBOUND_PREFIX.length) : undefined;
 }
 
 const failureIn = (error: unknown): QQApiFailure | undefined => (error instanceof ChannelError && error.cause instanceof QQApiFailure ? error.cause : undefined);
@@ -50,8 +61,9 @@ export function createMessageSender(options: MessageSenderOptions): MessageSende
   async function passiveSend(chatId: string, route: ChatRoute, text: string, markdown: boolean, sendOptions: SendOptions): Promise<string | undefined> {
     const key = sendOptions.idempotencyKey;
     const counted = isV2(route);
+    const replyTo = triggerOf(sendOptions);
     for (let attempt = 0; attempt < REPLIES_PER_MESSAGE; attempt++) {
-      const passive = window.passiveFor(chatId, { counted, ...(sendOptions.replyTo ? { replyTo: sendOptions.replyTo } : {}), ...(key ? { key } : {}) });
+      const passive = window.passiveFor(chatId, { counted, ...(replyTo ? { replyTo } : {}), ...(key ? { key } : {}) });
       if (!passive) return undefined;
       if (passive.sentAs) return passive.sentAs;
       try {

@@ -6,6 +6,7 @@
 import { createHash } from "node:crypto";
 import { ConfigError } from "../../src/errors.js";
 import { type AdmissionPolicy, defineChannel, withLimits } from "../../src/gateway/kit/index.js";
+import { INBOUND_PREFIX } from "./chat-route.js";
 import { type QQConfig, QQConfigSchema } from "./config.js";
 import { qqQuotas } from "./quotas.js";
 
@@ -54,7 +55,9 @@ export const qqChannel = defineChannel({
       // The account is named by a hash of the AppID: one gateway holds the WebSocket session.
       account: createHash("sha256").update(appId).digest("hex").slice(0, 16),
       // The same message always makes the same inbound id, so its reply's ids repeat too.
-      inboundIdOf: (event) => `qq-${event.platformMessageId}`,
+      inboundIdOf: (event) => `${INBOUND_PREFIX}${event.platformMessageId}`,
+      // Every part of a reply names the messages it answers (SendOptions.outbound): its msg_id.
+      annotateSends: true,
     };
   },
 });

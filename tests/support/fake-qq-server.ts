@@ -79,10 +79,6 @@ export interface FakeQQServer {
   shown(chatId: string): string[];
   revokeTokens(): void;
   failNext(route: QQRoute, failure: QQFailure): void;
-  /** The next call to `route` is taken (its message shown) but answered only `ms` later: a sender killed meanwhile never learns it went out. */
-  stallNext(route: QQRoute, ms: number): void;
-  /** Calls stalled so far (the test's cue that a send is in flight). */
-  readonly stalled: number;
   waitFor<T>(predicate: () => T | undefined | null | false, options?: { timeoutMs?: number; what?: string }): Promise<T>;
   close(): Promise<void>;
 }
@@ -110,8 +106,6 @@ export async function startFakeQQ(options: FakeQQOptions): Promise<FakeQQServer>
   const messages: QQBotMessage[] = [];
   const tokens = new Set<string>();
   const failures = new Map<QQRoute, QQFailure[]>();
-  const stalls = new Map<QQRoute, number[]>();
-  let stalled = 0;
   /** User messages by id: the chat they came in and when, the replies they got. */
   const triggers = new Map<string, { chatId: string; at: number; seqs: Set<number> }>();
   const gateway = createFakeQQGateway({ validToken: (token) => tokens.has(token), bot, heartbeatIntervalMs: options.heartbeatIntervalMs ?? 30_000 });
@@ -192,11 +186,6 @@ export async function startFakeQQ(options: FakeQQOptions): Promise<FakeQQServer>
     if (route === "gateway") return reply(200, { url: `ws://127.0.0.1:${(server.address() as AddressInfo).port}/websocket` });
     if (route === "me") return reply(200, { ...bot, avatar: "", union_openid: "", union_user_account: "" });
     const result = postMessage(kind!, target!, call.body);
-    const stallMs = stalls.get(route)?.shift();
-    if (stallMs !== undefined) {
-      stalled += 1;
-      await new Promise((resolve) => setTimeout(resolve, stallMs));
-    }
     return reply(result.status, result.body);
   }
 
@@ -238,12 +227,6 @@ export async function startFakeQQ(options: FakeQQOptions): Promise<FakeQQServer>
       };
       const response = await fetch(url, { method: "POST", headers, body });
       return { status: response.status, body: await response.text() };
-    },
-    stallNext(route, ms) {
-      stalls.set(route, [...(stalls.get(route) ?? []), ms]);
-    },
-    get stalled() {
-      return stalled;
     },
     shown: (chatId) => messages.filter((message) => message.chatId === chatId).map((message) => message.text),
     revokeTokens: () => tokens.clear(),

@@ -34,7 +34,8 @@ interface Trigger {
 
 /** Passive replies stop this long before QQ's window closes, so that a send in flight still lands. */
 const SAFETY_MS = 10_000;
-const KEEP_MS = REPLY_WINDOW_MS + 60_000;
+/** How long a message is remembered: well past its window, so that one known to be too old is not taken for a new one. */
+const KEEP_MS = 6 * REPLY_WINDOW_MS;
 
 export class ReplyWindow {
   private readonly latest: ExpiringMap<Trigger>;

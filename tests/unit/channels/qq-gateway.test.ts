@@ -75,6 +75,6 @@ describe("QQ gateway session", () => {
       [`channel:${guild.channel}`, "group", bob.guildId, "among ourselves", false],
     ]);
     expect(events[2]!.senderName).toBe("Alice");
-    expect(adapter.botUsername()).toBe(qq.bot.username);
+    expect(adapter.botUsername?.()).toBe(qq.bot.username);
   });
 });

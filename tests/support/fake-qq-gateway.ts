@@ -29,6 +29,8 @@ export interface FakeQQGateway {
   readonly heartbeats: number;
   /** Dispatches an event to the live session (or, none live, to the last one's log for a resume); `times` sends it that often. */
   dispatch(event: QQEvent, times?: number): void;
+  /** Heartbeats go unanswered while false (a half-open socket, as the bot sees it). */
+  ackHeartbeats: boolean;
   reconnect(): void;
   invalidate(): void;
   drop(): void;
@@ -40,6 +42,7 @@ export function createFakeQQGateway(options: { validToken(token: string): boolea
   const sessions: GatewaySession[] = [];
   let identifies = 0;
   let heartbeats = 0;
+  let ackHeartbeats = true;
 
   const send = (socket: WebSocket | undefined, payload: unknown) => {
     if (socket && socket.readyState === socket.OPEN) socket.send(JSON.stringify(payload));
@@ -55,7 +58,8 @@ export function createFakeQQGateway(options: { validToken(token: string): boolea
     const data = typeof frame.d === "object" && frame.d !== null ? frame.d : {};
     if (frame.op === 1) {
       heartbeats += 1;
-      return send(socket, { op: 11 });
+      if (ackHeartbeats) send(socket, { op: 11 });
+      return;
     }
     const token = String(data.token ?? "");
     if ((frame.op === 2 || frame.op === 6) && (!token.startsWith("QQBot ") || !options.validToken(token.slice(6)))) return socket.close(4004, "invalid token");
@@ -103,6 +107,12 @@ export function createFakeQQGateway(options: { validToken(token: string): boolea
       const session = liveSession();
       if (!session) throw new Error("fake QQ: no gateway session to dispatch to");
       for (let count = 0; count < times; count++) push(session, { t: event.t, id: event.id, d: event.d });
+    },
+    get ackHeartbeats() {
+      return ackHeartbeats;
+    },
+    set ackHeartbeats(value) {
+      ackHeartbeats = value;
     },
     reconnect() {
       for (const session of sessions) send(session.socket, { op: 7 });

@@ -31,6 +31,17 @@ describe("QQ gateway session", () => {
     expect(adapter.resumes).toBe(1);
   });
 
+  it("ends a socket whose heartbeat QQ stopped acknowledging and resumes on a new one", async () => {
+    const qq = await startQQ(cleanups, { heartbeatIntervalMs: 30 });
+    const { adapter, logLines } = qqAdapter(cleanups, qq);
+    await adapter.start(recorder().sink);
+    qq.gateway.ackHeartbeats = false;
+    await qq.waitFor(() => qq.gateway.sessions[0]!.resumes === 1, { what: "the resume on a new socket" });
+    qq.gateway.ackHeartbeats = true;
+    expect(logLines.some((line) => line.includes("heartbeat not acknowledged"))).toBe(true);
+    expect(qq.gateway.identifies).toBe(1);
+  });
+
   it("reconnects and resumes when QQ sends op 7, and identifies anew after op 9", async () => {
     const qq = await startQQ(cleanups);
     const { adapter } = qqAdapter(cleanups, qq);

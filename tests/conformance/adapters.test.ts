@@ -1,6 +1,7 @@
 /**
  * The adapter conformance suite (adapter.suite.ts) against every platform's fake server, each
- * driven through its real SDK: telegraf, discord.js, @larksuiteoapi/node-sdk, dingtalk-stream.
+ * driven through its real SDK: telegraf, discord.js, @larksuiteoapi/node-sdk, dingtalk-stream; QQ
+ * has no SDK worth taking, its adapter speaks the gateway and the OpenAPI itself.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -9,10 +10,12 @@ import pino from "pino";
 import { createDingTalkAdapter } from "../../channels/dingtalk/dingtalk-adapter.js";
 import { createDiscordAdapter } from "../../channels/discord/discord-adapter.js";
 import { createFeishuAdapter } from "../../channels/feishu/feishu-adapter.js";
+import { createQQAdapter } from "../../channels/qq/qq-adapter.js";
 import { createTelegramAdapter } from "../../channels/telegram/telegram-adapter.js";
 import { type DingTalkRoute, startFakeDingTalk } from "../support/fake-dingtalk-server.js";
 import { startFakeDiscord } from "../support/fake-discord-server.js";
 import { type FeishuEventEnvelope, startFakeFeishu } from "../support/fake-feishu-server.js";
+import { type QQFailure, startFakeQQ } from "../support/fake-qq-server.js";
 import { startFakeTelegram } from "../support/fake-telegram-server.js";
 import { textOf } from "../unit/channels/feishu-support.js";
 import { type AdapterDriver, type AdapterRig, type FailureKind, adapterConformance } from "./adapter.suite.js";
@@ -258,4 +261,63 @@ const dingtalk: AdapterDriver = {
   },
 };
 
-for (const driver of [telegram, discord, feishu, dingtalk]) adapterConformance(driver);
+const qq: AdapterDriver = {
+  name: "QQ",
+  async rig(): Promise<AdapterRig> {
+    const appId = "102000001";
+    const appSecret = "qqConformanceSecret0123456789abc";
+    // Sends outside a reply window go out as active messages here (the fake allows them, as QQ does for some bots).
+    const fake = await startFakeQQ({ appId, appSecret, activeGroupMessages: true });
+    // The owner's openid and guild id are one string, so that one allowlist entry lets them in everywhere.
+    const owner = { openid: "OWNER0OPENID0001", guildId: "OWNER0OPENID0001", username: "Owner" };
+    const stranger = { openid: "STRANGER0OPENID2", guildId: "STRANGER0OPENID2", username: "Stranger" };
+    const guild = { guild: "9000000001", channel: "9100000001" };
+    const adapter = createQQAdapter({
+      appId,
+      appSecret,
+      apiRoot: fake.origin,
+      tokenUrl: fake.tokenUrl,
+      mode: "websocket",
+      intents: ["groupAndC2C", "publicGuildMessages", "guildMessages"],
+      markdown: false,
+      activeMessages: { groups: true, channels: true },
+      logger: silent,
+      retryBaseMs: 50,
+    });
+    const failureOf: Record<FailureKind, QQFailure> = {
+      "rate-limit": { status: 429, code: 22009, message: `msg limit exceed ${appSecret}` },
+      formatting: { status: 400, code: 304082, message: `markdown content invalid ${appSecret}` },
+      forbidden: { status: 403, code: 11264, message: `no permission ${appSecret}` },
+      "not-found": { status: 404, code: 11255, message: "user not found" },
+      network: { status: 502, code: 0, message: `bad gateway ${appSecret}` },
+    };
+    return {
+      adapter,
+      secrets: [appSecret],
+      owner: owner.openid,
+      stranger: stranger.openid,
+      ownerChat: `user:${owner.openid}`,
+      strangerChat: `user:${stranger.openid}`,
+      group: `channel:${guild.channel}`,
+      async say(from, where, text, options = {}) {
+        const user = from === "owner" ? owner : stranger;
+        fake.dispatch(where === "private" ? fake.c2c({ from: user, text }) : fake.channel({ ...guild, from: user, text, ...(options.mention ? { atBot: true } : {}) }));
+      },
+      shown: (chatId) => fake.shown(chatId),
+      failNext(operation, kind) {
+        if (operation === "edit") return false;
+        fake.failNext("userMessage", failureOf[kind]);
+        return true;
+      },
+      idempotent: false,
+      editable: false,
+      waitFor: (predicate, what) => fake.waitFor(predicate, { what }),
+      async close() {
+        await adapter.stop();
+        await fake.close();
+      },
+    };
+  },
+};
+
+for (const driver of [telegram, discord, feishu, dingtalk, qq]) adapterConformance(driver);

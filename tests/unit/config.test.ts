@@ -141,6 +141,7 @@ describe("loadConfig", () => {
       "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN",
       "BRAVE_API_KEY", "LOG_LEVEL", "LOG_FORMAT", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT",
       "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN", "DINGTALK_CLIENT_ID", "DINGTALK_CLIENT_SECRET", "DINGTALK_API_ROOT",
+      "QQ_BOT_APP_ID", "QQ_BOT_APP_SECRET", "QQ_BOT_API_ROOT", "QQ_BOT_TOKEN_URL",
     ]);
   });
 
@@ -166,6 +167,10 @@ describe("loadConfig", () => {
     ["DINGTALK_CLIENT_ID", "dingappkey0123", "channels.dingtalk.appKey", "dingappkey0123"],
     ["DINGTALK_CLIENT_SECRET", "dingtalk-env-secret", "channels.dingtalk.appSecret", "dingtalk-env-secret"],
     ["DINGTALK_API_ROOT", "http://127.0.0.1:8084", "channels.dingtalk.apiRoot", "http://127.0.0.1:8084"],
+    ["QQ_BOT_APP_ID", "102000123", "channels.qq.appId", "102000123"],
+    ["QQ_BOT_APP_SECRET", "qq-env-secret", "channels.qq.appSecret", "qq-env-secret"],
+    ["QQ_BOT_API_ROOT", "http://127.0.0.1:8085", "channels.qq.apiRoot", "http://127.0.0.1:8085"],
+    ["QQ_BOT_TOKEN_URL", "http://127.0.0.1:8085/app/getAppAccessToken", "channels.qq.tokenUrl", "http://127.0.0.1:8085/app/getAppAccessToken"],
     ["BRAVE_API_KEY", "brave-env-key", "tools.braveApiKey", "brave-env-key"],
     ["LOG_LEVEL", "debug", "log.level", "debug"],
     ["LOG_FORMAT", "Pretty", "log.format", "pretty"],
@@ -392,7 +397,7 @@ describe("channel sections", () => {
     writeConfig({ channels: { telegarm: { enabled: true } } });
     const typo = loadError();
     expect(typo.path).toBe("channels.telegarm");
-    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, web");
+    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, qq, web");
   });
 
   it("checks a section against its plugin's schema", () => {

@@ -61,7 +61,10 @@ const openAIErrors: SdkErrorClasses = OpenAI;
 // Fields that compatible servers add to the wire format and the SDK types leave out.
 type ReasoningDelta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null; reasoning?: string | null };
 type AssistantWithReasoning = ChatCompletionAssistantMessageParam & { reasoning_content?: string };
-type UsageWithDeepSeekCache = CompletionUsage & { prompt_cache_hit_tokens?: number };
+/** Where compatible servers report prompt-cache hits: OpenAI, Qwen, GLM, OpenRouter in `prompt_tokens_details`, DeepSeek also in `prompt_cache_hit_tokens`, Moonshot in `cached_tokens`. */
+type UsageWithCacheFields = CompletionUsage & { prompt_cache_hit_tokens?: number; cached_tokens?: number };
+/** Moonshot sends the usage inside the last choice rather than beside it. */
+type ChoiceWithUsage = ChatCompletionChunk.Choice & { usage?: UsageWithCacheFields | null };
 
 export function createOpenAICompatibleProvider(options: OpenAICompatibleProviderOptions): LlmProvider {
   const timeoutMs = options.timeoutMs ?? 120_000;
@@ -164,8 +167,9 @@ function createChunkReader(model: string) {
     read(chunk: ChatCompletionChunk): StreamPart[] {
       const parts: StreamPart[] = [];
       if (chunk.usage) usage = toUsage(chunk.usage);
-      const choice = chunk.choices?.[0];
+      const choice: ChoiceWithUsage | undefined = chunk.choices?.[0];
       if (!choice) return parts;
+      if (choice.usage && !chunk.usage) usage = toUsage(choice.usage);
       const delta = (choice.delta ?? {}) as ReasoningDelta;
       const reasoningText = delta.reasoning_content || delta.reasoning;
       if (reasoningText) {
@@ -228,11 +232,11 @@ function toFinishReason(reason: string, hasToolCalls: boolean): FinishReason {
   }
 }
 
-function toUsage(usage: UsageWithDeepSeekCache): Usage {
+function toUsage(usage: UsageWithCacheFields): Usage {
   const result: Usage = { inputTokens: usage.prompt_tokens ?? 0, outputTokens: usage.completion_tokens ?? 0 };
-  // DeepSeek reports its cache hits in its own field.
-  const cached = usage.prompt_tokens_details?.cached_tokens ?? usage.prompt_cache_hit_tokens;
-  if (cached !== undefined) result.cachedInputTokens = cached;
+  // The largest of the fields a server filled (some send `cached_tokens: 0` beside their own field).
+  const reported = [usage.prompt_tokens_details?.cached_tokens, usage.prompt_cache_hit_tokens, usage.cached_tokens].filter((value): value is number => typeof value === "number");
+  if (reported.length > 0) result.cachedInputTokens = Math.max(...reported);
   const reasoning = usage.completion_tokens_details?.reasoning_tokens;
   if (reasoning !== undefined) result.reasoningTokens = reasoning;
   return result;

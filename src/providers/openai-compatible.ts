@@ -16,6 +16,7 @@ import { ProviderError } from "../errors.js";
 import { createConnectionPool } from "./connection-pool.js";
 import { DEFAULT_DEADLINE_MS, startIdleTimer } from "./idle-timer.js";
 import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
+import { type ContentPiece, ThinkTagSplitter } from "./think-tags.js";
 import type {
   ChatMessage,
   ChatRequest,
@@ -147,8 +148,13 @@ interface PendingToolCall {
   arguments: string;
 }
 
-/** Turns chunks into parts; tool calls and the finish wait for the end of the stream. */
+/**
+ * Turns chunks into parts; tool calls and the finish wait for the end of the stream. Reasoning is
+ * read from `reasoning_content` (DeepSeek, Qwen, Kimi, GLM), `reasoning` (OpenRouter, Ollama, vLLM)
+ * and a `<think>` block opening the content (servers without a reasoning parser): never answer text.
+ */
 function createChunkReader(model: string) {
+  const content = new ThinkTagSplitter();
   const toolCalls: PendingToolCall[] = [];
   const toolCallsByIndex = new Map<number, PendingToolCall>();
   let reasoning = ""; // the open reasoning block
@@ -163,6 +169,14 @@ function createChunkReader(model: string) {
     return [block];
   }
 
+  function contentParts(pieces: ContentPiece[]): StreamPart[] {
+    return pieces.flatMap((piece): StreamPart[] => {
+      if (piece.kind === "text") return [...closeReasoning(), { type: "text-delta", text: piece.text }];
+      reasoning += piece.text;
+      return [{ type: "reasoning-delta", text: piece.text }];
+    });
+  }
+
   return {
     read(chunk: ChatCompletionChunk): StreamPart[] {
       const parts: StreamPart[] = [];
@@ -172,13 +186,8 @@ function createChunkReader(model: string) {
       if (choice.usage && !chunk.usage) usage = toUsage(choice.usage);
       const delta = (choice.delta ?? {}) as ReasoningDelta;
       const reasoningText = delta.reasoning_content || delta.reasoning;
-      if (reasoningText) {
-        reasoning += reasoningText;
-        parts.push({ type: "reasoning-delta", text: reasoningText });
-      }
-      if (delta.content) {
-        parts.push(...closeReasoning(), { type: "text-delta", text: delta.content });
-      }
+      if (reasoningText) parts.push(...contentParts([{ kind: "reasoning", text: reasoningText }]));
+      if (delta.content) parts.push(...contentParts(content.push(delta.content)));
       for (const toolCallDelta of delta.tool_calls ?? []) {
         let call = toolCallsByIndex.get(toolCallDelta.index);
         // Some servers number every call 0 and tell them apart only by a new id.
@@ -201,7 +210,7 @@ function createChunkReader(model: string) {
       if (!finishReason) {
         throw new ProviderError(`${model}: the stream ended before the model finished its answer`, { kind: "stream", model });
       }
-      const parts: StreamPart[] = closeReasoning();
+      const parts: StreamPart[] = [...contentParts(content.end()), ...closeReasoning()];
       toolCalls.forEach((call, position) => {
         parts.push({
           type: "tool-call",

@@ -168,7 +168,7 @@ describe("chat", () => {
     await reasoning.waitFor();
     expect(await reasoning.textContent()).toContain("The user wants my reasoning shown apart.");
     expect(await page.locator('[data-kind="assistant"] .markdown').allInnerTexts()).toEqual(["Here is the answer alone."]);
-    const opacity = await reasoning.evaluate((element) => Number(getComputedStyle(element).opacity));
+    const opacity = await reasoning.evaluate((element) => Number(element.ownerDocument.defaultView!.getComputedStyle(element).opacity));
     expect(opacity).toBeLessThan(1);
     // The reasoning line comes before the reply it led to.
     const kinds = await page.locator("[data-kind]").evaluateAll((elements) => elements.map((element) => element.getAttribute("data-kind")));

@@ -22,7 +22,7 @@ export interface Metrics {
   modelCall(model: string, seconds: number, outcome: "ok" | "error"): void;
   toolCall(tool: string, outcome: "ok" | "error"): void;
   /** What a model call used, by `provider/model` and channel; `cost` in the budgets' currency when the model has a price. */
-  modelUsage(model: string, channel: string, usage: { inputTokens: number; outputTokens: number; cachedInputTokens?: number }, cost: number | undefined): void;
+  modelUsage(model: string, channel: string, usage: { inputTokens: number; outputTokens: number; cachedInputTokens?: number; cacheWriteInputTokens?: number }, cost: number | undefined): void;
   /** A model call refused because a budget of this kind (person, chat, team, channel, deployment) was used up. */
   budgetRefused(kind: string): void;
 }

@@ -9,7 +9,8 @@
  * - Outbound (reply-screen.ts): on a terminal, replies are Markdown rendered block by block as they
  *   stream, and "thinking… Ns" shows while a reply is awaited; piped, each snapshot prints what it
  *   adds, as it is. A final ends the reply and the prompt comes back when nothing else is pending;
- *   tool calls show as one dim line each. The runtime must run the dispatcher with `showNotices` and
+ *   tool calls show as one dim line each, and the model's reasoning (`agent.showReasoning`), dimmed,
+ *   each line behind `┆`. The runtime must run the dispatcher with `showNotices` and
  *   `annotateSends` (SendOptions.outbound tells notices from replies and says which inbound
  *   messages a reply answers) and make each line's event id its inbound message's id:
  *   createCliRuntime does. Every chat is private (`capabilities.chatType`): drafts stream.
@@ -183,6 +184,8 @@ export class CliChannel implements ChannelAdapter {
     const part = options.outbound;
     if (!part) {
       this.showGatewayReply(text, options.replyTo);
+    } else if (part.kind === "notice" && part.metadata.reasoning === true) {
+      this.screen.interject(text.split("\n").map((line) => this.screen.dim(`  ┆ ${line}`)).join("\n"));
     } else if (part.kind === "notice") {
       this.screen.interject(this.screen.dim(`  ↳ ${text}`));
     } else {

@@ -88,9 +88,10 @@ export type WebEvent =
   /**
    * A tool-call line, or a progress line of a background job. A team run's carries `workflow`:
    * `{ runId, team, nodeId, event, status, tool? }`, `event` being node-started, node-tool,
-   * node-done, node-failed or node-skipped.
+   * node-done, node-failed or node-skipped. The model's reasoning (`agent.showReasoning`) carries
+   * `reasoning: true`: the page shows it dimmed, never as the reply.
    */
-  | { type: "notice"; id: string; content: string; workflow?: Record<string, unknown>; seq?: string }
+  | { type: "notice"; id: string; content: string; workflow?: Record<string, unknown>; seq?: string; reasoning?: true }
   /**
    * A reply. `answers`: the ids (from POST) of the messages this reply answers. A reply too long
    * for one message comes in parts, each with `part` (0-based) and `parts`.
@@ -315,6 +316,7 @@ export class WebAdapter implements ChannelAdapter {
       const workflow = part.metadata.workflow;
       const notice: WebEvent = { type: "notice", id: part.messageId, content: text };
       if (typeof workflow === "object" && workflow !== null) notice.workflow = workflow as Record<string, unknown>;
+      if (part.metadata.reasoning === true) notice.reasoning = true;
       if (mustNotMiss(part)) await this.emitKept(chatId, notice);
       else await this.emit(chatId, notice);
       return { platformMessageId: part.messageId };

@@ -1,11 +1,14 @@
 /**
- * Builds what the model sees for a turn: the system prompt (identity, tool principles, memory,
- * safety, always-on skills, skill summaries; then, per turn, the group section and the memory of
- * the people speaking), the history, and the new user content with images as multimodal parts.
+ * Builds what the model sees for a turn: the system prompt, the history, and the new user content
+ * with images as multimodal parts.
  *
- * The group section and person memory come last, after everything that is the same for every
- * chat: the group section is the same bytes for every turn of one chat, person memory changes
- * with who speaks.
+ * The system prompt comes in two parts, for the providers' prompt caches. The stable part
+ * (identity, tool principles, memory guidance, safety, always-on skills, skill summaries) is the
+ * same bytes in every turn of every chat, with no clock and nothing of the chat in it: it is the
+ * start of the system message (its length is the message's `stableLength`), and Anthropic gets a
+ * cache breakpoint after it. The volatile part follows, after a blank line: this conversation (channel, memory file and what it holds), the
+ * group section (the same bytes for every turn of one chat), the memory of the people speaking
+ * (changes with who speaks) and, last, the time.
  */
 import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
@@ -16,7 +19,7 @@ import type { ChatMessage, ImageContentPart, TextContentPart, UserContent } from
 import type { HistoryEntry } from "../store/store.js";
 import type { MemoryStore } from "./memory.js";
 import type { PersonMemory } from "./person-memory.js";
-import { groupSection, identitySection, memorySection, personMemorySection, safetySection, toolPrinciplesSection } from "./prompts.js";
+import { conversationSection, groupSection, identitySection, memorySection, personMemorySection, safetySection, timeSection, toolPrinciplesSection } from "./prompts.js";
 import { type GroupSetting, type Speaker, speakerLabel } from "./speakers.js";
 import { formatSkillsForPrompt, loadSkills } from "./skills.js";
 
@@ -33,6 +36,12 @@ export interface ContextBuilderOptions {
   now?: () => number;
   /** Called with skills that failed to load, so they can be logged. */
   onSkillError?: (error: { path: string; message: string }) => void;
+}
+
+/** The system prompt in its two parts: `stable` never changes between turns; `volatile` may. */
+export interface SystemPrompt {
+  stable: string;
+  volatile: string;
 }
 
 /** What the system prompt depends on besides the workspace: the session, and who is talking where. */
@@ -58,8 +67,21 @@ export class ContextBuilder {
     this.now = options.now ?? Date.now;
   }
 
+  /** The whole system prompt as one text: the stable part, then the volatile part. */
   async buildSystemPrompt(context: SystemPromptContext): Promise<string> {
+    const { stable, volatile } = await this.buildSystemParts(context);
+    return `${stable}\n\n${volatile}`;
+  }
+
+  /** The system prompt's stable part (the same for every turn of every chat) and its volatile part. */
+  async buildSystemParts(context: SystemPromptContext): Promise<SystemPrompt> {
     const { workspace, persona, memory } = this.options;
+    const skills = await this.skillSections();
+    const stable = [identitySection(persona, { workspace }), toolPrinciplesSection, memorySection, safetySection];
+    if (skills.alwaysOn.trim()) stable.push(`# Active skills\n${skills.alwaysOn.trim()}`);
+    if (skills.summary.trim()) {
+      stable.push(`# Available skills\nRead a skill's SKILL.md with read_file before using it.\n${skills.summary.trim()}`);
+    }
     // A memory file the wall refuses (a link out of the workspace) must not fail every turn of the chat.
     const memoryText = truncate(
       await memory.read(context.sessionKey).catch((error: unknown) => {
@@ -68,22 +90,12 @@ export class ContextBuilder {
       }),
       MAX_MEMORY_CHARS,
     );
-    const memoryPath = memory.location(context.sessionKey);
-    const skills = await this.skillSections();
-    const sections = [
-      identitySection(persona, { channel: context.channel, now: new Date(this.now()), workspace }),
-      toolPrinciplesSection,
-      memorySection(memoryPath, memoryText),
-      safetySection,
-    ];
-    if (skills.alwaysOn.trim()) sections.push(`# Active skills\n${skills.alwaysOn.trim()}`);
-    if (skills.summary.trim()) {
-      sections.push(`# Available skills\nRead a skill's SKILL.md with read_file before using it.\n${skills.summary.trim()}`);
-    }
-    if (context.group) sections.push(groupSection(context.group, persona.name));
+    const volatile = [conversationSection({ channel: context.channel, memoryPath: memory.location(context.sessionKey), memory: memoryText })];
+    if (context.group) volatile.push(groupSection(context.group, persona.name));
     const people = await this.personMemories(context.speakers ?? []);
-    if (people) sections.push(people);
-    return sections.join("\n\n");
+    if (people) volatile.push(people);
+    volatile.push(timeSection(new Date(this.now())));
+    return { stable: stable.join("\n\n"), volatile: volatile.join("\n\n") };
   }
 
   /** The memory of each person speaking in the turn, and nobody else's. */
@@ -108,11 +120,15 @@ export class ContextBuilder {
     content: string;
     media?: Media[];
   }): Promise<ChatMessage[]> {
-    const system = await this.buildSystemPrompt(input);
+    const system = await this.buildSystemParts(input);
     const history: ChatMessage[] = input.history.map((entry) =>
       entry.role === "assistant" ? { role: "assistant", content: entry.content } : { role: "user", content: entry.content },
     );
-    return [{ role: "system", content: system }, ...history, { role: "user", content: await this.userContent(input.content, input.media ?? []) }];
+    return [
+      { role: "system", content: `${system.stable}\n\n${system.volatile}`, stableLength: system.stable.length },
+      ...history,
+      { role: "user", content: await this.userContent(input.content, input.media ?? []) },
+    ];
   }
 
   /** Text plus images as base64 parts; a file that cannot be read becomes a note, not a failure. */

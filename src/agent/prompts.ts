@@ -1,13 +1,16 @@
 /**
- * The fixed sections of the system prompt: identity, tool
- * principles, memory guidance and safety rules. Skills and memory content are added by the
- * ContextBuilder.
+ * The sections of the system prompt. The fixed ones (identity, tool principles, memory guidance,
+ * safety) hold nothing that changes from turn to turn or from chat to chat, so the start of every
+ * request is the same bytes and a provider's prompt cache can serve it; what changes (the
+ * conversation's channel and memory, the group, the people speaking, the time) is in
+ * {@link conversationSection} and the sections after it. Skills and memory content are added by
+ * the ContextBuilder.
  */
 import type { PersonaConfig } from "../config/schema.js";
 import { personalities } from "./personalities.js";
 import type { GroupSetting } from "./speakers.js";
 
-export function identitySection(persona: PersonaConfig, environment: { channel: string; now: Date; workspace: string }): string {
+export function identitySection(persona: PersonaConfig, environment: { workspace: string }): string {
   const lines = [
     `# Identity`,
     `You are ${persona.name}, an AI assistant that talks with people through chat platforms and can act with tools.`,
@@ -15,12 +18,7 @@ export function identitySection(persona: PersonaConfig, environment: { channel: 
   ];
   if (persona.userName) lines.push(`Address the user as ${persona.userName}.`);
   if (persona.customPrompt) lines.push(persona.customPrompt);
-  lines.push(
-    "",
-    `Current time: ${environment.now.toISOString()}.`,
-    `You are talking through the "${environment.channel}" channel.`,
-    `Your workspace (the root of every relative file path) is ${environment.workspace}.`,
-  );
+  lines.push("", `Your workspace (the root of every relative file path) is ${environment.workspace}.`);
   return lines.join("\n");
 }
 
@@ -31,16 +29,29 @@ export const toolPrinciplesSection = `# Using tools
 - Prefer reading before writing; keep changes small and inside the workspace.
 - For long or independent work, use a background subagent when that tool is available.`;
 
-export function memorySection(memoryPath: string, memory: string): string {
+export const memorySection = `# Memory
+Each conversation has a long-term memory file (its path is given further down, where this conversation is described; the memory tool reads, writes and searches it).
+- Write to memory when the user states a lasting fact, preference or decision, or asks you to remember something.
+- Search memory before saying you do not know something the user told you earlier.
+- Keep entries short and factual; never store secrets such as passwords or API keys.`;
+
+/**
+ * What is this conversation's own, after the fixed sections: where it takes place, its memory
+ * file and what that holds. Changes only when the memory is written.
+ */
+export function conversationSection(environment: { channel: string; memoryPath: string; memory: string }): string {
   const lines = [
-    "# Memory",
-    `Long-term memory for this conversation lives in ${memoryPath} (the memory tool reads, writes and searches it).`,
-    "- Write to memory when the user states a lasting fact, preference or decision, or asks you to remember something.",
-    "- Search memory before saying you do not know something the user told you earlier.",
-    "- Keep entries short and factual; never store secrets such as passwords or API keys.",
+    "# This conversation",
+    `You are talking through the "${environment.channel}" channel.`,
+    `This conversation's long-term memory lives in ${environment.memoryPath}.`,
   ];
-  if (memory.trim() !== "") lines.push("", "## What memory holds now", memory.trim());
+  if (environment.memory.trim() !== "") lines.push("", "## What memory holds now", environment.memory.trim());
   return lines.join("\n");
+}
+
+/** The clock, last of all: it changes every turn, so nothing after it is worth caching. To the minute. */
+export function timeSection(now: Date): string {
+  return `# Time\nCurrent time: ${now.toISOString().slice(0, 16)}Z (UTC).`;
 }
 
 export const safetySection = `# Safety

@@ -135,8 +135,7 @@ export async function runReactLoop(options: ReactLoopOptions): Promise<TurnResul
             calls.push(part.call);
             break;
           case "finish":
-            usage.inputTokens += part.usage.inputTokens;
-            usage.outputTokens += part.usage.outputTokens;
+            addUsage(usage, part.usage);
             break;
         }
       }
@@ -250,6 +249,16 @@ function failureText(failure: Error | undefined, iterations: number): string {
 
 function skippedResult(call: ToolCallRequest, reason: string): ChatMessage {
   return { role: "tool", toolCallId: call.id, name: call.name, content: `Error: ${reason}. Next: do not call more tools in this turn.` };
+}
+
+/** Adds one model call's usage to the turn's; the optional counts appear once some call reported them. */
+function addUsage(total: Usage, call: Usage): void {
+  total.inputTokens += call.inputTokens;
+  total.outputTokens += call.outputTokens;
+  for (const key of ["cachedInputTokens", "cacheWriteInputTokens", "reasoningTokens"] as const) {
+    const value = call[key];
+    if (value !== undefined) total[key] = (total[key] ?? 0) + value;
+  }
 }
 
 /** A listener that throws must not break the turn. */

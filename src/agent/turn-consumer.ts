@@ -20,6 +20,7 @@ import type { Usage } from "../providers/chat-model.js";
 import type { SessionSnapshot } from "../store/store.js";
 import { personOf } from "./budget/policy.js";
 import { combineContent, groupSettingOf, speakersOf } from "./speakers.js";
+import { relayingReasoning } from "./reasoning-relay.js";
 
 export { combineContent } from "./speakers.js";
 
@@ -48,6 +49,8 @@ export interface TurnConsumerOptions {
   now?: () => number;
   /** Messages the app answers itself, without a model turn (a team trigger, say). */
   intercept?: TurnIntercept;
+  /** Relay the model's reasoning to the chat as notices marked `metadata.reasoning` (`agent.showReasoning`). */
+  showReasoning?: boolean;
 }
 
 /**
@@ -254,7 +257,11 @@ export class TurnConsumer {
     const drafts = new DraftThrottle(this.options.draftIntervalMs ?? 150, (text) =>
       bus.publishDraft({ replyId, channel: target.channel, chatId: target.chatId, text, ...optional("replyTo", replyToOf(messages)), ...(first.chatType ? { chatType: first.chatType } : {}) }),
     );
-    const listener = async (event: TurnEvent) => {
+    const publishReasoning = async (text: string) => {
+      sequence += 1;
+      await bus.publishOutbound({ ...finalMessage(messages, text), id: outboundId(first, sequence), kind: "notice", metadata: { reasoning: true } }, claim);
+    };
+    const onEvent = async (event: TurnEvent) => {
       if (event.type === "delta") drafts.append(event.text);
       else if (event.type === "notice") {
         sequence += 1;
@@ -287,7 +294,7 @@ export class TurnConsumer {
         background: messages.every((message) => message.channel === SYSTEM_CHANNEL),
         messageIds,
         signal,
-        listener,
+        listener: this.options.showReasoning ? relayingReasoning(onEvent, publishReasoning) : onEvent,
         fence: { token: claim.token },
         snapshot,
         ...parentChatOf(messages),

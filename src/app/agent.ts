@@ -273,6 +273,7 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
     replyFilter: (messages, reply) => jobs.replyFilter(messages, reply),
     metrics: overrides.metrics,
     intercept: jobs.intercept,
+    showReasoning: config.agent.showReasoning,
   });
   let jobsStarted: Promise<void> | undefined;
   let running: Promise<void> | undefined;

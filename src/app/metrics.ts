@@ -50,7 +50,7 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
   });
   const modelErrors = new Counter({ name: "countbot_model_errors_total", help: "Model calls that failed.", labelNames: ["model"], registers: [registry] });
   const toolCalls = new Counter({ name: "countbot_tool_calls_total", help: "Tool calls, by tool and outcome.", labelNames: ["tool", "outcome"], registers: [registry] });
-  const tokens = new Counter({ name: "countbot_model_tokens_total", help: "Tokens of model calls, by provider/model, channel and kind (input, cached input, output).", labelNames: ["model", "channel", "kind"], registers: [registry] });
+  const tokens = new Counter({ name: "countbot_model_tokens_total", help: "Tokens of model calls, by provider/model, channel and kind: input (uncached), cached (read from the prompt cache), cache_write (written to it, Anthropic), output.", labelNames: ["model", "channel", "kind"], registers: [registry] });
   const cost = new Counter({ name: "countbot_model_cost_total", help: "Cost of model calls in the budgets' currency (calls of models with a price), by provider/model and channel.", labelNames: ["model", "channel"], registers: [registry] });
   const refusals = new Counter({ name: "countbot_budget_refusals_total", help: "Model calls refused because a budget was used up, by the budget's kind.", labelNames: ["budget"], registers: [registry] });
   const sources: Parameters<PrometheusMetrics["watch"]>[0] = {};
@@ -134,8 +134,10 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
     toolCall: (tool, outcome) => toolCalls.inc({ tool, outcome }),
     modelUsage: (model, channel, usage, amount) => {
       const cached = usage.cachedInputTokens ?? 0;
-      tokens.inc({ model, channel, kind: "input" }, usage.inputTokens - cached);
+      const written = usage.cacheWriteInputTokens ?? 0;
+      tokens.inc({ model, channel, kind: "input" }, Math.max(0, usage.inputTokens - cached - written));
       if (cached > 0) tokens.inc({ model, channel, kind: "cached" }, cached);
+      if (written > 0) tokens.inc({ model, channel, kind: "cache_write" }, written);
       tokens.inc({ model, channel, kind: "output" }, usage.outputTokens);
       if (amount !== undefined) cost.inc({ model, channel }, amount);
     },

@@ -1,6 +1,7 @@
 /** `countbot agent -m "text" [-s SESSION]`: one turn, the reply on stdout, exit 0; failures exit non-zero. */
 import { randomUUID } from "node:crypto";
 import { createAgentRuntime } from "../app/agent.js";
+import type { TurnListener } from "../agent/react-loop.js";
 import { helpText, parseCommand } from "../bus/commands.js";
 import { type CliContext, loadCliConfig } from "./setup.js";
 
@@ -41,6 +42,7 @@ export async function runAgentCommand(values: { message?: string; session: strin
         content: message,
         messageIds: [randomUUID()],
         signal: interrupt.signal,
+        ...(config.agent.showReasoning ? { listener: reasoningOnStderr() } : {}),
       });
       if (result.stopReason === "error") {
         process.stderr.write(`countbot: the turn failed: ${(result.error?.message ?? "unknown error").replace(/\s*\n\s*/g, "; ")}\n`);
@@ -59,4 +61,19 @@ export async function runAgentCommand(values: { message?: string; session: strin
   } finally {
     await runtime.close();
   }
+}
+
+/** The model's reasoning on stderr as it streams (`agent.showReasoning`), dimmed on a terminal: stdout keeps the answer alone. */
+function reasoningOnStderr(): TurnListener {
+  const color = Boolean(process.stderr.isTTY) && !process.env.NO_COLOR;
+  let midLine = false;
+  return (event) => {
+    if (event.type === "reasoning") {
+      process.stderr.write(color ? `\x1b[2m${event.text}\x1b[22m` : event.text);
+      midLine = !event.text.endsWith("\n");
+    } else if (midLine) {
+      process.stderr.write("\n");
+      midLine = false;
+    }
+  };
 }

@@ -70,6 +70,12 @@ export const AgentSchema = z
       .default(120_000)
       .describe("Longest wait for a model's answer to start, and longest silence inside its stream (chunks without content, keep-alives, do not count as progress)."),
     requestDeadlineMs: positiveInt.default(600_000).describe("Longest one model request may take in all, however lively its stream; then the turn reports the failure."),
+    showReasoning: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Show the model's reasoning (DeepSeek's reasoning_content, Qwen's and Kimi's thinking, Anthropic's thinking blocks), dimmed, in the terminal chat and the web console. It is never part of the answer or the history either way; other platforms never show it.",
+      ),
     persona: PersonaSchema.describe("The assistant's identity."),
   })
   .prefault({});

@@ -129,8 +129,10 @@ function createEventReader(model: string) {
           const start: Partial<typeof event.message.usage> = event.message.usage ?? {};
           // Anthropic counts cached input apart; the total matches what OpenAI-style servers report.
           const cached = start.cache_read_input_tokens ?? 0;
-          usage.inputTokens = (start.input_tokens ?? 0) + cached + (start.cache_creation_input_tokens ?? 0);
+          const written = start.cache_creation_input_tokens ?? 0;
+          usage.inputTokens = (start.input_tokens ?? 0) + cached + written;
           if (cached) usage.cachedInputTokens = cached;
+          if (written) usage.cacheWriteInputTokens = written;
           usage.outputTokens = start.output_tokens ?? 0;
           return [];
         }
@@ -176,7 +178,10 @@ function createEventReader(model: string) {
           if (delta.output_tokens !== undefined) usage.outputTokens = delta.output_tokens;
           if (delta.input_tokens !== null && delta.input_tokens !== undefined) {
             const cached = delta.cache_read_input_tokens ?? usage.cachedInputTokens ?? 0;
-            usage.inputTokens = delta.input_tokens + cached + (delta.cache_creation_input_tokens ?? 0);
+            const written = delta.cache_creation_input_tokens ?? usage.cacheWriteInputTokens ?? 0;
+            usage.inputTokens = delta.input_tokens + cached + written;
+            if (cached) usage.cachedInputTokens = cached;
+            if (written) usage.cacheWriteInputTokens = written;
           }
           const thinking = delta.output_tokens_details?.thinking_tokens;
           if (thinking) usage.reasoningTokens = thinking;
@@ -214,11 +219,17 @@ function toFinishReason(reason: string): FinishReason {
 }
 
 /**
- * System messages go to `system`; tool results become `tool_result` blocks of a user message; and
- * consecutive messages of one role merge, because the API wants user and assistant to alternate.
+ * System messages go to `system`, one text block each; tool results become `tool_result` blocks of
+ * a user message; and consecutive messages of one role merge, because the API wants user and
+ * assistant to alternate.
+ *
+ * Two prompt-cache breakpoints (`cache_control`): after the first system block (the prompt's
+ * stable part: tools and it are read from the cache in every turn of every chat) and on the last
+ * block of the last message (the history: the next model call of the turn, and the next turn when
+ * nothing before it changed, read it from the cache).
  */
-export function toAnthropicMessages(messages: ChatMessage[]): { system?: string; messages: MessageParam[] } {
-  const system: string[] = [];
+export function toAnthropicMessages(messages: ChatMessage[]): { system?: TextBlockParam[]; messages: MessageParam[] } {
+  const system: TextBlockParam[] = [];
   const result: MessageParam[] = [];
   const append = (role: "user" | "assistant", blocks: ContentBlockParam[]) => {
     if (!blocks.length) return; // the API rejects empty content
@@ -229,7 +240,7 @@ export function toAnthropicMessages(messages: ChatMessage[]): { system?: string;
   for (const message of messages) {
     switch (message.role) {
       case "system":
-        system.push(message.content);
+        system.push(...systemBlocks(message.content, message.stableLength, system.length === 0));
         break;
       case "user": {
         const parts = typeof message.content === "string" ? [{ type: "text" as const, text: message.content }] : message.content;
@@ -266,7 +277,32 @@ export function toAnthropicMessages(messages: ChatMessage[]): { system?: string;
       }
     }
   }
-  return { ...(system.length ? { system: system.join("\n\n") } : {}), messages: result };
+  markLastBlock(result);
+  return { ...(system.length ? { system } : {}), messages: result };
+}
+
+const EPHEMERAL = { type: "ephemeral" } as const;
+
+/** A system message as text blocks: its stable part (with the breakpoint when it is the first) and the rest. */
+function systemBlocks(content: string, stableLength: number | undefined, first: boolean): TextBlockParam[] {
+  const stable = stableLength === undefined ? content : content.slice(0, stableLength);
+  const rest = stableLength === undefined ? "" : content.slice(stableLength).replace(/^\s+/, "");
+  const blocks: TextBlockParam[] = [];
+  if (stable !== "") blocks.push(first ? { ...text(stable), cache_control: EPHEMERAL } : text(stable));
+  if (rest !== "") blocks.push(text(rest));
+  return blocks;
+}
+
+/** A breakpoint on the last message's last block that may carry one (thinking blocks may not). */
+function markLastBlock(messages: MessageParam[]): void {
+  const content = messages.at(-1)?.content;
+  if (!Array.isArray(content)) return;
+  for (let index = content.length - 1; index >= 0; index -= 1) {
+    const block = content[index]!;
+    if (block.type === "thinking" || block.type === "redacted_thinking") continue;
+    content[index] = { ...block, cache_control: EPHEMERAL } as ContentBlockParam;
+    return;
+  }
 }
 
 function text(value: string): TextBlockParam {

@@ -35,7 +35,15 @@ export interface ToolCallRequest {
 }
 
 export type ChatMessage =
-  | { role: "system"; content: string }
+  | {
+      role: "system";
+      content: string;
+      /**
+       * How many characters at the start of `content` are the same in every turn (the prompt's
+       * stable part): Anthropic gets a prompt-cache breakpoint there. Absent: the whole content.
+       */
+      stableLength?: number;
+    }
   | { role: "user"; content: UserContent }
   | {
       role: "assistant";
@@ -56,8 +64,10 @@ export interface ToolDefinition {
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
-  /** Tokens read from the provider's prompt cache, when reported. */
+  /** Of the input, tokens read from the provider's prompt cache, when reported. */
   cachedInputTokens?: number;
+  /** Of the input, tokens written to the prompt cache (Anthropic's cache creation), when reported. */
+  cacheWriteInputTokens?: number;
   reasoningTokens?: number;
 }
 

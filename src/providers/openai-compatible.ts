@@ -16,6 +16,7 @@ import { ProviderError } from "../errors.js";
 import { createConnectionPool } from "./connection-pool.js";
 import { DEFAULT_DEADLINE_MS, startIdleTimer } from "./idle-timer.js";
 import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
+import { type ContentPiece, ThinkTagSplitter } from "./think-tags.js";
 import type {
   ChatMessage,
   ChatRequest,
@@ -61,7 +62,10 @@ const openAIErrors: SdkErrorClasses = OpenAI;
 // Fields that compatible servers add to the wire format and the SDK types leave out.
 type ReasoningDelta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null; reasoning?: string | null };
 type AssistantWithReasoning = ChatCompletionAssistantMessageParam & { reasoning_content?: string };
-type UsageWithDeepSeekCache = CompletionUsage & { prompt_cache_hit_tokens?: number };
+/** Where compatible servers report prompt-cache hits: OpenAI, Qwen, GLM, OpenRouter in `prompt_tokens_details`, DeepSeek also in `prompt_cache_hit_tokens`, Moonshot in `cached_tokens`. */
+type UsageWithCacheFields = CompletionUsage & { prompt_cache_hit_tokens?: number; cached_tokens?: number };
+/** Moonshot sends the usage inside the last choice rather than beside it. */
+type ChoiceWithUsage = ChatCompletionChunk.Choice & { usage?: UsageWithCacheFields | null };
 
 export function createOpenAICompatibleProvider(options: OpenAICompatibleProviderOptions): LlmProvider {
   const timeoutMs = options.timeoutMs ?? 120_000;
@@ -144,8 +148,13 @@ interface PendingToolCall {
   arguments: string;
 }
 
-/** Turns chunks into parts; tool calls and the finish wait for the end of the stream. */
+/**
+ * Turns chunks into parts; tool calls and the finish wait for the end of the stream. Reasoning is
+ * read from `reasoning_content` (DeepSeek, Qwen, Kimi, GLM), `reasoning` (OpenRouter, Ollama, vLLM)
+ * and a `<think>` block opening the content (servers without a reasoning parser): never answer text.
+ */
 function createChunkReader(model: string) {
+  const content = new ThinkTagSplitter();
   const toolCalls: PendingToolCall[] = [];
   const toolCallsByIndex = new Map<number, PendingToolCall>();
   let reasoning = ""; // the open reasoning block
@@ -160,21 +169,25 @@ function createChunkReader(model: string) {
     return [block];
   }
 
+  function contentParts(pieces: ContentPiece[]): StreamPart[] {
+    return pieces.flatMap((piece): StreamPart[] => {
+      if (piece.kind === "text") return [...closeReasoning(), { type: "text-delta", text: piece.text }];
+      reasoning += piece.text;
+      return [{ type: "reasoning-delta", text: piece.text }];
+    });
+  }
+
   return {
     read(chunk: ChatCompletionChunk): StreamPart[] {
       const parts: StreamPart[] = [];
       if (chunk.usage) usage = toUsage(chunk.usage);
-      const choice = chunk.choices?.[0];
+      const choice: ChoiceWithUsage | undefined = chunk.choices?.[0];
       if (!choice) return parts;
+      if (choice.usage && !chunk.usage) usage = toUsage(choice.usage);
       const delta = (choice.delta ?? {}) as ReasoningDelta;
       const reasoningText = delta.reasoning_content || delta.reasoning;
-      if (reasoningText) {
-        reasoning += reasoningText;
-        parts.push({ type: "reasoning-delta", text: reasoningText });
-      }
-      if (delta.content) {
-        parts.push(...closeReasoning(), { type: "text-delta", text: delta.content });
-      }
+      if (reasoningText) parts.push(...contentParts([{ kind: "reasoning", text: reasoningText }]));
+      if (delta.content) parts.push(...contentParts(content.push(delta.content)));
       for (const toolCallDelta of delta.tool_calls ?? []) {
         let call = toolCallsByIndex.get(toolCallDelta.index);
         // Some servers number every call 0 and tell them apart only by a new id.
@@ -197,7 +210,7 @@ function createChunkReader(model: string) {
       if (!finishReason) {
         throw new ProviderError(`${model}: the stream ended before the model finished its answer`, { kind: "stream", model });
       }
-      const parts: StreamPart[] = closeReasoning();
+      const parts: StreamPart[] = [...contentParts(content.end()), ...closeReasoning()];
       toolCalls.forEach((call, position) => {
         parts.push({
           type: "tool-call",
@@ -228,11 +241,11 @@ function toFinishReason(reason: string, hasToolCalls: boolean): FinishReason {
   }
 }
 
-function toUsage(usage: UsageWithDeepSeekCache): Usage {
+function toUsage(usage: UsageWithCacheFields): Usage {
   const result: Usage = { inputTokens: usage.prompt_tokens ?? 0, outputTokens: usage.completion_tokens ?? 0 };
-  // DeepSeek reports its cache hits in its own field.
-  const cached = usage.prompt_tokens_details?.cached_tokens ?? usage.prompt_cache_hit_tokens;
-  if (cached !== undefined) result.cachedInputTokens = cached;
+  // The largest of the fields a server filled (some send `cached_tokens: 0` beside their own field).
+  const reported = [usage.prompt_tokens_details?.cached_tokens, usage.prompt_cache_hit_tokens, usage.cached_tokens].filter((value): value is number => typeof value === "number");
+  if (reported.length > 0) result.cachedInputTokens = Math.max(...reported);
   const reasoning = usage.completion_tokens_details?.reasoning_tokens;
   if (reasoning !== undefined) result.reasoningTokens = reasoning;
   return result;

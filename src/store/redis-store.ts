@@ -109,6 +109,7 @@ export function redisStoreKeys(prefix: string): RedisStoreKeys {
  */
 export function canonicalEntryJson(entry: HistoryEntry): string {
   const usage = entry.usage && {
+    cacheWriteInputTokens: entry.usage.cacheWriteInputTokens,
     cachedInputTokens: entry.usage.cachedInputTokens,
     inputTokens: entry.usage.inputTokens,
     outputTokens: entry.usage.outputTokens,

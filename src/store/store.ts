@@ -28,7 +28,13 @@ export const HistoryEntrySchema = z.object({
   speakers: z.array(z.string()).optional(),
   /** Token usage of the turn that produced this entry (assistant entries), as the provider reported it. */
   usage: z
-    .object({ inputTokens: z.number(), outputTokens: z.number(), cachedInputTokens: z.number().optional(), reasoningTokens: z.number().optional() })
+    .object({
+      inputTokens: z.number(),
+      outputTokens: z.number(),
+      cachedInputTokens: z.number().optional(),
+      cacheWriteInputTokens: z.number().optional(),
+      reasoningTokens: z.number().optional(),
+    })
     .optional(),
   /** `provider/model` that answered (assistant entries). */
   model: z.string().optional(),

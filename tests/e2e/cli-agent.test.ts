@@ -82,6 +82,21 @@ describe("countbot agent -m against the fake OpenAI server", () => {
     expect(history).toEqual(["system", "user", "assistant", "user"]);
   });
 
+  it("writes the model's reasoning to stderr with agent.showReasoning, and only the answer to stdout", async () => {
+    const reasoningServer = await startFakeOpenAI({ script: [{ reasoning: ["Weighing ", "the question."], text: "Forty-two." }, { text: "Again." }] });
+    closers.push(reasoningServer.close);
+    const configFile = path.join(root, "countbot.json");
+    await writeFile(configFile, JSON.stringify({ agent: { showReasoning: true } }));
+    const env = baseEnv({ OPENAI_API_KEY: "sk-test-0123456789", OPENAI_BASE_URL: reasoningServer.url, COUNTBOT_MODEL: "openai/gpt-test", COUNTBOT_CONFIG: configFile });
+    const run = await runCli(["agent", "-m", "the answer?", "-s", "reasoning"], { env });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe("Forty-two.\n");
+    expect(run.stderr).toBe("Weighing the question.\n");
+    const again = await runCli(["agent", "-m", "once more", "-s", "reasoning"], { env });
+    expect(again.stdout).toBe("Again.\n");
+    expect(reasoningServer.requests[1]!.raw).not.toContain("Weighing");
+  });
+
   it("streams the same conversation through `countbot chat` with piped input", async () => {
     const env = baseEnv({ OPENAI_API_KEY: "sk-test-0123456789", OPENAI_BASE_URL: server.url, COUNTBOT_MODEL: "openai/gpt-test" });
     const run = await runCli(["chat", "-s", "piped"], { env, input: "What does hello.txt say?\n" });

@@ -53,6 +53,7 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   if (text.includes("list files")) return { toolCalls: [{ name: "list_dir", arguments: "{}" }] };
   if (text.includes("be evil")) return { text: evilReply() };
   if (text.includes("picture")) return { text: "A picture of a single dot." };
+  if (text.includes("think aloud")) return { reasoning: ["The user wants my reasoning ", "shown apart."], text: "Here is the answer alone." };
   if (text.includes("think forever")) return { text: ["Thinking it over"], holdUntil: never.promise };
   if (text.includes("hold on")) return { text: "The held answer.", until: heldAnswer.promise };
   const exchange = /^exchange (\d+)$/.exec(text);
@@ -79,7 +80,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => tripwire.listen(0, "127.0.0.1", resolve));
   tripwireUrl = `http://127.0.0.1:${(tripwire.address() as { port: number }).port}`;
   llm = await startFakeOpenAI({ script });
-  [countbot, browser] = await Promise.all([startConsoleService({ root, token: TOKEN, modelUrl: llm.url }), launchBrowser()]);
+  [countbot, browser] = await Promise.all([startConsoleService({ root, token: TOKEN, modelUrl: llm.url, config: { agent: { showReasoning: true } } }), launchBrowser()]);
 }, 90_000);
 
 afterAll(async () => {
@@ -156,6 +157,22 @@ describe("chat", () => {
     expect(await tools.textContent()).toContain("list_dir");
     expect(await replies(page).count()).toBe(2);
     await screenshot(page, "chat");
+    await page.context().close();
+  });
+
+  it("shows the model's reasoning dimmed, apart from the reply, with agent.showReasoning", async () => {
+    const { page } = await chatPage("reasoning");
+    await say(page, "think aloud please");
+    await replies(page).filter({ hasText: "Here is the answer alone." }).waitFor();
+    const reasoning = page.locator('[data-kind="reasoning"]');
+    await reasoning.waitFor();
+    expect(await reasoning.textContent()).toContain("The user wants my reasoning shown apart.");
+    expect(await page.locator('[data-kind="assistant"] .markdown').allInnerTexts()).toEqual(["Here is the answer alone."]);
+    const opacity = await reasoning.evaluate((element) => Number(element.ownerDocument.defaultView!.getComputedStyle(element).opacity));
+    expect(opacity).toBeLessThan(1);
+    // The reasoning line comes before the reply it led to.
+    const kinds = await page.locator("[data-kind]").evaluateAll((elements) => elements.map((element) => element.getAttribute("data-kind")));
+    expect(kinds.indexOf("reasoning")).toBeLessThan(kinds.lastIndexOf("assistant"));
     await page.context().close();
   });
 

@@ -11,6 +11,7 @@ import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
 import { parseCommand } from "../../src/bus/commands.js";
 import type { Draft, Subscription } from "../../src/bus/message-bus.js";
 import { loadConfig } from "../../src/config/load.js";
+import type { Metrics } from "../../src/metrics.js";
 import type { ChatModel } from "../../src/providers/chat-model.js";
 
 export interface Harness {
@@ -33,15 +34,24 @@ export interface HarnessOptions {
   channel?: string;
   /** Declare every chat's drafts watched (a streaming connector would). Default true. */
   watchDrafts?: boolean;
+  /** The runtime's clock (the system prompt's time, history timestamps). */
+  now?: () => number;
+  /** Where the runtime counts (model calls, tokens). */
+  metrics?: Metrics;
 }
 
-export async function startHarness(model: ChatModel, options: HarnessOptions = {}): Promise<Harness> {
+/** `model` undefined: the runtime builds the model from the config, as in production. */
+export async function startHarness(model: ChatModel | undefined, options: HarnessOptions = {}): Promise<Harness> {
   const channel = options.channel ?? "test";
   const root = await mkdtemp(path.join(tmpdir(), "countbot-harness-"));
   const file = path.join(root, "countbot.json");
   await writeFile(file, JSON.stringify(options.config ?? {}));
   const config = loadConfig({ env: { COUNTBOT_DATA_DIR: path.join(root, "data"), ...options.env }, cwd: root, file });
-  const runtime = await createEmbeddedRuntime(config, pino({ level: "silent" }), { model });
+  const runtime = await createEmbeddedRuntime(config, pino({ level: "silent" }), {
+    ...(model ? { model } : {}),
+    ...(options.now ? { now: options.now } : {}),
+    ...(options.metrics ? { metrics: options.metrics } : {}),
+  });
   const finals: OutboundMessage[] = [];
   const notices: OutboundMessage[] = [];
   const drafts: Draft[] = [];

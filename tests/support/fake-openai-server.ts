@@ -39,6 +39,12 @@ export interface FakeOpenAIUsage {
   completionTokens: number;
   cachedTokens?: number;
   reasoningTokens?: number;
+  /**
+   * Where the cache hits go: `openai` (default) `prompt_tokens_details.cached_tokens`; `deepseek`
+   * `prompt_cache_hit_tokens` and `prompt_cache_miss_tokens` beside `cached_tokens: 0`; `moonshot`
+   * a top-level `cached_tokens`, the usage inside the last choice.
+   */
+  cacheStyle?: "openai" | "deepseek" | "moonshot";
 }
 
 export interface FakeOpenAIError {
@@ -58,8 +64,14 @@ export interface FakeOpenAIError {
 export interface FakeOpenAIStep {
   /** The answer; an array gives the exact chunks. */
   text?: string | string[];
-  /** Sent as `delta.reasoning_content` before the answer, like DeepSeek. */
+  /** Sent before the answer as `delta.reasoning_content` (DeepSeek, Qwen, Kimi), or as `reasoningField` says. */
   reasoning?: string | string[];
+  /**
+   * How the reasoning is sent: `reasoning_content` (default), `reasoning` (OpenRouter, Ollama,
+   * vLLM) or `think-tags`: inside the content as `<think>…</think>`, each piece a chunk, as a server
+   * without a reasoning parser does.
+   */
+  reasoningField?: "reasoning_content" | "reasoning" | "think-tags";
   /** Each call's arguments are split over several chunks; several calls get indexes 0, 1, ... */
   toolCalls?: FakeToolCall[];
   /** Default `tool_calls` when there are tool calls, else `stop`. */
@@ -159,7 +171,13 @@ async function streamAnswer(step: FakeOpenAIStep, request: RecordedRequest, mode
   });
 
   const content: object[] = [];
-  for (const piece of pieces(step.reasoning)) content.push(chunk({ reasoning_content: piece }));
+  const field = step.reasoningField ?? "reasoning_content";
+  const reasoning = pieces(step.reasoning);
+  if (field === "think-tags" && reasoning.length > 0) {
+    for (const piece of ["<thi", "nk>", ...reasoning, "</th", "ink>\n\n"]) content.push(chunk({ content: piece }));
+  } else {
+    for (const piece of reasoning) content.push(chunk({ [field]: piece }));
+  }
   for (const piece of pieces(step.text)) content.push(chunk({ content: piece }));
   (step.toolCalls ?? []).forEach((call, index) => {
     content.push(
@@ -175,8 +193,14 @@ async function streamAnswer(step: FakeOpenAIStep, request: RecordedRequest, mode
   if (step.streamError) {
     ending.push({ error: { message: step.streamError.message, type: step.streamError.type ?? "server_error", code: step.streamError.code ?? null } });
   } else {
-    ending.push(chunk(content.length ? {} : { role: "assistant", content: "" }, finishReason));
-    if (includeUsage && step.usage) ending.push({ ...base, choices: [], usage: toWireUsage(step.usage) });
+    const finish = chunk(content.length ? {} : { role: "assistant", content: "" }, finishReason);
+    if (step.usage?.cacheStyle === "moonshot") {
+      finish.choices[0] = { ...finish.choices[0]!, usage: toWireUsage(step.usage) } as (typeof finish.choices)[number];
+      ending.push(finish);
+    } else {
+      ending.push(finish);
+      if (includeUsage && step.usage) ending.push({ ...base, choices: [], usage: toWireUsage(step.usage) });
+    }
     ending.push("[DONE]");
   }
 
@@ -248,14 +272,17 @@ function completion(step: FakeOpenAIStep, model: string) {
   };
 }
 
-function toWireUsage(usage: FakeOpenAIUsage) {
-  return {
+function toWireUsage(usage: FakeOpenAIUsage): Record<string, unknown> {
+  const cached = usage.cachedTokens ?? 0;
+  const wire: Record<string, unknown> = {
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,
     total_tokens: usage.promptTokens + usage.completionTokens,
-    prompt_tokens_details: { cached_tokens: usage.cachedTokens ?? 0 },
     completion_tokens_details: { reasoning_tokens: usage.reasoningTokens ?? 0 },
   };
+  if (usage.cacheStyle === "deepseek") return { ...wire, prompt_tokens_details: { cached_tokens: 0 }, prompt_cache_hit_tokens: cached, prompt_cache_miss_tokens: usage.promptTokens - cached };
+  if (usage.cacheStyle === "moonshot") return { ...wire, cached_tokens: cached };
+  return { ...wire, prompt_tokens_details: { cached_tokens: cached } };
 }
 
 function pieces(value: string | string[] | undefined): string[] {

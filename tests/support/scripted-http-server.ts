@@ -11,6 +11,8 @@ export interface RecordedRequest {
   headers: IncomingHttpHeaders;
   /** The parsed JSON body. */
   body: Record<string, unknown>;
+  /** The body exactly as it arrived (UTF-8): what a provider's prefix cache compares. */
+  raw: string;
 }
 
 /** Steps consumed one per request, or a function choosing the step for each request. */
@@ -61,8 +63,9 @@ export async function startScriptedServer<Step>(options: ScriptedServerOptions<S
         return;
       }
       let body: Record<string, unknown> = {};
+      const raw = Buffer.concat(chunks).toString("utf8");
       try {
-        body = chunks.length ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as Record<string, unknown>) : {};
+        body = chunks.length ? (JSON.parse(raw) as Record<string, unknown>) : {};
       } catch {
         options.sendError(response, 400, `${options.name}: the request body is not JSON`);
         return;
@@ -72,7 +75,7 @@ export async function startScriptedServer<Step>(options: ScriptedServerOptions<S
         return;
       }
       const index = requests.length;
-      const request: RecordedRequest = { method: incoming.method, path, headers: incoming.headers, body };
+      const request: RecordedRequest = { method: incoming.method, path, headers: incoming.headers, body, raw };
       requests.push(request);
       const step = typeof options.script === "function" ? options.script(body, index) : options.script[index];
       if (!step) {

@@ -11,6 +11,8 @@ export type TranscriptItem =
   | { kind: "assistant"; id: string; parts: string[]; streaming: boolean }
   | { kind: "tool"; id: string; text: string }
   | { kind: "notice"; id: string; text: string }
+  /** The model's reasoning (`agent.showReasoning`), shown dimmed apart from the reply. */
+  | { kind: "reasoning"; id: string; text: string }
   | { kind: "divider"; id: string; text: string };
 
 export interface Transcript {
@@ -87,9 +89,9 @@ function applyEvent(items: TranscriptItem[], event: WebEvent): TranscriptItem[] 
   // Streamed team text belongs to the Runs view, not to the chat's lines.
   // Streamed text, and a run's start and end (the chat platforms' status message), are not lines of their own here.
   if (event.workflow?.event === "node-chunk" || event.workflow?.event?.startsWith("run-")) return items;
-  if (items.some((item) => (item.kind === "notice" || item.kind === "tool") && item.id === event.id)) return items;
-  // Kept notices (a task's, a team's) carry a seq or a workflow; the rest are tool-call lines.
-  const kind = event.seq !== undefined || event.workflow !== undefined ? "notice" : "tool";
+  if (items.some((item) => (item.kind === "notice" || item.kind === "tool" || item.kind === "reasoning") && item.id === event.id)) return items;
+  // Kept notices (a task's, a team's) carry a seq or a workflow; reasoning says so; the rest are tool-call lines.
+  const kind = event.reasoning ? "reasoning" : event.seq !== undefined || event.workflow !== undefined ? "notice" : "tool";
   return [...items, { kind, id: event.id, text: event.content }];
 }
 

@@ -3,7 +3,7 @@
 /** What a chat's WebSocket sends (channels/web/web-adapter.ts, WebEvent). */
 export type WebEvent =
   | { type: "draft"; replyId: string; text: string }
-  | { type: "notice"; id: string; content: string; workflow?: WorkflowNotice; seq?: string }
+  | { type: "notice"; id: string; content: string; workflow?: WorkflowNotice; seq?: string; reasoning?: true }
   | { type: "message"; id: string; content: string; answers: string[]; part?: number; parts?: number; seq?: string };
 
 export interface WorkflowNotice {

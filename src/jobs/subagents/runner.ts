@@ -47,7 +47,7 @@ const MAX_RUNNING_PROGRESS = 90;
 /** Arguments and results of a tool call are kept on the task up to this length. */
 const MAX_RECORDED_CHARS = 2_000;
 
-/** The subagent's system prompt: a focused background worker that reports its result. */
+/** The subagent's system prompt: a focused background worker that reports its result. The clock comes last, after everything a prompt cache can reuse. */
 export function subagentPrompt(context: { workspace: string; now: Date; toolNames: string[]; skills?: string }): string {
   const sections = [
     `# Subagent
@@ -56,10 +56,6 @@ You are a subagent: a background worker that the main agent started for one task
 - You cannot ask questions. When something is unclear, make a reasonable choice and say which in your report.
 - Your last message is your report: what you did, what you found or produced (with file paths), and anything left undone. The main agent passes it on to the user, so make it complete and to the point.
 - You cannot message users or start other subagents; the main agent relays your report.`,
-    `# Environment
-Current time: ${context.now.toISOString()}.
-Your workspace (the root of every relative file path) is ${context.workspace}.
-Your tools: ${context.toolNames.length > 0 ? context.toolNames.join(", ") : "none"}.`,
     `# Using tools
 - When a tool returns "Error: ...", read the hint after "Next:" and adjust; do not repeat the same failing call.
 - Prefer reading before writing; keep changes inside the workspace.
@@ -67,6 +63,10 @@ Your tools: ${context.toolNames.length > 0 ? context.toolNames.join(", ") : "non
     safetySection,
   ];
   if (context.skills?.trim()) sections.push(`# Available skills\nRead a skill's SKILL.md with read_file before using it.\n${context.skills.trim()}`);
+  sections.push(`# Environment
+Your workspace (the root of every relative file path) is ${context.workspace}.
+Your tools: ${context.toolNames.length > 0 ? context.toolNames.join(", ") : "none"}.
+Current time: ${context.now.toISOString()}.`);
   return sections.join("\n\n");
 }
 

@@ -39,11 +39,12 @@ function systemPrompt(team: TeamRecord, node: NodeState, agent: TeamAgent | unde
     `# How to work
 - Do your part of the goal with your tools, completely, and nothing else. Nobody reads along; you cannot ask questions, so make reasonable choices and say which.
 - Your last message is your contribution: other agents of the team and its final report build on it. Make it complete and to the point; no greetings, no offers of more help.`,
-    `# Environment
-Current time: ${context.now.toISOString()}.
-Your workspace (the root of every relative file path) is ${context.workspace}.
-Your tools: ${context.toolNames.length > 0 ? context.toolNames.join(", ") : "none"}.`,
     safetySection,
+    // The clock last: everything before it is the same in every run of this agent, for prompt caches.
+    `# Environment
+Your workspace (the root of every relative file path) is ${context.workspace}.
+Your tools: ${context.toolNames.length > 0 ? context.toolNames.join(", ") : "none"}.
+Current time: ${context.now.toISOString()}.`,
   ].join("\n\n");
 }
 

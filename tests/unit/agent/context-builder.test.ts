@@ -48,6 +48,30 @@ describe("ContextBuilder", () => {
     expect(order.every((index) => index >= 0)).toBe(true);
   });
 
+  it("puts everything that changes between turns or chats after a stable part that is the same for every turn of every chat", async () => {
+    const { memory } = builder();
+    let clock = Date.UTC(2026, 10, 30, 8, 0);
+    const context = new ContextBuilder({ workspace, persona, memory, now: () => (clock += 90_000) });
+    await skill("tone", "name: tone\ndescription: House style\nalways: true", "Always answer in British English.");
+    const first = await context.buildSystemParts({ sessionKey: "telegram:42", channel: "telegram" });
+    await memory.write("telegram:42", "The user's cat is called Miso.");
+    const second = await context.buildSystemParts({ sessionKey: "telegram:42", channel: "telegram", group: { platform: "telegram", chatType: "group", addressing: "mention" }, speakers: [{ id: "telegram:7", name: "Ann" }] });
+    const other = await context.buildSystemParts({ sessionKey: "discord:9", channel: "discord" });
+    expect(second.stable).toBe(first.stable);
+    expect(other.stable).toBe(first.stable);
+    for (const text of ["2026", "telegram", "Miso", "# Group chat", "# This conversation"]) expect(first.stable).not.toContain(text);
+    expect(first.stable).toContain("Always answer in British English.");
+    expect(second.volatile).toContain("The user's cat is called Miso.");
+    expect(second.volatile).toContain('You are talking through the "telegram" channel.');
+    expect(second.volatile).toMatch(/# Time\nCurrent time: 2026-11-30T08:0\dZ \(UTC\)\.$/);
+    expect(first.volatile).not.toBe(second.volatile);
+    const order = ["# This conversation", "# Group chat", "# Time"].map((heading) => second.volatile.indexOf(heading));
+    expect(order).toEqual([...order].sort((left, right) => left - right));
+    const [system] = await context.buildMessages({ sessionKey: "telegram:42", channel: "telegram", history: [], content: "hi" });
+    expect(system).toMatchObject({ role: "system", stableLength: first.stable.length });
+    expect((system!.content as string).slice(0, first.stable.length)).toBe(first.stable);
+  });
+
   it("keeps each chat's memory to itself", async () => {
     const { memory, context } = builder();
     await memory.write("telegram:1", "secret plans of chat one");

@@ -41,7 +41,7 @@ describe("anthropic provider", () => {
       model: "claude-test-model",
       max_tokens: 512,
       stream: true,
-      system: "You are CountBot.",
+      system: [{ type: "text", text: "You are CountBot.", cache_control: { type: "ephemeral" } }],
       messages: [{ role: "user", content: [{ type: "text", text: "hello" }] }],
     });
     // API version 2026-10-21 has no temperature.
@@ -76,7 +76,7 @@ describe("anthropic provider", () => {
           { type: "text", text: "42" },
         ],
       },
-      { role: "user", content: [{ type: "text", text: "why?" }] },
+      { role: "user", content: [{ type: "text", text: "why?", cache_control: { type: "ephemeral" } }] },
     ]);
   });
 
@@ -128,7 +128,7 @@ describe("anthropic provider", () => {
       { role: "user", content: "thanks" },
     ]);
     expect(converted).toEqual({
-      system: "Be brief.",
+      system: [{ type: "text", text: "Be brief.", cache_control: { type: "ephemeral" } }],
       messages: [
         {
           role: "user",
@@ -149,7 +149,7 @@ describe("anthropic provider", () => {
           content: [
             { type: "tool_result", tool_use_id: "toolu_1", content: "contents of a" },
             { type: "tool_result", tool_use_id: "toolu_2", content: "Error: bad arguments" },
-            { type: "text", text: "thanks" },
+            { type: "text", text: "thanks", cache_control: { type: "ephemeral" } },
           ],
         },
       ],

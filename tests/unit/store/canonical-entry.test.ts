@@ -13,7 +13,7 @@ function canonicalJson(value: unknown): string {
 
 describe("canonicalEntryJson", () => {
   const full: HistoryEntry = HistoryEntrySchema.parse({
-    usage: { reasoningTokens: 4, outputTokens: 3, inputTokens: 2, cachedInputTokens: 1 },
+    usage: { reasoningTokens: 4, outputTokens: 3, inputTokens: 2, cachedInputTokens: 1, cacheWriteInputTokens: 1 },
     role: "assistant",
     model: "openai/gpt",
     messageIds: ["m-2", "m-1"],

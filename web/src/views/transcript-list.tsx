@@ -86,6 +86,13 @@ function Line(props: { item: TranscriptItem }) {
           {item.text}
         </li>
       );
+    case "reasoning":
+      return (
+        <li class="reasoning-line" data-kind="reasoning">
+          <span class="visually-hidden">Reasoning: </span>
+          {item.text}
+        </li>
+      );
     case "divider":
       return (
         <li class="divider" data-kind="divider">

@@ -37,8 +37,14 @@ export interface SpanOptions {
   startTime?: number;
 }
 
-// The API's tracer is a proxy that finds the SDK's once one is registered, so it can be taken once.
-const tracer = trace.getTracer(TRACER_NAME);
+/**
+ * The tracer, asked for each span: the global provider it comes from can change (tests install and
+ * remove SDKs), and a tracer kept from an earlier one would keep using that. With an SDK the
+ * provider hands out the same tracer each time; without one, a tiny no-op proxy.
+ */
+function tracer() {
+  return trace.getTracer(TRACER_NAME);
+}
 
 /** The active context as a carrier, or undefined when there is none to carry (tracing off, no span). */
 export function currentTraceCarrier(now: () => number = Date.now): TraceCarrier | undefined {
@@ -92,7 +98,7 @@ export function parseCarrier(text: string | undefined): TraceCarrier | undefined
 
 /** Starts a span that the caller ends (one that outlives a callback: a stream). It is not made active. */
 export function startSpan(name: string, options: SpanOptions = {}): Span {
-  return tracer.startSpan(name, spanOptionsOf(options), options.parent ?? context.active());
+  return tracer().startSpan(name, spanOptionsOf(options), options.parent ?? context.active());
 }
 
 /**
@@ -101,7 +107,7 @@ export function startSpan(name: string, options: SpanOptions = {}): Span {
  * rethrown; the span ends when `work` settles.
  */
 export async function inSpan<T>(name: string, options: SpanOptions, work: (span: Span) => Promise<T>): Promise<T> {
-  return tracer.startActiveSpan(name, spanOptionsOf(options), options.parent ?? context.active(), async (span) => {
+  return tracer().startActiveSpan(name, spanOptionsOf(options), options.parent ?? context.active(), async (span) => {
     try {
       return await work(span);
     } catch (error) {

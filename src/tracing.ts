@@ -107,7 +107,12 @@ export function startSpan(name: string, options: SpanOptions = {}): Span {
  * rethrown; the span ends when `work` settles.
  */
 export async function inSpan<T>(name: string, options: SpanOptions, work: (span: Span) => Promise<T>): Promise<T> {
-  return tracer().startActiveSpan(name, spanOptionsOf(options), options.parent ?? context.active(), async (span) => {
+  const parent = options.parent ?? context.active();
+  const span = tracer().startSpan(name, spanOptionsOf(options), parent);
+  // Tracing off and no trace to continue: a span nobody records and nothing to carry, so the
+  // context is not even switched (the common case costs a function call, not a context swap).
+  if (!span.isRecording() && !trace.isSpanContextValid(span.spanContext())) return work(span);
+  return context.with(trace.setSpan(parent, span), async () => {
     try {
       return await work(span);
     } catch (error) {

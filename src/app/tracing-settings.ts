@@ -18,7 +18,7 @@
  */
 import { ConfigError } from "../errors.js";
 
-/** What the process is: `gateway`, `worker`, or `countbot` for the all-in-one `start`. */
+/** What the process is: its default service name is `countbot-<role>`, just `countbot` for the all-in-one `start`. */
 export type TracingRole = "gateway" | "worker" | "start" | "agent";
 
 export type SamplerName = "always_on" | "always_off" | "traceidratio" | "parentbased_always_on" | "parentbased_always_off" | "parentbased_traceidratio";

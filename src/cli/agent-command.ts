@@ -1,7 +1,9 @@
 /** `countbot agent -m "text" [-s SESSION]`: one turn, the reply on stdout, exit 0; failures exit non-zero. */
 import { randomUUID } from "node:crypto";
 import { createAgentRuntime } from "../app/agent.js";
+import { startTracing } from "../app/tracing.js";
 import { helpText, parseCommand } from "../bus/commands.js";
+import { SpanKind, inSpan } from "../tracing.js";
 import { type CliContext, loadCliConfig } from "./setup.js";
 
 export async function runAgentCommand(values: { message?: string; session: string; verbose?: boolean } & CliContext): Promise<number> {
@@ -11,6 +13,7 @@ export async function runAgentCommand(values: { message?: string; session: strin
     return 2;
   }
   const { config, logger } = loadCliConfig({ verbose: values.verbose, runsTools: true, configFile: values.configFile });
+  const tracing = await startTracing("agent", logger);
   const runtime = await createAgentRuntime(config, logger);
   const chatId = values.session;
   const sessionKey = `cli:${chatId}`;
@@ -34,13 +37,11 @@ export async function runAgentCommand(values: { message?: string; session: strin
     process.once("SIGINT", onSignal);
     process.once("SIGTERM", onSignal);
     try {
-      const result = await runtime.agent.respond({
-        sessionKey,
-        channel: "cli",
-        chatId,
-        content: message,
-        messageIds: [randomUUID()],
-        signal: interrupt.signal,
+      const turn = { sessionKey, channel: "cli", chatId, content: message, messageIds: [randomUUID()], signal: interrupt.signal };
+      const result = await inSpan("turn", { kind: SpanKind.SERVER, attributes: { "countbot.session": sessionKey, "countbot.channel": "cli" } }, async (span) => {
+        const answered = await runtime.agent.respond(turn);
+        span.setAttribute("countbot.outcome", answered.stopReason);
+        return answered;
       });
       if (result.stopReason === "error") {
         process.stderr.write(`countbot: the turn failed: ${(result.error?.message ?? "unknown error").replace(/\s*\n\s*/g, "; ")}\n`);
@@ -58,5 +59,6 @@ export async function runAgentCommand(values: { message?: string; session: strin
     }
   } finally {
     await runtime.close();
+    await tracing.shutdown();
   }
 }

@@ -1,5 +1,5 @@
-// Run as `node tracing-probe.mjs <project root>`: loads the whole CLI (every module a command can
-// reach statically), starts tracing as a worker does (from this process's OTEL_* variables), logs
+// Run as `node tracing-probe.mjs <project root>`: loads the whole CLI (main and every command's
+// module, so every module a command reaches statically), starts tracing as a worker does (from this process's OTEL_* variables), logs
 // one line inside a span, shuts tracing down, and prints the @opentelemetry packages that were
 // loaded (seen by a module resolve hook) and the span's trace id, as one JSON line on stdout.
 import { registerHooks } from "node:module";
@@ -22,7 +22,10 @@ if (!buildIsCurrent(root)) {
   register();
   source = (file) => `${root}/src/${file}.ts`;
 }
+// main loads a command's module when it runs: load every command's, as the commands would.
 await import(source("cli/main"));
+const { readdirSync } = await import("node:fs");
+for (const file of readdirSync(`${root}/src/cli`).filter((name) => name.endsWith("-command.ts"))) await import(source(`cli/${file.replace(/\.ts$/, "")}`));
 const { startTracing } = await import(source("app/tracing"));
 const { createLogger } = await import(source("logger"));
 const { activeTraceFields, inSpan } = await import(source("tracing"));

@@ -41,7 +41,7 @@ export async function startTracing(role: TracingRole, logger: Logger, env: NodeJ
     },
     { logLevel: api.DiagLogLevel.WARN, suppressOverrideMessage: true },
   );
-  const exporters = await Promise.all(settings.exporters.map((name) => exporterOf(name, settings, sdk)));
+  const exporters = await Promise.all(settings.exporters.map((name) => exporterOf(name, settings, sdk, env)));
   const contextManager = new hooks.AsyncLocalStorageContextManager().enable();
   api.context.setGlobalContextManager(contextManager);
   api.propagation.setGlobalPropagator(new core.CompositePropagator({ propagators: [new core.W3CTraceContextPropagator(), new core.W3CBaggagePropagator()] }));
@@ -73,11 +73,41 @@ export async function startTracing(role: TracingRole, logger: Logger, env: NodeJ
 
 type Sdk = typeof SdkModule;
 
-async function exporterOf(name: "otlp" | "console", settings: TracingSettings, sdk: Sdk): Promise<SdkModule.SpanExporter> {
+async function exporterOf(name: "otlp" | "console", settings: TracingSettings, sdk: Sdk, env: NodeJS.ProcessEnv): Promise<SdkModule.SpanExporter> {
   if (name === "console") return new sdk.ConsoleSpanExporter();
-  // The exporter reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS, _TIMEOUT and _COMPRESSION itself.
-  if (settings.protocol === "http/json") return new (await import("@opentelemetry/exporter-trace-otlp-http")).OTLPTraceExporter();
-  return new (await import("@opentelemetry/exporter-trace-otlp-proto")).OTLPTraceExporter();
+  // The endpoint and headers come from `env`: the headers' variables hold a backend's key, so they
+  // left process.env with the other secrets (src/app/secret-environment.ts). The exporter reads
+  // the rest (_TIMEOUT, _COMPRESSION, _CERTIFICATE) itself.
+  const config = { ...otlpUrl(env), ...otlpHeaders(env) };
+  if (settings.protocol === "http/json") return new (await import("@opentelemetry/exporter-trace-otlp-http")).OTLPTraceExporter(config);
+  return new (await import("@opentelemetry/exporter-trace-otlp-proto")).OTLPTraceExporter(config);
+}
+
+/** `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is, else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`; none: the exporter's default. */
+function otlpUrl(env: NodeJS.ProcessEnv): { url?: string } {
+  const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  if (traces) return { url: traces };
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+  return base ? { url: `${base.replace(/\/+$/, "")}/v1/traces` } : {};
+}
+
+/** `key=value,…` (values percent-encoded) of both headers variables, the traces one winning per key. */
+function otlpHeaders(env: NodeJS.ProcessEnv): { headers?: Record<string, string> } {
+  const headers: Record<string, string> = {};
+  for (const name of ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"]) {
+    for (const pair of (env[name] ?? "").split(",")) {
+      const separator = pair.indexOf("=");
+      if (separator <= 0) continue;
+      const key = pair.slice(0, separator).trim();
+      const value = pair.slice(separator + 1).trim();
+      try {
+        headers[key] = decodeURIComponent(value);
+      } catch {
+        headers[key] = value;
+      }
+    }
+  }
+  return Object.keys(headers).length > 0 ? { headers } : {};
 }
 
 function samplerOf(settings: TracingSettings, sdk: Sdk): SdkModule.Sampler {

@@ -12,8 +12,8 @@ export async function runAgentCommand(values: { message?: string; session: strin
     process.stderr.write('countbot agent: give the message with -m "text"\n');
     return 2;
   }
-  const { config, logger } = loadCliConfig({ verbose: values.verbose, runsTools: true, configFile: values.configFile });
-  const tracing = await startTracing("agent", logger);
+  const { config, logger, withdrawn } = loadCliConfig({ verbose: values.verbose, runsTools: true, configFile: values.configFile });
+  const tracing = await startTracing("agent", logger, withdrawn.environment);
   const runtime = await createAgentRuntime(config, logger);
   const chatId = values.session;
   const sessionKey = `cli:${chatId}`;

@@ -10,7 +10,7 @@ import { type CliContext, announceLogin, loadCliConfig } from "./setup.js";
 
 export async function runGatewayCommand(context: CliContext = {}): Promise<number> {
   const { config, logger, apiToken, withdrawn, source } = loadCliConfig({ ...context, service: true, serveApi: true });
-  const tracing = await startTracing("gateway", logger);
+  const tracing = await startTracing("gateway", logger, withdrawn.environment);
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
   // Jobs are created here only to cancel tasks and team runs through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });

@@ -16,7 +16,7 @@ import { type CliContext, announceLogin, loadCliConfig } from "./setup.js";
 
 export async function runStartCommand(context: CliContext = {}): Promise<number> {
   const { config, logger, apiToken, withdrawn, source } = loadCliConfig({ ...context, service: true, serveApi: true, runsTools: true });
-  const tracing = await startTracing("start", logger);
+  const tracing = await startTracing("start", logger, withdrawn.environment);
   const infrastructure = await createInfrastructure(config, logger);
   const metrics = createPrometheusMetrics({ role: "start" });
   let worker: Worker | undefined;

@@ -10,7 +10,7 @@ import { type CliContext, loadCliConfig } from "./setup.js";
 
 export async function runWorkerCommand(context: CliContext = {}): Promise<number> {
   const { config, logger, withdrawn, source } = loadCliConfig({ ...context, service: true, runsTools: true });
-  const tracing = await startTracing("worker", logger);
+  const tracing = await startTracing("worker", logger, withdrawn.environment);
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "worker" });
   const metrics = createPrometheusMetrics({ role: "worker" });
   metrics.watch({ bus: infrastructure.bus });

@@ -30,6 +30,7 @@ export interface CollectedSpan {
 export interface CollectedRequest {
   path: string;
   contentType: string;
+  headers: Record<string, string | string[] | undefined>;
   body: Buffer;
 }
 
@@ -58,7 +59,7 @@ export async function startFakeOtlpCollector(): Promise<FakeOtlpCollector> {
       response.writeHead(404).end();
       return;
     }
-    requests.push({ path: request.url, contentType, body });
+    requests.push({ path: request.url, contentType, headers: request.headers, body });
     if (contentType.startsWith("application/json")) spans.push(...spansOf(JSON.parse(body.toString("utf8")) as ExportRequest));
     response.writeHead(200, { "content-type": contentType.startsWith("application/json") ? "application/json" : "application/x-protobuf" });
     response.end(contentType.startsWith("application/json") ? "{}" : Buffer.alloc(0));

@@ -1,12 +1,14 @@
 /**
  * Structured logs (pino) on stderr. Secret-bearing fields are redacted by path, and the known
- * secret values of the config are scrubbed from every line, so no token reaches a log.
+ * secret values of the config are scrubbed from every line, so no token reaches a log. A line
+ * logged while a span is active carries its `trace_id` and `span_id` (src/tracing.ts).
  */
 import { Writable } from "node:stream";
 import { format } from "node:util";
 import pino, { type Logger } from "pino";
 import pretty from "pino-pretty";
 import { createRedactor } from "./config/mask.js";
+import { activeTraceFields } from "./tracing.js";
 
 export interface LoggerOptions {
   level: string;
@@ -81,7 +83,8 @@ export function createLogger(options: LoggerOptions): Logger {
             callback();
           },
         });
-  const logger = pino({ level: options.level, formatters: { log: (record) => censorSecrets(record) } }, stream);
+  // A line logged inside a span names its trace (`trace_id`, `span_id`): logs and traces join up.
+  const logger = pino({ level: options.level, mixin: activeTraceFields, formatters: { log: (record) => censorSecrets(record) } }, stream);
   // Children are made from their parent's prototype chain, so this covers the bindings of every
   // descendant (pino resets a bindings formatter for children).
   const child = logger.child;

@@ -8,6 +8,7 @@ import type { ChatMessage, ChatModel, ReasoningBlock, ToolCallRequest, Usage } f
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolCallRecord, ToolContext } from "../tools/tool.js";
 import { sleep as abortableSleep } from "../sleep.js";
+import { SpanStatusCode, inSpan } from "../tracing.js";
 
 export type TurnEvent =
   | { type: "delta"; text: string }
@@ -175,7 +176,12 @@ export async function runReactLoop(options: ReactLoopOptions): Promise<TurnResul
         stopReason = "max-iterations";
         continue;
       }
-      const record = await runToolCall(call, options, signal, now, sleep, emit);
+      const record = await inSpan(`execute_tool ${call.name}`, { attributes: { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id } }, async (span) => {
+        const ran = await runToolCall(call, options, signal, now, sleep, emit);
+        span.setAttributes({ "countbot.tool.success": ran.success, "countbot.tool.attempts": ran.attempts });
+        if (!ran.success) span.setStatus({ code: SpanStatusCode.ERROR });
+        return ran;
+      });
       toolCalls.push(record);
       append({ role: "tool", toolCallId: call.id, name: call.name, content: record.result });
     }

@@ -21,6 +21,8 @@ import type { SessionSnapshot } from "../store/store.js";
 import { personOf } from "./budget/policy.js";
 import { combineContent, groupSettingOf, speakersOf } from "./speakers.js";
 import { relayingReasoning } from "./reasoning-relay.js";
+import { type Span, failSpan } from "../tracing.js";
+import { inTurnSpan } from "./turn-span.js";
 
 export { combineContent } from "./speakers.js";
 
@@ -132,7 +134,7 @@ export class TurnConsumer {
 
   private start(claim: Claim): void {
     const controller = new AbortController();
-    const done = this.handle(claim, controller)
+    const done = inTurnSpan(claim, this.options.now ?? Date.now, (span) => this.handle(claim, controller, span))
       .catch((error: unknown) => this.options.logger.error({ err: error, session: claim.sessionKey }, "turn handling failed"))
       .finally(() => {
         this.running.delete(claim.sessionKey);
@@ -143,7 +145,7 @@ export class TurnConsumer {
     this.running.set(claim.sessionKey, { controller, done });
   }
 
-  private async handle(claim: Claim, controller: AbortController): Promise<void> {
+  private async handle(claim: Claim, controller: AbortController, span: Span): Promise<void> {
     const { bus, logger } = this.options;
     const ttl = this.options.leaseTtlMs ?? 30_000;
     let leaseLost = false;
@@ -164,7 +166,10 @@ export class TurnConsumer {
     const log = lazyChild(logger, { session: claim.sessionKey, message: first.id });
     if (claim.attempt > 1) log.warn({ attempt: claim.attempt }, "re-running a turn that was interrupted (worker crash or lost lease)");
     const startedAt = (this.options.now ?? Date.now)();
-    const done = (outcome: Parameters<Metrics["turn"]>[1]) => this.options.metrics?.turn(((this.options.now ?? Date.now)() - startedAt) / 1000, outcome);
+    const done = (outcome: Parameters<Metrics["turn"]>[1]) => {
+      span.setAttribute("countbot.outcome", outcome);
+      this.options.metrics?.turn(((this.options.now ?? Date.now)() - startedAt) / 1000, outcome);
+    };
     if (claim.attempt > (this.options.maxAttempts ?? 3)) {
       clearInterval(renewal);
       await this.deadLetter(claim, batch.messages, log);
@@ -209,6 +214,7 @@ export class TurnConsumer {
         return;
       }
       log.error({ err: error }, "turn failed");
+      failSpan(span, error);
       // Nothing accepted is dropped silently: the user hears about the failure.
       const apology = finalMessage(batch.messages, `Sorry, something went wrong on my side: ${errorMessage(error)}`);
       await bus.ack(claim, batch.messages.length, answering(apology, batch.messages));

@@ -26,6 +26,7 @@ import { createTeamAgentRunner } from "../jobs/workflows/runner.js";
 import { createWorkflowRunTool } from "../jobs/workflows/workflow-run-tool.js";
 import { resolveChatModel } from "../providers/factory.js";
 import { instrumentModel } from "../providers/instrumented-model.js";
+import { traceModel } from "../providers/traced-model.js";
 import type { ChatModel } from "../providers/chat-model.js";
 import { createFileStore } from "../store/file-store.js";
 import type { Store } from "../store/store.js";
@@ -337,7 +338,8 @@ async function checkExecSandbox(config: ResolvedConfig, workspace: string, logge
   return "exec refused: no sandbox (install bubblewrap)";
 }
 
-/** The model, wrapped to count its calls when there are metrics. */
+/** The model, wrapped to trace its calls (a no-op while tracing is off) and to count them when there are metrics. */
 function instrumented(model: ChatModel, metrics: Metrics | undefined): ChatModel {
-  return metrics ? instrumentModel(model, metrics) : model;
+  const traced = traceModel(model);
+  return metrics ? instrumentModel(traced, metrics) : traced;
 }

@@ -23,7 +23,8 @@ import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
 import type { ResolvedConfig } from "../config/schema.js";
 import { errorMessage } from "../errors.js";
 
-const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE/i;
+/** Names that say a secret; OTLP exporter headers carry a tracing backend's key (`authorization=…`). */
+const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE|^OTEL_EXPORTER_OTLP_(?:TRACES_)?HEADERS$/i;
 /** Secrets shorter than this are not looked for inside other variables' values. */
 const MIN_SECRET_LENGTH = 8;
 

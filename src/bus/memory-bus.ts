@@ -4,6 +4,7 @@
  * dedupe, ordered outbound delivery with redelivery on failure.
  */
 import { EventEmitter } from "node:events";
+import { withTraceCarrier } from "../tracing.js";
 import { BusError } from "../errors.js";
 import { sleep } from "../sleep.js";
 import { ChatLane } from "./chat-lane.js";
@@ -103,8 +104,9 @@ class MemoryBus implements MessageBus {
     this.cancels.setMaxListeners(0);
   }
 
-  async publishInbound(message: InboundMessage): Promise<PublishResult> {
+  async publishInbound(published: InboundMessage): Promise<PublishResult> {
     this.assertOpen();
+    const message = withTraceCarrier(published);
     const eventKey = message.platformEventId === undefined ? undefined : `${message.channel}:${message.platformEventId}`;
     const undelivered = this.undelivered();
     if (this.queued + undelivered >= this.maxQueued) {
@@ -185,7 +187,8 @@ class MemoryBus implements MessageBus {
     return this.isHeldBy(claim);
   }
 
-  async ack(claim: Claim, consumed = claim.messages.length, reply?: OutboundMessage): Promise<void> {
+  async ack(claim: Claim, consumed = claim.messages.length, finalReply?: OutboundMessage): Promise<void> {
+    const reply = finalReply && withTraceCarrier(finalReply);
     this.assertHeld(claim);
     if (reply) {
       this.assertOpen();
@@ -220,8 +223,9 @@ class MemoryBus implements MessageBus {
     this.finishLease(claim.sessionKey, this.mailboxes.get(claim.sessionKey) ?? []);
   }
 
-  async publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void> {
+  async publishOutbound(published: OutboundMessage, claim?: Claim): Promise<void> {
     this.assertOpen();
+    const message = withTraceCarrier(published);
     if (claim) this.assertHeld(claim);
     this.queueFor(message.channel).pushMessage(message);
   }

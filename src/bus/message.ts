@@ -35,6 +35,17 @@ export const GroupContextSchema = z.strictObject({
 });
 export type GroupContext = z.infer<typeof GroupContextSchema>;
 
+/**
+ * W3C trace context of the span that published a message (src/tracing.ts), so whoever takes it off
+ * the bus, in any process, continues the same trace. Absent while tracing is off.
+ */
+export const TraceContextSchema = z.strictObject({
+  traceparent: z.string().max(256),
+  tracestate: z.string().max(512).optional(),
+  /** When it was published (ms since the epoch): the start of the bus wait. */
+  sentAt: z.number().int().nonnegative().optional(),
+});
+
 export const InboundMessageSchema = z.strictObject({
   id: z.string().min(1),
   channel: z.string().min(1).regex(/^[\w-]+$/, "letters, digits, _ and - only"),
@@ -50,6 +61,7 @@ export const InboundMessageSchema = z.strictObject({
   /** The chat command this message is (`/new`, `/status`), parsed once at admission from the platform's text. */
   command: ChatCommandSchema.optional(),
   group: GroupContextSchema.optional(),
+  traceContext: TraceContextSchema.optional(),
   metadata: z.record(z.string(), z.unknown()).default({}),
 });
 export type InboundMessage = z.infer<typeof InboundMessageSchema>;
@@ -69,6 +81,7 @@ export const OutboundMessageSchema = z.strictObject({
   /** The chat's type, copied from the messages the turn answers (drafts stream differently in private chats). */
   chatType: ChatTypeSchema.optional(),
   media: z.array(MediaSchema).default([]),
+  traceContext: TraceContextSchema.optional(),
   metadata: z.record(z.string(), z.unknown()).default({}),
 });
 export type OutboundMessage = z.infer<typeof OutboundMessageSchema>;

@@ -18,6 +18,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { RedisClient } from "../redis/client.js";
+import { withTraceCarrier } from "../tracing.js";
 import { BusError } from "../errors.js";
 import { runScript, loadScript } from "../redis/scripts.js";
 import { type InboundMessage, type OutboundMessage, sessionKeyOf } from "./message.js";
@@ -152,8 +153,9 @@ class RedisBus implements MessageBus {
     return Math.min(500, this.leaseTtlMs / 4);
   }
 
-  async publishInbound(message: InboundMessage): Promise<PublishResult> {
+  async publishInbound(published: InboundMessage): Promise<PublishResult> {
     this.assertOpen();
+    const message = withTraceCarrier(published);
     // Accepting a message means Redis has it: while Redis is away (the connection was up and is
     // not now), say so at once instead of queueing the publish offline and answering much later.
     if (this.connected && this.redis.status !== undefined && this.redis.status !== "ready") throw unavailable(this.redis.status);
@@ -244,7 +246,8 @@ class RedisBus implements MessageBus {
     return held === 1;
   }
 
-  async ack(claim: Claim, consumed = claim.messages.length, reply?: OutboundMessage): Promise<void> {
+  async ack(claim: Claim, consumed = claim.messages.length, finalReply?: OutboundMessage): Promise<void> {
+    const reply = finalReply && withTraceCarrier(finalReply);
     const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
     const args = [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()];
     if (!reply) {
@@ -299,8 +302,9 @@ class RedisBus implements MessageBus {
     });
   }
 
-  async publishOutbound(message: OutboundMessage, claim?: Claim): Promise<void> {
+  async publishOutbound(published: OutboundMessage, claim?: Claim): Promise<void> {
     this.assertOpen();
+    const message = withTraceCarrier(published);
     const event = this.drafts.messageEvent(message);
     const stream = this.keys.outbound(message.channel);
     if (!claim) {

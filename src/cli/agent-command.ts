@@ -2,7 +2,9 @@
 import { randomUUID } from "node:crypto";
 import { createAgentRuntime } from "../app/agent.js";
 import type { TurnListener } from "../agent/react-loop.js";
+import { startTracing } from "../app/tracing.js";
 import { helpText, parseCommand } from "../bus/commands.js";
+import { SpanKind, inSpan } from "../tracing.js";
 import { type CliContext, loadCliConfig } from "./setup.js";
 
 export async function runAgentCommand(values: { message?: string; session: string; verbose?: boolean } & CliContext): Promise<number> {
@@ -11,7 +13,8 @@ export async function runAgentCommand(values: { message?: string; session: strin
     process.stderr.write('countbot agent: give the message with -m "text"\n');
     return 2;
   }
-  const { config, logger } = loadCliConfig({ verbose: values.verbose, runsTools: true, configFile: values.configFile });
+  const { config, logger, withdrawn } = loadCliConfig({ verbose: values.verbose, runsTools: true, configFile: values.configFile });
+  const tracing = await startTracing("agent", logger, withdrawn.environment);
   const runtime = await createAgentRuntime(config, logger);
   const chatId = values.session;
   const sessionKey = `cli:${chatId}`;
@@ -35,7 +38,7 @@ export async function runAgentCommand(values: { message?: string; session: strin
     process.once("SIGINT", onSignal);
     process.once("SIGTERM", onSignal);
     try {
-      const result = await runtime.agent.respond({
+      const turn = {
         sessionKey,
         channel: "cli",
         chatId,
@@ -43,6 +46,11 @@ export async function runAgentCommand(values: { message?: string; session: strin
         messageIds: [randomUUID()],
         signal: interrupt.signal,
         ...(config.agent.showReasoning ? { listener: reasoningOnStderr() } : {}),
+      };
+      const result = await inSpan("turn", { kind: SpanKind.SERVER, attributes: { "countbot.session": sessionKey, "countbot.channel": "cli" } }, async (span) => {
+        const answered = await runtime.agent.respond(turn);
+        span.setAttribute("countbot.outcome", answered.stopReason);
+        return answered;
       });
       if (result.stopReason === "error") {
         process.stderr.write(`countbot: the turn failed: ${(result.error?.message ?? "unknown error").replace(/\s*\n\s*/g, "; ")}\n`);
@@ -60,6 +68,7 @@ export async function runAgentCommand(values: { message?: string; session: strin
     }
   } finally {
     await runtime.close();
+    await tracing.shutdown();
   }
 }
 

@@ -3,12 +3,14 @@ import { createJobsOn } from "../app/jobs.js";
 import { createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";
+import { startTracing } from "../app/tracing.js";
 import { channelHealthJson } from "../gateway/channel-health.js";
 import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { type CliContext, announceLogin, loadCliConfig } from "./setup.js";
 
 export async function runGatewayCommand(context: CliContext = {}): Promise<number> {
   const { config, logger, apiToken, withdrawn, source } = loadCliConfig({ ...context, service: true, serveApi: true });
+  const tracing = await startTracing("gateway", logger, withdrawn.environment);
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "gateway" });
   // Jobs are created here only to cancel tasks and team runs through the API; workers run them.
   const jobs = createJobsOn(infrastructure, config, logger, { workspace: config.workspace });
@@ -34,6 +36,7 @@ export async function runGatewayCommand(context: CliContext = {}): Promise<numbe
     await gateway.close();
     await jobs.close();
     await infrastructure.close();
+    await tracing.shutdown();
   };
   let address: { url: string; port: number };
   try {

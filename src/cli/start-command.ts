@@ -9,12 +9,14 @@ import { type Worker, createWorker } from "../app/agent.js";
 import { type Gateway, createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";
+import { startTracing } from "../app/tracing.js";
 import { channelHealthJson } from "../gateway/channel-health.js";
 import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { type CliContext, announceLogin, loadCliConfig } from "./setup.js";
 
 export async function runStartCommand(context: CliContext = {}): Promise<number> {
   const { config, logger, apiToken, withdrawn, source } = loadCliConfig({ ...context, service: true, serveApi: true, runsTools: true });
+  const tracing = await startTracing("start", logger, withdrawn.environment);
   const infrastructure = await createInfrastructure(config, logger);
   const metrics = createPrometheusMetrics({ role: "start" });
   let worker: Worker | undefined;
@@ -52,6 +54,7 @@ export async function runStartCommand(context: CliContext = {}): Promise<number>
     await gateway?.close().catch(() => undefined);
     await worker?.close().catch(() => undefined);
     await infrastructure.close().catch(() => undefined);
+    await tracing.shutdown();
     throw error;
   }
   metrics.watch({ queues: () => worker.jobs.queueCounts() });
@@ -65,6 +68,7 @@ export async function runStartCommand(context: CliContext = {}): Promise<number>
     await running;
     await worker.close();
     await infrastructure.close();
+    await tracing.shutdown();
   });
   logger.info({ ...address, model: worker.model.id, bus: infrastructure.kind, config: source.file ?? "none" }, "countbot started");
   if (apiToken?.generated) announceLogin(address.url, apiToken.token, apiToken.file);

@@ -3,12 +3,14 @@ import { createWorker } from "../app/agent.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { workspaceWarning } from "../app/workspace-markers.js";
 import { createPrometheusMetrics, registerMetricsRoute } from "../app/metrics.js";
+import { startTracing } from "../app/tracing.js";
 import { type ApiServer, createApiServer } from "../api/server.js";
 import { reloaderFor, untilSignalled } from "./lifecycle.js";
 import { type CliContext, loadCliConfig } from "./setup.js";
 
 export async function runWorkerCommand(context: CliContext = {}): Promise<number> {
   const { config, logger, withdrawn, source } = loadCliConfig({ ...context, service: true, runsTools: true });
+  const tracing = await startTracing("worker", logger, withdrawn.environment);
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "worker" });
   const metrics = createPrometheusMetrics({ role: "worker" });
   metrics.watch({ bus: infrastructure.bus });
@@ -32,6 +34,7 @@ export async function runWorkerCommand(context: CliContext = {}): Promise<number
     } catch (error) {
       await worker.close().catch(() => undefined);
       await infrastructure.close().catch(() => undefined);
+      await tracing.shutdown();
       throw error;
     }
   }
@@ -53,6 +56,7 @@ export async function runWorkerCommand(context: CliContext = {}): Promise<number
     await worker.close();
     await server?.close();
     await infrastructure.close();
+    await tracing.shutdown();
   });
   logger.info({ model: worker.model.id, concurrency: config.agent.maxConcurrentTurns, config: source.file ?? "none" }, "worker started");
   return signalled;

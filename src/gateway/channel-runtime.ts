@@ -17,10 +17,11 @@ import type { GatewayBus } from "../bus/message-bus.js";
 import { ChannelError } from "../errors.js";
 import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
+import { SpanKind, inSpan } from "../tracing.js";
 import type { Store } from "../store/store.js";
 import { createAdmission } from "./admission.js";
 import type { VoiceIntake } from "./voice-intake.js";
-import type { AdmissionPolicy, ChannelAdapter, ChannelInstance } from "./channel.js";
+import type { AdmissionPolicy, ChannelAdapter, ChannelInstance, PlatformEvent } from "./channel.js";
 import { type ChannelHealth, HealthTracker } from "./channel-health.js";
 import { createDispatcher } from "./dispatcher.js";
 import { backoffDelay } from "./kit/retry.js";
@@ -149,7 +150,12 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     running = true;
     try {
       await adapter.start(async (event) => {
-        const outcome = await admission.handle(event);
+        // The trace of a message starts here: what admission publishes carries this span.
+        const outcome = await inSpan(`inbound ${adapter.name}`, { kind: SpanKind.SERVER, attributes: inboundAttributes(adapter.name, event) }, async (span) => {
+          const result = await admission.handle(event);
+          span.setAttribute("countbot.outcome", result);
+          return result;
+        });
         logger.debug({ chatId: event.chatId, outcome }, "inbound event");
         health.countIn();
         metrics?.inbound(adapter.name, outcome);
@@ -258,4 +264,9 @@ function governedTyping(adapter: ChannelAdapter, governor: SendGovernor): Pick<C
       if ((await governor.tryAcquire({ call: "typing", chatId })) === "taken") await adapter.typing(chatId);
     },
   };
+}
+
+/** What an inbound span says of an event: where it came from, never what it says. */
+function inboundAttributes(channel: string, event: PlatformEvent): Record<string, string> {
+  return { "countbot.channel": channel, "countbot.chat_type": event.chatType, "countbot.session": `${channel}:${event.chatId}`, "countbot.event_id": event.eventId };
 }

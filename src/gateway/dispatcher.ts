@@ -42,6 +42,7 @@ import type { Draft, GatewayBus, OutboundEvent, Subscription } from "../bus/mess
 import { ChannelError, errorMessage } from "../errors.js";
 import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
+import { SpanKind, contextOf, inSpan } from "../tracing.js";
 import { type DraftPace, initialDraftPace, nextDraftPace } from "./draft-pacing.js";
 import { draftIdOf } from "./kit/draft-id.js";
 import type { GovernedCall, SendGovernor } from "./send-governor.js";
@@ -277,7 +278,15 @@ class OutboundDispatcher implements Dispatcher {
     }
     delivery.active = true;
     const lane = this.laneFor(message.chatId);
-    const done = lane.run(() => this.deliver(message, delivery));
+    // A reply's delivery continues the trace of the turn that wrote it (in whichever process).
+    const parent = message.traceContext ? { parent: contextOf(message.traceContext) } : {};
+    const attributes = { "countbot.channel": message.channel, "countbot.message_id": message.id, "countbot.kind": message.kind };
+    const done = lane.run(() =>
+      inSpan(`deliver ${message.channel}`, { kind: SpanKind.PRODUCER, attributes, ...parent }, async (span) => {
+        await this.deliver(message, delivery);
+        span.setAttribute("countbot.chunks_sent", delivery.sent);
+      }),
+    );
     await done;
   }
 

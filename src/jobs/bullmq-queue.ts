@@ -21,6 +21,8 @@ import type { Logger } from "pino";
 import { CancelledError, errorMessage } from "../errors.js";
 import type { JobCounts, JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./job-queue.js";
 import { finishesWithin } from "./finishes-within.js";
+import { inJobSpan } from "./job-span.js";
+import { currentTraceCarrier, parseCarrier, serializeCarrier } from "../tracing.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** How long close() still waits for handlers after it aborted them. */
@@ -102,7 +104,10 @@ class BullmqQueue<Data> implements JobQueue<Data> {
       if (await this.queue.getJob(id)) return false; // it outlived its guard
       await this.redis.del(this.key("cancelled", id)); // a stale mark must not cancel the new job
       const keepSeconds = Math.ceil(this.keepMs / 1000);
-      await this.queue.add(name, data, { jobId: id, attempts: 1, removeOnComplete: { age: keepSeconds }, removeOnFail: { age: keepSeconds } });
+      // The adder's trace goes with the job (BullMQ keeps this option in Redis for exactly that).
+      const metadata = serializeCarrier(currentTraceCarrier());
+      const telemetry = metadata === undefined ? {} : { telemetry: { metadata } };
+      await this.queue.add(name, data, { jobId: id, attempts: 1, removeOnComplete: { age: keepSeconds }, removeOnFail: { age: keepSeconds }, ...telemetry });
       return true;
     } catch (error) {
       await this.redis.del(this.key("added", id)).catch(() => undefined);
@@ -194,7 +199,8 @@ class BullmqQueue<Data> implements JobQueue<Data> {
       let failure: unknown;
       if (!running.stop) {
         try {
-          await handler({ id, name: job.name, data: job.data as Data, attempt: Math.max(1, job.attemptsStarted), signal: running.controller.signal });
+          const run = { id, name: job.name, data: job.data as Data, attempt: Math.max(1, job.attemptsStarted), signal: running.controller.signal };
+          await inJobSpan(this.options.name, run, parseCarrier(job.opts.telemetry?.metadata), () => handler(run));
         } catch (error) {
           threw = true;
           failure = error;

@@ -7,6 +7,8 @@ import type { Logger } from "pino";
 import { CancelledError, errorMessage } from "../errors.js";
 import type { Job, JobCounts, JobFailure, JobHandler, JobQueue, JobQueueEvents, ProcessOptions } from "./job-queue.js";
 import { finishesWithin } from "./finishes-within.js";
+import { inJobSpan } from "./job-span.js";
+import { type TraceCarrier, currentTraceCarrier } from "../tracing.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** How long close() still waits for handlers after it aborted them. */
@@ -26,6 +28,8 @@ interface Entry<Data> {
   id: string;
   name: string;
   data: Data;
+  /** The trace of whoever queued it. */
+  trace?: TraceCarrier;
 }
 
 interface Running<Data> {
@@ -63,7 +67,8 @@ class InProcessQueue<Data> implements JobQueue<Data> {
     this.forgetOldJobs();
     if (this.finished.has(id) || this.running.has(id) || this.queued.some((entry) => entry.id === id)) return false;
     // A copy, as a Redis queue would store it: later changes by the caller do not reach the job.
-    this.queued.push({ id, name, data: structuredClone(data) });
+    const trace = currentTraceCarrier();
+    this.queued.push({ id, name, data: structuredClone(data), ...(trace ? { trace } : {}) });
     this.pump();
     return true;
   }
@@ -133,7 +138,7 @@ class InProcessQueue<Data> implements JobQueue<Data> {
     running.done = (async () => {
       let failure: JobFailure | undefined;
       try {
-        await handler(job);
+        await inJobSpan(this.options.name, job, entry.trace, () => handler(job));
       } catch (error) {
         if (!running.stop) failure = { reason: "error", message: errorMessage(error) };
         else if (running.stop === "shutdown") failure = { reason: "lost", message: "the job queue shut down before the job finished" };

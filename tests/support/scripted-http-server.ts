@@ -54,9 +54,9 @@ export async function startScriptedServer<Step>(options: ScriptedServerOptions<S
     incoming.on("data", (chunk: Buffer) => chunks.push(chunk));
     incoming.on("end", () => {
       const path = (incoming.url ?? "/").split("?")[0] ?? "/";
-      const raw = incoming.method === "POST" ? options.rawRoutes?.[path] : undefined;
-      if (raw) {
-        raw(Buffer.concat(chunks), incoming.headers, response).catch((error: unknown) => {
+      const rawRoute = incoming.method === "POST" ? options.rawRoutes?.[path] : undefined;
+      if (rawRoute) {
+        rawRoute(Buffer.concat(chunks), incoming.headers, response).catch((error: unknown) => {
           if (!response.headersSent) options.sendError(response, 500, `${options.name}: ${String(error)}`);
           else response.destroy();
         });

@@ -117,7 +117,7 @@ describe("Dockerfile", () => {
     expect(froms.length).toBeGreaterThanOrEqual(2);
     for (const from of froms) expect(from).toMatch(/^FROM node:24[-.\w]* AS \w+$/);
     const engines = (JSON.parse(read("package.json")) as { engines: { node: string } }).engines.node;
-    expect(engines).toBe(">=22.12");
+    expect(engines).toBe(">=22.15");
     expect(instructions.some((line) => /^RUN .*npm ci\b/.test(line))).toBe(true);
     expect(instructions).toContain("COPY --from=deps /app/node_modules ./node_modules");
   });

@@ -40,6 +40,7 @@ import { allSettled, describeNode, initialNodes, nextSteps, planNodes, runOutcom
 import { type PromptContext, nodePrompt } from "./prompts.js";
 import type { RunTeamAgent } from "./runner.js";
 import { BUDGET_STOP, type WorkflowNotice, type WorkflowNoticeType, runEndMessage } from "./messages.js";
+import { inSpan } from "../../tracing.js";
 
 /** The BullMQ queue name of workflow node jobs. */
 export const WORKFLOW_QUEUE = "workflows";
@@ -272,11 +273,15 @@ export function createWorkflowEngine(options: WorkflowEngineOptions): WorkflowEn
       createdAt,
       startedAt: createdAt,
     };
-    await runs.create(run);
-    logger?.info({ runId: run.id, team: team.name, mode: team.mode, sessionKey, nodes: run.nodes.length }, "workflow run started");
-    emit("run-started", run);
-    await advance(run.id, run);
-    return (await runs.get(run.id)) ?? run;
+    // The run's first nodes are queued inside this span: their jobs (and the later ones) carry its trace.
+    const attributes = { "countbot.team": team.name, "countbot.team_run": run.id, "countbot.team_mode": team.mode, "countbot.nodes": run.nodes.length };
+    return inSpan(`team_run ${team.name}`, { attributes }, async () => {
+      await runs.create(run);
+      logger?.info({ runId: run.id, team: team.name, mode: team.mode, sessionKey, nodes: run.nodes.length }, "workflow run started");
+      emit("run-started", run);
+      await advance(run.id, run);
+      return (await runs.get(run.id)) ?? run;
+    });
   }
 
   /** Runs the node's agent and records how it ended. */

@@ -14,6 +14,7 @@ import { ConfigError } from "../../errors.js";
 import { resolveChatModel } from "../../providers/factory.js";
 import type { ChatModel } from "../../providers/chat-model.js";
 import { parseModelRef } from "../../providers/resilient-model.js";
+import { traceModel } from "../../providers/traced-model.js";
 import type { TeamRecord } from "../../store/team-record.js";
 import type { ResolveTeamModel } from "./runner.js";
 import { teamProviderSettings } from "./team-endpoint.js";
@@ -33,7 +34,7 @@ export function createTeamModels(config: Config, options: { logger?: Logger; fet
       if (typeof settings === "string") throw new ConfigError(`team "${team.name}": ${settings}`, "modelConfig.baseURL");
       effective = { ...config, providers: { ...config.providers, [provider]: settings } };
     }
-    const model = resolveChatModel(effective, { model: reference, logger: options.logger, fetch: options.fetch });
+    const model = traceModel(resolveChatModel(effective, { model: reference, logger: options.logger, fetch: options.fetch }));
     built.set(key, model);
     return model;
   };

@@ -14,6 +14,7 @@ import type { NodeState, TeamRecord, WorkflowRun } from "../../store/team-record
 import type { TaskToolCall } from "../../store/task-record.js";
 import type { ToolRegistry } from "../../tools/registry.js";
 import { taskToolCall } from "../subagents/runner.js";
+import { inSpan } from "../../tracing.js";
 
 export interface TeamAgentRequest {
   run: WorkflowRun;
@@ -95,7 +96,8 @@ export function createTeamAgentRunner(options: TeamAgentRunnerOptions): RunTeamA
     };
     // Tools see the origin chat, as the main agent's tools would (logs, audit records).
     const origin = run.sessionKey ? replyTarget({ channel: SYSTEM_CHANNEL, chatId: run.sessionKey }) : { channel: "workflow", chatId: run.id };
-    const result = await runReactLoop({
+    const attributes = { "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent?.id ?? "synthesis", "countbot.agent_role": agent?.role ?? "synthesis", "countbot.team": run.teamName, "countbot.team_run": run.id, "countbot.node": node.id };
+    const result = await inSpan(`invoke_agent ${agent?.id ?? "synthesis"}`, { attributes }, () => runReactLoop({
       model,
       tools: options.tools,
       messages: [
@@ -118,7 +120,7 @@ export function createTeamAgentRunner(options: TeamAgentRunnerOptions): RunTeamA
       listener,
       now: options.now,
       sleep: options.sleep,
-    });
+    }));
     if (result.stopReason === "cancelled") throw new CancelledError(`node ${node.id} of run ${run.id} was cancelled`);
     if (result.stopReason === "error" || result.stopReason === "budget-exhausted") throw result.error ?? new ProviderError("the model request failed", { kind: "unknown" });
     if (result.stopReason === "completed") {

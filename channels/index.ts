@@ -6,7 +6,8 @@ import type { ChannelPlugin } from "../src/gateway/kit/index.js";
 import { dingtalkChannel } from "./dingtalk/plugin.js";
 import { discordChannel } from "./discord/plugin.js";
 import { feishuChannel } from "./feishu/plugin.js";
+import { slackChannel } from "./slack/plugin.js";
 import { telegramChannel } from "./telegram/plugin.js";
 import { webChannel } from "./web/plugin.js";
 
-export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, dingtalkChannel, webChannel];
+export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, dingtalkChannel, slackChannel, webChannel];

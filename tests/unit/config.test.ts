@@ -141,6 +141,7 @@ describe("loadConfig", () => {
       "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN",
       "BRAVE_API_KEY", "LOG_LEVEL", "LOG_FORMAT", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT",
       "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN", "DINGTALK_CLIENT_ID", "DINGTALK_CLIENT_SECRET", "DINGTALK_API_ROOT",
+      "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL",
     ]);
   });
 
@@ -166,6 +167,10 @@ describe("loadConfig", () => {
     ["DINGTALK_CLIENT_ID", "dingappkey0123", "channels.dingtalk.appKey", "dingappkey0123"],
     ["DINGTALK_CLIENT_SECRET", "dingtalk-env-secret", "channels.dingtalk.appSecret", "dingtalk-env-secret"],
     ["DINGTALK_API_ROOT", "http://127.0.0.1:8084", "channels.dingtalk.apiRoot", "http://127.0.0.1:8084"],
+    ["SLACK_BOT_TOKEN", "xoxb-slack-env-token", "channels.slack.botToken", "xoxb-slack-env-token"],
+    ["SLACK_APP_TOKEN", "xapp-slack-env-token", "channels.slack.appToken", "xapp-slack-env-token"],
+    ["SLACK_SIGNING_SECRET", "slack-env-signing-secret", "channels.slack.signingSecret", "slack-env-signing-secret"],
+    ["SLACK_API_URL", "http://127.0.0.1:8085/api/", "channels.slack.apiUrl", "http://127.0.0.1:8085/api/"],
     ["BRAVE_API_KEY", "brave-env-key", "tools.braveApiKey", "brave-env-key"],
     ["LOG_LEVEL", "debug", "log.level", "debug"],
     ["LOG_FORMAT", "Pretty", "log.format", "pretty"],
@@ -392,7 +397,7 @@ describe("channel sections", () => {
     writeConfig({ channels: { telegarm: { enabled: true } } });
     const typo = loadError();
     expect(typo.path).toBe("channels.telegarm");
-    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, web");
+    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, slack, web");
   });
 
   it("checks a section against its plugin's schema", () => {

@@ -45,7 +45,7 @@ export const EventCallbackSchema = z.looseObject({
 export type EventCallback = z.infer<typeof EventCallbackSchema>;
 
 /** What Slack posts to an HTTP Request URL as JSON: a URL check, an event, or a notice that events are being held back. */
-export const HttpBodySchema = z.union([
+export const HttpBodySchema = z.discriminatedUnion("type", [
   z.looseObject({ type: z.literal("url_verification"), challenge: z.string() }),
   EventCallbackSchema,
   z.looseObject({ type: z.literal("app_rate_limited") }),

@@ -19,6 +19,7 @@ export interface FakeFile {
   url_private: string;
   url_private_download: string;
   mode?: string;
+  [field: string]: unknown;
 }
 
 export interface MessageInput {

@@ -29,6 +29,8 @@ export interface InboundContext {
   /** Whether the bot posted into this thread chat. */
   answeredIn(chatId: string): boolean;
   inheritParent: boolean;
+  /** Download the files of channel messages not addressed to the bot too (`groupPolicy: "all"`). */
+  filesUnaddressed: boolean;
   now(): number;
 }
 
@@ -77,10 +79,13 @@ export function placeOf(event: MessageEvent): { chatId: string; chatType: Platfo
 export async function toPlatformEvent(event: MessageEvent, context: InboundContext, signal: AbortSignal): Promise<PlatformEvent> {
   const place = placeOf(event);
   const senderIsBot = event.bot_id !== undefined || event.subtype === "bot_message";
+  const mentioned = mentionsBot(event, context.botUserId);
+  const repliesToBot = place.chatType === "thread" && (event.parent_user_id === context.botUserId || context.answeredIn(place.chatId));
   const media: Media[] = [];
   const notes: string[] = [];
-  // Bots are never answered: no point fetching their files.
-  for (const file of senderIsBot ? [] : (event.files ?? [])) {
+  // Bots are never answered, nor (under mention gating) channel chatter: no point fetching their files.
+  const addressed = place.chatType === "private" || mentioned || repliesToBot || context.filesUnaddressed;
+  for (const file of senderIsBot || !addressed ? [] : (event.files ?? [])) {
     const result = await context.download(file, signal);
     if ("media" in result) media.push(result.media);
     else notes.push(result.note);
@@ -88,7 +93,6 @@ export async function toPlatformEvent(event: MessageEvent, context: InboundConte
   const senderId = event.user ?? event.bot_id ?? "unknown";
   const senderName = event.user ? await context.nameOf(event.user) : undefined;
   const text = await readableText(event.text, context);
-  const repliesToBot = place.chatType === "thread" && (event.parent_user_id === context.botUserId || context.answeredIn(place.chatId));
   return {
     eventId: messageKeyOf(event),
     chatId: place.chatId,
@@ -98,7 +102,7 @@ export async function toPlatformEvent(event: MessageEvent, context: InboundConte
     senderIsBot,
     ...(place.chatType === "private" ? {} : { scopes: [`channel:${event.channel}`] }),
     text: [text, ...notes].filter((part) => part.length > 0).join("\n\n"),
-    mentionsBot: mentionsBot(event, context.botUserId),
+    mentionsBot: mentioned,
     repliesToBot,
     platformMessageId: event.ts,
     media,

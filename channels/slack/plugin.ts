@@ -46,6 +46,7 @@ export const slackChannel = defineChannel({
       mode: config.mode,
       apiUrl: config.apiUrl,
       inheritParent: config.threads.inheritParent,
+      filesUnaddressed: config.groupPolicy === "all",
       maxImageBytes: config.maxImageBytes,
       maxFileBytes: config.maxFileBytes,
       downloadDir: path.join(dependencies.dataDir, "media", "slack"),

@@ -39,6 +39,8 @@ export interface SlackAdapterOptions {
   /** The Web API root, ending in `/`. */
   apiUrl: string;
   inheritParent: boolean;
+  /** Download files of channel messages that do not address the bot (`groupPolicy: "all"`). Default false. */
+  filesUnaddressed?: boolean;
   maxImageBytes: number;
   maxFileBytes: number;
   downloadDir: string;
@@ -145,6 +147,7 @@ export function createSlackAdapter(options: SlackAdapterOptions): SlackAdapter {
       download: downloader.download,
       answeredIn: (chatId) => answered.has(chatId),
       inheritParent: options.inheritParent,
+      filesUnaddressed: options.filesUnaddressed ?? false,
       now,
     },
     botId: () => identity?.botId,

@@ -25,6 +25,7 @@ function context(overrides: Partial<InboundContext> = {}): InboundContext {
     download: async (file) => ({ note: `[file "${file.name}" could not be downloaded]` }),
     answeredIn: () => false,
     inheritParent: true,
+    filesUnaddressed: false,
     now: () => 1,
     ...overrides,
   };
@@ -81,6 +82,18 @@ describe("Slack inbound events", () => {
     expect(answered.repliesToBot).toBe(true);
     const bot = await toPlatformEvent(message({ user: undefined, bot_id: "B0OTHER001", subtype: "bot_message" }), context(), signal);
     expect(bot.senderIsBot).toBe(true);
+  });
+
+  it("fetches files only where the bot is addressed, unless every channel message is answered", async () => {
+    const signal = new AbortController().signal;
+    const fetched: string[] = [];
+    const download: InboundContext["download"] = async (file) => (fetched.push(file.id), { note: `[file ${file.id}]` });
+    const withFile = (fields: Record<string, unknown>) => message({ files: [{ id: `F${fetched.length}${String(fields.text)}` }], ...fields });
+    await toPlatformEvent(withFile({ text: "chatter" }), context({ download }), signal);
+    await toPlatformEvent(withFile({ text: "<@U0BOT00001> look" }), context({ download }), signal);
+    await toPlatformEvent(withFile({ text: "dm", channel: "D0ALICE001" }), context({ download }), signal);
+    await toPlatformEvent(withFile({ text: "all" }), context({ download, filesUnaddressed: true }), signal);
+    expect(fetched).toEqual(["F0<@U0BOT00001> look", "F1dm", "F2all"]);
   });
 
   it("hands each message to the sink once: Slack's retries, and the same message as message and app_mention", async () => {

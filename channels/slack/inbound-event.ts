@@ -28,6 +28,11 @@ export interface InboundContext {
   download(file: SlackFile, signal: AbortSignal): Promise<DownloadResult>;
   /** Whether the bot posted into this thread chat. */
   answeredIn(chatId: string): boolean;
+  /**
+   * The message a thread started from, the first time this thread is asked for (undefined after
+   * that, and for a thread the bot started): the model then knows what the thread is about.
+   */
+  threadStart(chatId: string, channel: string, threadTs: string): Promise<{ text: string; userId?: string } | undefined>;
   inheritParent: boolean;
   /** Download the files of channel messages not addressed to the bot too (`groupPolicy: "all"`). */
   filesUnaddressed: boolean;
@@ -92,7 +97,7 @@ export async function toPlatformEvent(event: MessageEvent, context: InboundConte
   }
   const senderId = event.user ?? event.bot_id ?? "unknown";
   const senderName = event.user ? await context.nameOf(event.user) : undefined;
-  const text = await readableText(event.text, context);
+  const text = [await readableText(event.text, context), addressed && event.thread_ts ? await threadNote(event, place.chatId, context) : undefined].filter((part) => part).join("\n\n");
   return {
     eventId: messageKeyOf(event),
     chatId: place.chatId,
@@ -113,6 +118,19 @@ export async function toPlatformEvent(event: MessageEvent, context: InboundConte
       ...(event.team ? { slackTeam: event.team } : {}),
     },
   };
+}
+
+const MAX_PARENT_CHARACTERS = 2_000;
+
+/** `(This thread started from a message by Alice: "…")`, once per thread, when it started from someone else's message. */
+async function threadNote(event: MessageEvent, chatId: string, context: InboundContext): Promise<string | undefined> {
+  if (event.thread_ts === undefined || event.thread_ts === event.ts) return undefined;
+  const parent = await context.threadStart(chatId, event.channel, event.thread_ts);
+  if (!parent || parent.text.trim() === "") return undefined;
+  const said = await readableText(parent.text, context);
+  const by = parent.userId ? ((await context.nameOf(parent.userId)) ?? parent.userId) : "someone";
+  const quoted = said.length > MAX_PARENT_CHARACTERS ? `${said.slice(0, MAX_PARENT_CHARACTERS)}…` : said;
+  return `(This thread started from a message by ${by}: "${quoted}")`;
 }
 
 /** The event of a slash command: `/new`, `/stop`, or `/team <name> <goal>` as if typed. */

@@ -108,6 +108,8 @@ export function createSlackAdapter(options: SlackAdapterOptions): SlackAdapter {
   const names = new ExpiringMap<string>(HOUR_MS, now, 10_000);
   /** Threads the bot posted into: a message there is addressed to it. */
   const answered = new ExpiringSet(7 * 24 * HOUR_MS, now, 100_000);
+  /** Threads whose first message the model was shown. */
+  const introduced = new ExpiringSet(7 * 24 * HOUR_MS, now, 100_000);
   const connectionListeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
   let identity: Identity | undefined;
   let running = false;
@@ -135,6 +137,20 @@ export function createSlackAdapter(options: SlackAdapterOptions): SlackAdapter {
     }
   }
 
+  /** The message a thread started from (conversations.replies), the first time the thread is asked for. */
+  async function threadStart(chatId: string, channel: string, threadTs: string): Promise<{ text: string; userId?: string } | undefined> {
+    if (!introduced.add(chatId)) return undefined;
+    try {
+      const { messages } = await web.conversations.replies({ channel, ts: threadTs, limit: 1, inclusive: true });
+      const parent = messages?.[0];
+      if (!parent || parent.ts !== threadTs || (parent.user !== undefined && parent.user === identity?.userId) || (parent.bot_id !== undefined && parent.bot_id === identity?.botId)) return undefined;
+      return { text: parent.text ?? "", ...(parent.user ? { userId: parent.user } : {}) };
+    } catch (error) {
+      logger.debug({ channel: "slack", chatId, error: toChannelError(error, "conversations.replies", scrub).message }, "slack thread's first message not read");
+      return undefined;
+    }
+  }
+
   const inbound: InboundQueue = createInboundQueue({
     context: {
       get botUserId() {
@@ -146,6 +162,7 @@ export function createSlackAdapter(options: SlackAdapterOptions): SlackAdapter {
       nameOf,
       download: downloader.download,
       answeredIn: (chatId) => answered.has(chatId),
+      threadStart,
       inheritParent: options.inheritParent,
       filesUnaddressed: options.filesUnaddressed ?? false,
       now,

@@ -5,7 +5,8 @@
  * - Web API methods as `POST /api/<method>` (form-encoded, or JSON), the token in
  *   `Authorization: Bearer`, answered `{ok: true, …}` or `{ok: false, error}`:
  *   `auth.test`, `apps.connections.open` (the app-level token only: a ws URL on this server),
- *   `chat.postMessage`, `chat.update`, `users.info`;
+ *   `chat.postMessage`, `chat.update`, `users.info`, `conversations.replies` (the users' messages
+ *   the fake built and the bot's posts);
  * - rate limits as Slack's: more than `postsPerSecond` chat.postMessage calls into one channel in a
  *   second, or `updatesPerMinute` chat.update calls in a minute, get HTTP 429 with `Retry-After`;
  *   each is recorded in `rateLimited`;
@@ -125,6 +126,8 @@ export async function startFakeSlack(options: FakeSlackOptions): Promise<FakeSla
   const failures = new Map<string, SlackFailure[]>();
   const recent = new Map<string, number[]>();
   const tickets = new Set<string>();
+  /** Users' messages the fake built, for conversations.replies. */
+  const said: Array<{ channel: string; ts: string; threadTs?: string; user: string; text: string }> = [];
   const socket = createFakeSocket({ appId: context.appId, redeliverAfterMs: options.redeliverAfterMs ?? 10_000 });
   let connectionsOpened = 0;
   let seq = 0;
@@ -167,6 +170,16 @@ export async function startFakeSlack(options: FakeSlackOptions): Promise<FakeSla
         post.text = unescape(body.text ?? "");
         post.history.push(post.text);
         return { body: { ok: true, channel: post.channel, ts: post.ts, text: body.text } };
+      }
+      case "conversations.replies": {
+        const all = [
+          ...said.map((item) => ({ ...item, bot_id: undefined })),
+          ...posts.map((item) => ({ channel: item.channel, ts: item.ts, threadTs: item.threadTs, user: bot.id, text: item.text, bot_id: bot.botId })),
+        ].filter((item) => item.channel === body.channel && (item.ts === body.ts || item.threadTs === body.ts));
+        const parent = all.find((item) => item.ts === body.ts);
+        if (!parent) return { body: { ok: false, error: "thread_not_found" } };
+        const thread = [parent, ...all.filter((item) => item !== parent).sort((a, b) => a.ts.localeCompare(b.ts))].slice(0, Number(body.limit ?? 1000));
+        return { body: { ok: true, has_more: false, messages: thread.map((item) => ({ type: "message", user: item.user, text: item.text, ts: item.ts, ...(item.threadTs ? { thread_ts: item.threadTs } : {}), ...(item.bot_id ? { bot_id: item.bot_id } : {}) })) } };
       }
       default:
         return { body: { ok: false, error: "unknown_method" } };
@@ -230,6 +243,11 @@ export async function startFakeSlack(options: FakeSlackOptions): Promise<FakeSla
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
+  function remember(input: MessageInput, built: { ts: string; callbacks: EventCallbackJson[] }) {
+    said.push({ channel: input.channel, ts: built.ts, ...(input.threadTs ? { threadTs: input.threadTs } : {}), user: input.from.id, text: String(built.callbacks[0]!.event.text) });
+    return built;
+  }
+
   async function post(url: string, body: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
     const response = await fetch(url, { method: "POST", headers, body });
     return { status: response.status, body: await response.text() };
@@ -261,9 +279,9 @@ export async function startFakeSlack(options: FakeSlackOptions): Promise<FakeSla
       return file;
     },
     shown: (channel, threadTs) => posts.filter((item) => item.channel === channel && item.threadTs === threadTs).map((item) => item.text),
-    message: (input) => messageCallbacks(input, context),
+    message: (input) => remember(input, messageCallbacks(input, context)),
     async say(input, pushOptions) {
-      const { ts, callbacks } = messageCallbacks(input, context);
+      const { ts, callbacks } = remember(input, messageCallbacks(input, context));
       const answers = await Promise.all(callbacks.map((callback) => socket.push("events_api", callback, pushOptions)));
       return { ts, deliveries: answers.map((answer) => answer.deliveries) };
     },

@@ -24,6 +24,7 @@ function context(overrides: Partial<InboundContext> = {}): InboundContext {
     nameOf: async (id) => names[id],
     download: async (file) => ({ note: `[file "${file.name}" could not be downloaded]` }),
     answeredIn: () => false,
+    threadStart: async () => undefined,
     inheritParent: true,
     filesUnaddressed: false,
     now: () => 1,
@@ -82,6 +83,20 @@ describe("Slack inbound events", () => {
     expect(answered.repliesToBot).toBe(true);
     const bot = await toPlatformEvent(message({ user: undefined, bot_id: "B0OTHER001", subtype: "bot_message" }), context(), signal);
     expect(bot.senderIsBot).toBe(true);
+  });
+
+  it("tells the model once what a thread started from, when someone else's message started it", async () => {
+    const signal = new AbortController().signal;
+    const asked: string[] = [];
+    const threadStart: InboundContext["threadStart"] = async (chatId) => (asked.push(chatId), asked.length === 1 ? { text: "Deploy failed &amp; <@U0BOB00002> is on it", userId: "U0ALICE001" } : undefined);
+    const reply = (text: string, ts: string) => message({ thread_ts: "1699999999.000001", ts, text });
+    const first = await toPlatformEvent(reply("<@U0BOT00001> what went wrong?", "1700000000.000600"), context({ threadStart }), signal);
+    expect(first.text).toBe('@countbot what went wrong?\n\n(This thread started from a message by Alice: "Deploy failed & @Bob is on it")');
+    const second = await toPlatformEvent(reply("<@U0BOT00001> and now?", "1700000000.000700"), context({ threadStart }), signal);
+    expect(second.text).toBe("@countbot and now?");
+    // Chatter in a thread is not worth a call.
+    await toPlatformEvent(reply("among ourselves", "1700000000.000800"), context({ threadStart }), signal);
+    expect(asked).toEqual(["C0GENERAL1:1699999999.000001", "C0GENERAL1:1699999999.000001"]);
   });
 
   it("fetches files only where the bot is addressed, unless every channel message is answered", async () => {

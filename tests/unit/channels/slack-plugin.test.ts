@@ -42,9 +42,9 @@ describe("Slack plugin", () => {
     expect(http.adapter.capabilities).toMatchObject({ streaming: "edit", maxMessageLength: 3_500 });
     expect(Object.keys(http.quotas?.scopes ?? {})).toEqual(["channel", "updates", "workspace"]);
     expect(http.quotas?.platformChatOf?.("C0GENERAL:1700000000.000100")).toBe("C0GENERAL");
-    const socket = await slackChannel.create(parse({ enabled: true, botToken: BOT, appToken: APP, limits: { updates: { limit: 30 } } }), dependencies);
+    const socket = await slackChannel.create(parse({ enabled: true, botToken: BOT, appToken: APP, limits: { updates: { limit: 3 } } }), dependencies);
     expect(socket.webhook).toBeUndefined();
-    expect(socket.quotas?.scopes.updates).toMatchObject({ per: "account", limit: 30, windowMs: 60_000 });
+    expect(socket.quotas?.scopes.updates).toMatchObject({ per: "account", limit: 3, windowMs: 6_000 });
     expect(socket.inboundIdOf?.({ eventId: "C1:1700000000.000100" } as never)).toBe("slack-C1:1700000000.000100");
     expect(() => parse({ limits: { update: { limit: 1 } } })).toThrow();
   });

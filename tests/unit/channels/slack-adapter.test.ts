@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type SlackAdapterOptions, createSlackAdapter } from "../../../channels/slack/slack-adapter.js";
 import { ChannelError } from "../../../src/errors.js";
 import type { PlatformEvent } from "../../../src/gateway/kit/index.js";
-import { type FakeSlackServer, startFakeSlack } from "../../support/fake-slack-server.js";
+import { startFakeSlack } from "../../support/fake-slack-server.js";
 
 const BOT_TOKEN = "xoxb-unit-1111-bot-secret";
 const APP_TOKEN = "xapp-unit-2222-app-secret";

@@ -32,7 +32,7 @@ export interface InboundContext {
    * The message a thread started from, the first time this thread is asked for (undefined after
    * that, and for a thread the bot started): the model then knows what the thread is about.
    */
-  threadStart(chatId: string, channel: string, threadTs: string): Promise<{ text: string; userId?: string } | undefined>;
+  threadStart(chatId: string): Promise<{ text: string; userId?: string } | undefined>;
   inheritParent: boolean;
   /** Download the files of channel messages not addressed to the bot too (`groupPolicy: "all"`). */
   filesUnaddressed: boolean;
@@ -125,7 +125,7 @@ const MAX_PARENT_CHARACTERS = 2_000;
 /** `(This thread started from a message by Alice: "…")`, once per thread, when it started from someone else's message. */
 async function threadNote(event: MessageEvent, chatId: string, context: InboundContext): Promise<string | undefined> {
   if (event.thread_ts === undefined || event.thread_ts === event.ts) return undefined;
-  const parent = await context.threadStart(chatId, event.channel, event.thread_ts);
+  const parent = await context.threadStart(chatId);
   if (!parent || parent.text.trim() === "") return undefined;
   const said = await readableText(parent.text, context);
   const by = parent.userId ? ((await context.nameOf(parent.userId)) ?? parent.userId) : "someone";

@@ -14,7 +14,7 @@ import type { Logger } from "pino";
 import { errorMessage } from "../../src/errors.js";
 import { type AdmissionOutcome, type EventSink, ExpiringSet, KeyedLanes, type PlatformEvent, sleep, withRetries } from "../../src/gateway/kit/index.js";
 import { type InboundContext, messageKeyOf, placeOf, slashCommandEvent, toPlatformEvent } from "./inbound-event.js";
-import { CONVERSATIONAL_SUBTYPES, type EventCallback, MessageEventSchema, type SlashCommand } from "./payloads.js";
+import { CONVERSATIONAL_SUBTYPES, type EventCallback, EventCallbackSchema, MessageEventSchema, type SlashCommand, SlashCommandSchema } from "./payloads.js";
 
 export interface InboundQueueOptions {
   context: InboundContext;
@@ -33,6 +33,8 @@ export interface InboundQueueOptions {
 }
 
 export interface InboundQueue {
+  /** A Socket Mode envelope's payload (`events_api`, `slash_commands`; others are skipped); returns at once, throws when it is not what its type says. */
+  envelope(type: string, body: unknown, retryAttempt?: number): void;
   /** An Events API callback; returns at once. */
   event(callback: EventCallback, retryAttempt?: number): void;
   /** A slash command; returns at once. */
@@ -45,6 +47,35 @@ export interface InboundQueue {
 const HOUR_MS = 60 * 60_000;
 const ATTEMPTS = 5;
 
+/** Hands the event to the sink; tried again with back-off while it throws, as Slack will not send it again. */
+async function deliver(event: PlatformEvent, sink: () => EventSink | undefined, options: InboundQueueOptions, signal: AbortSignal): Promise<AdmissionOutcome | undefined> {
+  const { logger } = options;
+  const fields = { channel: "slack", chatId: event.chatId, eventId: event.eventId };
+  try {
+    return await withRetries(
+      () => {
+        const take = sink();
+        if (!take) throw new Error("the Slack channel is not running");
+        return take(event);
+      },
+      {
+        attempts: ATTEMPTS,
+        baseDelayMs: options.handOverBackoffMs ?? 500,
+        jitter: 0,
+        signal,
+        onRetry: (error, attempt) => logger.warn({ ...fields, attempt, error: errorMessage(error) }, "slack event hand-over failed; retrying"),
+      },
+    );
+  } catch (error) {
+    if (signal.aborted) return undefined;
+    logger.error({ ...fields, attempts: ATTEMPTS, error: errorMessage(error) }, "slack event could not be handed over; dropped");
+    if (event.chatType === "private" || event.mentionsBot || event.repliesToBot) {
+      await options.notifyDropped(event).catch((notice: unknown) => logger.warn({ ...fields, error: errorMessage(notice) }, "could not tell the sender their message was dropped"));
+    }
+    return undefined;
+  }
+}
+
 export function createInboundQueue(options: InboundQueueOptions): InboundQueue {
   const { logger, now, context } = options;
   const events = new ExpiringSet(HOUR_MS, now);
@@ -54,32 +85,6 @@ export function createInboundQueue(options: InboundQueueOptions): InboundQueue {
   let sink: EventSink | undefined;
   let lifetime = new AbortController();
 
-  async function deliver(event: PlatformEvent, signal: AbortSignal): Promise<AdmissionOutcome | undefined> {
-    const fields = { channel: "slack", chatId: event.chatId, eventId: event.eventId };
-    try {
-      return await withRetries(
-        () => {
-          if (!sink) throw new Error("the Slack channel is not running");
-          return sink(event);
-        },
-        {
-          attempts: ATTEMPTS,
-          baseDelayMs: options.handOverBackoffMs ?? 500,
-          jitter: 0,
-          signal,
-          onRetry: (error, attempt) => logger.warn({ ...fields, attempt, error: errorMessage(error) }, "slack event hand-over failed; retrying"),
-        },
-      );
-    } catch (error) {
-      if (signal.aborted) return undefined;
-      logger.error({ ...fields, attempts: ATTEMPTS, error: errorMessage(error) }, "slack event could not be handed over; dropped");
-      if (event.chatType === "private" || event.mentionsBot || event.repliesToBot) {
-        await options.notifyDropped(event).catch((notice: unknown) => logger.warn({ ...fields, error: errorMessage(notice) }, "could not tell the sender their message was dropped"));
-      }
-      return undefined;
-    }
-  }
-
   function enqueue(chatId: string, build: (signal: AbortSignal) => Promise<PlatformEvent>): void {
     const signal = lifetime.signal;
     void chats
@@ -87,7 +92,7 @@ export function createInboundQueue(options: InboundQueueOptions): InboundQueue {
         if (signal.aborted) return;
         const event = await build(signal);
         if (signal.aborted) return;
-        const outcome = await deliver(event, signal);
+        const outcome = await deliver(event, () => sink, options, signal);
         logger.debug({ channel: "slack", chatId, eventId: event.eventId, outcome }, "slack event handled");
       })
       .catch((error: unknown) => {
@@ -95,7 +100,18 @@ export function createInboundQueue(options: InboundQueueOptions): InboundQueue {
       });
   }
 
-  return {
+  const queue: InboundQueue = {
+    envelope(type, body, retryAttempt) {
+      if (type === "events_api") {
+        const parsed = EventCallbackSchema.safeParse(body);
+        if (!parsed.success) throw new Error(`events_api envelope without an event callback: ${parsed.error.issues[0]?.message ?? "unreadable"}`);
+        queue.event(parsed.data, retryAttempt);
+      } else if (type === "slash_commands") {
+        const parsed = SlashCommandSchema.safeParse(body);
+        if (!parsed.success) throw new Error(`slash_commands envelope without a command: ${parsed.error.issues[0]?.message ?? "unreadable"}`);
+        queue.command(parsed.data);
+      }
+    },
     event(callback, retryAttempt) {
       const fields = { channel: "slack", eventId: callback.event_id, ...(retryAttempt ? { retryAttempt } : {}) };
       if (!events.add(callback.event_id)) return void logger.debug(fields, "slack event delivered again; dropped");
@@ -132,4 +148,5 @@ export function createInboundQueue(options: InboundQueueOptions): InboundQueue {
       sink = undefined;
     },
   };
+  return queue;
 }

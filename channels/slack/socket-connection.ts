@@ -65,14 +65,35 @@ export function slackLogger(logger: Logger, scrub: Scrub) {
   };
 }
 
+/** Takes an envelope, then acknowledges it: one that cannot be read is acknowledged too, or Slack would send it for ever. */
+function take({ ack, type, body, envelope_id: envelopeId, retry_num: retryAttempt }: SlackEventArgs, onEnvelope: SocketConnectionOptions["onEnvelope"], log: Logger): void {
+  try {
+    onEnvelope(type, body, retryAttempt);
+  } catch (error) {
+    log.warn({ envelopeId, type, error: errorMessage(error) }, "slack envelope not understood; acknowledged and skipped");
+  }
+  ack().catch((error: unknown) => log.warn({ envelopeId, type, error: errorMessage(error) }, "slack envelope not acknowledged; Slack will send it again"));
+}
+
+/** Starts the client; resolves on Slack's hello, rejects when it refused or the hello did not come in time. */
+async function helloWithin(client: SocketModeClient, timeoutMs: number): Promise<void> {
+  let deadline: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      client.start(),
+      new Promise<never>((_, reject) => {
+        deadline = setTimeout(() => reject(new ChannelError(`slack socket mode: no hello within ${timeoutMs} ms`, "slack", { kind: "network" })), timeoutMs);
+      }),
+    ]);
+  } finally {
+    clearTimeout(deadline);
+  }
+}
+
 export function createSocketConnection(options: SocketConnectionOptions): SocketConnection {
   const log = options.logger.child({ channel: "slack", mode: "socket" });
-  const client = new SocketModeClient({
-    appToken: options.appToken,
-    logger: slackLogger(log, options.scrub),
-    autoReconnectEnabled: false,
-    clientOptions: { slackApiUrl: options.apiUrl, retryConfig: { retries: 2, minTimeout: 200, maxTimeout: 2_000 }, timeout: 15_000 },
-  });
+  const clientOptions = { slackApiUrl: options.apiUrl, retryConfig: { retries: 2, minTimeout: 200, maxTimeout: 2_000 }, timeout: 15_000 };
+  const client = new SocketModeClient({ appToken: options.appToken, logger: slackLogger(log, options.scrub), autoReconnectEnabled: false, clientOptions });
   let stopped = true;
   let opened = 0;
   let failures = 0;
@@ -80,14 +101,7 @@ export function createSocketConnection(options: SocketConnectionOptions): Socket
   let attempting = false;
   let timer: NodeJS.Timeout | undefined;
 
-  client.on("slack_event", ({ ack, type, body, envelope_id: envelopeId, retry_num: retryAttempt }: SlackEventArgs) => {
-    try {
-      options.onEnvelope(type, body, retryAttempt);
-    } catch (error) {
-      log.warn({ envelopeId, type, error: errorMessage(error) }, "slack envelope not understood; acknowledged and skipped");
-    }
-    ack().catch((error: unknown) => log.warn({ envelopeId, type, error: errorMessage(error) }, "slack envelope not acknowledged; Slack will send it again"));
-  });
+  client.on("slack_event", (envelope: SlackEventArgs) => take(envelope, options.onEnvelope, log));
 
   client.on("disconnected", () => {
     // Before the first hello, start() itself reports the failure.
@@ -100,18 +114,7 @@ export function createSocketConnection(options: SocketConnectionOptions): Socket
   });
 
   async function open(): Promise<void> {
-    const timeoutMs = options.connectTimeoutMs ?? 20_000;
-    let deadline: NodeJS.Timeout | undefined;
-    try {
-      await Promise.race([
-        client.start(),
-        new Promise<never>((_, reject) => {
-          deadline = setTimeout(() => reject(new ChannelError(`slack socket mode: no hello within ${timeoutMs} ms`, "slack", { kind: "network" })), timeoutMs);
-        }),
-      ]);
-    } finally {
-      clearTimeout(deadline);
-    }
+    await helloWithin(client, options.connectTimeoutMs ?? 20_000);
     opened += 1;
     failures = 0;
     if (down) options.onConnection?.({ connected: true });
@@ -122,11 +125,7 @@ export function createSocketConnection(options: SocketConnectionOptions): Socket
   function reconnectSoon(): void {
     if (stopped || timer || attempting) return;
     const delayMs = failures === 0 ? 0 : backoffDelay(failures, 1_000, 60_000);
-    timer = setTimeout(() => {
-      timer = undefined;
-      void attempt();
-    }, delayMs);
-    timer.unref();
+    timer = setTimeout(() => void ((timer = undefined), attempt()), delayMs).unref();
   }
 
   async function attempt(): Promise<void> {

@@ -6,15 +6,17 @@
  *
  * 1. the signature must equal ours (compared in constant time) and the timestamp be within five
  *    minutes of our clock (Slack's advice, against replays). Otherwise 401;
- * 2. a running adapter (503 while stopped: Slack tries again);
- * 3. the body must be what Slack sends (400 naming the first bad field);
- * 4. a URL check is answered with its challenge; an event or a command is handed on (the inbound
+ * 2. the body must be what Slack sends (400 naming the first bad field); a URL check is answered
+ *    with its challenge by any gateway;
+ * 3. a running adapter (503 while stopped or not leading: Slack tries again);
+ * 4. an event or a command is handed on (the inbound
  *    queue never waits for the sink) and answered 200 at once, within Slack's 3 s. Slack retries
  *    an event it saw no 200 for (`X-Slack-Retry-Num`, up to three times): it dedupes.
  */
 import { createHmac } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import type { Logger } from "pino";
+import type { z } from "zod";
 import { checkJsonBody, headerValue, sameSecret } from "../../src/gateway/kit/index.js";
 import { type EventCallback, HttpBodySchema, type SlashCommand, SlashCommandSchema } from "./payloads.js";
 
@@ -81,15 +83,23 @@ export function createCallbackHandler(options: CallbackHandlerOptions): Callback
       logger.warn({ channel: "slack", reason: problem }, "slack request refused");
       return refused(problem);
     }
-    if (!options.accepting()) return { status: 503, body: { error: "not running" } };
-    if ((headerValue(headers, "content-type") ?? "").startsWith("application/x-www-form-urlencoded")) return command(rawBody);
-    const parsed = checkJsonBody(HttpBodySchema, rawBody);
-    if (!parsed.success) {
-      logger.warn({ channel: "slack", error: parsed.error }, "slack event not understood");
-      return { status: 400, body: { error: parsed.error } };
+    const form = (headerValue(headers, "content-type") ?? "").startsWith("application/x-www-form-urlencoded");
+    if (!form) {
+      const parsed = checkJsonBody(HttpBodySchema, rawBody);
+      if (!parsed.success) {
+        logger.warn({ channel: "slack", error: parsed.error }, "slack event not understood");
+        return { status: 400, body: { error: parsed.error } };
+      }
+      // The console's URL check is answered by any gateway, leading or not.
+      if (parsed.data.type === "url_verification") return { status: 200, body: { challenge: parsed.data.challenge } };
+      if (!options.accepting()) return { status: 503, body: { error: "not running" } };
+      return callback(parsed.data, headers);
     }
-    const body = parsed.data;
-    if (body.type === "url_verification") return { status: 200, body: { challenge: body.challenge } };
+    if (!options.accepting()) return { status: 503, body: { error: "not running" } };
+    return command(rawBody);
+  };
+
+  function callback(body: Exclude<z.output<typeof HttpBodySchema>, { type: "url_verification" }>, headers: IncomingHttpHeaders): CallbackResponse {
     if (body.type === "app_rate_limited") {
       logger.warn({ channel: "slack" }, "slack is holding events back: the app received more than 30,000 in an hour");
       return { status: 200, body: {} };
@@ -97,5 +107,5 @@ export function createCallbackHandler(options: CallbackHandlerOptions): Callback
     const retry = Number(headerValue(headers, "x-slack-retry-num") ?? Number.NaN);
     options.onEvent(body, Number.isInteger(retry) ? retry : undefined);
     return { status: 200, body: {} };
-  };
+  }
 }

@@ -50,7 +50,7 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   if (text.startsWith("[Background event]")) return { text: `Background: ${text.replace("[Background event] ", "").split("\n<!--")[0]!.slice(0, 300)}` };
   if (text.includes("long reply")) return { text: longReply() };
   if (text.includes("stream please")) {
-    if (messages.at(-1)?.role === "tool") return { text: ["and here ", "is the **rest**."], hangMs: 2_000 };
+    if (messages.at(-1)?.role === "tool") return { text: ["and here ", "is the **rest**."], hangMs: 3_000 };
     return { text: "Looking around first. ", toolCalls: [{ name: "list_dir", arguments: JSON.stringify({ path: "." }) }] };
   }
   return { text: `echo: ${text}` };
@@ -169,7 +169,18 @@ describe("Slack through gateway and worker processes: Socket Mode", () => {
     expect(llm.requests.filter((request) => lastUser(request.body) === "redelivered message")).toHaveLength(1);
   });
 
+  it("downloads a shared image with the bot token and gives it to the model", async () => {
+    const png = Buffer.from("89504e470d0a1a0a0000000d4948445200000001000000010806000000", "hex");
+    const file = slack.addFile({ id: "F0E2EPNG01", name: "dot.png", mimetype: "image/png", bytes: png });
+    await say({ channel: OWNER_DM, text: "what is in this picture", files: [file] });
+    await shownWith(OWNER_DM, (text) => text === "echo: what is in this picture", "the reply about the picture");
+    const request = llm.requests.find((entry) => lastUser(entry.body) === "what is in this picture");
+    expect(JSON.stringify(request?.body)).toContain(`data:image/png;base64,${png.toString("base64")}`);
+  });
+
   it("streams a reply by editing one message with chat.update, within Slack's limits", async () => {
+    // The DM's budget (one message a second) free again after the last test's reply: the first draft may go out at once.
+    await pause(1_500);
     const mark = slack.posts.length;
     await say({ channel: OWNER_DM, text: "stream please" });
     const post = await slack.waitFor(() => slack.posts.slice(mark).find((candidate) => candidate.channel === OWNER_DM), { timeoutMs: 30_000, what: "the streamed message" });
@@ -195,10 +206,13 @@ describe("Slack through gateway and worker processes: Socket Mode", () => {
     expect(slack.rateLimited).toEqual([]);
   });
 
-  it("takes /new and /team as slash commands", { timeout: 60_000 }, async () => {
+  it("takes /new, /stop and /team as slash commands", { timeout: 60_000 }, async () => {
     const fresh = await slack.push("slash_commands", slack.command({ from: owner, channel: OWNER_DM, command: "/new" }), { timeoutMs: 30_000 });
     expect(fresh.deliveries).toBe(1);
     await shownWith(OWNER_DM, (text) => /new (conversation|session)/i.test(text), "the /new answer");
+    const stops = slack.shown(OWNER_DM).filter((text) => text === "Stopping.").length;
+    await slack.push("slash_commands", slack.command({ from: owner, channel: OWNER_DM, command: "/stop" }), { timeoutMs: 30_000 });
+    await slack.waitFor(() => slack.shown(OWNER_DM).filter((text) => text === "Stopping.").length === stops + 1, { timeoutMs: 30_000, what: "the /stop answer" });
     await slack.push("slash_commands", slack.command({ from: owner, channel: OWNER_DM, command: "/team" }), { timeoutMs: 30_000 });
     await shownWith(OWNER_DM, (text) => text.startsWith("Teams: Analysts"), "the team list");
   });

@@ -97,7 +97,8 @@ export async function toPlatformEvent(event: MessageEvent, context: InboundConte
   }
   const senderId = event.user ?? event.bot_id ?? "unknown";
   const senderName = event.user ? await context.nameOf(event.user) : undefined;
-  const text = [await readableText(event.text, context), addressed && event.thread_ts ? await threadNote(event, place.chatId, context) : undefined].filter((part) => part).join("\n\n");
+  const note = addressed && !senderIsBot && event.thread_ts ? await threadNote(event, place.chatId, context) : undefined;
+  const text = [await readableText(event.text, context), note].filter((part) => part).join("\n\n");
   return {
     eventId: messageKeyOf(event),
     chatId: place.chatId,

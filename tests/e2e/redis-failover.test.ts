@@ -141,7 +141,9 @@ describe("Redis failover through Sentinel", () => {
         console.log(`failover trace:\n${trace.join("\n")}`);
         for (const [chatId, chat] of outcome?.chats ?? []) console.log(chatId, "accepted", chat.accepted.join(","), "answered", chat.answered.join(","));
         for (const [name, service] of [["gateway", gateway], ["worker 1", workers[0]!], ["worker 2", workers[1]!]] as const) {
-          console.log(`${name} warnings:\n${service.output().split("\n").filter((line) => /"level":(4|5)\d/.test(line)).slice(-30).join("\n").slice(0, 6000)}`);
+          const file = path.join(tmpdir(), `countbot-failover-${name.replace(" ", "-")}-${service.pid}.log`);
+          await writeFile(file, service.output());
+          console.log(`${name} (whole log in ${file}), its warnings and errors, deduplicated:\n${warningsOf(service.output()).join("\n")}`);
         }
       }
     }
@@ -157,6 +159,23 @@ describe("Redis failover through Sentinel", () => {
     await Promise.all([...workers, gateway].map((service) => service.stop("SIGTERM")));
   });
 });
+
+/** A process's warnings and errors, one short line per distinct message and error (with how often). */
+function warningsOf(output: string): string[] {
+  const seen = new Map<string, number>();
+  for (const line of output.split("\n")) {
+    if (!/"level":(4|5)\d/.test(line)) continue;
+    try {
+      const record = JSON.parse(line) as { level: number; msg?: string; err?: { message?: string; stack?: string } };
+      const where = record.err?.stack?.split("\n").slice(1, 4).map((frame) => frame.trim()).join(" < ") ?? "";
+      const key = `${record.level} ${record.msg ?? ""} ${record.err?.message ?? ""} ${where}`.slice(0, 400);
+      seen.set(key, (seen.get(key) ?? 0) + 1);
+    } catch {
+      seen.set(line.slice(0, 200), (seen.get(line.slice(0, 200)) ?? 0) + 1);
+    }
+  }
+  return [...seen].map(([key, count]) => `${count}× ${key}`);
+}
 
 interface ChatOutcome {
   accepted: string[];

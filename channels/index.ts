@@ -7,7 +7,8 @@ import { dingtalkChannel } from "./dingtalk/plugin.js";
 import { discordChannel } from "./discord/plugin.js";
 import { feishuChannel } from "./feishu/plugin.js";
 import { qqChannel } from "./qq/plugin.js";
+import { slackChannel } from "./slack/plugin.js";
 import { telegramChannel } from "./telegram/plugin.js";
 import { webChannel } from "./web/plugin.js";
 
-export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, dingtalkChannel, qqChannel, webChannel];
+export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, dingtalkChannel, qqChannel, slackChannel, webChannel];

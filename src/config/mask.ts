@@ -4,7 +4,7 @@
  */
 
 /** Fields whose value is a secret wherever they appear (compared without case). */
-const secretFields = new Set(["apikey", "apikeys", "token", "appsecret", "secret", "password", "braveapikey", "encryptkey", "verificationtoken"]);
+const secretFields = new Set(["apikey", "apikeys", "token", "appsecret", "secret", "password", "braveapikey", "encryptkey", "verificationtoken", "bottoken", "apptoken", "signingsecret"]);
 
 /** HTTP headers (in `providers.*.headers`, `tools.mcpServers.*.headers`) and MCP servers' variables (`env`) that carry credentials. */
 const secretHeader = /auth|key|token|secret|cookie|password|credential/i;

@@ -1,7 +1,8 @@
 /**
  * The adapter conformance suite (adapter.suite.ts) against every platform's fake server, each
- * driven through its real SDK: telegraf, discord.js, @larksuiteoapi/node-sdk, dingtalk-stream; QQ
- * has no SDK worth taking, its adapter speaks the gateway and the OpenAPI itself.
+ * driven through its real SDK: telegraf, discord.js, @larksuiteoapi/node-sdk, dingtalk-stream,
+ * @slack/web-api with @slack/socket-mode; QQ has no SDK worth taking, its adapter speaks the
+ * gateway and the OpenAPI itself.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -11,11 +12,13 @@ import { createDingTalkAdapter } from "../../channels/dingtalk/dingtalk-adapter.
 import { createDiscordAdapter } from "../../channels/discord/discord-adapter.js";
 import { createFeishuAdapter } from "../../channels/feishu/feishu-adapter.js";
 import { createQQAdapter } from "../../channels/qq/qq-adapter.js";
+import { createSlackAdapter } from "../../channels/slack/slack-adapter.js";
 import { createTelegramAdapter } from "../../channels/telegram/telegram-adapter.js";
 import { type DingTalkRoute, startFakeDingTalk } from "../support/fake-dingtalk-server.js";
 import { startFakeDiscord } from "../support/fake-discord-server.js";
 import { type FeishuEventEnvelope, startFakeFeishu } from "../support/fake-feishu-server.js";
 import { type QQFailure, startFakeQQ } from "../support/fake-qq-server.js";
+import { type SlackFailure, startFakeSlack } from "../support/fake-slack-server.js";
 import { startFakeTelegram } from "../support/fake-telegram-server.js";
 import { textOf } from "../unit/channels/feishu-support.js";
 import { type AdapterDriver, type AdapterRig, type FailureKind, adapterConformance } from "./adapter.suite.js";
@@ -320,4 +323,65 @@ const qq: AdapterDriver = {
   },
 };
 
-for (const driver of [telegram, discord, feishu, dingtalk, qq]) adapterConformance(driver);
+const slack: AdapterDriver = {
+  name: "Slack",
+  async rig(): Promise<AdapterRig> {
+    const botToken = "xoxb-1111-2222-conformance-bot-secret";
+    const appToken = "xapp-1-A0FAKE-3333-conformance-app-secret";
+    // Slack sends an envelope again when the app did not acknowledge it (here sooner).
+    const fake = await startFakeSlack({ botToken, appToken, redeliverAfterMs: 300, postsPerSecond: 100 });
+    const owner = fake.addUser({ id: "U0OWNER001", name: "owner", displayName: "Owner" });
+    const stranger = fake.addUser({ id: "U0STRANGE2", name: "stranger", displayName: "Stranger" });
+    const chats = { ownerChat: "D0OWNER001", strangerChat: "D0STRANGE2", group: "C0GENERAL1" };
+    const files = await downloadDir();
+    const adapter = createSlackAdapter({
+      botToken,
+      appToken,
+      mode: "socket",
+      apiUrl: fake.apiUrl,
+      inheritParent: true,
+      maxImageBytes: 1_000_000,
+      maxFileBytes: 1_000_000,
+      downloadDir: files.dir,
+      logger: silent,
+      handOverBackoffMs: 20,
+    });
+    const methodOf = { send: "chat.postMessage", edit: "chat.update" } as const;
+    const failureOf: Record<FailureKind, (operation: "send" | "edit") => SlackFailure | undefined> = {
+      "rate-limit": () => ({ status: 429, error: "ratelimited", retryAfter: 3 }),
+      // Slack shows mrkdwn it cannot read as text: it never refuses a message's markup.
+      formatting: () => undefined,
+      forbidden: () => ({ error: "not_in_channel" }),
+      "not-found": (operation) => ({ error: operation === "edit" ? "message_not_found" : "channel_not_found" }),
+      network: () => ({ status: 503, error: "service_unavailable" }),
+    };
+    return {
+      adapter,
+      secrets: [botToken, appToken],
+      owner: owner.id,
+      stranger: stranger.id,
+      ...chats,
+      async say(from, where, text, options = {}) {
+        const user = from === "owner" ? owner : stranger;
+        const channel = where === "private" ? (from === "owner" ? chats.ownerChat : chats.strangerChat) : chats.group;
+        void fake.say({ from: user, channel, text, ...(options.mention ? { mention: true } : {}) }, { timeoutMs: 30_000 }).catch(() => undefined);
+      },
+      shown: (chatId) => fake.shown(chatId),
+      failNext(operation, kind) {
+        const failure = failureOf[kind](operation);
+        if (!failure) return false;
+        fake.failNext(methodOf[operation], failure);
+        return true;
+      },
+      idempotent: false,
+      waitFor: (predicate, what) => fake.waitFor(predicate, { what }),
+      async close() {
+        await adapter.stop();
+        await fake.close();
+        await files.remove();
+      },
+    };
+  },
+};
+
+for (const driver of [telegram, discord, feishu, dingtalk, qq, slack]) adapterConformance(driver);

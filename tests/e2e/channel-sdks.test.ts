@@ -1,7 +1,7 @@
 /**
  * Every process loads the channel registry (the config is checked against it), but a platform's
  * SDK is loaded only by a process that runs the platform: a worker never loads discord.js, the
- * Lark SDK or telegraf, nor does a gateway whose config enables none of them. Each process is a
+ * Lark SDK, telegraf or the Slack SDK, nor does a gateway whose config enables none of them. Each process is a
  * real `countbot` run with a preload (tests/support/module-list.mjs) that writes, at exit, every
  * CommonJS module it loaded; the three SDKs are CommonJS packages. The terminal chat's Markdown
  * renderer (marked-terminal's highlighter, highlight.js: a third of a second of CPU to load) is
@@ -20,7 +20,7 @@ import { startService, stopAllServices } from "../support/processes.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 
 const recorder = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "support", "module-list.mjs");
-const SDKS = { discord: /node_modules\/(discord\.js|@discordjs)\//, feishu: /node_modules\/@larksuiteoapi\//, telegram: /node_modules\/telegraf\//, terminal: /node_modules\/(highlight\.js|cli-highlight)\// };
+const SDKS = { discord: /node_modules\/(discord\.js|@discordjs)\//, feishu: /node_modules\/@larksuiteoapi\//, telegram: /node_modules\/telegraf\//, slack: /node_modules\/@slack\//, terminal: /node_modules\/(highlight\.js|cli-highlight)\// };
 const BOT_TOKEN = "42:channel-sdks-token";
 
 let root: string;
@@ -82,23 +82,24 @@ async function sdksLoadedBy(
     discord: modules.some((file) => SDKS.discord.test(file)),
     feishu: modules.some((file) => SDKS.feishu.test(file)),
     telegram: modules.some((file) => SDKS.telegram.test(file)),
+    slack: modules.some((file) => SDKS.slack.test(file)),
     terminal: modules.some((file) => SDKS.terminal.test(file)),
   };
 }
 
 describe("channel SDKs", () => {
   it("a worker loads none of them", async () => {
-    expect(await sdksLoadedBy("worker", "worker", /worker started/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false, terminal: false });
+    expect(await sdksLoadedBy("worker", "worker", /worker started/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false, slack: false, terminal: false });
   });
 
   it("a gateway with only the web chat enabled loads none of them", async () => {
-    expect(await sdksLoadedBy("gateway", "gateway", /gateway listening/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false, terminal: false });
+    expect(await sdksLoadedBy("gateway", "gateway", /gateway listening/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false, slack: false, terminal: false });
   });
 
   it("`countbot start` with Telegram enabled loads telegraf, and only telegraf", async () => {
     const loaded = await sdksLoadedBy("start", "start", /countbot started/, { channels: { telegram: { enabled: true, allowFrom: ["1"] } } }, { TELEGRAM_BOT_TOKEN: BOT_TOKEN, TELEGRAM_API_ROOT: telegram.apiRoot }, () =>
       telegram.waitFor(() => telegram.requests.some((request) => request.method === "getUpdates"), { what: "the channel polling" }),
     );
-    expect(loaded).toEqual({ discord: false, feishu: false, telegram: true, terminal: false });
+    expect(loaded).toEqual({ discord: false, feishu: false, telegram: true, slack: false, terminal: false });
   });
 });

@@ -142,6 +142,7 @@ describe("loadConfig", () => {
       "BRAVE_API_KEY", "LOG_LEVEL", "LOG_FORMAT", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT",
       "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN", "DINGTALK_CLIENT_ID", "DINGTALK_CLIENT_SECRET", "DINGTALK_API_ROOT",
       "QQ_BOT_APP_ID", "QQ_BOT_APP_SECRET", "QQ_BOT_API_ROOT", "QQ_BOT_TOKEN_URL",
+      "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL",
     ]);
   });
 
@@ -171,6 +172,10 @@ describe("loadConfig", () => {
     ["QQ_BOT_APP_SECRET", "qq-env-secret", "channels.qq.appSecret", "qq-env-secret"],
     ["QQ_BOT_API_ROOT", "http://127.0.0.1:8085", "channels.qq.apiRoot", "http://127.0.0.1:8085"],
     ["QQ_BOT_TOKEN_URL", "http://127.0.0.1:8085/app/getAppAccessToken", "channels.qq.tokenUrl", "http://127.0.0.1:8085/app/getAppAccessToken"],
+    ["SLACK_BOT_TOKEN", "xoxb-slack-env-token", "channels.slack.botToken", "xoxb-slack-env-token"],
+    ["SLACK_APP_TOKEN", "xapp-slack-env-token", "channels.slack.appToken", "xapp-slack-env-token"],
+    ["SLACK_SIGNING_SECRET", "slack-env-signing-secret", "channels.slack.signingSecret", "slack-env-signing-secret"],
+    ["SLACK_API_URL", "http://127.0.0.1:8085/api/", "channels.slack.apiUrl", "http://127.0.0.1:8085/api/"],
     ["BRAVE_API_KEY", "brave-env-key", "tools.braveApiKey", "brave-env-key"],
     ["LOG_LEVEL", "debug", "log.level", "debug"],
     ["LOG_FORMAT", "Pretty", "log.format", "pretty"],
@@ -397,7 +402,7 @@ describe("channel sections", () => {
     writeConfig({ channels: { telegarm: { enabled: true } } });
     const typo = loadError();
     expect(typo.path).toBe("channels.telegarm");
-    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, qq, web");
+    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, qq, slack, web");
   });
 
   it("checks a section against its plugin's schema", () => {

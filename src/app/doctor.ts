@@ -15,6 +15,7 @@ import { errorMessage } from "../errors.js";
 import type { ChannelPlugin } from "../gateway/channel.js";
 import { type WithUnsetReferences, unsetReferences } from "../config/references.js";
 import type { TeamRecord } from "../store/team-record.js";
+import { type PlatformQuotas, describeScope } from "../gateway/quotas.js";
 import { checkRedis } from "../redis/checks.js";
 import { connectRedis, redactedRedisUrl, topologyOf, waitUntilReady } from "../redis/client.js";
 import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
@@ -85,10 +86,17 @@ export async function runDoctor(config: ResolvedConfig & WithUnsetReferences, lo
   }
   for (const channel of channels) {
     const { adapter } = channel;
-    if (!adapter.probe) continue;
-    await run(`channel ${adapter.name}`, async () => `credentials accepted: ${await adapter.probe!()}`);
+    if (adapter.probe) await run(`channel ${adapter.name}`, async () => `credentials accepted: ${await adapter.probe!()}`);
+    if (channel.quotas) checks.push({ name: `limits ${adapter.name}`, ok: true, detail: describeLimits(channel.quotas) });
   }
   return checks;
+}
+
+/** The send budgets a channel keeps to (its platform's published limits, with `channels.<name>.limits` applied). */
+function describeLimits(quotas: PlatformQuotas): string {
+  return Object.entries(quotas.scopes)
+    .map(([name, scope]) => describeScope(name, scope))
+    .join("; ");
 }
 
 /** `✓ name: detail` lines, `!` for warnings and `✗` for failures. */

@@ -141,7 +141,10 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const quotaStore = infrastructure.quotaStore?.bind(infrastructure);
   let budgets = config.budgets;
   const usage = (scope: { person: string; chat: string }) => describeUsage(infrastructure.budgetLedger, budgets, scope, (options.now ?? Date.now)());
-  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, usage, now: options.now }));
+  // One person across the accounts `memory.identities` links (budgets, /usage, team runs).
+  let linked = linkedAccounts(config.memory.identities);
+  const linkedPerson = (speakerId: string) => linked.get(speakerId);
+  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, usage, linkedPerson, now: options.now }));
   metrics?.watch({
     bus,
     leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })),
@@ -198,6 +201,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     openai,
     reload(next) {
       budgets = next.budgets;
+      linked = linkedAccounts(next.memory.identities);
       for (const channel of channels) {
         const plugin = plugins.find((candidate) => candidate.name === channel.name);
         if (!plugin?.policy) continue;
@@ -231,3 +235,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   };
 }
 
+/** `channel:senderId` → the name `memory.identities` links it under. */
+function linkedAccounts(identities: Readonly<Record<string, readonly string[]>>): Map<string, string> {
+  return new Map(Object.entries(identities).flatMap(([name, ids]) => ids.map((id) => [id, name] as const)));
+}

@@ -6,27 +6,50 @@
 import { existsSync, readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { ConfigError, errorMessage } from "../errors.js";
-import { runAgentCommand } from "./agent-command.js";
-import { runAuditCommand } from "./audit-command.js";
-import { runChatCommand } from "./chat-command.js";
-import { runConfigCommand } from "./config-command.js";
-import { runDoctorCommand } from "./doctor-command.js";
-import { runGatewayCommand } from "./gateway-command.js";
-import { type OnboardOptions, runOnboardCommand } from "./onboard-command.js";
-import { runMcpCommand } from "./mcp-command.js";
-import { runMemoryCommand } from "./memory-command.js";
-import { runPairingCommand } from "./pairing-command.js";
-import { runRunsCommand } from "./runs-command.js";
-import { runStartCommand } from "./start-command.js";
-import { runStatusCommand } from "./status-command.js";
-import { runTasksCommand } from "./tasks-command.js";
-import { runUsageCommand } from "./usage-command.js";
+import type { OnboardOptions } from "./onboard-command.js";
+import type * as AgentCommand from "./agent-command.js";
+import type * as AuditCommand from "./audit-command.js";
+import type * as ChatCommand from "./chat-command.js";
+import type * as ConfigCommand from "./config-command.js";
+import type * as DoctorCommand from "./doctor-command.js";
+import type * as GatewayCommand from "./gateway-command.js";
+import type * as OnboardCommand from "./onboard-command.js";
+import type * as McpCommand from "./mcp-command.js";
+import type * as MemoryCommand from "./memory-command.js";
+import type * as PairingCommand from "./pairing-command.js";
+import type * as RunsCommand from "./runs-command.js";
+import type * as StartCommand from "./start-command.js";
+import type * as StatusCommand from "./status-command.js";
+import type * as TasksCommand from "./tasks-command.js";
+import type * as UsageCommand from "./usage-command.js";
+import type * as TeamsCommand from "./teams-command.js";
+import type * as WorkerCommand from "./worker-command.js";
 import { USAGE_DIMENSIONS, type UsageDimension } from "../agent/budget/usage-report.js";
 import { BUDGET_PERIODS, type BudgetPeriod } from "../config/budgets.js";
-import { runTeamsCommand } from "./teams-command.js";
-import { runWorkerCommand } from "./worker-command.js";
 import type { CliContext } from "./setup.js";
 import { TaskStatusSchema } from "../store/task-record.js";
+
+/**
+ * Each command's module, loaded when the command runs: `--help` and a usage mistake load none of
+ * them, and each process loads only its own command's code (a worker no terminal renderer).
+ */
+const runAgentCommand: typeof AgentCommand.runAgentCommand = async (...args) => (await import("./agent-command.js")).runAgentCommand(...args);
+const runAuditCommand: typeof AuditCommand.runAuditCommand = async (...args) => (await import("./audit-command.js")).runAuditCommand(...args);
+const runChatCommand: typeof ChatCommand.runChatCommand = async (...args) => (await import("./chat-command.js")).runChatCommand(...args);
+const runConfigCommand: typeof ConfigCommand.runConfigCommand = async (...args) => (await import("./config-command.js")).runConfigCommand(...args);
+const runDoctorCommand: typeof DoctorCommand.runDoctorCommand = async (...args) => (await import("./doctor-command.js")).runDoctorCommand(...args);
+const runGatewayCommand: typeof GatewayCommand.runGatewayCommand = async (...args) => (await import("./gateway-command.js")).runGatewayCommand(...args);
+const runOnboardCommand: typeof OnboardCommand.runOnboardCommand = async (...args) => (await import("./onboard-command.js")).runOnboardCommand(...args);
+const runMcpCommand: typeof McpCommand.runMcpCommand = async (...args) => (await import("./mcp-command.js")).runMcpCommand(...args);
+const runMemoryCommand: typeof MemoryCommand.runMemoryCommand = async (...args) => (await import("./memory-command.js")).runMemoryCommand(...args);
+const runPairingCommand: typeof PairingCommand.runPairingCommand = async (...args) => (await import("./pairing-command.js")).runPairingCommand(...args);
+const runRunsCommand: typeof RunsCommand.runRunsCommand = async (...args) => (await import("./runs-command.js")).runRunsCommand(...args);
+const runStartCommand: typeof StartCommand.runStartCommand = async (...args) => (await import("./start-command.js")).runStartCommand(...args);
+const runStatusCommand: typeof StatusCommand.runStatusCommand = async (...args) => (await import("./status-command.js")).runStatusCommand(...args);
+const runTasksCommand: typeof TasksCommand.runTasksCommand = async (...args) => (await import("./tasks-command.js")).runTasksCommand(...args);
+const runUsageCommand: typeof UsageCommand.runUsageCommand = async (...args) => (await import("./usage-command.js")).runUsageCommand(...args);
+const runTeamsCommand: typeof TeamsCommand.runTeamsCommand = async (...args) => (await import("./teams-command.js")).runTeamsCommand(...args);
+const runWorkerCommand: typeof WorkerCommand.runWorkerCommand = async (...args) => (await import("./worker-command.js")).runWorkerCommand(...args);
 
 const version = packageVersion();
 

@@ -67,6 +67,12 @@ export interface AdmissionOptions {
    * Unset: `/usage` goes onto the bus like `/status`, and a worker answers it.
    */
   usage?: (scope: { person: string; chat: string }) => Promise<string>;
+  /**
+   * The name `memory.identities` links a speaker (`channel:senderId`) under, if any: carried on the
+   * message as `metadata.person`, so budgets, `/usage` and team runs count one person across their
+   * linked accounts. Default: none linked.
+   */
+  linkedPerson?: (speakerId: string) => string | undefined;
 }
 
 export interface Admission {
@@ -171,11 +177,18 @@ export function createAdmission(options: AdmissionOptions): Admission {
       ...(command === undefined ? {} : { command }),
       ...groupContextOf(event, username),
       metadata: {
-        ...event.metadata,
+        ...withoutPerson(event.metadata),
+        ...linkedPersonOf(event),
         platformMessageId: event.platformMessageId,
         ...(event.senderName ? { senderName: event.senderName } : {}),
       },
     };
+  }
+
+  /** `{ person }` when config links the sender's account under a name (never taken from the platform event). */
+  function linkedPersonOf(event: PlatformEvent): { person?: string } {
+    const linked = options.linkedPerson?.(`${channel}:${event.senderId}`);
+    return linked ? { person: linked } : {};
   }
 
   /** Who spoke in a multi-person chat, from the platform's fields (the text is never read for it). */
@@ -227,7 +240,7 @@ export function createAdmission(options: AdmissionOptions): Admission {
       const command = parseCommand(content);
       if (command === "usage" && options.usage) {
         if (!(await bus.markEventSeen(channel, event.eventId))) return "duplicate";
-        const person = personOf({ channel, senderId: event.senderId, metadata: event.metadata });
+        const person = personOf({ channel, senderId: event.senderId, metadata: linkedPersonOf(event) });
         await reply(event, "usage", await options.usage({ person, chat: sessionKey }), log);
         return "command:usage";
       }
@@ -301,4 +314,11 @@ class SenderRateLimiter {
       if (time - bucket.updatedAt >= this.limit.perMs) this.buckets.delete(sender);
     }
   }
+}
+
+/** A platform event's metadata without `person`: who a message counts as is the config's to say (linkedPerson). */
+function withoutPerson(metadata: Record<string, unknown> | undefined): Record<string, unknown> {
+  if (!metadata || !("person" in metadata)) return metadata ?? {};
+  const { person: _person, ...rest } = metadata;
+  return rest;
 }

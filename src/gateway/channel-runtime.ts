@@ -71,6 +71,8 @@ export interface ChannelRuntimeOptions {
   random?: () => number;
   /** Answers `/usage` at the gateway (see AdmissionOptions.usage). */
   usage?: (scope: { person: string; chat: string }) => Promise<string>;
+  /** The name `memory.identities` links a speaker under (admission's `linkedPerson`). */
+  linkedPerson?: (speakerId: string) => string | undefined;
 }
 
 const defaultSchedule: ReconnectSchedule = { baseDelayMs: 1_000, maxDelayMs: 60_000, authBaseDelayMs: 300_000, authMaxDelayMs: 3_600_000, jitter: 0.2 };
@@ -126,6 +128,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
     botUsername: adapter.botUsername && (() => adapter.botUsername?.()),
     newId: channel.inboundIdOf,
     ...(options.usage ? { usage: options.usage } : {}),
+    ...(options.linkedPerson ? { linkedPerson: options.linkedPerson } : {}),
   });
   // A platform account is led by one gateway at a time; a channel without one runs everywhere.
   const elect = channel.account === undefined ? soleLeader : (options.elect ?? soleLeader);

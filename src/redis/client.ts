@@ -170,8 +170,15 @@ export interface SentinelOptions {
 
 /**
  * A connection to the primary the sentinels name, followed through a failover: ioredis asks the
- * sentinels again on every reconnect and, with failoverDetector, drops the connection as soon as
- * they announce a new primary. `url` gives the password, user and database only.
+ * sentinels again on every reconnect, and a command refused with READONLY (the primary this
+ * connection reached was demoted to a replica: a failover with the old primary still up) drops the
+ * connection and is sent again on the new primary. `url` gives the password, user and database
+ * only.
+ *
+ * Not ioredis's `failoverDetector`: when the sentinels announce the new primary while a client is
+ * reconnecting (its primary was killed, it is asking them again), the detector's disconnect lands
+ * in the middle of the attempt and the client ends for good (status `end`: every later command
+ * fails with "Connection is closed."), which the failover test caught on loaded machines.
  */
 function connectThroughSentinels(url: string, sentinels: SentinelOptions, options: { name?: string; autoPipelining?: boolean }): RedisConnection {
   const parsed = new URL(url);
@@ -179,7 +186,7 @@ function connectThroughSentinels(url: string, sentinels: SentinelOptions, option
   return new Redis({
     sentinels: sentinels.nodes,
     name: sentinels.master,
-    failoverDetector: true,
+    reconnectOnError: (error) => (/\bREADONLY\b/.test(error.message) ? 2 : false),
     ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
     ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
     db: Number.isInteger(database) ? database : 0,

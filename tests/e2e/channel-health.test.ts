@@ -2,7 +2,7 @@
  * Channels fail alone, end to end: `countbot start` over Redis with Discord unreachable (its API
  * behind a proxy that turns connections away) and Telegram and the web page working. The process
  * starts, the web page and Telegram answer, and `/ready` (200), `GET /api/operations`, `countbot
- * status` and `/metrics` show Discord down and the others up; once Discord can be reached it
+ * status`, `/metrics` and the console's Operations view (in Chromium) show Discord down and the others up; once Discord can be reached it
  * connects by itself, and the log has one line for the outage, not one per attempt.
  */
 import { randomUUID } from "node:crypto";
@@ -10,7 +10,10 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { launchBrowser, loopbackContext } from "../support/browser.js";
+import { screenshot, signIn } from "../support/console-page.js";
 import { type FakeDiscordServer, startFakeDiscord } from "../support/fake-discord-server.js";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
 import { type FakeTelegramServer, startFakeTelegram } from "../support/fake-telegram-server.js";
@@ -24,6 +27,7 @@ let llm: FakeOpenAIServer;
 let telegram: FakeTelegramServer;
 let discord: FakeDiscordServer;
 let proxy: TcpProxy;
+let browser: Browser | undefined;
 const prefix = `countbot-health-${randomUUID()}`;
 const token = "health-token-0123456789-abcdef";
 
@@ -36,6 +40,7 @@ beforeAll(async () => {
   proxy.refuse();
 });
 afterAll(async () => {
+  await browser?.close();
   await stopAllServices();
   await Promise.all([llm.close(), telegram.close(), discord.close(), proxy.close()]);
   const redis = new Redis(redisUrl);
@@ -87,6 +92,19 @@ describe("a platform down at start", () => {
     expect(metrics).toMatch(/countbot_channel_up\{[^}]*channel="discord"[^}]*\} 0/);
     expect(metrics).toMatch(/countbot_channel_up\{[^}]*channel="telegram"[^}]*\} 1/);
 
+    // The console's Operations view: a row per channel with its state, and Discord's error.
+    browser = await launchBrowser();
+    const { context, refused } = await loopbackContext(browser);
+    const page = await context.newPage();
+    await signIn(page, base, token, "operations");
+    const discordRow = page.locator('tr[data-channel="discord"]');
+    await discordRow.getByText("down", { exact: true }).waitFor();
+    expect(await discordRow.textContent()).toMatch(/network:.*next try/);
+    await page.locator('tr[data-channel="telegram"]').getByText("up", { exact: true }).waitFor();
+    await page.locator('tr[data-channel="web"]').getByText("up", { exact: true }).waitFor();
+    await screenshot(page, "operations-channels");
+    expect(refused).toEqual([]);
+
     await vi.waitFor(
       async () => {
         const status = await runCli(["status"], { env, timeoutMs: 60_000 });
@@ -105,6 +123,9 @@ describe("a platform down at start", () => {
       },
       { timeout: 90_000, interval: 500 },
     );
+    // The view follows (it polls): Discord up, its outage still named as the last error.
+    await discordRow.getByText("up", { exact: true }).waitFor({ timeout: 30_000 });
+    await context.close();
     const lines = service.output().split("\n").filter((line) => line.includes('"channel":"discord"') && /"state":"down"/.test(line));
     expect(lines).toHaveLength(1);
   }, 240_000);

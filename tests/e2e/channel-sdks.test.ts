@@ -3,7 +3,9 @@
  * SDK is loaded only by a process that runs the platform: a worker never loads discord.js, the
  * Lark SDK or telegraf, nor does a gateway whose config enables none of them. Each process is a
  * real `countbot` run with a preload (tests/support/module-list.mjs) that writes, at exit, every
- * CommonJS module it loaded; the three SDKs are CommonJS packages.
+ * CommonJS module it loaded; the three SDKs are CommonJS packages. The terminal chat's Markdown
+ * renderer (marked-terminal's highlighter, highlight.js: a third of a second of CPU to load) is
+ * loaded by `chat` and `agent` only: each command's module is imported when it runs.
  */
 import { randomUUID } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -18,7 +20,7 @@ import { startService, stopAllServices } from "../support/processes.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 
 const recorder = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "support", "module-list.mjs");
-const SDKS = { discord: /node_modules\/(discord\.js|@discordjs)\//, feishu: /node_modules\/@larksuiteoapi\//, telegram: /node_modules\/telegraf\// };
+const SDKS = { discord: /node_modules\/(discord\.js|@discordjs)\//, feishu: /node_modules\/@larksuiteoapi\//, telegram: /node_modules\/telegraf\//, terminal: /node_modules\/(highlight\.js|cli-highlight)\// };
 const BOT_TOKEN = "42:channel-sdks-token";
 
 let root: string;
@@ -80,22 +82,23 @@ async function sdksLoadedBy(
     discord: modules.some((file) => SDKS.discord.test(file)),
     feishu: modules.some((file) => SDKS.feishu.test(file)),
     telegram: modules.some((file) => SDKS.telegram.test(file)),
+    terminal: modules.some((file) => SDKS.terminal.test(file)),
   };
 }
 
 describe("channel SDKs", () => {
   it("a worker loads none of them", async () => {
-    expect(await sdksLoadedBy("worker", "worker", /worker started/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false });
+    expect(await sdksLoadedBy("worker", "worker", /worker started/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false, terminal: false });
   });
 
   it("a gateway with only the web chat enabled loads none of them", async () => {
-    expect(await sdksLoadedBy("gateway", "gateway", /gateway listening/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false });
+    expect(await sdksLoadedBy("gateway", "gateway", /gateway listening/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false, terminal: false });
   });
 
   it("`countbot start` with Telegram enabled loads telegraf, and only telegraf", async () => {
     const loaded = await sdksLoadedBy("start", "start", /countbot started/, { channels: { telegram: { enabled: true, allowFrom: ["1"] } } }, { TELEGRAM_BOT_TOKEN: BOT_TOKEN, TELEGRAM_API_ROOT: telegram.apiRoot }, () =>
       telegram.waitFor(() => telegram.requests.some((request) => request.method === "getUpdates"), { what: "the channel polling" }),
     );
-    expect(loaded).toEqual({ discord: false, feishu: false, telegram: true });
+    expect(loaded).toEqual({ discord: false, feishu: false, telegram: true, terminal: false });
   });
 });

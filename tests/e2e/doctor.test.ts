@@ -34,7 +34,7 @@ afterAll(async () => {
 
 async function doctor(redisUrl: string, token: string) {
   const configFile = path.join(root, "countbot.json");
-  await writeFile(configFile, JSON.stringify({ channels: { telegram: { enabled: true, allowFrom: ["1"] } } }));
+  await writeFile(configFile, JSON.stringify({ channels: { telegram: { enabled: true, allowFrom: ["1"], limits: { group: { limit: 15 } } } } }));
   return runCli(["doctor"], {
     env: {
       HOME: root,
@@ -65,6 +65,8 @@ describe("countbot doctor", () => {
     const result = await doctor(good.url, "77:doctor-token");
     expect(result.stdout).toMatch(/^✓ redis: Redis \d+\.\d+\.\d+, maxmemory-policy noeviction, appendonly yes$/m);
     expect(result.stdout).toMatch(/^✓ channel telegram: credentials accepted: @CountBot$/m);
+    // The send budgets it keeps to: the published ones, with the config's override applied.
+    expect(result.stdout).toMatch(/^✓ limits telegram: chat: 1 per 1 s per chat \(send, edit, draft\); group: 15 per 1 min per group chat \(send, edit\); bot: 30 per 1 s per bot account$/m);
     expect(result.stdout).toMatch(/^✓ (data directory|workspace): /m);
     expect(result.stdout).toContain("everything CountBot needs is in place");
     expect(result.code).toBe(0);

@@ -32,6 +32,11 @@ const sentinels: OwnSentinel[] = [];
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** What happened when, printed when the test fails (a failover under load is hard to replay). */
+const started = Date.now();
+const trace: string[] = [];
+const mark = (what: string) => void trace.push(`${((Date.now() - started) / 1000).toFixed(1)} s ${what}`);
+
 async function infoReplication(port: number): Promise<string> {
   const node = new Redis(port, "127.0.0.1", { maxRetriesPerRequest: 1 });
   try {
@@ -110,26 +115,37 @@ describe("Redis failover through Sentinel", () => {
       LOG_LEVEL: "info",
     };
     const gateway = startService(["gateway"], env);
-    const base = String((await gateway.waitForLog(/gateway listening/)).url);
+    const base = String((await gateway.waitForLog(/gateway listening/, 60_000)).url);
     const workers: ServiceProcess[] = [startService(["worker"], env), startService(["worker"], env)];
-    await Promise.all(workers.map((worker) => worker.waitForLog(/worker started/)));
+    await Promise.all(workers.map((worker) => worker.waitForLog(/worker started/, 60_000)));
 
     let refusals = 0;
-    const outcome = await postWhile(base, async () => {
-      await sleep(800);
-      await primary.kill();
-      // The sentinels promote the replica (down after 1 s, then an election).
-      await until(async () => ((await primaryPortOf(sentinels[0]!.port)) === replica.port ? true : undefined), "the replica's promotion", 30_000);
-      // The old primary comes back and the sentinels make it the new primary's replica: until it
-      // is in sync, nothing can be confirmed on a replica (refused; deliveries retried with backoff).
-      await primary.restart();
-      await until(async () => (/connected_slaves:[1-9]/.test(await infoReplication(replica.port)) ? true : undefined), "the old primary to replicate the new one", 60_000);
-    }, () => (refusals += 1));
-
-    // Seen once in seven runs on a loaded machine, cause not found yet: say what each chat got and what the processes warned about.
-    if (outcome.unanswered.length > 0) {
-      for (const [chatId, chat] of outcome.chats) console.log("DEBUG", chatId, chat.accepted.length, chat.answered.length, chat.answered.slice(-3).join(","));
-      for (const service of [gateway, ...workers]) console.log("DEBUG LOG", service.output().split("\n").filter((line) => /"level":(4|5)\d/.test(line)).slice(-8).join("\n").slice(0, 3000));
+    let outcome: Awaited<ReturnType<typeof postWhile>> | undefined;
+    try {
+      outcome = await postWhile(base, async () => {
+        await sleep(800);
+        await primary.kill();
+        mark("primary killed");
+        // The sentinels promote the replica (down after 1 s, then an election).
+        await until(async () => ((await primaryPortOf(sentinels[0]!.port)) === replica.port ? true : undefined), "the replica's promotion", 30_000);
+        mark("replica promoted");
+        // The old primary comes back and the sentinels make it the new primary's replica: until it
+        // is in sync, nothing can be confirmed on a replica (refused; deliveries retried with backoff).
+        await primary.restart();
+        mark("old primary restarted");
+        await until(async () => (/connected_slaves:[1-9]/.test(await infoReplication(replica.port)) ? true : undefined), "the old primary to replicate the new one", 60_000);
+        mark("old primary replicates the new one");
+      }, () => (refusals += 1));
+    } finally {
+      if (!outcome || outcome.unanswered.length > 0) {
+        console.log(`failover trace:\n${trace.join("\n")}`);
+        for (const [chatId, chat] of outcome?.chats ?? []) console.log(chatId, "accepted", chat.accepted.join(","), "answered", chat.answered.join(","));
+        for (const [name, service] of [["gateway", gateway], ["worker 1", workers[0]!], ["worker 2", workers[1]!]] as const) {
+          const file = path.join(tmpdir(), `countbot-failover-${name.replace(" ", "-")}-${service.pid}.log`);
+          await writeFile(file, service.output());
+          console.log(`${name} (whole log in ${file}), its warnings and errors, deduplicated:\n${warningsOf(service.output()).join("\n")}`);
+        }
+      }
     }
     expect(await primaryPortOf(sentinels[1]!.port)).toBe(replica.port);
     expect(outcome.unanswered, "chats with accepted messages never answered").toEqual([]);
@@ -143,6 +159,23 @@ describe("Redis failover through Sentinel", () => {
     await Promise.all([...workers, gateway].map((service) => service.stop("SIGTERM")));
   });
 });
+
+/** A process's warnings and errors, one short line per distinct message and error (with how often). */
+function warningsOf(output: string): string[] {
+  const seen = new Map<string, number>();
+  for (const line of output.split("\n")) {
+    if (!/"level":(4|5)\d/.test(line)) continue;
+    try {
+      const record = JSON.parse(line) as { level: number; msg?: string; err?: { message?: string; stack?: string } };
+      const where = record.err?.stack?.split("\n").slice(1, 4).map((frame) => frame.trim()).join(" < ") ?? "";
+      const key = `${record.level} ${record.msg ?? ""} ${record.err?.message ?? ""} ${where}`.slice(0, 400);
+      seen.set(key, (seen.get(key) ?? 0) + 1);
+    } catch {
+      seen.set(line.slice(0, 200), (seen.get(line.slice(0, 200)) ?? 0) + 1);
+    }
+  }
+  return [...seen].map(([key, count]) => `${count}× ${key}`);
+}
 
 interface ChatOutcome {
   accepted: string[];
@@ -174,7 +207,9 @@ async function postWhile(base: string, faults: () => Promise<void>, onRefused: (
     }),
   );
   const post = async (chatId: string, token: string) => {
+    const giveUp = Date.now() + 60_000;
     for (;;) {
+      if (Date.now() > giveUp) throw new Error(`POST ${token} refused for 60 s`);
       const response = await fetch(`${base}/api/chat/${chatId}/messages`, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${TOKEN}` },
@@ -192,15 +227,18 @@ async function postWhile(base: string, faults: () => Promise<void>, onRefused: (
         const token = `c${index}m${message}`;
         await post(chatId, token);
         chats.get(chatId)!.accepted.push(token);
+        if (message === MESSAGES_PER_CHAT - 1) mark(`${chatId} sent its last message`);
         await sleep(200 + ((index * 37 + message * 53) % 200));
       }
     }),
   );
   await Promise.all([sending, faults()]);
+  mark("sending and faults done");
   const complete = (chat: ChatOutcome) => chat.answered.length >= chat.accepted.length;
   // Deliveries refused while no replica could confirm them back off (up to 30 s) before retrying.
   const deadline = Date.now() + 90_000;
   while ([...chats.values()].some((chat) => !complete(chat)) && Date.now() < deadline) await sleep(100);
+  mark([...chats.values()].every(complete) ? "every accepted message answered" : "gave up waiting for answers");
   await sleep(300);
   for (const socket of sockets) socket.close();
   return { chats, unanswered: [...chats].filter(([, chat]) => !complete(chat)).map(([chatId]) => chatId) };

@@ -137,10 +137,23 @@ export interface ToolHistoryEntry {
   success: boolean;
 }
 
+/** A channel's health (src/gateway/channel-health.ts, ChannelHealthJson). */
+export interface ChannelHealth {
+  name: string;
+  state: "starting" | "up" | "degraded" | "down" | "standby";
+  since: string;
+  lastError?: { message: string; kind: string; at: string };
+  retryAt?: string;
+  messagesIn: number;
+  messagesOut: number;
+}
+
 export interface Operations {
   kind: "memory" | "redis";
   ready: boolean;
   checks: Record<string, { ok: boolean; detail?: string }>;
+  /** Each channel this process runs (a worker runs none). */
+  channels: ChannelHealth[];
   sessions: { waiting: number; answering: number; deadLetters: number };
   queues: Array<{ queue: string; waiting: number; active: number; failed: number }>;
   tasks: TaskStats;

@@ -31,7 +31,7 @@ function event(id: string, text: string, chatId = "-500"): PlatformEvent {
   };
 }
 
-function gate(usage?: (scope: { person: string; chat: string }) => Promise<string>) {
+function gate(usage?: (scope: { person: string; chat: string }) => Promise<string>, linked: Record<string, string> = {}) {
   const replies: string[] = [];
   const admission = createAdmission({
     channel: "telegram",
@@ -42,6 +42,7 @@ function gate(usage?: (scope: { person: string; chat: string }) => Promise<strin
     policy: { allowFrom: ["42"], groupPolicy: "mention" },
     logger: pino({ level: "silent" }),
     ...(usage ? { usage } : {}),
+    linkedPerson: (speakerId) => linked[speakerId],
   });
   return { admission, replies };
 }
@@ -70,5 +71,27 @@ describe("/usage at the gateway", () => {
     expect(await admission.handle(event("2", "/usage"))).toBe("published");
     expect(replies).toEqual([]);
     expect((await queued()).map((message) => message.content)).toEqual(["/usage"]);
+  });
+});
+
+describe("a person whose accounts memory.identities links", () => {
+  it("is one person for /usage and on every message (metadata.person), whichever account speaks", async () => {
+    const asked: string[] = [];
+    const { admission } = gate(async (scope) => {
+      asked.push(scope.person);
+      return "spent";
+    }, { "telegram:42": "alice" });
+    await admission.handle(event("3", "/usage"));
+    expect(asked).toEqual(["alice"]);
+    expect(await admission.handle(event("4", "hello"))).toBe("published");
+    const [message] = await queued();
+    expect(message?.metadata?.person).toBe("alice");
+  });
+
+  it("leaves an unlinked account to itself, and never takes a person from the platform event", async () => {
+    const { admission } = gate(undefined, { "telegram:7": "bob" });
+    await admission.handle({ ...event("5", "hello"), metadata: { person: "mallory" } });
+    const [message] = await queued();
+    expect(message?.metadata?.person).toBeUndefined();
   });
 });

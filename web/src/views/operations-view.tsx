@@ -1,8 +1,9 @@
-/** Operations: readiness, chats waiting and answered, background queues, tasks, processes, dead letters, and the links to metrics and the queue dashboard. */
+/** Operations: readiness, each channel's health, chats waiting and answered, background queues, tasks, processes, dead letters, and the links to metrics and the queue dashboard. */
 import { api } from "../api";
 import { StatusBadge, time } from "../format";
 import { usePoll } from "../hooks";
 import type { DeadLetter, Operations } from "../types";
+import { ChannelsCard } from "./channels-card";
 
 export function OperationsView() {
   const overview = usePoll(() => api<Operations>("/api/operations"), 3_000);
@@ -27,6 +28,7 @@ export function OperationsView() {
         )}
       </div>
       {overview.error && <p class="field-error">Could not read the overview: {overview.error}</p>}
+      {data && <ChannelsCard channels={data.channels} />}
       {data && (
         <div class="columns">
           <section class="card" aria-labelledby="health-title">

@@ -1,6 +1,7 @@
 /**
  * `countbot doctor`: what a deployment needs, checked one by one, each with what to do when it
- * fails. Nothing is started: the model gets one tiny request, Redis a few read-only commands, each
+ * fails. Nothing is started: each model the config and the team store use gets one tiny request
+ * (./doctor-models.ts), Redis a few read-only commands, each
  * enabled channel one "who am I" call, each enabled MCP server a connection and its tool list.
  */
 import { randomUUID } from "node:crypto";
@@ -12,14 +13,16 @@ import type { ResolvedConfig } from "../config/schema.js";
 import { type ConfigSource, describeConfigSource } from "../config/source.js";
 import { errorMessage } from "../errors.js";
 import type { ChannelPlugin } from "../gateway/channel.js";
+import { type WithUnsetReferences, unsetReferences } from "../config/references.js";
+import type { TeamRecord } from "../store/team-record.js";
 import { type PlatformQuotas, describeScope } from "../gateway/quotas.js";
-import { resolveChatModel } from "../providers/factory.js";
 import { probeTranscriber, resolveTranscriber } from "../providers/transcription.js";
 import { checkRedis } from "../redis/checks.js";
 import { connectRedis, redactedRedisUrl, topologyOf, waitUntilReady } from "../redis/client.js";
 import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
 import { type WithdrawnSecrets, exposureUnderNoSandbox } from "./secret-environment.js";
 import { createMcpServers } from "./agent.js";
+import { askModel, declaredTeams, modelUses, readTeams } from "./doctor-models.js";
 import { createChannels } from "./gateway.js";
 import { checkWorkspaceMarkers, workspaceWarning } from "./workspace-markers.js";
 
@@ -42,7 +45,7 @@ export interface DoctorOptions {
   timeoutMs?: number;
 }
 
-export async function runDoctor(config: ResolvedConfig, logger: Logger, options: DoctorOptions): Promise<DoctorCheck[]> {
+export async function runDoctor(config: ResolvedConfig & WithUnsetReferences, logger: Logger, options: DoctorOptions): Promise<DoctorCheck[]> {
   const timeoutMs = options.timeoutMs ?? 10_000;
   const checks: DoctorCheck[] = [configCheck(options.source)];
   const run = async (name: string, check: () => Promise<string | { warning: string }>) => {
@@ -54,7 +57,18 @@ export async function runDoctor(config: ResolvedConfig, logger: Logger, options:
     }
   };
 
-  await run(`model ${config.agent.model}`, () => checkModel(config, logger));
+  let teams: TeamRecord[];
+  let teamsError: string | undefined;
+  try {
+    teams = await withTimeout(readTeams(config), timeoutMs);
+  } catch (error) {
+    teams = declaredTeams(config);
+    teamsError = errorMessage(error);
+  }
+  for (const use of modelUses(config, teams, logger)) await run(`model ${use.reference} (${use.usedBy.join("; ")})`, () => askModel(use));
+  if (teamsError) checks.push({ name: "teams", ok: false, detail: teamsError });
+  const unset = unsetVariablesCheck(config);
+  if (unset) checks.push(unset);
   const { transcription } = config;
   if (transcription.model) await run(`transcription ${transcription.model}`, () => probeTranscriber(resolveTranscriber(config, { env: process.env })!));
   if (config.redis.url) {
@@ -99,14 +113,12 @@ function configCheck(source: ConfigSource | undefined): DoctorCheck {
   return { name: "config", ok: true, detail: `valid: ${describeConfigSource(source)}` };
 }
 
-async function checkModel(config: ResolvedConfig, logger: Logger): Promise<string> {
-  // One request, no retries, no fallbacks: doctor asks whether this model answers now.
-  const model = resolveChatModel({ ...config, agent: { ...config.agent, providerRetries: 0, fallbackModels: [] } }, { logger });
-  let text = "";
-  for await (const part of model.stream({ messages: [{ role: "user", content: "Reply with the single word OK." }], maxTokens: 5, temperature: 0 })) {
-    if (part.type === "text-delta") text += part.text;
-  }
-  return `answers (${JSON.stringify(text.trim().slice(0, 40))})`;
+/** The `${VAR}` references of the config that were not set: a warning, since each field may be optional. */
+function unsetVariablesCheck(config: ResolvedConfig & WithUnsetReferences): DoctorCheck | undefined {
+  const unset = config[unsetReferences] ?? [];
+  if (unset.length === 0) return undefined;
+  const listed = unset.map(({ variable, path }) => `\${${variable}} (${path})`).join(", ");
+  return { name: "variables", ok: true, warning: true, detail: `not set, so these fields were left out: ${listed}` };
 }
 
 /** Connects to one MCP server the way a worker does (environment, address guard, timeouts) and lists its tools. */

@@ -130,9 +130,9 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
   program
     .command("onboard")
     .description("write a first config file: provider, key, model (tested with one call), Telegram, allowlist")
-    .option("--provider <name>", "openai, anthropic, or a name for another OpenAI-compatible API")
-    .option("--base-url <url>", "the provider's API root (needed for other OpenAI-compatible APIs)")
-    .option("--api-key <key>", "the provider's key (otherwise asked, hidden)")
+    .option("--provider <name>", "one of the catalog (openai, anthropic, deepseek, qwen, ollama, ...: README, Providers) or a name for another OpenAI-compatible API")
+    .option("--base-url <url>", "the provider's API root (a local server's URL; needed for APIs not in the catalog)")
+    .option("--api-key <key>", "the provider's key (otherwise asked, hidden; local servers take none)")
     .option("--model <model>", "the model's name at the provider, e.g. gpt-4o-mini")
     .option("--telegram-token <token>", "a Telegram bot token (otherwise asked, hidden; empty: no Telegram)")
     .option("--allow <ids>", "Telegram user ids allowed in, comma-separated")

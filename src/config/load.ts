@@ -9,6 +9,8 @@ import { ConfigError } from "../errors.js";
 import { describeIssue, formatPath } from "./issues.js";
 import { findJsonSyntaxError } from "./json-syntax.js";
 import { isSecretField } from "./mask.js";
+import { providerCatalog, providerVariables } from "./provider-catalog.js";
+import { type UnsetReference, type WithUnsetReferences, unsetReferences } from "./references.js";
 import { type ChannelConfigSpec, type Config, type ResolvedConfig, defineConfigSchema } from "./schema.js";
 import { locateConfigFile } from "./source.js";
 
@@ -45,12 +47,15 @@ const override = (variable: string, path: string, kind: EnvironmentOverride["kin
   kind,
 });
 
+/** Each catalog provider's key and base URL variables (`DEEPSEEK_API_KEY` sets `providers.deepseek.apiKey`). */
+const providerOverrides = providerCatalog.flatMap((entry) => {
+  const variables = providerVariables(entry);
+  return [...variables.apiKey.map((variable) => override(variable, `providers.${entry.id}.apiKey`)), override(variables.baseURL, `providers.${entry.id}.baseURL`)];
+});
+
 /** The environment overrides, in the order they are applied. Operators and tests rely on these names. */
 export const environmentOverrides: readonly EnvironmentOverride[] = [
-  override("OPENAI_API_KEY", "providers.openai.apiKey"),
-  override("OPENAI_BASE_URL", "providers.openai.baseURL"),
-  override("ANTHROPIC_API_KEY", "providers.anthropic.apiKey"),
-  override("ANTHROPIC_BASE_URL", "providers.anthropic.baseURL"),
+  ...providerOverrides,
   override("COUNTBOT_MODEL", "agent.model"),
   override("REDIS_URL", "redis.url"),
   override("COUNTBOT_WORKSPACE", "workspace"),
@@ -74,22 +79,35 @@ export function environmentOverridesOf(channels: readonly ChannelConfigSpec[]): 
 /** Where a value came from, keyed by its formatted path; added to error messages about it. */
 type Origins = Map<string, string>;
 
+/** What substitution found: where values came from, and the references that were not set. */
+interface Substitution {
+  origins: Origins;
+  unset: UnsetReference[];
+}
+
 /**
  * Reads, completes and validates the configuration. Throws one {@link ConfigError} that lists every
  * problem; its `path` is the first problem's field.
  */
-export function loadConfig(options: LoadConfigOptions = {}): ResolvedConfig {
+export function loadConfig(options: LoadConfigOptions = {}): ResolvedConfig & WithUnsetReferences {
   const env = options.env ?? process.env;
   const cwd = options.cwd ?? process.cwd();
   const origins: Origins = new Map();
+  const unset: UnsetReference[] = [];
 
   const candidate = locateFile(options.file, env, cwd, options.homeDir);
   const parsed = candidate === undefined ? undefined : readJsonFile(candidate);
   const file = parsed === undefined ? undefined : candidate;
-  const substituted = substituteReferences(parsed ?? {}, env, [], origins);
+  const substituted = substituteReferences(parsed ?? {}, env, [], { origins, unset });
   const raw = isPlainObject(substituted) ? substituted : {};
   const channels = options.channels ?? [];
   applyEnvironmentOverrides(raw, env, origins, environmentOverridesOf(channels));
+  // A field an environment override filled after all (`from DEEPSEEK_API_KEY`) misses nothing.
+  const missing = unset.filter((reference) => origins.get(reference.path)?.startsWith("from ${") ?? true);
+  for (const { path, variable } of missing) {
+    const origin = origins.get(path);
+    origins.set(path, `${origin ? `${origin}; ` : ""}\${${variable}} is not set`);
+  }
 
   const schema = defineConfigSchema(channels);
   const result = schema.safeParse(raw, { reportInput: true });
@@ -110,7 +128,7 @@ export function loadConfig(options: LoadConfigOptions = {}): ResolvedConfig {
   const homeDir = options.homeDir ?? homedir();
   const dataDir = absolutePath(config.dataDir, cwd, homeDir);
   const workspace = config.workspace === undefined ? join(dataDir, "workspace") : absolutePath(config.workspace, cwd, homeDir);
-  return { ...config, dataDir, workspace };
+  return { ...config, dataDir, workspace, [unsetReferences]: missing };
 }
 
 interface ConfigFile {
@@ -160,31 +178,33 @@ const reference = /\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 /**
  * Replaces `${VAR}` in every string with the variable's value (unset: empty); `$${VAR}` stays a
  * literal `${VAR}`. A field or list item that only held references and came out empty is dropped,
- * so an unset `${OPENAI_API_KEY}` means "no key" and defaults still apply.
+ * so an unset `${OPENAI_API_KEY}` means "no key" and defaults still apply; every unset reference
+ * is noted with its field, for the error its absence may cause.
  */
-function substituteReferences(value: unknown, env: Environment, path: PropertyKey[], origins: Origins): unknown {
+function substituteReferences(value: unknown, env: Environment, path: PropertyKey[], found: Substitution): unknown {
   if (typeof value === "string") {
     const names: string[] = [];
     const text = value.replace(reference, (_match, escape: string, name: string) => {
       if (escape) return `\${${name}}`;
       names.push(name);
+      if (!env[name]) found.unset.push({ variable: name, path: formatPath(path) });
       return env[name] ?? "";
     });
     if (names.length === 0) return text;
     if (text === "") return undefined;
-    origins.set(formatPath(path), `from ${names.map((name) => `\${${name}}`).join(", ")}`);
+    found.origins.set(formatPath(path), `from ${names.map((name) => `\${${name}}`).join(", ")}`);
     return text;
   }
   if (Array.isArray(value)) {
     return value
-      .map((item, index) => substituteReferences(item, env, [...path, index], origins))
+      .map((item, index) => substituteReferences(item, env, [...path, index], found))
       .filter((item) => item !== undefined);
   }
   if (isPlainObject(value)) {
     // fromEntries defines own properties, so a "__proto__" key stays a key (and is reported as unknown).
     return Object.fromEntries(
       Object.entries(value)
-        .map(([key, item]) => [key, substituteReferences(item, env, [...path, key], origins)] as const)
+        .map(([key, item]) => [key, substituteReferences(item, env, [...path, key], found)] as const)
         .filter(([, item]) => item !== undefined),
     );
   }

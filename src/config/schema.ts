@@ -39,7 +39,7 @@ export const AgentSchema = z
       .string()
       .regex(/^[\w.-]+\/.+$/, "expected `provider/model`, e.g. openai/gpt-4o-mini")
       .default("openai/gpt-4o-mini")
-      .describe("`provider/model`; the provider is a key of `providers` (openai and anthropic are built in)."),
+      .describe("`provider/model`; the provider is a key of `providers` or one of the built-in catalog (README, Providers: openai, anthropic, deepseek, qwen, ollama, ...)."),
     fallbackModels: z
       .array(z.string().regex(/^[\w.-]+\/.+$/, "expected `provider/model`"))
       .default([])

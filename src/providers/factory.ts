@@ -3,12 +3,13 @@
  * Configuration problems surface here, at startup, as ConfigError naming what to set.
  */
 import { ConfigError } from "../errors.js";
-import type { Config, ProviderConfig } from "../config/schema.js";
+import { type WithUnsetReferences, describeUnsetReference } from "../config/references.js";
+import type { Config } from "../config/schema.js";
 import { createAnthropicProvider } from "./anthropic.js";
 import { createOpenAICompatibleProvider } from "./openai-compatible.js";
 import { createChatModel, parseModelRef, type ChatModelOptions, type ChatModelTarget, type ProviderLogger } from "./resilient-model.js";
 import type { ChatModel, LlmProvider } from "./chat-model.js";
-import { type KnownProvider, knownProviders, providerBaseURL } from "./known-providers.js";
+import { type ResolvedProvider, apiKeyRemedy, baseURLRemedy, knownProviderNames, resolveProvider } from "./known-providers.js";
 
 export interface ProviderRegistryOptions {
   fetch?: typeof fetch;
@@ -23,7 +24,7 @@ export interface ProviderRegistry {
   target(reference: string, path?: string): ChatModelTarget;
 }
 
-export function createProviderRegistry(config: Config, options: ProviderRegistryOptions = {}): ProviderRegistry {
+export function createProviderRegistry(config: Config & WithUnsetReferences, options: ProviderRegistryOptions = {}): ProviderRegistry {
   const built = new Map<string, LlmProvider>();
 
   function get(name: string, forModel?: string, path = "agent.model"): LlmProvider {
@@ -35,20 +36,22 @@ export function createProviderRegistry(config: Config, options: ProviderRegistry
   }
 
   function build(name: string, forModel: string | undefined, path: string): LlmProvider {
-    const configured: ProviderConfig | undefined = config.providers[name];
-    const known = knownProviders[name];
-    if (!configured && !known) throw unknownProvider(config, name, forModel, path);
-    const type = configured?.type ?? known?.type ?? "openai";
-    const baseURL = providerBaseURL(config, name);
+    const provider = resolveProvider(config, name);
+    if (!provider) throw unknownProvider(config, name, forModel, path);
+    const { settings, type, baseURL } = provider;
     if (!baseURL) {
+      const unset = describeUnsetReference(config, `${provider.settingsPath}.baseURL`);
       throw new ConfigError(
-        `Provider "${name}" has no baseURL. Set providers.${name}.baseURL, e.g. https://api.example.com/v1.`,
-        `providers.${name}.baseURL`,
+        `Provider "${name}"${forModel ? ` (model ${forModel})` : ""} has no baseURL${unset ? `: ${unset}` : ""}. Set ${baseURLRemedy(provider)}.`,
+        `${provider.settingsPath}.baseURL`,
       );
     }
-    const apiKey = configured?.apiKey || undefined;
-    if (!apiKey && !known?.keyless && !isLoopback(baseURL)) throw missingApiKey(name, forModel, known);
-    const common = { name, apiKey, baseURL, headers: configured?.headers, timeoutMs: config.agent.requestTimeoutMs, deadlineMs: config.agent.requestDeadlineMs, fetch: options.fetch, now: options.now };
+    const apiKey = settings.apiKey || undefined;
+    if (!apiKey && !provider.keyless) throw missingApiKey(config, provider, forModel);
+    // Azure takes the key in its own header too.
+    const keyHeader = apiKey && provider.entry?.apiKeyHeader ? { [provider.entry.apiKeyHeader]: apiKey } : undefined;
+    const headers = keyHeader || settings.headers ? { ...keyHeader, ...settings.headers } : undefined;
+    const common = { name, apiKey, baseURL, headers, timeoutMs: config.agent.requestTimeoutMs, deadlineMs: config.agent.requestDeadlineMs, fetch: options.fetch, now: options.now };
     if (type === "anthropic") return createAnthropicProvider(common);
     // api.openai.com's reasoning models refuse `max_tokens`; compatible servers often refuse its replacement.
     const maxTokensField = new URL(baseURL).hostname === "api.openai.com" ? "max_completion_tokens" : "max_tokens";
@@ -95,12 +98,11 @@ export function resolveChatModel(config: Config, referenceOrOptions?: string | R
   });
 }
 
-function missingApiKey(name: string, forModel: string | undefined, known: KnownProvider | undefined): ConfigError {
-  const subject = forModel ? `provider "${name}" (model ${forModel})` : `provider "${name}"`;
-  const remedy = known?.apiKeyVariable
-    ? `Set ${known.apiKeyVariable} or providers.${name}.apiKey in the config.`
-    : `Set providers.${name}.apiKey in the config (e.g. "\${${name.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_API_KEY}").`;
-  return new ConfigError(`No API key for ${subject}. ${remedy}`, `providers.${name}.apiKey`);
+function missingApiKey(config: WithUnsetReferences, provider: ResolvedProvider, forModel: string | undefined): ConfigError {
+  const subject = forModel ? `provider "${provider.name}" (model ${forModel})` : `provider "${provider.name}"`;
+  const path = `${provider.settingsPath}.apiKey`;
+  const unset = describeUnsetReference(config, path);
+  return new ConfigError(`No API key for ${subject}${unset ? `: ${unset}` : ""}. Set ${apiKeyRemedy(provider)}.`, path);
 }
 
 function unknownProvider(config: Config, name: string, forModel: string | undefined, path: string): ConfigError {
@@ -108,13 +110,7 @@ function unknownProvider(config: Config, name: string, forModel: string | undefi
   const listed = configured.length ? configured.join(", ") : "none";
   return new ConfigError(
     `Unknown provider "${name}"${forModel ? ` in model "${forModel}"` : ""}. Configured providers: ${listed}; ` +
-      `built in: ${Object.keys(knownProviders).join(", ")}. Add providers.${name} with a baseURL and apiKey to the config.`,
+      `built in: ${knownProviderNames.join(", ")}. Add providers.${name} with a type, baseURL and apiKey to the config.`,
     path,
   );
-}
-
-// A model server on this machine (Ollama, vLLM, LM Studio, a test fake) rarely wants a key.
-function isLoopback(baseURL: string): boolean {
-  const host = new URL(baseURL).hostname.replace(/^\[|\]$/g, "");
-  return host === "localhost" || host.endsWith(".localhost") || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
 }

@@ -12,7 +12,8 @@ import OpenAI, { toFile } from "openai";
 import type { Config } from "../config/schema.js";
 import { ConfigError } from "../errors.js";
 import { startIdleTimer } from "./idle-timer.js";
-import { knownProviders, providerBaseURL } from "./known-providers.js";
+import { providerVariables } from "../config/provider-catalog.js";
+import { resolveProvider } from "./known-providers.js";
 import { type SdkErrorClasses, toProviderError } from "./sdk-errors.js";
 
 /** A downloaded voice note or audio file. */
@@ -124,21 +125,20 @@ export function resolveTranscriber(config: Pick<Config, "transcription" | "provi
   const section = config.transcription;
   if (!section.model) return undefined;
   const provider = section.model.slice(0, section.model.indexOf("/"));
-  const configured = config.providers[provider];
-  const known = knownProviders[provider];
-  if (configured?.type === "anthropic" || (!configured && known?.type === "anthropic")) {
+  const resolved = resolveProvider(config, provider);
+  if (resolved?.type === "anthropic") {
     throw new ConfigError(`transcription.model "${section.model}": provider "${provider}" has no /audio/transcriptions endpoint. Use an OpenAI-compatible one, e.g. openai/whisper-1 or groq/whisper-large-v3.`, "transcription.model");
   }
-  const baseURL = section.baseURL ?? providerBaseURL(config, provider);
+  const baseURL = section.baseURL ?? resolved?.baseURL;
   if (!baseURL) {
     throw new ConfigError(
       `transcription.model "${section.model}": provider "${provider}" has no known URL. Set transcription.baseURL (or providers.${provider}.baseURL), e.g. http://127.0.0.1:8000/v1 for a local whisper server.`,
       "transcription.baseURL",
     );
   }
-  const variable = known?.apiKeyVariable ?? `${provider.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_API_KEY`;
-  const apiKey = section.apiKey || configured?.apiKey || options.env[variable] || undefined;
-  if (!apiKey && !known?.keyless && !section.baseURL && !isLoopback(baseURL)) {
+  const variable = (resolved?.entry && providerVariables(resolved.entry).apiKey[0]) ?? `${provider.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_API_KEY`;
+  const apiKey = section.apiKey || resolved?.settings.apiKey || options.env[variable] || undefined;
+  if (!apiKey && !resolved?.keyless && !section.baseURL && !isLoopback(baseURL)) {
     throw new ConfigError(`No API key for transcription.model "${section.model}". Set ${variable} or transcription.apiKey in the config.`, "transcription.apiKey");
   }
   return createTranscriber({

@@ -143,6 +143,30 @@ describe("countbot agent -m against the fake Anthropic server", () => {
   });
 });
 
+describe("countbot agent -m with a catalog provider", () => {
+  it("answers with only COUNTBOT_MODEL and the provider's variables set, no config file", async () => {
+    const server = await startFakeOpenAI({ script: () => ({ text: "Hello from DeepSeek." }) });
+    closers.push(server.close);
+    const run = await runCli(["agent", "-m", "hi"], {
+      env: baseEnv({ COUNTBOT_MODEL: "deepseek/deepseek-chat", DEEPSEEK_API_KEY: "sk-deepseek-0123456789", DEEPSEEK_BASE_URL: server.url }),
+    });
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.stdout.trim()).toBe("Hello from DeepSeek.");
+    expect(server.requests[0]?.body.model).toBe("deepseek-chat");
+    expect(server.requests[0]?.headers.authorization).toBe("Bearer sk-deepseek-0123456789");
+  });
+
+  it("names the unset ${VAR} a config's key was to come from, and the variable to set", async () => {
+    const file = path.join(root, "deepseek.json");
+    await writeFile(file, JSON.stringify({ agent: { model: "deepseek/deepseek-chat" }, providers: { deepseek: { apiKey: "${DEEPSEEK_KEY}" } } }));
+    const run = await runCli(["agent", "-m", "hi"], { env: baseEnv({ COUNTBOT_CONFIG: file }) });
+    expect(run.code).toBe(2);
+    expect(run.stderr.trim().split("\n")).toHaveLength(1);
+    expect(run.stderr).toContain("providers.deepseek.apiKey comes from ${DEEPSEEK_KEY}, which is not set. Set DEEPSEEK_API_KEY or providers.deepseek.apiKey");
+  });
+});
+
 describe("countbot agent -m failures", () => {
   it("says which variable to set when no provider is configured", async () => {
     const run = await runCli(["agent", "-m", "hi"], { env: baseEnv({}) });

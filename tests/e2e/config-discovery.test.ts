@@ -69,7 +69,7 @@ describe("config discovery", () => {
     const looked = `looked for ${path.join(elsewhere, "config", "countbot.json")} and ${path.join(home, ".countbot", "config.json")}`;
     const doctor = await cli(["doctor"]);
     expect(doctor.stdout.split("\n")[0]).toBe(`! config: no config file (${looked}): defaults and environment variables only`);
-    expect(doctor.stdout).toMatch(/^✗ model openai\/gpt-4o-mini: No API key/m);
+    expect(doctor.stdout).toMatch(/^✗ model openai\/gpt-4o-mini \(agent\.model, subagents\): No API key/m);
     expect((await cli(["config"])).stderr).toBe(`config: no config file (${looked}): defaults and environment variables only\n`);
   });
 

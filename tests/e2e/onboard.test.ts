@@ -1,7 +1,8 @@
 /**
  * `countbot onboard` as a newcomer runs it: answers piped in (or flags), the model tested with one
  * call, the file written 0600 with no secret echoed, an existing file kept unless --force, nothing
- * written when the model does not answer.
+ * written when the model does not answer; the provider catalog offered (a local server asked for its
+ * URL and no key, and sent none).
  */
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
@@ -128,6 +129,70 @@ describe("countbot onboard", () => {
         providers: { mycloud: { apiKey: KEY } },
         channels: { telegram: { token: "777:tty-telegram-secret", allowFrom: ["42"] } },
       });
+    } finally {
+      await tmux(socket, "kill-server").catch(() => undefined);
+      if (serverPid) {
+        try {
+          process.kill(serverPid, "SIGKILL");
+        } catch {
+          // gone already
+        }
+      }
+    }
+  });
+
+  it("offers the catalog: a provider of it needs only its key, its URL defaulting to the catalog's", async () => {
+    const file = path.join(root, "deepseek", "countbot.json");
+    // The URL answered (the fake), the key typed, the model left at the catalog's default, no Telegram.
+    const answers = ["deepseek", llm.url, KEY, "", ""].join("\n");
+    const result = await runCli(["onboard", "-c", file], { env: env(), input: `${answers}\n`, timeoutMs: 60_000 });
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("Model provider (openai, anthropic, deepseek, qwen, moonshot, zhipu, minimax, siliconflow, openrouter, groq, together, mistral, xai, gemini, azure-openai, ollama, vllm, lmstudio;");
+    expect(result.stdout).toContain("Base URL of the DeepSeek API (empty: https://api.deepseek.com/v1): ");
+    expect(result.stdout).toContain("Model [deepseek-chat]: ");
+    expect(result.stdout).toContain("Testing deepseek/deepseek-chat with one request... it answers");
+    const written = JSON.parse(await readFile(file, "utf8"));
+    expect(written.agent).toEqual({ model: "deepseek/deepseek-chat" });
+    // No `type`: the catalog knows it.
+    expect(written.providers).toEqual({ deepseek: { apiKey: KEY, baseURL: llm.url } });
+    const request = llm.requests.at(-1)!;
+    expect(request.body.model).toBe("deepseek-chat");
+    expect(request.headers.authorization).toBe(`Bearer ${KEY}`);
+
+    const keyless = await runCli(["onboard", "-c", path.join(root, "azure.json"), "--provider", "azure-openai", "--api-key", KEY, "--no-test"], { env: env(), timeoutMs: 60_000 });
+    expect(keyless.code).toBe(2);
+    expect(keyless.stderr).toContain("--base-url: Azure OpenAI (v1 API; the model is the deployment name) has no default URL; give yours, e.g. https://<resource>.openai.azure.com/openai/v1");
+  });
+
+  it("on a real terminal, a local server is asked for its URL and no key, and gets none", async () => {
+    const file = path.join(root, "ollama", "countbot.json");
+    const socket = `countbot-onboard-local-${process.pid}-${Date.now()}`;
+    const variables = Object.entries(cleanEnvironment(env())).map(([name, value]) => `${name}=${value ?? ""}`);
+    let serverPid: number | undefined;
+    try {
+      const statusFile = path.join(root, "local-exit-status");
+      const command = ["env", "-i", ...variables, process.execPath, countbotBin, "onboard", "-c", file].map(shellQuote).join(" ");
+      await tmux(socket, "new-session", "-d", "-s", "onboard", "-x", "200", "-y", "50", "sh", "-c", `${command}; echo $? > ${shellQuote(statusFile)}`);
+      serverPid = Number((await tmux(socket, "display-message", "-p", "-t", "onboard", "#{pid}")).trim());
+      await tmux(socket, "set-option", "-t", "onboard", "remain-on-exit", "on");
+      const type = async (prompt: string, answer: string) => {
+        await screenShows(socket, prompt);
+        await tmux(socket, "send-keys", "-t", "onboard", "-l", answer);
+        await tmux(socket, "send-keys", "-t", "onboard", "Enter");
+      };
+      const before = llm.requests.length;
+      await type("Model provider", "ollama");
+      await type("URL of your Ollama (local) server [http://localhost:11434/v1]", llm.url);
+      await type("Model [llama3.2]", "");
+      await type("Telegram bot token (hidden", "");
+      const screen = await screenShows(socket, "it answers");
+      expect(screen).not.toContain("API key");
+      expect(await exitStatus(statusFile)).toBe("0");
+      expect(JSON.parse(await readFile(file, "utf8"))).toMatchObject({ agent: { model: "ollama/llama3.2" }, providers: { ollama: { baseURL: llm.url } } });
+      expect(JSON.parse(await readFile(file, "utf8")).providers.ollama.apiKey).toBeUndefined();
+      expect(llm.requests).toHaveLength(before + 1);
+      expect(llm.requests.at(-1)!.headers.authorization).toBeUndefined();
     } finally {
       await tmux(socket, "kill-server").catch(() => undefined);
       if (serverPid) {

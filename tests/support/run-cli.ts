@@ -5,11 +5,17 @@
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { providerCatalog, providerVariables } from "../../src/config/provider-catalog.js";
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const countbotBin = path.join(projectRoot, "bin", "countbot.js");
 
-const inheritedPrefixes = ["OPENAI_", "ANTHROPIC_", "COUNTBOT_", "TELEGRAM_", "DISCORD_", "FEISHU_", "BRAVE_", "REDIS_URL", "LOG_LEVEL"];
+// Every catalog provider's variables too: a developer's DEEPSEEK_API_KEY must not reach a test.
+const providerVariableNames = providerCatalog.flatMap((entry) => {
+  const variables = providerVariables(entry);
+  return [...variables.apiKey, variables.baseURL];
+});
+const inheritedPrefixes = ["OPENAI_", "ANTHROPIC_", "COUNTBOT_", "TELEGRAM_", "DISCORD_", "FEISHU_", "DINGTALK_", "BRAVE_", "REDIS_URL", "LOG_LEVEL", ...providerVariableNames];
 
 export interface CliRun {
   code: number | null;

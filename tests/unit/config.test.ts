@@ -8,7 +8,9 @@ import { listConfigFields, renderConfigReadme, renderJsonSchema } from "../../sr
 import { environmentOverridesOf, loadConfig, type LoadConfigOptions } from "../../src/config/load.js";
 import { collectSecrets, maskSecrets, redactText } from "../../src/config/mask.js";
 import { type LocateConfigOptions, describeConfigSource, locateConfigFile } from "../../src/config/source.js";
+import { unsetReferences } from "../../src/config/references.js";
 import { ConfigError } from "../../src/errors.js";
+import { resolveChatModel } from "../../src/providers/factory.js";
 
 const configDirectory = fileURLToPath(new URL("../../config/", import.meta.url));
 
@@ -97,6 +99,33 @@ describe("loadConfig", () => {
     expect(config.agent.persona.customPrompt).toBe("Write ${HOME} literally; deepseek/deepseek-chat is you.");
   });
 
+  it("names an unset ${VAR} with the field it fed, wherever its absence fails", () => {
+    writeConfig({ agent: { model: "deepseek/deepseek-chat" }, providers: { deepseek: { apiKey: "${MY_DEEPSEEK_KEY}" }, openai: { apiKey: "${OPENAI_KEY}" } } });
+    const config = load({ env: { OPENAI_KEY: "sk-set-0123456789" } });
+    expect(config[unsetReferences]).toEqual([{ variable: "MY_DEEPSEEK_KEY", path: "providers.deepseek.apiKey" }]);
+    // Kept through the spreads callers make, and out of JSON and the keys.
+    expect({ ...config, agent: { ...config.agent } }[unsetReferences]).toHaveLength(1);
+    expect(JSON.stringify(config)).not.toContain("MY_DEEPSEEK_KEY");
+    let error: unknown;
+    try {
+      resolveChatModel(config);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).message).toBe(
+      'No API key for provider "deepseek" (model deepseek/deepseek-chat): providers.deepseek.apiKey comes from ${MY_DEEPSEEK_KEY}, which is not set. Set DEEPSEEK_API_KEY or providers.deepseek.apiKey in the config.',
+    );
+    expect((error as ConfigError).path).toBe("providers.deepseek.apiKey");
+    // Set through its own variable after all: nothing is missing.
+    expect(load({ env: { OPENAI_KEY: "sk-set-0123456789", DEEPSEEK_API_KEY: "sk-env-0123456789" } })[unsetReferences]).toEqual([]);
+
+    // A field validation requires: its error says which variable left it empty.
+    writeConfig({ channels: { telegram: { enabled: true, token: "1:a", mode: "webhook", webhook: { url: "${PUBLIC_URL}" } } } });
+    const webhook = loadError();
+    expect(webhook.message).toContain("channels.telegram.webhook.url: webhook mode needs webhook.url (${PUBLIC_URL} is not set)");
+  });
+
   it("reads the file named by COUNTBOT_CONFIG, and an explicit file before that", () => {
     const named = writeConfig({ agent: { maxIterations: 11 } }, "elsewhere/a.json");
     const explicit = writeConfig({ agent: { maxIterations: 12 } }, "b.json");
@@ -137,7 +166,14 @@ describe("loadConfig", () => {
   it("overrides from the environment exactly the documented variables", () => {
     // The core's, then each registered channel plugin's (Discord's and Feishu's come with their plugins).
     expect(environmentOverridesOf(channelPlugins).map((entry) => entry.variable)).toEqual([
-      "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "COUNTBOT_MODEL", "REDIS_URL",
+      // Each catalog provider's key and base URL (src/config/provider-catalog.ts); DashScope's own name before QWEN_API_KEY.
+      "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL",
+      "DASHSCOPE_API_KEY", "QWEN_API_KEY", "QWEN_BASE_URL", "MOONSHOT_API_KEY", "MOONSHOT_BASE_URL", "ZHIPU_API_KEY", "ZHIPU_BASE_URL",
+      "MINIMAX_API_KEY", "MINIMAX_BASE_URL", "SILICONFLOW_API_KEY", "SILICONFLOW_BASE_URL", "OPENROUTER_API_KEY", "OPENROUTER_BASE_URL",
+      "GROQ_API_KEY", "GROQ_BASE_URL", "TOGETHER_API_KEY", "TOGETHER_BASE_URL", "MISTRAL_API_KEY", "MISTRAL_BASE_URL", "XAI_API_KEY", "XAI_BASE_URL",
+      "GEMINI_API_KEY", "GEMINI_BASE_URL", "AZURE_OPENAI_API_KEY", "AZURE_OPENAI_BASE_URL", "OLLAMA_API_KEY", "OLLAMA_BASE_URL",
+      "VLLM_API_KEY", "VLLM_BASE_URL", "LMSTUDIO_API_KEY", "LMSTUDIO_BASE_URL",
+      "COUNTBOT_MODEL", "REDIS_URL",
       "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN",
       "BRAVE_API_KEY", "LOG_LEVEL", "LOG_FORMAT", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT",
       "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN", "DINGTALK_CLIENT_ID", "DINGTALK_CLIENT_SECRET", "DINGTALK_API_ROOT",
@@ -151,6 +187,9 @@ describe("loadConfig", () => {
     ["OPENAI_BASE_URL", "http://127.0.0.1:9999/v1", "providers.openai.baseURL", "http://127.0.0.1:9999/v1"],
     ["ANTHROPIC_API_KEY", "sk-ant-env", "providers.anthropic.apiKey", "sk-ant-env"],
     ["ANTHROPIC_BASE_URL", "http://127.0.0.1:9998", "providers.anthropic.baseURL", "http://127.0.0.1:9998"],
+    ["DEEPSEEK_API_KEY", "sk-env-deepseek", "providers.deepseek.apiKey", "sk-env-deepseek"],
+    ["AZURE_OPENAI_BASE_URL", "http://127.0.0.1:9997/openai/v1", "providers.azure-openai.baseURL", "http://127.0.0.1:9997/openai/v1"],
+    ["DASHSCOPE_API_KEY", "sk-env-dashscope", "providers.qwen.apiKey", "sk-env-dashscope"],
     ["COUNTBOT_MODEL", "anthropic/claude-sonnet-4-5", "agent.model", "anthropic/claude-sonnet-4-5"],
     ["REDIS_URL", "redis://localhost:6379/2", "redis.url", "redis://localhost:6379/2"],
     ["COUNTBOT_WORKSPACE", "/srv/countbot/workspace", "workspace", "/srv/countbot/workspace"],

@@ -7,11 +7,14 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
+import { channelPlugins } from "../../channels/index.js";
+import { environmentOverridesOf } from "../../src/config/load.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const read = (file: string) => readFileSync(path.join(root, file), "utf8");
 
 interface Service {
+  env_file?: Array<string | { path: string; required?: boolean }>;
   image?: string;
   build?: unknown;
   command?: string[];
@@ -107,6 +110,38 @@ describe("docker-compose.yml", () => {
 
   it("keeps `$` out of the health checks, where Compose would substitute it", () => {
     for (const service of [redis, gateway, worker]) expect(service.healthcheck!.test!.join(" ")).not.toContain("$");
+  });
+});
+
+describe(".env and .env.example", () => {
+  const example = read(".env.example");
+  /** The names .env.example gives a line to, set or commented out (`# DEEPSEEK_API_KEY=`). */
+  const listed = new Set([...example.matchAll(/^(?:# )?([A-Z][A-Z0-9_]*)=/gm)].map((match) => match[1]!));
+  // Named in the README but not an operator's setting: what the exec sandbox strips from commands,
+  // a reply marker, a benchmark switch, a Discord message flag.
+  const notSettings = new Set(["BASH_ENV", "JAVA_TOOL_OPTIONS", "NODE_OPTIONS", "NODE_PATH", "HEARTBEAT_OK", "BENCH_SCALE_COMPARE_BIN", "IS_VOICE_MESSAGE"]);
+
+  it("passes the operator's .env to the gateway and the workers, without requiring one", () => {
+    for (const service of [gateway, worker]) expect(service.env_file).toEqual([{ path: ".env", required: false }]);
+    // What compose sets itself still wins over .env.
+    expect(worker.environment).toMatchObject({ REDIS_URL: "redis://redis:6379", COUNTBOT_DATA_DIR: "/data", COUNTBOT_WORKSPACE: "/workspace" });
+  });
+
+  it("lists every variable the README names", () => {
+    const readme = read("README.md");
+    const named = new Set([...readme.matchAll(/`([A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9])`/g), ...readme.matchAll(/\$\{([A-Z][A-Z0-9]*_[A-Z0-9_]*)\}/g)].map((match) => match[1]!));
+    expect(named.size).toBeGreaterThan(40);
+    for (const variable of named) if (!notSettings.has(variable)) expect(listed, `${variable} (named in README.md) in .env.example`).toContain(variable);
+  });
+
+  it("lists every variable the code reads and every ${VAR} of the example config", () => {
+    for (const { variable } of environmentOverridesOf(channelPlugins)) expect(listed, variable).toContain(variable);
+    for (const match of read("config/countbot.example.json").matchAll(/\$\{([A-Z][A-Z0-9_]*)\}/g)) expect(listed, match[1]).toContain(match[1]);
+  });
+
+  it("keeps .env out of git and out of the image", () => {
+    expect(read(".gitignore").split("\n")).toContain(".env");
+    expect(read(".dockerignore").split("\n")).toContain(".env");
   });
 });
 

@@ -8,7 +8,7 @@
  */
 import type { Config, ProviderConfig } from "../../config/schema.js";
 import type { TeamAgent, TeamModelConfig } from "../../config/team.js";
-import { providerBaseURL } from "../../providers/known-providers.js";
+import { providerBaseURL, resolveProvider } from "../../providers/known-providers.js";
 import { parseModelRef } from "../../providers/resilient-model.js";
 
 /** What the endpoint rule reads of the config. */
@@ -34,7 +34,8 @@ export function teamEndpointIssue(config: TeamEndpointConfig, team: { agents: Re
  * be: the configured key and headers stay only where they were configured to go.
  */
 export function teamProviderSettings(config: TeamEndpointConfig, name: string, modelConfig: TeamModelConfig): ProviderConfig | string {
-  const configured = config.providers[name] ?? {};
+  // An alias (`glm`) with no section of its own uses its catalog entry's (`providers.zhipu`).
+  const configured = resolveProvider(config, name)?.settings ?? {};
   const { apiKey, baseURL } = modelConfig;
   const withKey = apiKey ? { ...configured, apiKey } : configured;
   if (baseURL === undefined) return withKey;

@@ -43,7 +43,10 @@ describe("resolveChatModel", () => {
     const error = configError(() =>
       resolveChatModel(config({ agent: { model: "openai/gpt-4o-mini", fallbackModels: ["deepseek/deepseek-chat"] }, providers: { openai: { apiKey: "sk" } } })),
     );
-    expect(error.message).toContain('No API key for provider "deepseek" (model deepseek/deepseek-chat). Set providers.deepseek.apiKey in the config');
+    expect(error.message).toBe('No API key for provider "deepseek" (model deepseek/deepseek-chat). Set DEEPSEEK_API_KEY or providers.deepseek.apiKey in the config.');
+    expect(error.path).toBe("providers.deepseek.apiKey");
+    const custom = configError(() => resolveChatModel(config({ agent: { model: "acme/m1" }, providers: { acme: { baseURL: "https://llm.example.com/v1" } } })));
+    expect(custom.message).toBe('No API key for provider "acme" (model acme/m1). Set providers.acme.apiKey in the config.');
   });
 
   it("needs no key for ollama or a server on loopback", () => {
@@ -54,9 +57,10 @@ describe("resolveChatModel", () => {
 
   it("lists the configured providers for an unknown one", () => {
     const error = configError(() =>
-      resolveChatModel(config({ agent: { model: "mistral/large" }, providers: { openai: { apiKey: "sk" }, deepseek: { apiKey: "sk" } } })),
+      resolveChatModel(config({ agent: { model: "acme/large" }, providers: { openai: { apiKey: "sk" }, deepseek: { apiKey: "sk" } } })),
     );
-    expect(error.message).toContain('Unknown provider "mistral" in model "mistral/large"');
+    expect(error.message).toContain('Unknown provider "acme" in model "acme/large"');
+    expect(error.message).toContain("built in: openai, anthropic, deepseek, qwen, dashscope");
     expect(error.message).toContain("Configured providers: openai, deepseek");
     expect(error.path).toBe("agent.model");
   });

@@ -7,6 +7,7 @@ import { dingtalkChannel } from "./dingtalk/plugin.js";
 import { discordChannel } from "./discord/plugin.js";
 import { feishuChannel } from "./feishu/plugin.js";
 import { telegramChannel } from "./telegram/plugin.js";
+import { wecomChannel } from "./wecom/plugin.js";
 import { webChannel } from "./web/plugin.js";
 
-export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, dingtalkChannel, webChannel];
+export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, dingtalkChannel, wecomChannel, webChannel];

@@ -1,8 +1,13 @@
 /**
- * The `channels.wecom` section: a self-built application (自建应用) of a WeCom corp. The secrets are
- * named so that `countbot config` masks them: `secret` (the application's Secret), `token` and
- * `encryptKey` (the callback's Token and EncodingAESKey). They usually come from the environment:
- * WECOM_CORP_ID, WECOM_AGENT_ID, WECOM_SECRET, WECOM_TOKEN, WECOM_ENCODING_AES_KEY.
+ * The `channels.wecom` section, in one of two modes:
+ *
+ * - `app`: a self-built application (自建应用) of a WeCom corp, its encrypted callback in and the
+ *   application message API out. The secrets are named so that `countbot config` masks them:
+ *   `secret` (the application's Secret), `token` and `encryptKey` (the callback's Token and
+ *   EncodingAESKey); usually from WECOM_CORP_ID, WECOM_AGENT_ID, WECOM_SECRET, WECOM_TOKEN,
+ *   WECOM_ENCODING_AES_KEY.
+ * - `robot`: an intelligent robot (智能机器人) over its long connection, in one-to-one chats and
+ *   groups, replies streamed; `robot.botId` and `robot.secret` (WECOM_BOT_ID, WECOM_BOT_SECRET).
  */
 import { z } from "zod";
 import { groupSettingsShape, limitsSchema } from "../../src/gateway/kit/index.js";
@@ -13,6 +18,23 @@ const positiveInt = z.number().int().positive();
 export const WeComConfigSchema = z.strictObject({
   enabled: z.boolean().default(false).describe("Run the WeCom (企业微信) channel."),
   ...groupSettingsShape,
+  mode: z
+    .enum(["app", "robot"])
+    .default("app")
+    .describe("`app`: a self-built application, WeCom calls the gateway's callback URL; `robot`: an intelligent robot, the gateway dials WeCom's long connection (no public URL), groups and streamed replies."),
+  robot: z
+    .strictObject({
+      botId: z.string().optional().describe("The intelligent robot's Bot ID (智能机器人 → API mode: long connection); WECOM_BOT_ID."),
+      secret: z.string().optional().describe("The robot's Secret (secret); WECOM_BOT_SECRET."),
+      wsUrl: z.string().regex(/^wss?:\/\//, "expected a ws:// or wss:// URL").default("wss://openws.work.weixin.qq.com").describe("The long connection's URL (a private deployment shows its own); WECOM_BOT_WS_URL."),
+      name: z
+        .string()
+        .optional()
+        .describe("The robot's name as groups show it. Set: a group message counts as addressed only when it carries `@<name>` (WeCom writes it into the text). Unset: every group message WeCom delivers (only @-messages) counts."),
+      settleMs: positiveInt.default(15_000).describe("A streamed reply no update reached for this long is finished with the text it shows."),
+    })
+    .prefault({})
+    .describe("Robot mode settings."),
   corpId: z.string().optional().describe("The corp's ID (企业ID, My Company → Company Info); WECOM_CORP_ID. Decrypted callbacks must name it."),
   agentId: z
     .string()

@@ -1,7 +1,8 @@
 /**
  * The WeCom plugin: `channels.wecom` in the config; WECOM_CORP_ID, WECOM_AGENT_ID, WECOM_SECRET,
- * WECOM_TOKEN, WECOM_ENCODING_AES_KEY and WECOM_API_ROOT in the environment. The adapter is
- * imported only when the channel is created (see ChannelPlugin).
+ * WECOM_TOKEN, WECOM_ENCODING_AES_KEY and WECOM_API_ROOT (application mode), WECOM_BOT_ID,
+ * WECOM_BOT_SECRET and WECOM_BOT_WS_URL (robot mode) in the environment. The adapter, and the
+ * robot SDK with it, is imported only when the channel is created (see ChannelPlugin).
  *
  * The callback: WeCom signs its parameters in the query string and verifies the URL with a GET,
  * while the kit's webhook passes a POST's headers and body only. So the callback path is declared
@@ -13,7 +14,7 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { ConfigError } from "../../src/errors.js";
-import { type AdmissionPolicy, createMemoryChatEventLog, defineChannel, headerValue, withLimits } from "../../src/gateway/kit/index.js";
+import { type AdmissionPolicy, type ChannelDependencies, type ChannelInstance, createMemoryChatEventLog, defineChannel, headerValue, withLimits } from "../../src/gateway/kit/index.js";
 import { type WeComConfig, WeComConfigSchema } from "./config.js";
 import { wecomQuotas } from "./quotas.js";
 
@@ -25,8 +26,41 @@ type Field = "corpId" | "agentId" | "secret" | "token" | "encryptKey";
 
 function required(config: WeComConfig, field: Field, variable: string): string {
   const value = config[field];
-  if (!value) throw new ConfigError(`channels.wecom is enabled but has no ${field}: set ${variable} or channels.wecom.${field}`, `channels.wecom.${field}`);
+  if (!value) throw new ConfigError(`channels.wecom is enabled (mode "app") but has no ${field}: set ${variable} or channels.wecom.${field}`, `channels.wecom.${field}`);
   return value;
+}
+
+function requiredRobot(config: WeComConfig, field: "botId" | "secret", variable: string): string {
+  const value = config.robot[field];
+  if (!value) throw new ConfigError(`channels.wecom is enabled (mode "robot") but has no robot.${field}: set ${variable} or channels.wecom.robot.${field}`, `channels.wecom.robot.${field}`);
+  return value;
+}
+
+async function createRobot(config: WeComConfig, dependencies: ChannelDependencies): Promise<ChannelInstance> {
+  const botId = requiredRobot(config, "botId", "WECOM_BOT_ID");
+  const secret = requiredRobot(config, "secret", "WECOM_BOT_SECRET");
+  const [{ createWeComRobotAdapter }, { createWeComScrubber }] = await Promise.all([import("./robot-adapter.js"), import("./wecom-errors.js")]);
+  const adapter = createWeComRobotAdapter({
+    botId,
+    secret,
+    wsUrl: config.robot.wsUrl,
+    ...(config.robot.name ? { robotName: config.robot.name } : {}),
+    settleMs: config.robot.settleMs,
+    scrubber: createWeComScrubber([secret]),
+    logger: dependencies.logger,
+    ...(dependencies.now ? { now: dependencies.now } : {}),
+  });
+  return {
+    adapter,
+    policy: wecomPolicy(config),
+    quotas: withLimits(wecomQuotas, config.limits, "channels.wecom.limits"),
+    teamProgress: config.teamProgress,
+    // WeCom keeps one long connection per robot: one gateway holds it.
+    account: createHash("sha256").update(`robot:${botId}`).digest("hex").slice(0, 16),
+    inboundIdOf: (event) => `wecom-${event.platformMessageId}`,
+    // Finals carry `outbound`, drafts do not: a stream is finished on a final only.
+    annotateSends: true,
+  };
 }
 
 /** Who may talk to the bot: members by UserID, and every member of the listed chats. */
@@ -36,7 +70,7 @@ export function wecomPolicy(config: WeComConfig): AdmissionPolicy {
 
 export const wecomChannel = defineChannel({
   name: "wecom",
-  description: "WeCom (企业微信) self-built application: the encrypted callback in, the application message API out.",
+  description: "WeCom (企业微信): a self-built application (encrypted callback in, message API out) or an intelligent robot (long connection, groups, streamed replies).",
   configSchema: WeComConfigSchema,
   environment: {
     WECOM_CORP_ID: "corpId",
@@ -45,9 +79,13 @@ export const wecomChannel = defineChannel({
     WECOM_TOKEN: "token",
     WECOM_ENCODING_AES_KEY: "encryptKey",
     WECOM_API_ROOT: "apiRoot",
+    WECOM_BOT_ID: "robot.botId",
+    WECOM_BOT_SECRET: "robot.secret",
+    WECOM_BOT_WS_URL: "robot.wsUrl",
   },
   policy: (config) => wecomPolicy(config),
   async create(config, dependencies) {
+    if (config.mode === "robot") return createRobot(config, dependencies);
     const corpId = required(config, "corpId", "WECOM_CORP_ID");
     const agentId = required(config, "agentId", "WECOM_AGENT_ID");
     const secret = required(config, "secret", "WECOM_SECRET");

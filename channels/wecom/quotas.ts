@@ -27,3 +27,6 @@ export const MIN_SEND_INTERVAL_MS = 1_000;
  * content of at most 2048 bytes (a Chinese character is three). A little is kept in hand.
  */
 export const MAX_MESSAGE_BYTES = 2_000;
+
+/** Longest reply of the intelligent robot, in UTF-8 bytes: a pushed Markdown message takes at most 4096. */
+export const ROBOT_MAX_MESSAGE_BYTES = 4_000;

@@ -40,8 +40,10 @@ const RATE_LIMITED = new Set([45009, 45033, 45011]);
 const FORBIDDEN = new Set([60020, 48002, 60011, 301002, 40013, 40091, 40056]);
 /** The user or chat does not exist or is out of the application's visible range. */
 const NOT_FOUND = new Set([60111, 81013, 86003, 40003, 40007, 86001]);
-/** 45002: content too long; 44004: empty content. */
+/** 45002: content too long. */
 const TOO_LONG = new Set([45002]);
+/** 40008: the message type (markdown) was refused: sent again as plain text it may pass. */
+const FORMATTING = new Set([40008]);
 
 function kindOf(failure: WeComApiFailure): ChannelErrorKind {
   const { status, errcode } = failure;
@@ -50,6 +52,7 @@ function kindOf(failure: WeComApiFailure): ChannelErrorKind {
   if (FORBIDDEN.has(errcode) || status === 403) return "forbidden";
   if (NOT_FOUND.has(errcode) || status === 404) return "not-found";
   if (TOO_LONG.has(errcode)) return "too-long";
+  if (FORMATTING.has(errcode)) return "formatting";
   // -1: system busy, worth another try like a 5xx.
   if (status >= 500 || errcode === -1) return "network";
   return "other";
@@ -91,6 +94,11 @@ function isNetworkFailure(error: Error): boolean {
 /** Maps whatever `operation` threw onto a ChannelError without a secret in it. */
 export function toChannelError(error: unknown, operation: string, scrub: Scrub): ChannelError {
   if (error instanceof ChannelError) return error;
+  // The robot SDK rejects with WeCom's acknowledgement frame itself: `{headers, errcode, errmsg}`.
+  if (typeof error === "object" && error !== null && !(error instanceof Error) && typeof (error as { errcode?: unknown }).errcode === "number") {
+    const { errcode, errmsg } = error as { errcode: number; errmsg?: unknown };
+    error = new WeComApiFailure(200, errcode, typeof errmsg === "string" ? errmsg : "");
+  }
   if (error instanceof WeComApiFailure) {
     const kind = kindOf(error);
     const message = scrub(`wecom ${operation} failed: errcode ${error.errcode} ${error.message}${hints[error.errcode] ?? ""}`.trim());

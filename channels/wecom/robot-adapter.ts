@@ -1,0 +1,186 @@
+/**
+ * The WeCom intelligent robot (智能机器人) as a ChannelAdapter, over its long connection
+ * (robot-connection.ts, WeCom's SDK): one-to-one chats and groups.
+ *
+ * - Inbound: each message frame, deduped on its msgid (an hour in the adapter, a day on the bus),
+ *   each chat's in order (robot-message.ts). The long connection has no acknowledgement of a
+ *   message: one the sink failed to take is handed to it again here, with back-off.
+ * - Outbound: a reply streams into a `stream` message answering the user's message, updated in
+ *   place and finished with the final text (robot-stream.ts); the first final of a chat whose
+ *   message was not answered by a stream answers it as a finished stream; anything else (split
+ *   parts, background results) is pushed as Markdown (`aibot_send_msg`, at most 4096 bytes).
+ * - Errors: WeCom's acknowledgement errcodes, mapped as the server API's (wecom-errors.ts).
+ */
+import type { WsFrame } from "@wecom/aibot-node-sdk";
+import type { Logger } from "pino";
+import { ChannelError, errorMessage } from "../../src/errors.js";
+import { type ChannelAdapter, type EventSink, ExpiringSet, KeyedLanes, withRetries } from "../../src/gateway/kit/index.js";
+import { ROBOT_MAX_MESSAGE_BYTES, MIN_SEND_INTERVAL_MS } from "./quotas.js";
+import { renderWeComMarkdown, wecomRenderedBytes } from "./render-markdown.js";
+import { type RobotConnection, createRobotConnection } from "./robot-connection.js";
+import { RobotFrameBodySchema, robotChatIdOf, toRobotEvent } from "./robot-message.js";
+import { STREAM_PREFIX, createRobotStreams, streamIdOf } from "./robot-stream.js";
+import type { WeComScrubber } from "./wecom-errors.js";
+import { toChannelError } from "./wecom-errors.js";
+
+export interface WeComRobotAdapterOptions {
+  botId: string;
+  /** Secret: never logged. */
+  secret: string;
+  wsUrl: string;
+  robotName?: string;
+  settleMs: number;
+  scrubber: WeComScrubber;
+  logger: Logger;
+  now?: () => number;
+  /** Messages older than this are dropped. Default 12 h. */
+  maxEventAgeMs?: number;
+}
+
+const HOUR_MS = 60 * 60_000;
+const MAX_CHATS = 10_000;
+
+export function createWeComRobotAdapter(options: WeComRobotAdapterOptions): ChannelAdapter {
+  const { logger } = options;
+  const now = options.now ?? Date.now;
+  const scrub = options.scrubber.scrub;
+  const recent = new ExpiringSet(HOUR_MS, now);
+  const lanes = new KeyedLanes();
+  const taking = new Set<Promise<void>>();
+  /** The newest message of each chat not answered yet: a stream answers it. */
+  const unanswered = new Map<string, WsFrame>();
+  const listeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
+  let sink: EventSink | undefined;
+  let lifetime = new AbortController();
+  let connection: RobotConnection | undefined;
+
+  const live = () => {
+    if (!connection) throw new ChannelError("the WeCom robot is not running", "wecom", { kind: "network" });
+    return connection;
+  };
+  const streams = createRobotStreams({
+    connection: { replyStream: (...args) => live().replyStream(...args) },
+    settleMs: options.settleMs,
+    logger,
+  });
+
+  async function call<T>(operation: string, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (error) {
+      throw toChannelError(error, operation, scrub);
+    }
+  }
+
+  function onFrame(frame: WsFrame): void {
+    const parsed = RobotFrameBodySchema.safeParse(frame.body);
+    if (!parsed.success) {
+      logger.warn({ channel: "wecom", error: parsed.error.issues[0]?.message }, "wecom robot message not understood; skipped");
+      return;
+    }
+    const body = parsed.data;
+    if (recent.has(body.msgid)) {
+      logger.info({ channel: "wecom", messageId: body.msgid }, "wecom robot message delivered again; dropped");
+      return;
+    }
+    recent.add(body.msgid);
+    if (body.create_time !== undefined && now() - body.create_time * 1000 > (options.maxEventAgeMs ?? 12 * HOUR_MS)) return;
+    const chatId = robotChatIdOf(body);
+    const signal = lifetime.signal;
+    const work = lanes.run(chatId, async () => {
+      unanswered.delete(chatId);
+      unanswered.set(chatId, frame);
+      if (unanswered.size > MAX_CHATS) unanswered.delete(unanswered.keys().next().value!);
+      const event = toRobotEvent(body, options.robotName, now());
+      await withRetries(
+        async () => {
+          if (signal.aborted || !sink) throw new ChannelError("the WeCom robot stopped before the message was taken", "wecom");
+          await sink(event);
+        },
+        { attempts: 5, baseDelayMs: 200, signal, retryable: () => !signal.aborted },
+      );
+    });
+    taking.add(work);
+    void work
+      .catch((error: unknown) => logger.error({ channel: "wecom", messageId: body.msgid, error: errorMessage(error) }, "wecom robot message not taken"))
+      .finally(() => taking.delete(work));
+  }
+
+  async function push(chatId: string, text: string): Promise<string> {
+    const id = `push:${streamIdOf(`${chatId}:${now()}:${Math.random()}`)}`;
+    await call("aibot_send_msg", () => live().push(chatId, { msgtype: "markdown", markdown: { content: text } }));
+    return id;
+  }
+
+  return {
+    name: "wecom",
+    capabilities: { maxMessageLength: ROBOT_MAX_MESSAGE_BYTES, streaming: "edit", draftIntervalMs: 1_000, minSendIntervalMs: MIN_SEND_INTERVAL_MS },
+    render: renderWeComMarkdown,
+    measure: wecomRenderedBytes,
+    botUsername: () => options.robotName,
+    watchConnection(listener) {
+      listeners.add(listener);
+      return () => void listeners.delete(listener);
+    },
+
+    async start(eventSink) {
+      if (connection) throw new ChannelError("the WeCom robot is already running", "wecom");
+      sink = eventSink;
+      lifetime = new AbortController();
+      const opened = createRobotConnection({
+        botId: options.botId,
+        secret: options.secret,
+        wsUrl: options.wsUrl,
+        logger,
+        scrub,
+        onFrame,
+        onConnection: (change) => listeners.forEach((listener) => listener(change)),
+      });
+      await opened.start();
+      connection = opened;
+      logger.info({ channel: "wecom", mode: "robot" }, "wecom channel started");
+    },
+
+    async stop() {
+      if (!connection) return;
+      await Promise.allSettled([...taking]);
+      lifetime.abort();
+      await streams.settleAll();
+      await connection.stop();
+      connection = undefined;
+      sink = undefined;
+      logger.info({ channel: "wecom" }, "wecom channel stopped");
+    },
+
+    async send(chatId, text, sendOptions) {
+      const key = sendOptions.idempotencyKey;
+      const frame = unanswered.get(chatId);
+      if (key?.endsWith("#draft")) {
+        if (!frame) throw new ChannelError("wecom: no message in hand to stream a reply to in this chat", "wecom");
+        unanswered.delete(chatId);
+        return { platformMessageId: await call("aibot_respond_msg", () => streams.open(frame, key, text)) };
+      }
+      if (frame) {
+        // The first final of an unanswered message answers it, as a finished stream.
+        unanswered.delete(chatId);
+        const streamId = streamIdOf(key ?? `${chatId}:${now()}`);
+        await call("aibot_respond_msg", () => live().replyStream(frame, streamId, text, true));
+        return { platformMessageId: `reply:${streamId}` };
+      }
+      return { platformMessageId: await push(chatId, text) };
+    },
+
+    async edit(chatId, platformMessageId, text, sendOptions) {
+      const updated = platformMessageId.startsWith(STREAM_PREFIX) && (await call("aibot_respond_msg", () => streams.update(platformMessageId, text, sendOptions.outbound !== undefined)));
+      if (!updated) throw new ChannelError(`wecom cannot edit ${platformMessageId} in ${chatId}: only an open stream is updated`, "wecom", { kind: "not-found" });
+    },
+
+    async finishStream(_chatId, platformMessageId, text) {
+      if (platformMessageId.startsWith(STREAM_PREFIX)) await call("aibot_respond_msg", () => streams.settle(platformMessageId, text));
+    },
+
+    async typing() {
+      // The robot shows no typing indicator; its stream shows the reply growing.
+    },
+  };
+}

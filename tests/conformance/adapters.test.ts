@@ -1,6 +1,7 @@
 /**
  * The adapter conformance suite (adapter.suite.ts) against every platform's fake server, each
- * driven through its real SDK: telegraf, discord.js, @larksuiteoapi/node-sdk, dingtalk-stream.
+ * driven through its real SDK: telegraf, discord.js, @larksuiteoapi/node-sdk, dingtalk-stream,
+ * @wecom/aibot-node-sdk (wecom-driver.ts).
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -16,6 +17,7 @@ import { type FeishuEventEnvelope, startFakeFeishu } from "../support/fake-feish
 import { startFakeTelegram } from "../support/fake-telegram-server.js";
 import { textOf } from "../unit/channels/feishu-support.js";
 import { type AdapterDriver, type AdapterRig, type FailureKind, adapterConformance } from "./adapter.suite.js";
+import { wecomRobot } from "./wecom-driver.js";
 
 const silent = pino({ level: "silent" });
 
@@ -258,4 +260,4 @@ const dingtalk: AdapterDriver = {
   },
 };
 
-for (const driver of [telegram, discord, feishu, dingtalk]) adapterConformance(driver);
+for (const driver of [telegram, discord, feishu, dingtalk, wecomRobot]) adapterConformance(driver);

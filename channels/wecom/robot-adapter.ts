@@ -2,9 +2,8 @@
  * The WeCom intelligent robot (智能机器人) as a ChannelAdapter, over its long connection
  * (robot-connection.ts, WeCom's SDK): one-to-one chats and groups.
  *
- * - Inbound: each message frame, deduped on its msgid (an hour in the adapter, a day on the bus),
- *   each chat's in order (robot-message.ts). The long connection has no acknowledgement of a
- *   message: one the sink failed to take is handed to it again here, with back-off.
+ * - Inbound: each message frame, deduped on its msgid, each chat's in order, handed to the sink
+ *   again when it failed to take it (robot-inbound.ts, robot-message.ts).
  * - Outbound: a reply streams into a `stream` message answering the user's message, updated in
  *   place and finished with the final text (robot-stream.ts); the first final of a chat whose
  *   message was not answered by a stream answers it as a finished stream; anything else (split
@@ -13,12 +12,12 @@
  */
 import type { WsFrame } from "@wecom/aibot-node-sdk";
 import type { Logger } from "pino";
-import { ChannelError, errorMessage } from "../../src/errors.js";
-import { type ChannelAdapter, type EventSink, ExpiringSet, KeyedLanes, withRetries } from "../../src/gateway/kit/index.js";
+import { ChannelError } from "../../src/errors.js";
+import type { ChannelAdapter } from "../../src/gateway/kit/index.js";
 import { ROBOT_MAX_MESSAGE_BYTES, MIN_SEND_INTERVAL_MS } from "./quotas.js";
 import { renderWeComMarkdown, wecomRenderedBytes } from "./render-markdown.js";
 import { type RobotConnection, createRobotConnection } from "./robot-connection.js";
-import { RobotFrameBodySchema, robotChatIdOf, toRobotEvent } from "./robot-message.js";
+import { createRobotInbound } from "./robot-inbound.js";
 import { STREAM_PREFIX, createRobotStreams, streamIdOf } from "./robot-stream.js";
 import type { WeComScrubber } from "./wecom-errors.js";
 import { toChannelError } from "./wecom-errors.js";
@@ -44,15 +43,21 @@ export function createWeComRobotAdapter(options: WeComRobotAdapterOptions): Chan
   const { logger } = options;
   const now = options.now ?? Date.now;
   const scrub = options.scrubber.scrub;
-  const recent = new ExpiringSet(HOUR_MS, now);
-  const lanes = new KeyedLanes();
-  const taking = new Set<Promise<void>>();
   /** The newest message of each chat not answered yet: a stream answers it. */
   const unanswered = new Map<string, WsFrame>();
   const listeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
-  let sink: EventSink | undefined;
-  let lifetime = new AbortController();
   let connection: RobotConnection | undefined;
+  const inbound = createRobotInbound({
+    ...(options.robotName ? { robotName: options.robotName } : {}),
+    logger,
+    now,
+    maxEventAgeMs: options.maxEventAgeMs ?? 12 * HOUR_MS,
+    remember(chatId, frame) {
+      unanswered.delete(chatId);
+      unanswered.set(chatId, frame);
+      if (unanswered.size > MAX_CHATS) unanswered.delete(unanswered.keys().next().value!);
+    },
+  });
 
   const live = () => {
     if (!connection) throw new ChannelError("the WeCom robot is not running", "wecom", { kind: "network" });
@@ -70,40 +75,6 @@ export function createWeComRobotAdapter(options: WeComRobotAdapterOptions): Chan
     } catch (error) {
       throw toChannelError(error, operation, scrub);
     }
-  }
-
-  function onFrame(frame: WsFrame): void {
-    const parsed = RobotFrameBodySchema.safeParse(frame.body);
-    if (!parsed.success) {
-      logger.warn({ channel: "wecom", error: parsed.error.issues[0]?.message }, "wecom robot message not understood; skipped");
-      return;
-    }
-    const body = parsed.data;
-    if (recent.has(body.msgid)) {
-      logger.info({ channel: "wecom", messageId: body.msgid }, "wecom robot message delivered again; dropped");
-      return;
-    }
-    recent.add(body.msgid);
-    if (body.create_time !== undefined && now() - body.create_time * 1000 > (options.maxEventAgeMs ?? 12 * HOUR_MS)) return;
-    const chatId = robotChatIdOf(body);
-    const signal = lifetime.signal;
-    const work = lanes.run(chatId, async () => {
-      unanswered.delete(chatId);
-      unanswered.set(chatId, frame);
-      if (unanswered.size > MAX_CHATS) unanswered.delete(unanswered.keys().next().value!);
-      const event = toRobotEvent(body, options.robotName, now());
-      await withRetries(
-        async () => {
-          if (signal.aborted || !sink) throw new ChannelError("the WeCom robot stopped before the message was taken", "wecom");
-          await sink(event);
-        },
-        { attempts: 5, baseDelayMs: 200, signal, retryable: () => !signal.aborted },
-      );
-    });
-    taking.add(work);
-    void work
-      .catch((error: unknown) => logger.error({ channel: "wecom", messageId: body.msgid, error: errorMessage(error) }, "wecom robot message not taken"))
-      .finally(() => taking.delete(work));
   }
 
   async function push(chatId: string, text: string): Promise<string> {
@@ -125,15 +96,14 @@ export function createWeComRobotAdapter(options: WeComRobotAdapterOptions): Chan
 
     async start(eventSink) {
       if (connection) throw new ChannelError("the WeCom robot is already running", "wecom");
-      sink = eventSink;
-      lifetime = new AbortController();
+      inbound.open(eventSink);
       const opened = createRobotConnection({
         botId: options.botId,
         secret: options.secret,
         wsUrl: options.wsUrl,
         logger,
         scrub,
-        onFrame,
+        onFrame: inbound.onFrame,
         onConnection: (change) => listeners.forEach((listener) => listener(change)),
       });
       await opened.start();
@@ -143,12 +113,10 @@ export function createWeComRobotAdapter(options: WeComRobotAdapterOptions): Chan
 
     async stop() {
       if (!connection) return;
-      await Promise.allSettled([...taking]);
-      lifetime.abort();
+      await inbound.close();
       await streams.settleAll();
       await connection.stop();
       connection = undefined;
-      sink = undefined;
       logger.info({ channel: "wecom" }, "wecom channel stopped");
     },
 

@@ -43,7 +43,7 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   if (text.startsWith("[Background event]")) return { text: `Background: ${text.replace("[Background event] ", "").split("\n<!--")[0]!.slice(0, 300)}` };
   // A first streamed text, a tool call, then the rest: the stream shows the first part before the answer is done.
   if (text.includes("stream please")) {
-    if (messages.at(-1)?.role === "tool") return { text: ["and here ", "is the rest."], hangMs: 3_000 };
+    if (messages.at(-1)?.role === "tool") return { text: ["and here ", "is the rest."], hangMs: 6_000 };
     return { text: "Looking around first. ", toolCalls: [{ name: "list_dir", arguments: JSON.stringify({ path: "." }) }] };
   }
   return { text: `echo: ${text}` };

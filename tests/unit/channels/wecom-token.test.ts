@@ -79,6 +79,24 @@ for (const kind of ["redis", "memory"] as const) {
       expect(source.calls).toBe(2);
     });
 
+    it("waits for another gateway's claim, and fetches itself once that claim lapsed (its holder died)", async () => {
+      shared = createMemoryChatEventLog();
+      const key = `token-${randomUUID()}`;
+      const log = logOf();
+      let clock = 5_000_000;
+      await log.append(key, JSON.stringify({ kind: "claim", by: "a-gateway-that-died", until: clock + 15_000 }));
+      const source = fetcher();
+      source.release();
+      const token = createSharedToken({ log, key, fetchToken: source.fetchToken, pollMs: 10, now: () => clock });
+      const asked = token.get();
+      // The clock stands still: however long this takes, the claim holds and nobody fetches.
+      for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setTimeout(resolve, 15));
+      expect(source.calls).toBe(0);
+      clock += 15_001;
+      expect(await asked).toBe("token-1");
+      expect(source.calls).toBe(1);
+    });
+
     it("refreshes a token before it expires, and a failed fetch lets the next asker try", async () => {
       shared = createMemoryChatEventLog();
       const key = `token-${randomUUID()}`;

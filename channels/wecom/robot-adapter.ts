@@ -13,7 +13,7 @@
 import type { WsFrame } from "@wecom/aibot-node-sdk";
 import type { Logger } from "pino";
 import { ChannelError } from "../../src/errors.js";
-import type { ChannelAdapter } from "../../src/gateway/kit/index.js";
+import type { ChannelAdapter, Scrub } from "../../src/gateway/kit/index.js";
 import { ROBOT_MAX_MESSAGE_BYTES, MIN_SEND_INTERVAL_MS } from "./quotas.js";
 import { renderWeComMarkdown, wecomRenderedBytes } from "./render-markdown.js";
 import { type RobotConnection, createRobotConnection } from "./robot-connection.js";
@@ -39,11 +39,48 @@ export interface WeComRobotAdapterOptions {
 const HOUR_MS = 60 * 60_000;
 const MAX_CHATS = 10_000;
 
+/** Runs one call of the robot, its failure mapped onto a ChannelError without a secret in it. */
+async function guarded<T>(operation: string, scrub: Scrub, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw toChannelError(error, operation, scrub);
+  }
+}
+
+interface Replies {
+  /** The newest message of each chat not answered yet: a stream answers it. */
+  unanswered: Map<string, WsFrame>;
+  streams: ReturnType<typeof createRobotStreams>;
+  live(): RobotConnection;
+  scrub: Scrub;
+  now(): number;
+}
+
+/** A draft opens a stream on the chat's unanswered message; a final answers it whole; anything else is pushed. */
+async function sendReply(replies: Replies, chatId: string, text: string, key: string | undefined): Promise<string> {
+  const { unanswered, streams, live, scrub } = replies;
+  const frame = unanswered.get(chatId);
+  if (key?.endsWith("#draft")) {
+    if (!frame) throw new ChannelError("wecom: no message in hand to stream a reply to in this chat", "wecom");
+    unanswered.delete(chatId);
+    return guarded("aibot_respond_msg", scrub, () => streams.open(frame, key, text));
+  }
+  if (frame) {
+    // The first final of an unanswered message answers it, as a finished stream.
+    unanswered.delete(chatId);
+    const streamId = streamIdOf(key ?? `${chatId}:${replies.now()}`);
+    await guarded("aibot_respond_msg", scrub, () => live().replyStream(frame, streamId, text, true));
+    return `reply:${streamId}`;
+  }
+  await guarded("aibot_send_msg", scrub, () => live().push(chatId, { msgtype: "markdown", markdown: { content: text } }));
+  return `push:${streamIdOf(`${chatId}:${replies.now()}:${Math.random()}`)}`;
+}
+
 export function createWeComRobotAdapter(options: WeComRobotAdapterOptions): ChannelAdapter {
   const { logger } = options;
   const now = options.now ?? Date.now;
   const scrub = options.scrubber.scrub;
-  /** The newest message of each chat not answered yet: a stream answers it. */
   const unanswered = new Map<string, WsFrame>();
   const listeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
   let connection: RobotConnection | undefined;
@@ -63,25 +100,8 @@ export function createWeComRobotAdapter(options: WeComRobotAdapterOptions): Chan
     if (!connection) throw new ChannelError("the WeCom robot is not running", "wecom", { kind: "network" });
     return connection;
   };
-  const streams = createRobotStreams({
-    connection: { replyStream: (...args) => live().replyStream(...args) },
-    settleMs: options.settleMs,
-    logger,
-  });
-
-  async function call<T>(operation: string, run: () => Promise<T>): Promise<T> {
-    try {
-      return await run();
-    } catch (error) {
-      throw toChannelError(error, operation, scrub);
-    }
-  }
-
-  async function push(chatId: string, text: string): Promise<string> {
-    const id = `push:${streamIdOf(`${chatId}:${now()}:${Math.random()}`)}`;
-    await call("aibot_send_msg", () => live().push(chatId, { msgtype: "markdown", markdown: { content: text } }));
-    return id;
-  }
+  const streams = createRobotStreams({ connection: { replyStream: (...args) => live().replyStream(...args) }, settleMs: options.settleMs, logger });
+  const replies: Replies = { unanswered, streams, live, scrub, now };
 
   return {
     name: "wecom",
@@ -121,30 +141,16 @@ export function createWeComRobotAdapter(options: WeComRobotAdapterOptions): Chan
     },
 
     async send(chatId, text, sendOptions) {
-      const key = sendOptions.idempotencyKey;
-      const frame = unanswered.get(chatId);
-      if (key?.endsWith("#draft")) {
-        if (!frame) throw new ChannelError("wecom: no message in hand to stream a reply to in this chat", "wecom");
-        unanswered.delete(chatId);
-        return { platformMessageId: await call("aibot_respond_msg", () => streams.open(frame, key, text)) };
-      }
-      if (frame) {
-        // The first final of an unanswered message answers it, as a finished stream.
-        unanswered.delete(chatId);
-        const streamId = streamIdOf(key ?? `${chatId}:${now()}`);
-        await call("aibot_respond_msg", () => live().replyStream(frame, streamId, text, true));
-        return { platformMessageId: `reply:${streamId}` };
-      }
-      return { platformMessageId: await push(chatId, text) };
+      return { platformMessageId: await sendReply(replies, chatId, text, sendOptions.idempotencyKey) };
     },
 
     async edit(chatId, platformMessageId, text, sendOptions) {
-      const updated = platformMessageId.startsWith(STREAM_PREFIX) && (await call("aibot_respond_msg", () => streams.update(platformMessageId, text, sendOptions.outbound !== undefined)));
+      const updated = platformMessageId.startsWith(STREAM_PREFIX) && (await guarded("aibot_respond_msg", scrub, () => streams.update(platformMessageId, text, sendOptions.outbound !== undefined)));
       if (!updated) throw new ChannelError(`wecom cannot edit ${platformMessageId} in ${chatId}: only an open stream is updated`, "wecom", { kind: "not-found" });
     },
 
     async finishStream(_chatId, platformMessageId, text) {
-      if (platformMessageId.startsWith(STREAM_PREFIX)) await call("aibot_respond_msg", () => streams.settle(platformMessageId, text));
+      if (platformMessageId.startsWith(STREAM_PREFIX)) await guarded("aibot_respond_msg", scrub, () => streams.settle(platformMessageId, text));
     },
 
     async typing() {

@@ -88,35 +88,46 @@ function stateOf(events: ReadonlyArray<{ id: string; payload: string }>, claimMs
   return state;
 }
 
+/** Waits for word that a token was stored (a broadcast), or `pollMs`, whichever comes first. */
+function createWaker(signals: TokenSignals | undefined, key: string, pollMs: number) {
+  const wakers = new Set<() => void>();
+  let subscription: Promise<Subscription> | undefined;
+  return {
+    wait(): Promise<void> {
+      subscription ??= signals?.onBroadcast(TOPIC, (payload) => {
+        if (payload === key) for (const wake of [...wakers]) wake();
+      });
+      return new Promise((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          wakers.delete(done);
+          resolve();
+        };
+        const timer = setTimeout(done, pollMs);
+        wakers.add(done);
+      });
+    },
+    async close(): Promise<void> {
+      for (const wake of [...wakers]) wake();
+      const current = subscription;
+      subscription = undefined;
+      await (await current?.catch(() => undefined))?.close();
+    },
+  };
+}
+
 export function createSharedToken(options: SharedTokenOptions): SharedToken {
   const { log, key } = options;
   const now = options.now ?? Date.now;
   const marginMs = options.marginMs ?? 5 * 60_000;
   const claimMs = options.claimMs ?? 15_000;
-  const pollMs = options.pollMs ?? 250;
   const me = randomUUID();
-  const wakers = new Set<() => void>();
+  const waker = createWaker(options.signals, key, options.pollMs ?? 250);
   let local: { token: string; expiresAt: number } | undefined;
   let pending: Promise<string> | undefined;
-  let subscription: Promise<Subscription> | undefined;
 
   const fresh = (token: { expiresAt: number } | undefined) => token !== undefined && now() < token.expiresAt - marginMs;
   const append = (event: TokenEvent) => log.append(key, JSON.stringify(event));
-
-  function waitForNews(): Promise<void> {
-    subscription ??= options.signals?.onBroadcast(TOPIC, (payload) => {
-      if (payload === key) for (const wake of [...wakers]) wake();
-    });
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        wakers.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, pollMs);
-      wakers.add(done);
-    });
-  }
 
   async function fetchAsHolder(): Promise<string> {
     let fetched: { token: string; expiresInS: number };
@@ -142,7 +153,7 @@ export function createSharedToken(options: SharedTokenOptions): SharedToken {
         return state.token.token;
       }
       if (state.claim && state.claim.until > now() && state.claim.by !== me) {
-        await waitForNews();
+        await waker.wait();
         continue;
       }
       const claimed = await append({ kind: "claim", by: me, until: now() + claimMs });
@@ -165,11 +176,6 @@ export function createSharedToken(options: SharedTokenOptions): SharedToken {
       if (local?.token === token) local = undefined;
       await append({ kind: "invalid", token });
     },
-    async close() {
-      for (const wake of [...wakers]) wake();
-      const current = subscription;
-      subscription = undefined;
-      await (await current?.catch(() => undefined))?.close();
-    },
+    close: () => waker.close(),
   };
 }

@@ -141,6 +141,7 @@ describe("loadConfig", () => {
       "COUNTBOT_WORKSPACE", "COUNTBOT_DATA_DIR", "COUNTBOT_API_HOST", "COUNTBOT_API_PORT", "COUNTBOT_API_TOKEN",
       "BRAVE_API_KEY", "LOG_LEVEL", "LOG_FORMAT", "TELEGRAM_BOT_TOKEN", "TELEGRAM_API_ROOT", "DISCORD_BOT_TOKEN", "DISCORD_API_ROOT",
       "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN", "DINGTALK_CLIENT_ID", "DINGTALK_CLIENT_SECRET", "DINGTALK_API_ROOT",
+      "WECOM_CORP_ID", "WECOM_AGENT_ID", "WECOM_SECRET", "WECOM_TOKEN", "WECOM_ENCODING_AES_KEY", "WECOM_API_ROOT", "WECOM_BOT_ID", "WECOM_BOT_SECRET", "WECOM_BOT_WS_URL",
     ]);
   });
 
@@ -166,6 +167,11 @@ describe("loadConfig", () => {
     ["DINGTALK_CLIENT_ID", "dingappkey0123", "channels.dingtalk.appKey", "dingappkey0123"],
     ["DINGTALK_CLIENT_SECRET", "dingtalk-env-secret", "channels.dingtalk.appSecret", "dingtalk-env-secret"],
     ["DINGTALK_API_ROOT", "http://127.0.0.1:8084", "channels.dingtalk.apiRoot", "http://127.0.0.1:8084"],
+    ["WECOM_CORP_ID", "ww0123456789abcdef", "channels.wecom.corpId", "ww0123456789abcdef"],
+    ["WECOM_SECRET", "wecom-env-secret", "channels.wecom.secret", "wecom-env-secret"],
+    ["WECOM_ENCODING_AES_KEY", "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG", "channels.wecom.encryptKey", "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"],
+    ["WECOM_BOT_ID", "aibenv0123", "channels.wecom.robot.botId", "aibenv0123"],
+    ["WECOM_BOT_WS_URL", "ws://127.0.0.1:8085", "channels.wecom.robot.wsUrl", "ws://127.0.0.1:8085"],
     ["BRAVE_API_KEY", "brave-env-key", "tools.braveApiKey", "brave-env-key"],
     ["LOG_LEVEL", "debug", "log.level", "debug"],
     ["LOG_FORMAT", "Pretty", "log.format", "pretty"],
@@ -392,7 +398,7 @@ describe("channel sections", () => {
     writeConfig({ channels: { telegarm: { enabled: true } } });
     const typo = loadError();
     expect(typo.path).toBe("channels.telegarm");
-    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, web");
+    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, wecom, web");
   });
 
   it("checks a section against its plugin's schema", () => {

@@ -9,6 +9,7 @@ import { feishuChannel } from "./feishu/plugin.js";
 import { qqChannel } from "./qq/plugin.js";
 import { slackChannel } from "./slack/plugin.js";
 import { telegramChannel } from "./telegram/plugin.js";
+import { wecomChannel } from "./wecom/plugin.js";
 import { webChannel } from "./web/plugin.js";
 
-export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, dingtalkChannel, qqChannel, slackChannel, webChannel];
+export const channelPlugins: readonly ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel, dingtalkChannel, qqChannel, slackChannel, wecomChannel, webChannel];

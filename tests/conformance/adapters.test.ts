@@ -1,8 +1,8 @@
 /**
  * The adapter conformance suite (adapter.suite.ts) against every platform's fake server, each
  * driven through its real SDK: telegraf, discord.js, @larksuiteoapi/node-sdk, dingtalk-stream,
- * @slack/web-api with @slack/socket-mode; QQ has no SDK worth taking, its adapter speaks the
- * gateway and the OpenAPI itself.
+ * @slack/web-api with @slack/socket-mode, @wecom/aibot-node-sdk (wecom-driver.ts); QQ has no SDK
+ * worth taking, its adapter speaks the gateway and the OpenAPI itself.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -22,6 +22,7 @@ import { type SlackFailure, startFakeSlack } from "../support/fake-slack-server.
 import { startFakeTelegram } from "../support/fake-telegram-server.js";
 import { textOf } from "../unit/channels/feishu-support.js";
 import { type AdapterDriver, type AdapterRig, type FailureKind, adapterConformance } from "./adapter.suite.js";
+import { wecomRobot } from "./wecom-driver.js";
 
 const silent = pino({ level: "silent" });
 
@@ -384,4 +385,4 @@ const slack: AdapterDriver = {
   },
 };
 
-for (const driver of [telegram, discord, feishu, dingtalk, qq, slack]) adapterConformance(driver);
+for (const driver of [telegram, discord, feishu, dingtalk, qq, slack, wecomRobot]) adapterConformance(driver);

@@ -179,6 +179,7 @@ describe("loadConfig", () => {
       "FEISHU_APP_ID", "FEISHU_APP_SECRET", "FEISHU_DOMAIN", "DINGTALK_CLIENT_ID", "DINGTALK_CLIENT_SECRET", "DINGTALK_API_ROOT",
       "QQ_BOT_APP_ID", "QQ_BOT_APP_SECRET", "QQ_BOT_API_ROOT", "QQ_BOT_TOKEN_URL",
       "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_API_URL",
+      "WECOM_CORP_ID", "WECOM_AGENT_ID", "WECOM_SECRET", "WECOM_TOKEN", "WECOM_ENCODING_AES_KEY", "WECOM_API_ROOT", "WECOM_BOT_ID", "WECOM_BOT_SECRET", "WECOM_BOT_WS_URL",
     ]);
   });
 
@@ -215,6 +216,11 @@ describe("loadConfig", () => {
     ["SLACK_APP_TOKEN", "xapp-slack-env-token", "channels.slack.appToken", "xapp-slack-env-token"],
     ["SLACK_SIGNING_SECRET", "slack-env-signing-secret", "channels.slack.signingSecret", "slack-env-signing-secret"],
     ["SLACK_API_URL", "http://127.0.0.1:8085/api/", "channels.slack.apiUrl", "http://127.0.0.1:8085/api/"],
+    ["WECOM_CORP_ID", "ww0123456789abcdef", "channels.wecom.corpId", "ww0123456789abcdef"],
+    ["WECOM_SECRET", "wecom-env-secret", "channels.wecom.secret", "wecom-env-secret"],
+    ["WECOM_ENCODING_AES_KEY", "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG", "channels.wecom.encryptKey", "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"],
+    ["WECOM_BOT_ID", "aibenv0123", "channels.wecom.robot.botId", "aibenv0123"],
+    ["WECOM_BOT_WS_URL", "ws://127.0.0.1:8085", "channels.wecom.robot.wsUrl", "ws://127.0.0.1:8085"],
     ["BRAVE_API_KEY", "brave-env-key", "tools.braveApiKey", "brave-env-key"],
     ["LOG_LEVEL", "debug", "log.level", "debug"],
     ["LOG_FORMAT", "Pretty", "log.format", "pretty"],
@@ -441,7 +447,7 @@ describe("channel sections", () => {
     writeConfig({ channels: { telegarm: { enabled: true } } });
     const typo = loadError();
     expect(typo.path).toBe("channels.telegarm");
-    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, qq, slack, web");
+    expect(typo.message).toContain("known: telegram, discord, feishu, dingtalk, qq, slack, wecom, web");
   });
 
   it("checks a section against its plugin's schema", () => {

@@ -104,7 +104,7 @@ beforeAll(async () => {
     LOG_LEVEL: "info",
   };
   // Voice is set up for the long connection, and not for the webhook (its describe below).
-  gateway = await startGateway(await writeConfig("long-connection.json", { silenceTimeoutMs: 2_500 }, { transcription: { model: "openai/whisper-1", maxSeconds: 30 } }));
+  gateway = await startGateway(await writeConfig("long-connection.json", { silenceTimeoutMs: 5_000 }, { transcription: { model: "openai/whisper-1", maxSeconds: 30 } }));
   worker = startService(["worker"], { ...env, COUNTBOT_CONFIG: path.join(root, "long-connection.json") });
   await worker.waitForLog(/worker started/);
 }, 90_000);

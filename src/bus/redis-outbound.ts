@@ -9,6 +9,8 @@
  * (Redis delivered them; we never saw them), and ioredis's replay of the read asks only for new
  * ones. So after every reconnect, and after any failed round, the consumer first reads its own
  * pending entries (XREADGROUP from id 0) instead of leaving them to the reclaim a minute later.
+ * A failover to a replica the group had not reached (replication is asynchronous) makes every
+ * read fail with NOGROUP: the group is created again.
  */
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
@@ -51,11 +53,14 @@ type Entry = [id: string, fields: string[]];
 export async function startOutboundConsumer(options: OutboundConsumerOptions): Promise<Subscription> {
   const { redis, keys, channel } = options;
   const stream = keys.outbound(channel);
-  try {
-    await redis.xgroup("CREATE", stream, DELIVERY_GROUP, "0", "MKSTREAM");
-  } catch (error) {
-    if (!(error instanceof Error) || !error.message.includes("BUSYGROUP")) throw error;
-  }
+  const createGroup = async () => {
+    try {
+      await redis.xgroup("CREATE", stream, DELIVERY_GROUP, "0", "MKSTREAM");
+    } catch (error) {
+      if (!(error instanceof Error) || !error.message.includes("BUSYGROUP")) throw error;
+    }
+  };
+  await createGroup();
   const consumer = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   let closed = false;
   /** Finals handled recently, so drafts behind them in the same batch are skipped without a lookup. */
@@ -170,6 +175,9 @@ export async function startOutboundConsumer(options: OutboundConsumerOptions): P
         if (closed) break;
         readOwnPending = true;
         options.onError?.(error);
+        // A failover to a replica the stream had not reached yet: the group is created again, from
+        // the stream's start (delivered entries were deleted; the finished markers skip any twice).
+        if (error instanceof Error && error.message.startsWith("NOGROUP")) await createGroup().catch((failure: unknown) => options.onError?.(failure));
         await sleep(500);
       }
     }

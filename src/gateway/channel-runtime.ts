@@ -261,7 +261,9 @@ async function untilLeftStarting(health: HealthTracker): Promise<void> {
 function governedTyping(adapter: ChannelAdapter, governor: SendGovernor): Pick<ChannelAdapter, "typing"> {
   return {
     async typing(chatId) {
-      if ((await governor.tryAcquire({ call: "typing", chatId })) === "taken") await adapter.typing(chatId);
+      const call = { call: "typing" as const, chatId };
+      if ((await governor.tryAcquire(call)) !== "taken") return;
+      await adapter.typing(chatId).finally(() => governor.answered(call).catch(() => undefined));
     },
   };
 }

@@ -193,6 +193,7 @@ class OutboundDispatcher implements Dispatcher {
             sleep: this.sleep,
             inLane: (chatId, call) => this.inLane(chatId, call),
             budget: (call) => this.statusBudget(call),
+            answered: (call) => this.answered(call),
           })
         : undefined;
   }
@@ -201,7 +202,8 @@ class OutboundDispatcher implements Dispatcher {
   private async statusBudget(call: { call: "send" | "edit"; chatId: string; messageId?: string }): Promise<boolean> {
     const { governor } = this.options;
     if (!governor) return true;
-    return (await governor.tryAcquire({ ...call, ...this.chatTypeOption(call.chatId) })) === "taken";
+    // The same object, so that `answered` finds the take.
+    return (await governor.tryAcquire(Object.assign(call, this.chatTypeOption(call.chatId)))) === "taken";
   }
 
   /** One platform call in the chat's lane, paced like the chat's other sends. */
@@ -380,8 +382,12 @@ class OutboundDispatcher implements Dispatcher {
       const call: GovernedCall = { call: edit ? "edit" : "send", chatId, chatType: annotation.chatType, messageId: edit, cost, replyId: message.id };
       await this.budget(call);
       try {
-        if (edit) await this.adapter.edit(chatId, edit, text, { format, ...annotation });
-        else await this.adapter.send(chatId, text, { replyTo: target.replyTo, format, ...annotation });
+        try {
+          if (edit) await this.adapter.edit(chatId, edit, text, { format, ...annotation });
+          else await this.adapter.send(chatId, text, { replyTo: target.replyTo, format, ...annotation });
+        } finally {
+          await this.answered(call);
+        }
         lane.lastSendAt = this.now();
         this.options.metrics?.outbound(this.adapter.name, message.metadata.gateway === true ? "gateway" : message.kind === "notice" ? "notice" : "final");
         return "sent";
@@ -446,6 +452,13 @@ class OutboundDispatcher implements Dispatcher {
   /** How many platform calls sending (or editing in) `text` makes: what the budgets take. */
   private callsFor(text: string, options: SendOptions, edit: boolean): number {
     return this.adapter.callsFor?.(text, options, edit) ?? 1;
+  }
+
+  /** The platform answered a governed call: a late answer moves the call's place in its budgets. */
+  private async answered(call: GovernedCall): Promise<void> {
+    await this.options.governor?.answered(call).catch((failure: unknown) => {
+      this.logger.debug({ chatId: call.chatId, error: errorMessage(failure) }, "could not count a late platform answer in the budgets");
+    });
   }
 
   /** A 429 arrived anyway: counted, and the budget it names closed for every gateway. Returns the wait asked. */
@@ -569,8 +582,13 @@ class OutboundDispatcher implements Dispatcher {
   /** sendMessageDraft takes plain text: no markup to be refused mid-stream. */
   private async showAsDraft(state: DraftState, text: string): Promise<void> {
     const [head, ...rest] = splitMessage(text, this.adapter.capabilities.maxMessageLength - 2);
-    if (!head || !(await this.draftBudget(state, { call: "draft", chatId: state.chatId, ...this.chatTypeOption(state.chatId), replyId: state.replyId }, text))) return;
-    await this.adapter.draft!(state.chatId, draftIdOf(state.replyId), rest.length > 0 ? `${head}\n…` : head, state.replyId);
+    const call: GovernedCall = { call: "draft", chatId: state.chatId, ...this.chatTypeOption(state.chatId), replyId: state.replyId };
+    if (!head || !(await this.draftBudget(state, call, text))) return;
+    try {
+      await this.adapter.draft!(state.chatId, draftIdOf(state.replyId), rest.length > 0 ? `${head}\n…` : head, state.replyId);
+    } finally {
+      await this.answered(call);
+    }
   }
 
   /** Sends the draft message, or edits it: the first part of the text, and "…" when there is more. */
@@ -612,6 +630,7 @@ class OutboundDispatcher implements Dispatcher {
         format = "plain";
       } finally {
         lane.lastSendAt = this.now();
+        await this.answered(call);
       }
     }
   }

@@ -30,7 +30,14 @@ export interface QuotaStore {
    * `try` (drafts, typing) only down to its reserve. Refused: the index of the slot that stands in
    * the way longest and how long until it has room. A cost over a budget's limit takes the whole budget.
    */
-  take(slots: readonly QuotaSlot[], cost: number, mode: "wait" | "try"): Promise<TakeResult>;
+  take(slots: readonly QuotaSlot[], cost: number, mode: "wait" | "try", token?: string): Promise<TakeResult>;
+  /**
+   * The platform answered the calls taken under `token`: they count from now, not from the take.
+   * A call is counted by the platform when it arrives, which may be long after it was taken (a
+   * loaded event loop, a slow network); counted from its answer, the next call cannot arrive
+   * inside its window. Never moves a call back in time (a closed budget's wait stands).
+   */
+  answered(slots: readonly QuotaSlot[], token: string, cost: number): Promise<void>;
   /** A 429 said the budget is spent: nothing more may be taken from it for `forMs`, by anyone. */
   close(slot: QuotaSlot, forMs: number): Promise<void>;
   /** Calls in the slot's current window. */
@@ -40,20 +47,21 @@ export interface QuotaStore {
 /** Budgets of one process. */
 export function createMemoryQuotaStore(options: { now?: () => number } = {}): QuotaStore {
   const now = options.now ?? Date.now;
-  /** Per key: the times of its calls, oldest first (a closed budget's filler may lie in the future). */
-  const logs = new Map<string, number[]>();
+  /** Per key: its calls, oldest first (a closed budget's filler may lie in the future). */
+  const logs = new Map<string, Array<{ at: number; token?: string }>>();
+  const byTime = (a: { at: number }, b: { at: number }) => a.at - b.at;
 
-  const current = (slot: QuotaSlot, at: number): number[] => {
+  const current = (slot: QuotaSlot, at: number) => {
     const log = logs.get(slot.key) ?? [];
     let expired = 0;
-    while (expired < log.length && log[expired]! <= at - slot.windowMs) expired += 1;
+    while (expired < log.length && log[expired]!.at <= at - slot.windowMs) expired += 1;
     if (expired > 0) log.splice(0, expired);
     if (log.length === 0) logs.delete(slot.key);
     return log;
   };
 
   return {
-    async take(slots, cost, mode) {
+    async take(slots, cost, mode, token) {
       const at = now();
       let refused: { waitMs: number; blockedBy: number } | undefined;
       slots.forEach((slot, index) => {
@@ -63,28 +71,41 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
         const excess = log.length + Math.min(cost, slot.limit) - allowed;
         if (excess <= 0) return;
         // Room comes once the `excess`-th oldest call has aged out of the window.
-        const waitMs = excess > log.length ? slot.windowMs : Math.max(1, log[excess - 1]! + slot.windowMs - at);
+        const waitMs = excess > log.length ? slot.windowMs : Math.max(1, log[excess - 1]!.at + slot.windowMs - at);
         if (!refused || waitMs > refused.waitMs) refused = { waitMs, blockedBy: index };
       });
       if (refused) return { taken: false, ...refused };
       for (const slot of slots) {
         const log = logs.get(slot.key) ?? [];
         const taken = Math.min(cost, slot.limit);
-        for (let count = 0; count < taken; count++) log.push(at);
+        for (let count = 0; count < taken; count++) log.push(token === undefined ? { at } : { at, token });
         // A closed budget's filler lies ahead of now: keep the log in time order.
-        if (log.length > taken && log[log.length - taken - 1]! > at) log.sort((a, b) => a - b);
+        if (log.length > taken && log[log.length - taken - 1]!.at > at) log.sort(byTime);
         logs.set(slot.key, log);
       }
       return { taken: true };
+    },
+    async answered(slots, token) {
+      const at = now();
+      for (const slot of slots) {
+        const log = current(slot, at);
+        let moved = false;
+        for (const entry of log) {
+          if (entry.token !== token || entry.at >= at) continue;
+          entry.at = at;
+          moved = true;
+        }
+        if (moved) log.sort(byTime);
+      }
     },
     async close(slot, forMs) {
       const at = now();
       const log = current(slot, at);
       // Filled to the limit with calls that age out when the wait is over.
       const filler = at + forMs - slot.windowMs;
-      while (log.length < slot.limit) log.push(filler);
-      for (let index = 0; index < log.length; index++) log[index] = Math.max(log[index]!, filler);
-      log.sort((a, b) => a - b);
+      while (log.length < slot.limit) log.push({ at: filler });
+      for (const entry of log) entry.at = Math.max(entry.at, filler);
+      log.sort(byTime);
       logs.set(slot.key, log);
     },
     async used(slot) {

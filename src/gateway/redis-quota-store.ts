@@ -2,7 +2,8 @@
  * The send budgets of one bot account in Redis, shared by every gateway of the deployment: two
  * gateways of one bot (a leader hand-over, a webhook answered by a follower) take from the same
  * windows, so together they never exceed them. One script call per take (take-6.lua), judged by
- * Redis's clock, and one per 429 (close-1.lua).
+ * Redis's clock, one per 429 (close-1.lua), and one per call the platform answered late
+ * (answered-6.lua).
  *
  * Keys: `{<prefix>:quota:<channel>:<account>}:<scope key>`. The hash tag is the account's, so one
  * take's keys (a chat's, its group's, the bot's) share a cluster slot, and accounts spread over
@@ -17,6 +18,7 @@ import type { QuotaSlot, QuotaStore, TakeResult } from "./quota-store.js";
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const takeScript = loadScript(scriptsDirectory, `take-${MAX_QUOTA_SCOPES}.lua`);
 const closeScript = loadScript(scriptsDirectory, "close-1.lua");
+const answeredScript = loadScript(scriptsDirectory, `answered-${MAX_QUOTA_SCOPES}.lua`);
 
 export interface RedisQuotaStoreOptions {
   redis: RedisClient;
@@ -40,20 +42,31 @@ export function createRedisQuotaStore(options: RedisQuotaStoreOptions): QuotaSto
   const keyOf = (slot: QuotaSlot) => `${tag}:${slot.key}`;
   const clock = () => (options.now ? String(options.now()) : "");
 
+  /** Six keys and their limit, window and reserve: a slot not used repeats the first key with limit 0. */
+  function scriptSlots(slots: readonly QuotaSlot[]): { keys: string[]; limits: number[] } {
+    if (slots.length > MAX_QUOTA_SCOPES) throw new Error(`a take draws from at most ${MAX_QUOTA_SCOPES} budgets`);
+    const keys: string[] = [];
+    const limits: number[] = [];
+    for (let index = 0; index < MAX_QUOTA_SCOPES; index++) {
+      const slot = slots[index];
+      keys.push(slot ? keyOf(slot) : keyOf(slots[0]!));
+      limits.push(slot ? slot.limit : 0, slot ? slot.windowMs : 0, slot ? slot.reserve : 0);
+    }
+    return { keys, limits };
+  }
+
   return {
-    async take(slots, cost, mode): Promise<TakeResult> {
+    async take(slots, cost, mode, token): Promise<TakeResult> {
       if (slots.length === 0) return { taken: true };
-      if (slots.length > MAX_QUOTA_SCOPES) throw new Error(`a take draws from at most ${MAX_QUOTA_SCOPES} budgets`);
-      const keys: string[] = [];
-      const limits: Array<string | number> = [];
-      for (let index = 0; index < MAX_QUOTA_SCOPES; index++) {
-        const slot = slots[index];
-        keys.push(slot ? keyOf(slot) : keyOf(slots[0]!));
-        limits.push(slot ? slot.limit : 0, slot ? slot.windowMs : 0, slot ? slot.reserve : 0);
-      }
-      const answer = (await runScript(redis, takeScript, keys, [clock(), randomUUID(), cost, mode, ...limits])) as number[];
+      const { keys, limits } = scriptSlots(slots);
+      const answer = (await runScript(redis, takeScript, keys, [clock(), token ?? randomUUID(), cost, mode, ...limits])) as number[];
       if (Number(answer[0]) === 1) return { taken: true };
       return { taken: false, waitMs: Number(answer[1]), blockedBy: Number(answer[2]) - 1 };
+    },
+    async answered(slots, token, cost) {
+      if (slots.length === 0) return;
+      const { keys, limits } = scriptSlots(slots);
+      await runScript(redis, answeredScript, keys, [clock(), token, cost, ...limits]);
     },
     async close(slot, forMs) {
       await runScript(redis, closeScript, [keyOf(slot)], [clock(), randomUUID(), Math.max(0, Math.round(forMs)), slot.limit, slot.windowMs]);

@@ -13,12 +13,17 @@
  *   reserve is half the budget, and all of a budget of a long window (a Telegram group's minute)
  *   while several replies stream into it: drafts spent there would hold its finals back for up to a
  *   whole window, so a busy group's finals keep their budget and a quiet one still streams.
+ * - A call the platform answered late is counted from its answer (`answered`): the platform counts
+ *   a call when it arrives, and one taken here may sit in a loaded event loop or a slow network
+ *   for longer than the margin; counted from its answer, the next call of its budget cannot arrive
+ *   inside its window. A call answered within the margin costs nothing more.
  * - A 429 that still arrives `rateLimited`: the budget the platform named (or the chat's, when it
  *   did not say) is closed in the store for the wait the platform asked, for every process at once.
  *
  * The store decides (memory for one process, Redis for all gateways of the bot); the governor only
  * maps calls onto budget keys and orders the waiting.
  */
+import { randomUUID } from "node:crypto";
 import type { ChatType } from "../bus/message.js";
 import { KeyedLanes } from "../bus/chat-lane.js";
 import { sleep as defaultSleep } from "../sleep.js";
@@ -47,6 +52,12 @@ export interface SendGovernor {
   acquire(call: GovernedCall, signal?: AbortSignal): Promise<number>;
   /** Takes room now, above the reserves, or says why not. */
   tryAcquire(call: GovernedCall): Promise<TryOutcome>;
+  /**
+   * The platform answered the call (with anything, or the request failed): when that was later
+   * than the margin after its take, its budgets count it from now. Pass the object given to
+   * `acquire` or `tryAcquire`; a call not taken, or answered already, changes nothing.
+   */
+  answered(call: GovernedCall): Promise<void>;
   /** The platform answered 429: the budget `scope` (a scope name), or the call's chat budgets, close for `retryAfterMs`. */
   rateLimited(call: GovernedCall, retryAfterMs: number, scope?: string): Promise<void>;
 }
@@ -77,6 +88,16 @@ const STREAM_IDLE_MS = 120_000;
 interface NamedSlot extends QuotaSlot {
   scope: string;
   account: boolean;
+  /** What was added to the budget's window for the time between take and arrival. */
+  marginMs: number;
+}
+
+/** A take not yet answered by the platform. */
+interface Taken {
+  slots: NamedSlot[];
+  token: string;
+  cost: number;
+  at: number;
 }
 
 export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
@@ -90,6 +111,9 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
   const closedUntil = new Map<string, number>();
   /** Per long-window budget key: the replies streaming into it, with when their last draft came. */
   const streams = new Map<string, Map<string, number>>();
+  /** Calls taken and not yet answered, by the caller's call object. */
+  const inFlight = new WeakMap<GovernedCall, Taken>();
+  const remember = (call: GovernedCall, taken: Omit<Taken, "at">) => void inFlight.set(call, { ...taken, at: now() });
 
   function streamingInto(slot: NamedSlot, replyId: string | undefined, at: number): number {
     if (slot.windowMs < LONG_WINDOW_MS) return 0;
@@ -125,13 +149,14 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       else if (budget.per === "message" && call.messageId !== undefined) key = `${scope}:${call.messageId}`;
       if (key === undefined) continue;
       const reserve = Math.min(budget.limit - 1, Math.floor(budget.limit * share));
-      slots.push({ key, limit: budget.limit, windowMs: budget.windowMs + margin(budget.windowMs), reserve, scope, account: budget.per === "account" });
+      const marginMs = margin(budget.windowMs);
+      slots.push({ key, limit: budget.limit, windowMs: budget.windowMs + marginMs, reserve, scope, account: budget.per === "account", marginMs });
     }
     return slots;
   }
 
   /** Waits in the queue of the budget that stood in the way, until the store lets this call through or names another budget. */
-  async function waitBehind(slots: NamedSlot[], cost: number, blocked: number, firstWaitMs: number, signal?: AbortSignal) {
+  async function waitBehind(slots: NamedSlot[], cost: number, token: string, blocked: number, firstWaitMs: number, signal?: AbortSignal) {
     // The time room was said to come: a call that had to queue behind others may find it come already.
     let roomAt = now() + firstWaitMs;
     return queues.run(slots[blocked]!.key, async () => {
@@ -139,7 +164,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
         const waitMs = roomAt - now();
         if (waitMs > 0) await sleep(waitMs, signal);
         signal?.throwIfAborted();
-        const result = await store.take(slots, cost, "wait");
+        const result = await store.take(slots, cost, "wait", token);
         if (result.taken || result.blockedBy !== blocked) return result;
         roomAt = now() + result.waitMs;
       }
@@ -152,20 +177,27 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       const slots = slotsFor(call);
       if (slots.length === 0) return 0;
       const cost = call.cost ?? 1;
+      const token = randomUUID();
       const started = now();
       finished(slots, call.replyId);
       // Behind calls already waiting here on one of these budgets: they came first.
       let blocked = slots.findIndex((slot) => queues.busy(slot.key));
       let waitMs = 0;
       if (blocked < 0) {
-        const first = await store.take(slots, cost, "wait");
-        if (first.taken) return 0;
+        const first = await store.take(slots, cost, "wait", token);
+        if (first.taken) {
+          remember(call, { slots, token, cost });
+          return 0;
+        }
         ({ blockedBy: blocked, waitMs } = first);
       }
       options.onDeferred?.();
       for (;;) {
-        const result = await waitBehind(slots, cost, blocked, waitMs, signal);
-        if (result.taken) return Math.max(0, now() - started);
+        const result = await waitBehind(slots, cost, token, blocked, waitMs, signal);
+        if (result.taken) {
+          remember(call, { slots, token, cost });
+          return Math.max(0, now() - started);
+        }
         ({ blockedBy: blocked, waitMs } = result);
       }
     },
@@ -181,8 +213,20 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       // Several replies streaming into a long-window budget (a busy group): its finals need all of it,
       // and another gateway may hold drafts of more of them than this one sees.
       const reserved = slots.map((slot) => ({ ...slot, reserve: streamingInto(slot, call.replyId, at) > 1 ? slot.limit : slot.reserve }));
-      const result = await store.take(reserved, call.cost ?? 1, "try");
-      return result.taken ? "taken" : "low";
+      const token = randomUUID();
+      const cost = call.cost ?? 1;
+      const result = await store.take(reserved, cost, "try", token);
+      if (!result.taken) return "low";
+      remember(call, { slots, token, cost });
+      return "taken";
+    },
+    async answered(call) {
+      const taken = inFlight.get(call);
+      if (!taken) return;
+      inFlight.delete(call);
+      const late = now() - taken.at;
+      const slots = taken.slots.filter((slot) => late > slot.marginMs);
+      if (slots.length > 0) await store.answered(slots, taken.token, taken.cost);
     },
     async rateLimited(call, retryAfterMs, scope) {
       const slots = slotsFor(call);

@@ -53,6 +53,8 @@ export interface TeamStatusOptions {
    * finals need); when not, the newest state is tried again after the interval. Default: always.
    */
   budget?: (call: { call: "send" | "edit"; chatId: string; messageId?: string }) => Promise<boolean>;
+  /** The platform answered a call `budget` let through (the same object): a late answer counts from now. */
+  answered?: (call: { call: "send" | "edit"; chatId: string; messageId?: string }) => Promise<void>;
   logger: Logger;
   /** Least time between two edits of one status message. Default: the channel's draftIntervalMs (at least 1 s). */
   intervalMs?: number;
@@ -142,10 +144,10 @@ export function createTeamStatus(options: TeamStatusOptions): TeamStatus {
       const call = state.platformMessageId ? { call: "edit" as const, chatId: state.chatId, messageId: state.platformMessageId } : { call: "send" as const, chatId: state.chatId };
       if (text !== state.shown && options.budget && !(await options.budget(call))) return; // no room now: tried again after the interval
       if (state.platformMessageId) {
-        if (text !== state.shown) await adapter.edit(state.chatId, state.platformMessageId, text, { format: "plain" });
+        if (text !== state.shown) await adapter.edit(state.chatId, state.platformMessageId, text, { format: "plain" }).finally(() => options.answered?.(call));
       } else {
         const sendOptions = { format: "plain" as const, idempotencyKey: `${statusIdOf(progress.id)}#draft`, ...(progress.replyTo ? { replyTo: progress.replyTo } : {}) };
-        state.platformMessageId = (await adapter.send(state.chatId, text, sendOptions)).platformMessageId;
+        state.platformMessageId = (await adapter.send(state.chatId, text, sendOptions).finally(() => options.answered?.(call))).platformMessageId;
         await bus.recordDraftMessage(adapter.name, statusIdOf(progress.id), state.platformMessageId).catch((error: unknown) => {
           logger.warn({ chatId: state.chatId, runId: progress.id, error: errorMessage(error) }, "could not record the team status message");
         });

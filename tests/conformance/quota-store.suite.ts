@@ -87,6 +87,38 @@ export function runQuotaStoreSuite(name: string, makeHarness: () => Promise<Quot
       expect(await second.used(bot)).toBe(3);
     });
 
+    it("counts a call from when the platform answered it, when that was late: the next waits a window from the answer", async () => {
+      const harness = await start();
+      const [first, second] = [await harness.open(), await harness.open()];
+      const single: QuotaSlot = { key: "chat:9", limit: 1, windowMs: 1_000, reserve: 0 };
+      expect((await first.take([single, bot], 1, "wait", "slow-send")).taken).toBe(true);
+      // The call reached the platform late (a loaded event loop, a slow network): answered 800 ms on.
+      harness.advance(800);
+      await first.answered([single, bot], "slow-send", 1);
+      harness.advance(200);
+      // Taken a window ago, but answered 200 ms ago: still in both budgets.
+      expect(await second.used(bot)).toBe(1);
+      expect(await second.take([single], 1, "wait")).toEqual({ taken: false, waitMs: 800, blockedBy: 0 });
+      harness.advance(800);
+      expect((await second.take([single], 1, "wait")).taken).toBe(true);
+      // Another take's calls, and a call never taken, are left as they were.
+      await second.answered([single], "no-such-take", 1);
+      expect(await second.used(single)).toBe(1);
+    });
+
+    it("never moves a call back in time, nor out of a closed budget's wait", async () => {
+      const harness = await start();
+      const store = await harness.open();
+      expect((await store.take([chat], 1, "wait", "closed-send")).taken).toBe(true);
+      await store.close(chat, 8_000);
+      harness.advance(500);
+      await store.answered([chat], "closed-send", 1);
+      harness.advance(7_499);
+      expect((await store.take([chat], 1, "wait")).taken).toBe(false);
+      harness.advance(1);
+      expect((await store.take([chat], 1, "wait")).taken).toBe(true);
+    });
+
     it("a closed budget takes nothing from anyone until the wait is over, then fills again", async () => {
       const harness = await start();
       const [first, second] = [await harness.open(), await harness.open()];

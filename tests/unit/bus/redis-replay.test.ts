@@ -151,6 +151,27 @@ describe("a reply lost with the connection, the command replayed", () => {
   });
 });
 
+describe("a failover to a replica that never got the outbound stream", () => {
+  it("recreates the delivery group the new primary lacks, and delivers what is published after", async () => {
+    const delivered: string[] = [];
+    const subscription = await bus.consumeOutbound("web", async (event) => {
+      if (event.type === "message") delivered.push(event.message.content);
+    });
+    await bus.publishOutbound(final("out-before", "before the failover"));
+    const until = async (count: number) => {
+      const deadline = Date.now() + 15_000;
+      while (delivered.length < count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    };
+    await until(1);
+    // The promoted replica had not received the stream or its group (asynchronous replication): gone.
+    await direct.del(busKeys(prefix).outbound("web"));
+    await bus.publishOutbound(final("out-after", "after the failover"));
+    await until(2);
+    await subscription.close();
+    expect(delivered).toEqual(["before the failover", "after the failover"]);
+  });
+});
+
 describe("commands that reach Redis late judge leases by Redis's clock, not the one they were sent with", () => {
   it("a lease check held back past the lease's expiry says the lease is gone, and a fenced write is refused", async () => {
     const shortBus = createRedisBus({ redis: connection, prefix, leaseTtlMs: 1_000 });

@@ -152,6 +152,37 @@ describe("platform quotas", () => {
   });
 });
 
+describe("send governor and late answers", () => {
+  it("counts a call the platform answered late from its answer, so the next call to the chat cannot arrive inside its window", async () => {
+    const { time, governor } = setup();
+    const first = { call: "send" as const, chatId: "a", chatType: "private" as const };
+    await governor.acquire(first);
+    time.advance(800); // the request sat in a loaded event loop; the platform counted it on arrival
+    await governor.answered(first);
+    const sentAt: number[] = [];
+    const next = governor.acquire({ call: "send", chatId: "a", chatType: "private" }).then(() => sentAt.push(time.now()));
+    await time.run();
+    await next;
+    expect(sentAt).toEqual([1_800]);
+  });
+
+  it("leaves a call answered within the margin where it was taken, and forgets a draft's take once answered", async () => {
+    const time = virtualTime();
+    const store = createMemoryQuotaStore({ now: time.now });
+    const governor = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 100 });
+    const draft = { call: "draft" as const, chatId: "b", chatType: "private" as const };
+    expect(await governor.tryAcquire(draft)).toBe("taken");
+    time.advance(50);
+    await governor.answered(draft);
+    await governor.answered(draft); // a second answer changes nothing
+    const sentAt: number[] = [];
+    const next = governor.acquire({ call: "send", chatId: "b", chatType: "private" }).then(() => sentAt.push(time.now()));
+    await time.run();
+    await next;
+    expect(sentAt).toEqual([1_100]);
+  });
+});
+
 describe("send governor on long windows", () => {
   it("keeps a group's minute for its finals while several replies stream into it: a busy group streams no drafts, a quiet one does", async () => {
     const { time, governor } = setup();

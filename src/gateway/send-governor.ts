@@ -10,9 +10,11 @@
  * - Drafts and typing `tryAcquire`: taken now or not at all, only down to each budget's reserve,
  *   and never while a final waits here on one of its budgets or a 429 closed it ("closed": the
  *   caller shows no more drafts until the final; "low": the caller shows fewer, larger ones). The
- *   reserve is half the budget, and all of a budget of a long window (a Telegram group's minute)
- *   while several replies stream into it: drafts spent there would hold its finals back for up to a
- *   whole window, so a busy group's finals keep their budget and a quiet one still streams.
+ *   reserve is half the budget and a call for each reply streaming into it, and all of a budget of
+ *   a long window (a Telegram group's minute) while several replies stream into it: drafts spent
+ *   there would hold its finals back for up to a whole window, so a busy group's finals keep their
+ *   budget and a quiet one still streams. A reply's first draft into a shared budget waits a
+ *   moment, so that replies asked for together are all counted before any draft spends it.
  * - A call the platform answered late is counted from its answer (`answered`): the platform counts
  *   a call when it arrives, and one taken here may sit in a loaded event loop or a slow network
  *   for longer than the margin; counted from its answer, the next call of its budget cannot arrive
@@ -27,7 +29,7 @@ import { randomUUID } from "node:crypto";
 import type { ChatType } from "../bus/message.js";
 import { KeyedLanes } from "../bus/chat-lane.js";
 import { sleep as defaultSleep } from "../sleep.js";
-import type { PlatformCall, PlatformQuotas } from "./quotas.js";
+import type { PlatformCall, PlatformQuotas, QuotaScopeKind } from "./quotas.js";
 import type { QuotaSlot, QuotaStore } from "./quota-store.js";
 
 /** One platform call, as the budgets see it. */
@@ -82,11 +84,19 @@ export interface SendGovernorOptions {
 const GROUP_TYPES = new Set<ChatType | undefined>(["group", "thread", undefined]);
 /** Budgets whose window is this long or longer keep a call for each reply streaming into them. */
 const LONG_WINDOW_MS = 10_000;
+/**
+ * A reply's first draft into a group's budget shared by several replies (a group's, a channel's)
+ * waits this long: replies asked for together (a burst of @-mentions in a busy group) are all known
+ * by then, so the budget is kept for their finals before any draft spends it. A quiet group's first
+ * draft comes this much later; a private chat's, and a budget of one call, are never held back.
+ */
+const SETTLE_MS = 1_000;
 /** A reply whose drafts stopped coming this long ago no longer counts as streaming. */
 const STREAM_IDLE_MS = 120_000;
 
 interface NamedSlot extends QuotaSlot {
   scope: string;
+  per: QuotaScopeKind;
   account: boolean;
   /** What was added to the budget's window for the time between take and arrival. */
   marginMs: number;
@@ -110,22 +120,36 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
   /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
   const closedUntil = new Map<string, number>();
   /** Per long-window budget key: the replies streaming into it, with when their last draft came. */
-  const streams = new Map<string, Map<string, number>>();
+  const streams = new Map<string, Map<string, { first: number; last: number }>>();
   /** Calls taken and not yet answered, by the caller's call object. */
   const inFlight = new WeakMap<GovernedCall, Taken>();
   const remember = (call: GovernedCall, taken: Omit<Taken, "at">) => void inFlight.set(call, { ...taken, at: now() });
 
-  function streamingInto(slot: NamedSlot, replyId: string | undefined, at: number): number {
-    if (slot.windowMs < LONG_WINDOW_MS) return 0;
+  /** Notes the reply as streaming into the slot's budget; how many do, and whether this one only just began. */
+  function streamingInto(slot: NamedSlot, replyId: string | undefined, at: number): { count: number; settling: boolean } {
+    // Budgets a chat's replies share: a group's, a channel's (a message's, the bot's are not counted).
+    if ((slot.per !== "chat" && slot.per !== "group") || slot.limit < 2) return { count: 0, settling: false };
     let replies = streams.get(slot.key);
+    let first = at;
     if (replyId !== undefined) {
       if (!replies) streams.set(slot.key, (replies = new Map()));
-      replies.set(replyId, at);
+      first = replies.get(replyId)?.first ?? at;
+      replies.set(replyId, { first, last: at });
     }
-    if (!replies) return 0;
-    for (const [id, seen] of replies) if (at - seen > STREAM_IDLE_MS) replies.delete(id);
+    if (!replies) return { count: 0, settling: false };
+    for (const [id, seen] of replies) if (at - seen.last > STREAM_IDLE_MS) replies.delete(id);
     if (replies.size === 0) streams.delete(slot.key);
-    return replies.size;
+    return { count: replies.size, settling: replyId !== undefined && at - first < SETTLE_MS };
+  }
+
+  /**
+   * What a draft must leave of the budget: half of it, and one call for each reply streaming into
+   * it (its final); all of a long window's while several stream (a draft spent there holds their
+   * finals back up to a whole window).
+   */
+  function draftReserve(slot: NamedSlot, streaming: number): number {
+    if (slot.windowMs >= LONG_WINDOW_MS) return streaming > 1 ? slot.limit : slot.reserve;
+    return Math.min(slot.limit, Math.max(slot.reserve, streaming));
   }
 
   function finished(slots: NamedSlot[], replyId: string | undefined): void {
@@ -150,7 +174,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       if (key === undefined) continue;
       const reserve = Math.min(budget.limit - 1, Math.floor(budget.limit * share));
       const marginMs = margin(budget.windowMs);
-      slots.push({ key, limit: budget.limit, windowMs: budget.windowMs + marginMs, reserve, scope, account: budget.per === "account", marginMs });
+      slots.push({ key, limit: budget.limit, windowMs: budget.windowMs + marginMs, reserve, scope, per: budget.per, account: budget.per === "account", marginMs });
     }
     return slots;
   }
@@ -212,7 +236,10 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       }
       // Several replies streaming into a long-window budget (a busy group): its finals need all of it,
       // and another gateway may hold drafts of more of them than this one sees.
-      const reserved = slots.map((slot) => ({ ...slot, reserve: streamingInto(slot, call.replyId, at) > 1 ? slot.limit : slot.reserve }));
+      const streaming = slots.map((slot) => streamingInto(slot, call.replyId, at));
+      // Only a group's replies come in bursts: a private chat's first draft goes out at once.
+      if (GROUP_TYPES.has(call.chatType) && streaming.some((stream) => stream.settling)) return "low";
+      const reserved = slots.map((slot, index) => ({ ...slot, reserve: draftReserve(slot, streaming[index]!.count) }));
       const token = randomUUID();
       const cost = call.cost ?? 1;
       const result = await store.take(reserved, cost, "try", token);

@@ -482,6 +482,8 @@ class OutboundDispatcher implements Dispatcher {
     this.noteChatType(draft.chatId, draft.chatType);
     const mode = this.streamingIn(draft.chatId);
     if (mode === "none") return;
+    // Counted as streaming into its chat's budgets from its first draft, shown or not: their finals need them.
+    this.options.governor?.streaming({ call: "send", chatId: draft.chatId, ...this.chatTypeOption(draft.chatId), replyId: draft.replyId });
     let state = this.drafts.get(draft.replyId);
     if (!state) {
       const pace = initialDraftPace(this.adapter.capabilities.draftIntervalMs);

@@ -60,6 +60,11 @@ export interface SendGovernor {
    * `acquire` or `tryAcquire`; a call not taken, or answered already, changes nothing.
    */
   answered(call: GovernedCall): Promise<void>;
+  /**
+   * A draft of the call's reply arrived (whether or not it will be shown): the reply streams into
+   * the call's budgets, and each keeps a call for its final, until the final or a long silence.
+   */
+  streaming(call: GovernedCall): void;
   /** The platform answered 429: the budget `scope` (a scope name), or the call's chat budgets, close for `retryAfterMs`. */
   rateLimited(call: GovernedCall, retryAfterMs: number, scope?: string): Promise<void>;
 }
@@ -246,6 +251,11 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       if (!result.taken) return "low";
       remember(call, { slots, token, cost });
       return "taken";
+    },
+    streaming(call) {
+      if (call.replyId === undefined) return;
+      const at = now();
+      for (const slot of slotsFor(call)) streamingInto(slot, call.replyId, at);
     },
     async answered(call) {
       const taken = inFlight.get(call);

@@ -209,6 +209,18 @@ describe("send governor on long windows", () => {
     expect([await draft("-2", "e"), await draft("-2", "e")]).toEqual(["low", "taken"]);
   });
 
+  it("counts a reply as streaming from its first draft's arrival, shown or not: the one reply that asks first finds the minute kept", async () => {
+    const { time, governor } = setup();
+    for (const replyId of ["a", "b", "c", "d"]) governor.streaming({ call: "send", chatId: "-3", chatType: "group", replyId });
+    time.advance(1_000);
+    // Only "a" ever asks to show a draft (the chat's lane showed it first): the other three still need their finals.
+    expect(await governor.tryAcquire({ call: "send", chatId: "-3", chatType: "group", replyId: "a" })).toBe("low");
+    // Alone in a group, a reply streams once settled.
+    governor.streaming({ call: "send", chatId: "-4", chatType: "group", replyId: "z" });
+    time.advance(1_000);
+    expect(await governor.tryAcquire({ call: "send", chatId: "-4", chatType: "group", replyId: "z" })).toBe("taken");
+  });
+
   it("keeps a call of a short window for each reply streaming into it: five replies in a channel of 5 per 5 s stream nothing, two share what is left", async () => {
     const time = virtualTime();
     const store = createMemoryQuotaStore({ now: time.now });

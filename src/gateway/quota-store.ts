@@ -35,7 +35,8 @@ export interface QuotaStore {
    * The platform answered the calls taken under `token`: they count from now, not from the take.
    * A call is counted by the platform when it arrives, which may be long after it was taken (a
    * loaded event loop, a slow network); counted from its answer, the next call cannot arrive
-   * inside its window. Never moves a call back in time (a closed budget's wait stands).
+   * inside its window; those that aged out of the window meanwhile count again. Never moves a
+   * call back in time (a closed budget's wait stands). Only for a token whose take succeeded.
    */
   answered(slots: readonly QuotaSlot[], token: string, cost: number): Promise<void>;
   /** A 429 said the budget is spent: nothing more may be taken from it for `forMs`, by anyone. */
@@ -85,17 +86,20 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
       }
       return { taken: true };
     },
-    async answered(slots, token) {
+    async answered(slots, token, cost) {
       const at = now();
       for (const slot of slots) {
         const log = current(slot, at);
-        let moved = false;
+        let found = 0;
         for (const entry of log) {
-          if (entry.token !== token || entry.at >= at) continue;
-          entry.at = at;
-          moved = true;
+          if (entry.token !== token) continue;
+          found += 1;
+          entry.at = Math.max(entry.at, at);
         }
-        if (moved) log.sort(byTime);
+        // Aged out of the window before the answer came: the platform counted them on arrival.
+        for (let missing = Math.min(cost, slot.limit) - found; missing > 0; missing--) log.push({ at, token });
+        log.sort(byTime);
+        logs.set(slot.key, log);
       }
     },
     async close(slot, forMs) {

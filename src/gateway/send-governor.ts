@@ -18,7 +18,8 @@
  * - A call the platform answered late is counted from its answer (`answered`): the platform counts
  *   a call when it arrives, and one taken here may sit in a loaded event loop or a slow network
  *   for longer than the margin; counted from its answer, the next call of its budget cannot arrive
- *   inside its window. A call answered within the margin costs nothing more.
+ *   inside its window. A call answered within the margin costs nothing more; one still unanswered
+ *   a whole window after its take holds its budgets here until its answer comes.
  * - A 429 that still arrives `rateLimited`: the budget the platform named (or the chat's, when it
  *   did not say) is closed in the store for the wait the platform asked, for every process at once.
  *
@@ -113,7 +114,13 @@ interface Taken {
   token: string;
   cost: number;
   at: number;
+  /** Resolves once the platform answered (or the take was given up on). */
+  answered: Promise<void>;
+  settle: () => void;
 }
+
+/** A take unanswered this long was never going to be: a caller that forgot `answered`, not a budget. */
+const UNANSWERED_GIVE_UP_MS = 30_000;
 
 export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
   const { quotas, store } = options;
@@ -128,7 +135,50 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
   const streams = new Map<string, Map<string, { first: number; last: number }>>();
   /** Calls taken and not yet answered, by the caller's call object. */
   const inFlight = new WeakMap<GovernedCall, Taken>();
-  const remember = (call: GovernedCall, taken: Omit<Taken, "at">) => void inFlight.set(call, { ...taken, at: now() });
+  /** Per budget key: this process's calls taken and not yet answered. */
+  const unanswered = new Map<string, Set<Taken>>();
+
+  function remember(call: GovernedCall, taken: Pick<Taken, "slots" | "token" | "cost">): void {
+    let settle = () => {};
+    const entry: Taken = { ...taken, at: now(), answered: new Promise<void>((resolve) => (settle = resolve)), settle };
+    inFlight.set(call, entry);
+    for (const slot of taken.slots) {
+      let entries = unanswered.get(slot.key);
+      if (!entries) unanswered.set(slot.key, (entries = new Set()));
+      entries.add(entry);
+    }
+  }
+
+  function forget(entry: Taken): void {
+    entry.settle();
+    for (const slot of entry.slots) {
+      const entries = unanswered.get(slot.key);
+      if (entries?.delete(entry) && entries.size === 0) unanswered.delete(slot.key);
+    }
+  }
+
+  /**
+   * This process's calls on these budgets taken a whole window ago and still unanswered: the
+   * platform may not even have counted them yet (a congested event loop holds the request, or its
+   * answer), so a call taken now could arrive inside their window. Their answers are waited for.
+   */
+  function lateUnanswered(slots: NamedSlot[], at: number): Taken[] {
+    const late: Taken[] = [];
+    for (const slot of slots) {
+      for (const entry of unanswered.get(slot.key) ?? []) {
+        if (at - entry.at > UNANSWERED_GIVE_UP_MS) forget(entry);
+        else if (at - entry.at >= slot.windowMs - slot.marginMs) late.push(entry);
+      }
+    }
+    return late;
+  }
+
+  async function untilAnswered(slots: NamedSlot[], signal?: AbortSignal): Promise<void> {
+    for (let late = lateUnanswered(slots, now()); late.length > 0; late = lateUnanswered(slots, now())) {
+      await Promise.race([Promise.all(late.map((entry) => entry.answered)), sleep(1_000, signal)]);
+      signal?.throwIfAborted();
+    }
+  }
 
   /** Notes the reply as streaming into the slot's budget; how many do, and whether this one only just began. */
   function streamingInto(slot: NamedSlot, replyId: string | undefined, at: number): { count: number; settling: boolean } {
@@ -193,6 +243,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
         const waitMs = roomAt - now();
         if (waitMs > 0) await sleep(waitMs, signal);
         signal?.throwIfAborted();
+        await untilAnswered(slots, signal);
         const result = await store.take(slots, cost, "wait", token);
         if (result.taken || result.blockedBy !== blocked) return result;
         roomAt = now() + result.waitMs;
@@ -213,6 +264,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       let blocked = slots.findIndex((slot) => queues.busy(slot.key));
       let waitMs = 0;
       if (blocked < 0) {
+        await untilAnswered(slots, signal);
         const first = await store.take(slots, cost, "wait", token);
         if (first.taken) {
           remember(call, { slots, token, cost });
@@ -244,6 +296,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       const streaming = slots.map((slot) => streamingInto(slot, call.replyId, at));
       // Only a group's replies come in bursts: a private chat's first draft goes out at once.
       if (GROUP_TYPES.has(call.chatType) && streaming.some((stream) => stream.settling)) return "low";
+      if (lateUnanswered(slots, at).length > 0) return "low";
       const reserved = slots.map((slot, index) => ({ ...slot, reserve: draftReserve(slot, streaming[index]!.count) }));
       const token = randomUUID();
       const cost = call.cost ?? 1;
@@ -263,7 +316,12 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       inFlight.delete(call);
       const late = now() - taken.at;
       const slots = taken.slots.filter((slot) => late > slot.marginMs);
-      if (slots.length > 0) await store.answered(slots, taken.token, taken.cost);
+      try {
+        if (slots.length > 0) await store.answered(slots, taken.token, taken.cost);
+      } finally {
+        // Only now: a call waiting on this one takes from budgets that count it from its answer.
+        forget(taken);
+      }
     },
     async rateLimited(call, retryAfterMs, scope) {
       const slots = slotsFor(call);

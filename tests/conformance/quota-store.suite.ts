@@ -101,9 +101,21 @@ export function runQuotaStoreSuite(name: string, makeHarness: () => Promise<Quot
       expect(await second.take([single], 1, "wait")).toEqual({ taken: false, waitMs: 800, blockedBy: 0 });
       harness.advance(800);
       expect((await second.take([single], 1, "wait")).taken).toBe(true);
-      // Another take's calls, and a call never taken, are left as they were.
-      await second.answered([single], "no-such-take", 1);
       expect(await second.used(single)).toBe(1);
+    });
+
+    it("counts a call answered after it aged out of the window again, from its answer", async () => {
+      const harness = await start();
+      const [first, second] = [await harness.open(), await harness.open()];
+      const single: QuotaSlot = { key: "chat:8", limit: 1, windowMs: 1_000, reserve: 0 };
+      expect((await first.take([single], 1, "wait", "very-slow")).taken).toBe(true);
+      harness.advance(1_500);
+      expect((await second.take([single], 1, "wait", "other")).taken).toBe(true); // the first had aged out
+      harness.advance(100);
+      await first.answered([single], "very-slow", 1);
+      // Both count now: the platform saw both within its window.
+      expect(await second.used(single)).toBe(2);
+      expect(await second.take([single], 1, "wait")).toEqual({ taken: false, waitMs: 1_000, blockedBy: 0 });
     });
 
     it("never moves a call back in time, nor out of a closed budget's wait", async () => {

@@ -25,14 +25,15 @@ for i = 1, 6 do
     for n = 1, math.min(cost, limit) do
       local member = token .. ":" .. n
       local score = redis.call("ZSCORE", KEYS[i], member)
-      if score and tonumber(score) < now then
+      -- Gone: it aged out of the window (a take removed it) before the answer came; it counts again.
+      if not score or tonumber(score) < now then
         redis.call("ZADD", KEYS[i], now, member)
         moved = moved + 1
       end
     end
     if moved > 0 then
       local ttl = redis.call("PTTL", KEYS[i])
-      if ttl >= 0 and ttl < window + 1000 then redis.call("PEXPIRE", KEYS[i], window + 1000) end
+      if ttl < window + 1000 then redis.call("PEXPIRE", KEYS[i], window + 1000) end
     end
   end
 end

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../../src/errors.js";
 import { defineQuotas, describeQuotas, limitsSchema, withLimits } from "../../../src/gateway/quotas.js";
 import { createMemoryQuotaStore } from "../../../src/gateway/quota-store.js";
-import { createSendGovernor } from "../../../src/gateway/send-governor.js";
+import { type SendGovernor, createSendGovernor } from "../../../src/gateway/send-governor.js";
 import { nextDraftPace } from "../../../src/gateway/draft-pacing.js";
 
 const quotas = defineQuotas({
@@ -42,12 +42,29 @@ function virtualTime() {
   };
 }
 
+/** A platform that answers every call the moment it is taken (as the dispatcher reports answers). */
+function instantPlatform(governor: SendGovernor): SendGovernor {
+  return {
+    ...governor,
+    async acquire(call, signal) {
+      const waited = await governor.acquire(call, signal);
+      await governor.answered(call);
+      return waited;
+    },
+    async tryAcquire(call) {
+      const outcome = await governor.tryAcquire(call);
+      await governor.answered(call);
+      return outcome;
+    },
+  };
+}
+
 function setup() {
   const time = virtualTime();
   const store = createMemoryQuotaStore({ now: time.now });
   let deferred = 0;
-  const governor = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0, onDeferred: () => (deferred += 1) });
-  return { time, store, governor, deferred: () => deferred };
+  const raw = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0, onDeferred: () => (deferred += 1) });
+  return { time, store, governor: instantPlatform(raw), raw, deferred: () => deferred };
 }
 
 describe("send governor", () => {
@@ -154,7 +171,7 @@ describe("platform quotas", () => {
 
 describe("send governor and late answers", () => {
   it("counts a call the platform answered late from its answer, so the next call to the chat cannot arrive inside its window", async () => {
-    const { time, governor } = setup();
+    const { time, raw: governor } = setup();
     const first = { call: "send" as const, chatId: "a", chatType: "private" as const };
     await governor.acquire(first);
     time.advance(800); // the request sat in a loaded event loop; the platform counted it on arrival
@@ -169,7 +186,8 @@ describe("send governor and late answers", () => {
   it("leaves a call answered within the margin where it was taken, and forgets a draft's take once answered", async () => {
     const time = virtualTime();
     const store = createMemoryQuotaStore({ now: time.now });
-    const governor = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 100 });
+    const raw = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 100 });
+    const governor = raw;
     const draft = { call: "draft" as const, chatId: "b", chatType: "private" as const };
     expect(await governor.tryAcquire(draft)).toBe("taken");
     time.advance(50);
@@ -180,6 +198,37 @@ describe("send governor and late answers", () => {
     await time.run();
     await next;
     expect(sentAt).toEqual([1_100]);
+  });
+});
+
+describe("send governor and calls still unanswered", () => {
+  it("holds a chat's next call while one taken a window ago has no answer yet, then counts that one from its answer", async () => {
+    const { time, raw: governor } = setup();
+    const slow = { call: "send" as const, chatId: "a", chatType: "private" as const };
+    await governor.acquire(slow);
+    time.advance(1_000); // a window on, the platform has not answered: it may not have counted the call yet
+    expect(await governor.tryAcquire({ call: "draft", chatId: "a", chatType: "private" })).toBe("low");
+    const sentAt: number[] = [];
+    const next = { call: "send" as const, chatId: "a", chatType: "private" as const };
+    const waiting = governor.acquire(next).then(() => sentAt.push(time.now()));
+    await new Promise((resolve) => setImmediate(resolve));
+    time.advance(500);
+    await governor.answered(slow); // answered 1.5 s after its take
+    await time.run();
+    await waiting;
+    expect(sentAt).toEqual([2_500]);
+  });
+
+  it("gives up on a take never answered after 30 s: a caller's slip does not close a budget for good", async () => {
+    const { time, raw: governor } = setup();
+    await governor.acquire({ call: "send", chatId: "z", chatType: "private" });
+    const sentAt: number[] = [];
+    const waiting = governor.acquire({ call: "send", chatId: "z", chatType: "private" }).then(() => sentAt.push(time.now()));
+    await time.run();
+    await waiting;
+    expect(sentAt).toHaveLength(1);
+    expect(sentAt[0]).toBeGreaterThan(30_000);
+    expect(sentAt[0]).toBeLessThanOrEqual(32_000);
   });
 });
 
@@ -225,7 +274,7 @@ describe("send governor on long windows", () => {
     const time = virtualTime();
     const store = createMemoryQuotaStore({ now: time.now });
     const channel = defineQuotas({ scopes: { channel: { per: "chat", limit: 5, windowMs: 5_000 } } });
-    const governor = createSendGovernor({ quotas: channel, store, now: time.now, sleep: time.sleep, marginMs: () => 0 });
+    const governor = instantPlatform(createSendGovernor({ quotas: channel, store, now: time.now, sleep: time.sleep, marginMs: () => 0 }));
     const draft = (chatId: string, replyId: string) => governor.tryAcquire({ call: "edit", chatId, chatType: "group", messageId: replyId, replyId });
     const busy = ["a", "b", "c", "d", "e"];
     for (const replyId of busy) expect(await draft("busy", replyId)).toBe("low"); // the first drafts wait a moment

@@ -27,6 +27,7 @@ import { createDispatcher } from "./dispatcher.js";
 import { backoffDelay } from "./kit/retry.js";
 import { type QuotaStore, createMemoryQuotaStore } from "./quota-store.js";
 import { type SendGovernor, createSendGovernor } from "./send-governor.js";
+import { eventLoopLagMs } from "./event-loop-lag.js";
 
 export interface ChannelRuntime {
   readonly name: string;
@@ -95,6 +96,7 @@ export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRun
         store: (options.quotaStore ?? (() => createMemoryQuotaStore({ now })))(adapter.name, channel.account ?? "local"),
         now,
         onDeferred: () => metrics?.sendDeferred?.(adapter.name),
+        lagMs: () => eventLoopLagMs(),
       })
     : undefined;
   const dispatcher = createDispatcher({

@@ -29,8 +29,10 @@ export interface QuotaStore {
    * Takes `cost` calls from every slot, or none. `wait` (finals) may use a budget to its limit;
    * `try` (drafts, typing) only down to its reserve. Refused: the index of the slot that stands in
    * the way longest and how long until it has room. A cost over a budget's limit takes the whole budget.
+   * `aheadMs`: the calls are counted from that long after now, when the taker will send them (its
+   * event loop is behind), so every other taker counts them as long as the platform will.
    */
-  take(slots: readonly QuotaSlot[], cost: number, mode: "wait" | "try", token?: string): Promise<TakeResult>;
+  take(slots: readonly QuotaSlot[], cost: number, mode: "wait" | "try", token?: string, aheadMs?: number): Promise<TakeResult>;
   /**
    * The platform answered the calls taken under `token`: they count from now, not from the take.
    * A call is counted by the platform when it arrives, which may be long after it was taken (a
@@ -62,8 +64,9 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
   };
 
   return {
-    async take(slots, cost, mode, token) {
+    async take(slots, cost, mode, token, aheadMs = 0) {
       const at = now();
+      const stamp = at + aheadMs;
       let refused: { waitMs: number; blockedBy: number } | undefined;
       slots.forEach((slot, index) => {
         const log = current(slot, at);
@@ -79,9 +82,9 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
       for (const slot of slots) {
         const log = logs.get(slot.key) ?? [];
         const taken = Math.min(cost, slot.limit);
-        for (let count = 0; count < taken; count++) log.push(token === undefined ? { at } : { at, token });
-        // A closed budget's filler lies ahead of now: keep the log in time order.
-        if (log.length > taken && log[log.length - taken - 1]!.at > at) log.sort(byTime);
+        for (let count = 0; count < taken; count++) log.push(token === undefined ? { at: stamp } : { at: stamp, token });
+        // A closed budget's filler, or a call counted ahead, may lie later: keep the log in time order.
+        if (log.length > taken && log[log.length - taken - 1]!.at > stamp) log.sort(byTime);
         logs.set(slot.key, log);
       }
       return { taken: true };

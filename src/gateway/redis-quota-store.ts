@@ -56,10 +56,10 @@ export function createRedisQuotaStore(options: RedisQuotaStoreOptions): QuotaSto
   }
 
   return {
-    async take(slots, cost, mode, token): Promise<TakeResult> {
+    async take(slots, cost, mode, token, aheadMs = 0): Promise<TakeResult> {
       if (slots.length === 0) return { taken: true };
       const { keys, limits } = scriptSlots(slots);
-      const answer = (await runScript(redis, takeScript, keys, [clock(), token ?? randomUUID(), cost, mode, ...limits])) as number[];
+      const answer = (await runScript(redis, takeScript, keys, [clock(), token ?? randomUUID(), cost, mode, ...limits, Math.max(0, Math.round(aheadMs))])) as number[];
       if (Number(answer[0]) === 1) return { taken: true };
       return { taken: false, waitMs: Number(answer[1]), blockedBy: Number(answer[2]) - 1 };
     },

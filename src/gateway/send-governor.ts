@@ -19,7 +19,9 @@
  *   a call when it arrives, and one taken here may sit in a loaded event loop or a slow network
  *   for longer than the margin; counted from its answer, the next call of its budget cannot arrive
  *   inside its window. A call answered within the margin costs nothing more; one still unanswered
- *   a whole window after its take holds its budgets here until its answer comes.
+ *   a whole window after its take holds its budgets here until its answer comes. While this
+ *   process's event loop runs behind (`lagMs`), its calls are counted from that much after their
+ *   take, in the shared store: the other gateways of the bot count them as late as they arrive.
  * - A 429 that still arrives `rateLimited`: the budget the platform named (or the chat's, when it
  *   did not say) is closed in the store for the wait the platform asked, for every process at once.
  *
@@ -85,6 +87,11 @@ export interface SendGovernorOptions {
   marginMs?: (windowMs: number) => number;
   /** A call had to wait for its budget. */
   onDeferred?: () => void;
+  /**
+   * How far behind this process's event loop runs now (ms): a call taken here reaches the platform
+   * about that much later, so it is counted from then, for every gateway. Default 0.
+   */
+  lagMs?: () => number;
 }
 
 const GROUP_TYPES = new Set<ChatType | undefined>(["group", "thread", undefined]);
@@ -127,6 +134,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
   const now = options.now ?? Date.now;
   const sleep = options.sleep ?? defaultSleep;
   const share = options.reserveShare ?? 0.5;
+  const lag = options.lagMs ?? (() => 0);
   const margin = options.marginMs ?? ((windowMs: number) => Math.min(250, Math.max(20, Math.round(windowMs * 0.05))));
   const queues = new KeyedLanes();
   /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
@@ -244,7 +252,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
         if (waitMs > 0) await sleep(waitMs, signal);
         signal?.throwIfAborted();
         await untilAnswered(slots, signal);
-        const result = await store.take(slots, cost, "wait", token);
+        const result = await store.take(slots, cost, "wait", token, lag());
         if (result.taken || result.blockedBy !== blocked) return result;
         roomAt = now() + result.waitMs;
       }
@@ -265,7 +273,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       let waitMs = 0;
       if (blocked < 0) {
         await untilAnswered(slots, signal);
-        const first = await store.take(slots, cost, "wait", token);
+        const first = await store.take(slots, cost, "wait", token, lag());
         if (first.taken) {
           remember(call, { slots, token, cost });
           return 0;
@@ -300,7 +308,7 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
       const reserved = slots.map((slot, index) => ({ ...slot, reserve: draftReserve(slot, streaming[index]!.count) }));
       const token = randomUUID();
       const cost = call.cost ?? 1;
-      const result = await store.take(reserved, cost, "try", token);
+      const result = await store.take(reserved, cost, "try", token, lag());
       if (!result.taken) return "low";
       remember(call, { slots, token, cost });
       return "taken";

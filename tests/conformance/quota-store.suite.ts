@@ -118,6 +118,17 @@ export function runQuotaStoreSuite(name: string, makeHarness: () => Promise<Quot
       expect(await second.take([single], 1, "wait")).toEqual({ taken: false, waitMs: 1_000, blockedBy: 0 });
     });
 
+    it("counts a call taken ahead (its taker's event loop behind) from then, for every taker", async () => {
+      const harness = await start();
+      const [first, second] = [await harness.open(), await harness.open()];
+      const single: QuotaSlot = { key: "chat:7", limit: 1, windowMs: 1_000, reserve: 0 };
+      expect((await first.take([single], 1, "wait", "behind", 300)).taken).toBe(true);
+      harness.advance(1_000);
+      expect(await second.take([single], 1, "wait")).toEqual({ taken: false, waitMs: 300, blockedBy: 0 });
+      harness.advance(300);
+      expect((await second.take([single], 1, "wait")).taken).toBe(true);
+    });
+
     it("never moves a call back in time, nor out of a closed budget's wait", async () => {
       const harness = await start();
       const store = await harness.open();

@@ -10,6 +10,8 @@
   ARGV[3]    cost: calls taken from each budget
   ARGV[4]    "wait" (finals: up to the limit) or "try" (drafts, typing: down to the reserve)
   ARGV[5+3(i-1)..7+3(i-1)]  limit, window (ms), reserve of KEYS[i]
+  ARGV[23]   ms ahead of now the calls are counted from (the taker's event loop is behind: it
+             sends them that much later), so every gateway counts them as long as the platform will
   Output: {1} taken; {0, wait ms, i} refused: KEYS[i] stands in the way longest, for wait ms
 ]]
 --- @include "../../bus/lua/includes/clock"
@@ -18,6 +20,7 @@ local now = clockOf(ARGV[1])
 local token = ARGV[2]
 local cost = tonumber(ARGV[3])
 local trying = ARGV[4] == "try"
+local stamp = now + tonumber(ARGV[23] or "0")
 
 local blockedBy = 0
 local longest = 0
@@ -53,7 +56,7 @@ if blockedBy > 0 then
 end
 for _, slot in ipairs(used) do
   for n = 1, slot[3] do
-    redis.call("ZADD", slot[1], now, token .. ":" .. n)
+    redis.call("ZADD", slot[1], stamp, token .. ":" .. n)
   end
   -- Kept until its newest call (a closed budget's filler may lie ahead) has aged out.
   local newest = redis.call("ZRANGE", slot[1], -1, -1, "WITHSCORES")

@@ -219,6 +219,21 @@ describe("send governor and calls still unanswered", () => {
     expect(sentAt).toEqual([2_500]);
   });
 
+  it("counts its calls from as far ahead as its event loop runs behind, so another gateway's next call waits that much more", async () => {
+    const time = virtualTime();
+    const store = createMemoryQuotaStore({ now: time.now });
+    let lag = 250;
+    const behind = instantPlatform(createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0, lagMs: () => lag }));
+    const onTime = instantPlatform(createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0 }));
+    await behind.acquire({ call: "send", chatId: "q", chatType: "private" });
+    lag = 0;
+    const sentAt: number[] = [];
+    const next = onTime.acquire({ call: "send", chatId: "q", chatType: "private" }).then(() => sentAt.push(time.now()));
+    await time.run();
+    await next;
+    expect(sentAt).toEqual([1_250]);
+  });
+
   it("gives up on a take never answered after 30 s: a caller's slip does not close a budget for good", async () => {
     const { time, raw: governor } = setup();
     await governor.acquire({ call: "send", chatId: "z", chatType: "private" });

@@ -27,7 +27,7 @@ import { randomUUID } from "node:crypto";
 import type { ChatType } from "../bus/message.js";
 import { KeyedLanes } from "../bus/chat-lane.js";
 import { sleep as defaultSleep } from "../sleep.js";
-import type { PlatformCall, PlatformQuotas } from "./quotas.js";
+import type { PlatformCall, PlatformQuotas, QuotaScopeKind } from "./quotas.js";
 import type { QuotaSlot, QuotaStore } from "./quota-store.js";
 
 /** One platform call, as the budgets see it. */
@@ -101,144 +101,184 @@ interface Taken {
 }
 
 export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
-  const { quotas, store } = options;
-  const now = options.now ?? Date.now;
-  const sleep = options.sleep ?? defaultSleep;
-  const share = options.reserveShare ?? 0.5;
-  const margin = options.marginMs ?? ((windowMs: number) => Math.min(250, Math.max(20, Math.round(windowMs * 0.05))));
-  const queues = new KeyedLanes();
-  /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
-  const closedUntil = new Map<string, number>();
-  /** Per long-window budget key: the replies streaming into it, with when their last draft came. */
-  const streams = new Map<string, Map<string, number>>();
-  /** Calls taken and not yet answered, by the caller's call object. */
-  const inFlight = new WeakMap<GovernedCall, Taken>();
-  const remember = (call: GovernedCall, taken: Omit<Taken, "at">) => void inFlight.set(call, { ...taken, at: now() });
+  return new QuotaSendGovernor(options);
+}
 
-  function streamingInto(slot: NamedSlot, replyId: string | undefined, at: number): number {
+/** The default margin: 5% of the window, at least 20 ms and at most 250 ms. */
+function defaultMargin(windowMs: number): number {
+  return Math.min(250, Math.max(20, Math.round(windowMs * 0.05)));
+}
+
+/**
+ * The replies streaming drafts into each long-window budget, with when their last draft came: a
+ * budget that several replies stream into keeps all of it for their finals.
+ */
+class StreamingReplies {
+  private readonly streams = new Map<string, Map<string, number>>();
+
+  /** Notes that `replyId` (if any) streams into the slot at `at`; returns how many replies do now. */
+  into(slot: NamedSlot, replyId: string | undefined, at: number): number {
     if (slot.windowMs < LONG_WINDOW_MS) return 0;
-    let replies = streams.get(slot.key);
+    let replies = this.streams.get(slot.key);
     if (replyId !== undefined) {
-      if (!replies) streams.set(slot.key, (replies = new Map()));
+      if (!replies) this.streams.set(slot.key, (replies = new Map()));
       replies.set(replyId, at);
     }
     if (!replies) return 0;
     for (const [id, seen] of replies) if (at - seen > STREAM_IDLE_MS) replies.delete(id);
-    if (replies.size === 0) streams.delete(slot.key);
+    if (replies.size === 0) this.streams.delete(slot.key);
     return replies.size;
   }
 
-  function finished(slots: NamedSlot[], replyId: string | undefined): void {
+  /** The reply's final is going out: it no longer streams into any of these budgets. */
+  finished(slots: NamedSlot[], replyId: string | undefined): void {
     if (replyId === undefined) return;
     for (const slot of slots) {
-      const replies = streams.get(slot.key);
-      if (replies?.delete(replyId) && replies.size === 0) streams.delete(slot.key);
+      const replies = this.streams.get(slot.key);
+      if (replies?.delete(replyId) && replies.size === 0) this.streams.delete(slot.key);
+    }
+  }
+}
+
+/** The governor over a QuotaStore: maps calls onto budget slots and orders the waiting per budget. */
+class QuotaSendGovernor implements SendGovernor {
+  readonly quotas: PlatformQuotas;
+  private readonly store: QuotaStore;
+  private readonly now: () => number;
+  private readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  private readonly share: number;
+  private readonly margin: (windowMs: number) => number;
+  private readonly queues = new KeyedLanes();
+  /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
+  private readonly closedUntil = new Map<string, number>();
+  private readonly streams = new StreamingReplies();
+  /** Calls taken and not yet answered, by the caller's call object. */
+  private readonly inFlight = new WeakMap<GovernedCall, Taken>();
+
+  constructor(private readonly options: SendGovernorOptions) {
+    this.quotas = options.quotas;
+    this.store = options.store;
+    this.now = options.now ?? Date.now;
+    this.sleep = options.sleep ?? defaultSleep;
+    this.share = options.reserveShare ?? 0.5;
+    this.margin = options.marginMs ?? defaultMargin;
+  }
+
+  async acquire(call: GovernedCall, signal?: AbortSignal): Promise<number> {
+    const slots = this.slotsFor(call);
+    if (slots.length === 0) return 0;
+    const cost = call.cost ?? 1;
+    const token = randomUUID();
+    const started = this.now();
+    this.streams.finished(slots, call.replyId);
+    // Behind calls already waiting here on one of these budgets: they came first.
+    let blocked = slots.findIndex((slot) => this.queues.busy(slot.key));
+    let waitMs = 0;
+    if (blocked < 0) {
+      const first = await this.store.take(slots, cost, "wait", token);
+      if (first.taken) {
+        this.remember(call, { slots, token, cost });
+        return 0;
+      }
+      ({ blockedBy: blocked, waitMs } = first);
+    }
+    this.options.onDeferred?.();
+    for (;;) {
+      const result = await this.waitBehind(slots, cost, token, blocked, waitMs, signal);
+      if (result.taken) {
+        this.remember(call, { slots, token, cost });
+        return Math.max(0, this.now() - started);
+      }
+      ({ blockedBy: blocked, waitMs } = result);
     }
   }
 
-  const platformChat = (chatId: string) => quotas.platformChatOf?.(chatId) ?? chatId;
+  async tryAcquire(call: GovernedCall): Promise<TryOutcome> {
+    const slots = this.slotsFor(call);
+    if (slots.length === 0) return "taken";
+    const at = this.now();
+    if (slots.some((slot) => this.closedAt(slot, at) || this.queues.busy(slot.key))) return "closed";
+    // Several replies streaming into a long-window budget (a busy group): its finals need all of it,
+    // and another gateway may hold drafts of more of them than this one sees.
+    const reserved = slots.map((slot) => ({ ...slot, reserve: this.streams.into(slot, call.replyId, at) > 1 ? slot.limit : slot.reserve }));
+    const token = randomUUID();
+    const cost = call.cost ?? 1;
+    const result = await this.store.take(reserved, cost, "try", token);
+    if (!result.taken) return "low";
+    this.remember(call, { slots, token, cost });
+    return "taken";
+  }
 
-  function slotsFor(call: GovernedCall): NamedSlot[] {
+  async answered(call: GovernedCall): Promise<void> {
+    const taken = this.inFlight.get(call);
+    if (!taken) return;
+    this.inFlight.delete(call);
+    const late = this.now() - taken.at;
+    const slots = taken.slots.filter((slot) => late > slot.marginMs);
+    if (slots.length > 0) await this.store.answered(slots, taken.token, taken.cost);
+  }
+
+  async rateLimited(call: GovernedCall, retryAfterMs: number, scope?: string): Promise<void> {
+    const slots = this.slotsFor(call);
+    const named = scope === undefined ? [] : slots.filter((slot) => slot.scope === scope);
+    // Unnamed: the chat's own budgets. Closing the bot's on a guess would stop every chat.
+    const closing = named.length > 0 ? named : slots.filter((slot) => !slot.account);
+    const until = this.now() + retryAfterMs;
+    for (const slot of closing) {
+      this.closedUntil.set(slot.key, Math.max(until, this.closedUntil.get(slot.key) ?? 0));
+      if (this.closedUntil.size > 10_000) this.closedUntil.delete(this.closedUntil.keys().next().value!);
+      await this.store.close(slot, retryAfterMs);
+    }
+  }
+
+  /** Whether a 429 closed the slot's budget until after `at` (forgetting a closing that ran out). */
+  private closedAt(slot: NamedSlot, at: number): boolean {
+    const until = this.closedUntil.get(slot.key);
+    if (until !== undefined && until <= at) this.closedUntil.delete(slot.key);
+    return until !== undefined && until > at;
+  }
+
+  private remember(call: GovernedCall, taken: Omit<Taken, "at">): void {
+    this.inFlight.set(call, { ...taken, at: this.now() });
+  }
+
+  /** The budget slots a call counts against, each with its reserve and its window widened by the margin. */
+  private slotsFor(call: GovernedCall): NamedSlot[] {
     const slots: NamedSlot[] = [];
-    for (const [scope, budget] of Object.entries(quotas.scopes)) {
+    for (const [scope, budget] of Object.entries(this.quotas.scopes)) {
       if (budget.calls && !budget.calls.includes(call.call)) continue;
-      let key: string | undefined;
-      if (budget.per === "chat") key = `${scope}:${platformChat(call.chatId)}`;
-      else if (budget.per === "group" && GROUP_TYPES.has(call.chatType)) key = `${scope}:${platformChat(call.chatId)}`;
-      else if (budget.per === "account") key = scope;
-      else if (budget.per === "message" && call.messageId !== undefined) key = `${scope}:${call.messageId}`;
+      const key = this.keyOf(scope, budget.per, call);
       if (key === undefined) continue;
-      const reserve = Math.min(budget.limit - 1, Math.floor(budget.limit * share));
-      const marginMs = margin(budget.windowMs);
+      const reserve = Math.min(budget.limit - 1, Math.floor(budget.limit * this.share));
+      const marginMs = this.margin(budget.windowMs);
       slots.push({ key, limit: budget.limit, windowMs: budget.windowMs + marginMs, reserve, scope, account: budget.per === "account", marginMs });
     }
     return slots;
   }
 
+  /** The store key of the budget `scope` for this call; none when the budget does not apply to it. */
+  private keyOf(scope: string, per: QuotaScopeKind, call: GovernedCall): string | undefined {
+    const platformChat = this.quotas.platformChatOf?.(call.chatId) ?? call.chatId;
+    if (per === "chat") return `${scope}:${platformChat}`;
+    if (per === "group" && GROUP_TYPES.has(call.chatType)) return `${scope}:${platformChat}`;
+    if (per === "account") return scope;
+    if (per === "message" && call.messageId !== undefined) return `${scope}:${call.messageId}`;
+    return undefined;
+  }
+
   /** Waits in the queue of the budget that stood in the way, until the store lets this call through or names another budget. */
-  async function waitBehind(slots: NamedSlot[], cost: number, token: string, blocked: number, firstWaitMs: number, signal?: AbortSignal) {
+  private async waitBehind(slots: NamedSlot[], cost: number, token: string, blocked: number, firstWaitMs: number, signal?: AbortSignal) {
     // The time room was said to come: a call that had to queue behind others may find it come already.
-    let roomAt = now() + firstWaitMs;
-    return queues.run(slots[blocked]!.key, async () => {
+    let roomAt = this.now() + firstWaitMs;
+    return this.queues.run(slots[blocked]!.key, async () => {
       for (;;) {
-        const waitMs = roomAt - now();
-        if (waitMs > 0) await sleep(waitMs, signal);
+        const waitMs = roomAt - this.now();
+        if (waitMs > 0) await this.sleep(waitMs, signal);
         signal?.throwIfAborted();
-        const result = await store.take(slots, cost, "wait", token);
+        const result = await this.store.take(slots, cost, "wait", token);
         if (result.taken || result.blockedBy !== blocked) return result;
-        roomAt = now() + result.waitMs;
+        roomAt = this.now() + result.waitMs;
       }
     });
   }
-
-  return {
-    quotas,
-    async acquire(call, signal) {
-      const slots = slotsFor(call);
-      if (slots.length === 0) return 0;
-      const cost = call.cost ?? 1;
-      const token = randomUUID();
-      const started = now();
-      finished(slots, call.replyId);
-      // Behind calls already waiting here on one of these budgets: they came first.
-      let blocked = slots.findIndex((slot) => queues.busy(slot.key));
-      let waitMs = 0;
-      if (blocked < 0) {
-        const first = await store.take(slots, cost, "wait", token);
-        if (first.taken) {
-          remember(call, { slots, token, cost });
-          return 0;
-        }
-        ({ blockedBy: blocked, waitMs } = first);
-      }
-      options.onDeferred?.();
-      for (;;) {
-        const result = await waitBehind(slots, cost, token, blocked, waitMs, signal);
-        if (result.taken) {
-          remember(call, { slots, token, cost });
-          return Math.max(0, now() - started);
-        }
-        ({ blockedBy: blocked, waitMs } = result);
-      }
-    },
-    async tryAcquire(call) {
-      const slots = slotsFor(call);
-      if (slots.length === 0) return "taken";
-      const at = now();
-      for (const slot of slots) {
-        const until = closedUntil.get(slot.key);
-        if (until !== undefined && until <= at) closedUntil.delete(slot.key);
-        if ((until !== undefined && until > at) || queues.busy(slot.key)) return "closed";
-      }
-      // Several replies streaming into a long-window budget (a busy group): its finals need all of it,
-      // and another gateway may hold drafts of more of them than this one sees.
-      const reserved = slots.map((slot) => ({ ...slot, reserve: streamingInto(slot, call.replyId, at) > 1 ? slot.limit : slot.reserve }));
-      const token = randomUUID();
-      const cost = call.cost ?? 1;
-      const result = await store.take(reserved, cost, "try", token);
-      if (!result.taken) return "low";
-      remember(call, { slots, token, cost });
-      return "taken";
-    },
-    async answered(call) {
-      const taken = inFlight.get(call);
-      if (!taken) return;
-      inFlight.delete(call);
-      const late = now() - taken.at;
-      const slots = taken.slots.filter((slot) => late > slot.marginMs);
-      if (slots.length > 0) await store.answered(slots, taken.token, taken.cost);
-    },
-    async rateLimited(call, retryAfterMs, scope) {
-      const slots = slotsFor(call);
-      const named = scope === undefined ? [] : slots.filter((slot) => slot.scope === scope);
-      // Unnamed: the chat's own budgets. Closing the bot's on a guess would stop every chat.
-      const closing = named.length > 0 ? named : slots.filter((slot) => !slot.account);
-      const until = now() + retryAfterMs;
-      for (const slot of closing) {
-        closedUntil.set(slot.key, Math.max(until, closedUntil.get(slot.key) ?? 0));
-        if (closedUntil.size > 10_000) closedUntil.delete(closedUntil.keys().next().value!);
-        await store.close(slot, retryAfterMs);
-      }
-    },
-  };
 }

@@ -87,6 +87,8 @@ export class DraftDelivery {
     this.options.chats.noteChatType(draft.chatId, draft.chatType);
     const mode = this.streamingIn(draft.chatId);
     if (mode === "none") return;
+    // Counted as streaming into its chat's budgets from its first draft, shown or not: their finals need them.
+    this.options.governor?.streaming({ call: "send", chatId: draft.chatId, ...this.options.chats.chatTypeOption(draft.chatId), replyId: draft.replyId });
     let state = this.drafts.get(draft.replyId);
     if (!state) {
       state = this.newState(draft.replyId, draft.chatId, draft.replyTo, mode);

@@ -10,9 +10,11 @@
  * - Drafts and typing `tryAcquire`: taken now or not at all, only down to each budget's reserve,
  *   and never while a final waits here on one of its budgets or a 429 closed it ("closed": the
  *   caller shows no more drafts until the final; "low": the caller shows fewer, larger ones). The
- *   reserve is half the budget, and all of a budget of a long window (a Telegram group's minute)
- *   while several replies stream into it: drafts spent there would hold its finals back for up to a
- *   whole window, so a busy group's finals keep their budget and a quiet one still streams.
+ *   reserve is half the budget and a call for each reply streaming into it, and all of a budget of
+ *   a long window (a Telegram group's minute) while several replies stream into it: drafts spent
+ *   there would hold its finals back for up to a whole window, so a busy group's finals keep their
+ *   budget and a quiet one still streams. A reply's first draft into a shared budget waits a
+ *   moment, so that replies asked for together are all counted before any draft spends it.
  * - A call the platform answered late is counted from its answer (`answered`): the platform counts
  *   a call when it arrives, and one taken here may sit in a loaded event loop or a slow network
  *   for longer than the margin; counted from its answer, the next call of its budget cannot arrive
@@ -58,6 +60,11 @@ export interface SendGovernor {
    * `acquire` or `tryAcquire`; a call not taken, or answered already, changes nothing.
    */
   answered(call: GovernedCall): Promise<void>;
+  /**
+   * A draft of the call's reply arrived (whether or not it will be shown): the reply streams into
+   * the call's budgets, and each keeps a call for its final, until the final or a long silence.
+   */
+  streaming(call: GovernedCall): void;
   /** The platform answered 429: the budget `scope` (a scope name), or the call's chat budgets, close for `retryAfterMs`. */
   rateLimited(call: GovernedCall, retryAfterMs: number, scope?: string): Promise<void>;
 }
@@ -82,11 +89,19 @@ export interface SendGovernorOptions {
 const GROUP_TYPES = new Set<ChatType | undefined>(["group", "thread", undefined]);
 /** Budgets whose window is this long or longer keep a call for each reply streaming into them. */
 const LONG_WINDOW_MS = 10_000;
+/**
+ * A reply's first draft into a group's budget shared by several replies (a group's, a channel's)
+ * waits this long: replies asked for together (a burst of @-mentions in a busy group) are all known
+ * by then, so the budget is kept for their finals before any draft spends it. A quiet group's first
+ * draft comes this much later; a private chat's, and a budget of one call, are never held back.
+ */
+const SETTLE_MS = 1_000;
 /** A reply whose drafts stopped coming this long ago no longer counts as streaming. */
 const STREAM_IDLE_MS = 120_000;
 
 interface NamedSlot extends QuotaSlot {
   scope: string;
+  per: QuotaScopeKind;
   account: boolean;
   /** What was added to the budget's window for the time between take and arrival. */
   marginMs: number;
@@ -110,24 +125,37 @@ function defaultMargin(windowMs: number): number {
 }
 
 /**
- * The replies streaming drafts into each long-window budget, with when their last draft came: a
- * budget that several replies stream into keeps all of it for their finals.
+ * What a draft must leave of the budget: half of it, and one call for each reply streaming into
+ * it (its final); all of a long window's while several stream (a draft spent there holds their
+ * finals back up to a whole window).
+ */
+function draftReserve(slot: NamedSlot, streaming: number): number {
+  if (slot.windowMs >= LONG_WINDOW_MS) return streaming > 1 ? slot.limit : slot.reserve;
+  return Math.min(slot.limit, Math.max(slot.reserve, streaming));
+}
+
+/**
+ * The replies streaming drafts into each budget a chat's replies share (a group's, a channel's),
+ * with when their first and last drafts came: each keeps a call of the budget for its final.
  */
 class StreamingReplies {
-  private readonly streams = new Map<string, Map<string, number>>();
+  private readonly streams = new Map<string, Map<string, { first: number; last: number }>>();
 
-  /** Notes that `replyId` (if any) streams into the slot at `at`; returns how many replies do now. */
-  into(slot: NamedSlot, replyId: string | undefined, at: number): number {
-    if (slot.windowMs < LONG_WINDOW_MS) return 0;
+  /** Notes the reply as streaming into the slot's budget; how many do, and whether this one only just began. */
+  into(slot: NamedSlot, replyId: string | undefined, at: number): { count: number; settling: boolean } {
+    // Budgets a chat's replies share: a group's, a channel's (a message's, the bot's are not counted).
+    if ((slot.per !== "chat" && slot.per !== "group") || slot.limit < 2) return { count: 0, settling: false };
     let replies = this.streams.get(slot.key);
+    let first = at;
     if (replyId !== undefined) {
       if (!replies) this.streams.set(slot.key, (replies = new Map()));
-      replies.set(replyId, at);
+      first = replies.get(replyId)?.first ?? at;
+      replies.set(replyId, { first, last: at });
     }
-    if (!replies) return 0;
-    for (const [id, seen] of replies) if (at - seen > STREAM_IDLE_MS) replies.delete(id);
+    if (!replies) return { count: 0, settling: false };
+    for (const [id, seen] of replies) if (at - seen.last > STREAM_IDLE_MS) replies.delete(id);
     if (replies.size === 0) this.streams.delete(slot.key);
-    return replies.size;
+    return { count: replies.size, settling: replyId !== undefined && at - first < SETTLE_MS };
   }
 
   /** The reply's final is going out: it no longer streams into any of these budgets. */
@@ -200,13 +228,22 @@ class QuotaSendGovernor implements SendGovernor {
     if (slots.some((slot) => this.closedAt(slot, at) || this.queues.busy(slot.key))) return "closed";
     // Several replies streaming into a long-window budget (a busy group): its finals need all of it,
     // and another gateway may hold drafts of more of them than this one sees.
-    const reserved = slots.map((slot) => ({ ...slot, reserve: this.streams.into(slot, call.replyId, at) > 1 ? slot.limit : slot.reserve }));
+    const streaming = slots.map((slot) => this.streams.into(slot, call.replyId, at));
+    // Only a group's replies come in bursts: a private chat's first draft goes out at once.
+    if (GROUP_TYPES.has(call.chatType) && streaming.some((stream) => stream.settling)) return "low";
+    const reserved = slots.map((slot, index) => ({ ...slot, reserve: draftReserve(slot, streaming[index]!.count) }));
     const token = randomUUID();
     const cost = call.cost ?? 1;
     const result = await this.store.take(reserved, cost, "try", token);
     if (!result.taken) return "low";
     this.remember(call, { slots, token, cost });
     return "taken";
+  }
+
+  streaming(call: GovernedCall): void {
+    if (call.replyId === undefined) return;
+    const at = this.now();
+    for (const slot of this.slotsFor(call)) this.streams.into(slot, call.replyId, at);
   }
 
   async answered(call: GovernedCall): Promise<void> {
@@ -251,7 +288,7 @@ class QuotaSendGovernor implements SendGovernor {
       if (key === undefined) continue;
       const reserve = Math.min(budget.limit - 1, Math.floor(budget.limit * this.share));
       const marginMs = this.margin(budget.windowMs);
-      slots.push({ key, limit: budget.limit, windowMs: budget.windowMs + marginMs, reserve, scope, account: budget.per === "account", marginMs });
+      slots.push({ key, limit: budget.limit, windowMs: budget.windowMs + marginMs, reserve, scope, per: budget.per, account: budget.per === "account", marginMs });
     }
     return slots;
   }

@@ -52,7 +52,7 @@ export function createConnectionPool(): ConnectionPool {
   // undici's own fetch, not the platform's: the Agent is this undici's, and Node's bundled one may
   // be another major (Node 22 bundles undici 6).
   function poolFetchWhole(input: string | URL | Request, init: RequestInit = {}): Promise<Response> {
-    return undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...init, dispatcher } as Parameters<typeof undiciFetch>[1]) as unknown as Promise<Response>;
+    return undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...portableBody(init), dispatcher } as Parameters<typeof undiciFetch>[1]) as unknown as Promise<Response>;
   }
 
   return { fetch: poolFetch as typeof fetch, wholeFetch: poolFetchWhole as typeof fetch };
@@ -98,4 +98,17 @@ function poolResponse(url: string, answer: Dispatcher.ResponseData): Response {
     blob: () => body.blob(),
   };
   return response as unknown as Response;
+}
+
+/**
+ * The platform's FormData (what SDKs build for an upload) is another class than this undici's, whose
+ * fetch would send it as the text "[object FormData]": it goes as the multipart stream the
+ * platform encodes it to, with its boundary, streamed rather than buffered.
+ */
+function portableBody(init: RequestInit): RequestInit {
+  if (!(init.body instanceof globalThis.FormData)) return init;
+  const encoded = new globalThis.Response(init.body);
+  const headers = new globalThis.Headers(init.headers);
+  headers.set("content-type", encoded.headers.get("content-type")!);
+  return { ...init, headers, body: encoded.body, duplex: "half" } as RequestInit;
 }

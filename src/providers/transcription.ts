@@ -89,8 +89,7 @@ export function createTranscriber(options: TranscriberOptions): Transcriber {
     timeout: options.timeoutMs,
     maxRetries: 1,
     defaultHeaders: options.apiKey ? {} : { Authorization: null },
-    // The platform's fetch: the connection pool's (undici's own package) does not serialize the
-    // platform's FormData the SDK builds, and sends "[object FormData]" as text.
+    // The platform's fetch: a voice note now and then needs no warm pool of its own.
     fetch: options.fetch ?? globalThis.fetch,
   });
   return {

@@ -190,15 +190,50 @@ describe("send governor on long windows", () => {
       time.advance(1_000); // past the chat's own second
       return governor.tryAcquire({ call: "edit", chatId, chatType: "group", messageId: replyId, replyId });
     };
-    // group: 4 a minute, half kept for finals. One reply streaming into it: its drafts take the other half.
-    expect([await draft("-1", "r1"), await draft("-1", "r1"), await draft("-1", "r1")]).toEqual(["taken", "taken", "low"]);
-    // Four replies streaming into another group: the whole minute is kept for their finals.
-    expect([await draft("-2", "a"), await draft("-2", "b"), await draft("-2", "c"), await draft("-2", "d")]).toEqual(["taken", "low", "low", "low"]);
-    // Their finals end the streams; a new reply alone in the group streams again once there is room.
-    const finals = ["a", "b", "c", "d"].map((replyId) => governor.acquire({ call: "send", chatId: "-2", chatType: "group", replyId }));
+    // group: 4 a minute, half kept for finals. A reply's first draft waits a moment (replies asked
+    // for together are all known by then); alone in the group, its drafts take the other half.
+    expect([await draft("-1", "r1"), await draft("-1", "r1"), await draft("-1", "r1"), await draft("-1", "r1")]).toEqual(["low", "taken", "taken", "low"]);
+    // Four replies asked for at once in another group: not one draft spends the minute their finals need.
+    const burst = ["a", "b", "c", "d"];
+    const outcomes: string[] = [];
+    for (let round = 0; round < 3; round++) for (const replyId of burst) outcomes.push(await draft("-2", replyId));
+    expect(outcomes.every((outcome) => outcome === "low")).toBe(true);
+    // Their finals go out at once, all four in the minute, and end the streams.
+    const sentAt: number[] = [];
+    const finals = burst.map((replyId) => governor.acquire({ call: "send", chatId: "-2", chatType: "group", replyId }).then(() => sentAt.push(time.now())));
     await time.run();
     await Promise.all(finals);
+    expect(Math.max(...sentAt) - Math.min(...sentAt)).toBeLessThan(60_000);
+    // A new reply alone in the group streams again once there is room.
     time.advance(60_000);
-    expect(await draft("-2", "e")).toBe("taken");
+    expect([await draft("-2", "e"), await draft("-2", "e")]).toEqual(["low", "taken"]);
+  });
+
+  it("counts a reply as streaming from its first draft's arrival, shown or not: the one reply that asks first finds the minute kept", async () => {
+    const { time, governor } = setup();
+    for (const replyId of ["a", "b", "c", "d"]) governor.streaming({ call: "send", chatId: "-3", chatType: "group", replyId });
+    time.advance(1_000);
+    // Only "a" ever asks to show a draft (the chat's lane showed it first): the other three still need their finals.
+    expect(await governor.tryAcquire({ call: "send", chatId: "-3", chatType: "group", replyId: "a" })).toBe("low");
+    // Alone in a group, a reply streams once settled.
+    governor.streaming({ call: "send", chatId: "-4", chatType: "group", replyId: "z" });
+    time.advance(1_000);
+    expect(await governor.tryAcquire({ call: "send", chatId: "-4", chatType: "group", replyId: "z" })).toBe("taken");
+  });
+
+  it("keeps a call of a short window for each reply streaming into it: five replies in a channel of 5 per 5 s stream nothing, two share what is left", async () => {
+    const time = virtualTime();
+    const store = createMemoryQuotaStore({ now: time.now });
+    const channel = defineQuotas({ scopes: { channel: { per: "chat", limit: 5, windowMs: 5_000 } } });
+    const governor = createSendGovernor({ quotas: channel, store, now: time.now, sleep: time.sleep, marginMs: () => 0 });
+    const draft = (chatId: string, replyId: string) => governor.tryAcquire({ call: "edit", chatId, chatType: "group", messageId: replyId, replyId });
+    const busy = ["a", "b", "c", "d", "e"];
+    for (const replyId of busy) expect(await draft("busy", replyId)).toBe("low"); // the first drafts wait a moment
+    time.advance(1_000);
+    expect(await Promise.all(busy.map((replyId) => draft("busy", replyId)))).toEqual(["low", "low", "low", "low", "low"]);
+    for (const replyId of ["x", "y"]) await draft("pair", replyId);
+    time.advance(1_000);
+    // Two replies: 5 - max(half, 2) = 3 calls for their drafts in the window.
+    expect([await draft("pair", "x"), await draft("pair", "y"), await draft("pair", "x"), await draft("pair", "y")]).toEqual(["taken", "taken", "taken", "low"]);
   });
 });

@@ -58,39 +58,59 @@ export type TeamJson = Omit<TeamRecord, "modelConfig" | "createdAt" | "updatedAt
 };
 
 export function registerTeamRoutes(scope: FastifyInstance, options: TeamRoutesOptions): void {
-  const { teams } = options;
-  const now = options.now ?? Date.now;
-  const newId = options.newId ?? (() => `team-${randomUUID()}`);
-  const endpointAllowed = (team: TeamRecord) => {
-    const issue = options.endpointIssue?.(team);
+  const teams = new TeamAccess(options);
+  registerDefinitionRoutes(scope, teams);
+  registerModelConfigRoutes(scope, teams);
+}
+
+/** The team catalog as the routes use it: lookups that answer 404 and 409 with the field, and the JSON shape. */
+class TeamAccess {
+  readonly now: () => number;
+  readonly newId: () => string;
+  readonly store: TeamRoutesOptions["teams"]["store"];
+
+  constructor(private readonly options: TeamRoutesOptions) {
+    this.now = options.now ?? Date.now;
+    this.newId = options.newId ?? (() => `team-${randomUUID()}`);
+    this.store = options.teams.store;
+  }
+
+  list(): Promise<TeamRecord[]> {
+    return this.options.teams.list();
+  }
+
+  /** Refuses (400) a team whose model settings would send a provider's key elsewhere. */
+  endpointAllowed(team: TeamRecord): void {
+    const issue = this.options.endpointIssue?.(team);
     if (issue !== undefined) throw new RequestError(issue, 400);
-  };
+  }
 
-  const toJson = (team: TeamRecord): TeamJson => {
+  toJson(team: TeamRecord): TeamJson {
     const { modelConfig, createdAt, updatedAt, ...definition } = team;
-    return { ...definition, source: teams.isDeclared(team.id) ? "config" : "api", hasModelConfig: modelConfig !== undefined, createdAt: new Date(createdAt).toISOString(), updatedAt: new Date(updatedAt).toISOString() };
-  };
+    return { ...definition, source: this.options.teams.isDeclared(team.id) ? "config" : "api", hasModelConfig: modelConfig !== undefined, createdAt: new Date(createdAt).toISOString(), updatedAt: new Date(updatedAt).toISOString() };
+  }
 
-  async function find(params: unknown): Promise<TeamRecord> {
+  async find(params: unknown): Promise<TeamRecord> {
     const { id } = parseRequest(TeamParamsSchema, params, "params");
-    const team = await teams.get(id);
+    const team = await this.options.teams.get(id);
     if (!team) throw new RequestError(`team ${id} not found`, 404);
     return team;
   }
 
   /** A team the API may change: not one the config file declares. */
-  async function findWritable(params: unknown): Promise<TeamRecord> {
-    const team = await find(params);
-    if (teams.isDeclared(team.id)) throw new RequestError(`team "${team.name}" is declared in the config file (teams["${team.name}"]): change it there`, 409);
+  async findWritable(params: unknown): Promise<TeamRecord> {
+    const team = await this.find(params);
+    if (this.options.teams.isDeclared(team.id)) throw new RequestError(`team "${team.name}" is declared in the config file (teams["${team.name}"]): change it there`, 409);
     return team;
   }
 
-  async function nameFree(name: string, id?: string): Promise<void> {
-    const holder = await teams.findByName(name);
+  async nameFree(name: string, id?: string): Promise<void> {
+    const holder = await this.options.teams.findByName(name);
     if (holder && holder.id !== id) throw new RequestError(`name: a team named "${holder.name}" exists already (id ${holder.id}); team names are compared without case`, 409);
   }
 
-  async function stored(write: () => Promise<unknown>): Promise<void> {
+  /** Runs a store write, a conflict the store found answered as 409 naming its field. */
+  async stored(write: () => Promise<unknown>): Promise<void> {
     try {
       await write();
     } catch (error) {
@@ -98,60 +118,66 @@ export function registerTeamRoutes(scope: FastifyInstance, options: TeamRoutesOp
       throw error;
     }
   }
+}
 
-  scope.get("/api/agent-teams", async () => (await teams.list()).map(toJson));
+/** `/api/agent-teams` and `/api/agent-teams/:id`: the teams' definitions. */
+function registerDefinitionRoutes(scope: FastifyInstance, teams: TeamAccess): void {
+  scope.get("/api/agent-teams", async () => (await teams.list()).map((team) => teams.toJson(team)));
 
   scope.post("/api/agent-teams", async (request, reply) => {
     const body = parseRequest(TeamBodySchema, request.body, "body");
-    await nameFree(body.name);
-    const time = now();
-    const team: TeamRecord = { ...body, id: newId(), createdAt: time, updatedAt: time };
-    endpointAllowed(team);
-    await stored(() => teams.store.create(team));
+    await teams.nameFree(body.name);
+    const time = teams.now();
+    const team: TeamRecord = { ...body, id: teams.newId(), createdAt: time, updatedAt: time };
+    teams.endpointAllowed(team);
+    await teams.stored(() => teams.store.create(team));
     request.log.info({ teamId: team.id, team: team.name, mode: team.mode }, "team created through the API");
-    return reply.code(201).send(toJson(team));
+    return reply.code(201).send(teams.toJson(team));
   });
 
-  scope.get("/api/agent-teams/:id", async (request) => toJson(await find(request.params)));
+  scope.get("/api/agent-teams/:id", async (request) => teams.toJson(await teams.find(request.params)));
 
   scope.put("/api/agent-teams/:id", async (request) => {
-    const current = await findWritable(request.params);
+    const current = await teams.findWritable(request.params);
     const body = parseRequest(TeamBodySchema, request.body, "body");
-    await nameFree(body.name, current.id);
-    const team: TeamRecord = { ...body, id: current.id, createdAt: current.createdAt, updatedAt: now(), ...(current.modelConfig ? { modelConfig: current.modelConfig } : {}) };
-    endpointAllowed(team);
-    await stored(async () => {
+    await teams.nameFree(body.name, current.id);
+    const team: TeamRecord = { ...body, id: current.id, createdAt: current.createdAt, updatedAt: teams.now(), ...(current.modelConfig ? { modelConfig: current.modelConfig } : {}) };
+    teams.endpointAllowed(team);
+    await teams.stored(async () => {
       if (!(await teams.store.replace(team))) throw new RequestError(`team ${current.id} not found`, 404);
     });
-    return toJson(team);
+    return teams.toJson(team);
   });
 
   scope.delete("/api/agent-teams/:id", async (request) => {
-    const team = await findWritable(request.params);
+    const team = await teams.findWritable(request.params);
     if (!(await teams.store.delete(team.id))) throw new RequestError(`team ${team.id} not found`, 404);
     request.log.info({ teamId: team.id, team: team.name }, "team deleted through the API");
     return { id: team.id, deleted: true };
   });
+}
 
-  scope.get("/api/agent-teams/:id/config", async (request) => maskedConfig(await find(request.params)));
+/** `/api/agent-teams/:id/config`: a team's model settings, the API key never shown whole. */
+function registerModelConfigRoutes(scope: FastifyInstance, teams: TeamAccess): void {
+  scope.get("/api/agent-teams/:id/config", async (request) => maskedConfig(await teams.find(request.params)));
 
   scope.put("/api/agent-teams/:id/config", async (request) => {
-    const current = await findWritable(request.params);
+    const current = await teams.findWritable(request.params);
     const body = parseRequest(TeamModelConfigSchema, request.body, "body");
     // A form that shows the masked key and sends it back unchanged means "keep the key".
     const previousKey = current.modelConfig?.apiKey;
     const apiKey = body.apiKey !== undefined && previousKey !== undefined && body.apiKey === maskSecret(previousKey) ? previousKey : body.apiKey;
-    const team: TeamRecord = { ...current, modelConfig: { ...body, ...(apiKey === undefined ? {} : { apiKey }) }, updatedAt: now() };
-    endpointAllowed(team);
-    await stored(() => teams.store.replace(team));
+    const team: TeamRecord = { ...current, modelConfig: { ...body, ...(apiKey === undefined ? {} : { apiKey }) }, updatedAt: teams.now() };
+    teams.endpointAllowed(team);
+    await teams.stored(() => teams.store.replace(team));
     request.log.info({ teamId: team.id, team: team.name, model: team.modelConfig?.model }, "team model settings changed through the API");
     return maskedConfig(team);
   });
 
   scope.delete("/api/agent-teams/:id/config", async (request) => {
-    const current = await findWritable(request.params);
+    const current = await teams.findWritable(request.params);
     const { modelConfig: _removed, ...rest } = current;
-    await stored(() => teams.store.replace({ ...rest, updatedAt: now() }));
+    await teams.stored(() => teams.store.replace({ ...rest, updatedAt: teams.now() }));
     return { id: current.id, modelConfig: {} };
   });
 }

@@ -74,6 +74,12 @@ function positiveWhole(value: string): number {
   return Number(value);
 }
 
+/** What every command's action needs: where its exit code goes, and the program's `--config`. */
+interface CommandWiring {
+  run: (code: Promise<number>) => void;
+  context: () => CliContext;
+}
+
 /** The program: commands, options and what each runs (`run` receives its exit code). */
 export function createProgram(output: CliOutput = processOutput, run: (code: Promise<number>) => void = () => undefined): Command {
   const program = new Command("countbot")
@@ -92,6 +98,27 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
   // `--config` is the program's, before or after the command's name: every command reads it here.
   const context = (): CliContext => ({ configFile: program.opts<{ config?: string }>().config });
 
+  const wiring: CommandWiring = { run, context };
+  addProcessCommands(program, wiring);
+  addSetupCommands(program, wiring);
+  addPairingCommands(program, wiring);
+  addTaskCommands(program, wiring);
+  addUsageCommand(program, wiring);
+  addTeamCommands(program, wiring);
+  addMemoryCommands(program, wiring);
+  addToolCommands(program, wiring);
+
+  // Every command: unknown options and stray arguments are mistakes, answered with a suggestion.
+  for (const command of [program, ...allCommands(program)]) {
+    // showGlobalOptions: each command's help lists --config too.
+    command.showSuggestionAfterError(true).configureOutput(outputOf(output)).exitOverride().configureHelp({ showGlobalOptions: true });
+    if (command !== program) command.allowExcessArguments(false);
+  }
+  return program;
+}
+
+/** Talking to the agent in the terminal, and running the processes (all in one, gateway, worker). */
+function addProcessCommands(program: Command, { run, context }: CommandWiring): void {
   program
     .command("chat")
     .description("talk to the agent in this terminal")
@@ -121,7 +148,10 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .command("worker")
     .description("agent turns over Redis; run as many as you need")
     .action(() => run(runWorkerCommand(context())));
+}
 
+/** Setting up and checking: the effective config, a first config file, the doctor, the deployment's status. */
+function addSetupCommands(program: Command, { run, context }: CommandWiring): void {
   program
     .command("config")
     .description("print the effective configuration, secrets masked")
@@ -150,7 +180,10 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .command("status")
     .description("over Redis: the gateways and workers alive, chats waiting and being answered, dead letters, tasks")
     .action(() => run(runStatusCommand(context())));
+}
 
+/** `pairing`: the strangers who asked in, and who was let in. */
+function addPairingCommands(program: Command, { run, context }: CommandWiring): void {
   const pairing = program.command("pairing").description("DM pairing: pending codes, approve a code, revoke an approval");
   pairing
     .command("list")
@@ -167,7 +200,10 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .argument("<channel>", "e.g. telegram")
     .argument("<sender>", "the sender's id on that channel")
     .action((channel: string, sender: string) => run(runPairingCommand(["revoke", channel, sender], context())));
+}
 
+/** `tasks`: the subagents' tasks. */
+function addTaskCommands(program: Command, { run, context }: CommandWiring): void {
   const tasks = program.command("tasks").description("subagent tasks: list, show, cancel");
   tasks
     .command("list")
@@ -190,7 +226,10 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .description("stop a pending or running task (through the running process's API)")
     .argument("<id>", "the task's id")
     .action((id: string) => run(runTasksCommand(["cancel", id], context())));
+}
 
+/** `usage`: what model calls cost, and the budgets. */
+function addUsageCommand(program: Command, { run }: CommandWiring): void {
   program
     .command("usage")
     .description("tokens and cost of model calls by person, chat, team run, channel or model; budgets of a person or chat")
@@ -200,7 +239,10 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .option("--chat <key>", "also show the budgets of this chat (channel:chat_id)")
     .option("--json", "print JSON")
     .action((options: { by: UsageDimension; period: BudgetPeriod; person?: string; chat?: string; json?: boolean }) => run(runUsageCommand(options)));
+}
 
+/** `teams` and `runs`: agent teams and their runs. */
+function addTeamCommands(program: Command, { run, context }: CommandWiring): void {
   const teams = program.command("teams").description("agent teams: list, show, create, delete");
   teams
     .command("list")
@@ -246,6 +288,10 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .description("stop a run (through the running process's API)")
     .argument("<id>", "the run's id")
     .action((id: string) => run(runRunsCommand(["cancel", id], context())));
+}
+
+/** `memory`: a chat's or a person's long-term memory, as Markdown. */
+function addMemoryCommands(program: Command, { run, context }: CommandWiring): void {
   const memory = program.command("memory").description("a chat's (or, with --person, a person's) long-term memory as Markdown: show, export, import");
   const personOption = "the argument names a person (channel:sender_id, or a name memory.identities links accounts under): their person memory";
   memory
@@ -268,7 +314,10 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .argument("<file>", "the Markdown file (- for stdin)")
     .option("-p, --person", personOption)
     .action((session: string, file: string, options: { person?: boolean }) => run(runMemoryCommand({ action: "import", session, input: file, person: options.person === true }, context())));
+}
 
+/** `mcp` and `audit`: the MCP servers, and the log of every tool call. */
+function addToolCommands(program: Command, { run, context }: CommandWiring): void {
   const mcp = program.command("mcp").description("the configured MCP servers: list them, probe one");
   mcp
     .command("list")
@@ -286,14 +335,6 @@ export function createProgram(output: CliOutput = processOutput, run: (code: Pro
     .description("the newest tool calls, one JSON line each, oldest first")
     .option("-n, --lines <n>", "how many", positiveWhole, 20)
     .action((options: { lines: number }) => run(runAuditCommand({ ...options, ...context() })));
-
-  // Every command: unknown options and stray arguments are mistakes, answered with a suggestion.
-  for (const command of [program, ...allCommands(program)]) {
-    // showGlobalOptions: each command's help lists --config too.
-    command.showSuggestionAfterError(true).configureOutput(outputOf(output)).exitOverride().configureHelp({ showGlobalOptions: true });
-    if (command !== program) command.allowExcessArguments(false);
-  }
-  return program;
 }
 
 /** Help on stdout; a mistake as one line like every other failure: `countbot: unknown option '--sesion' (did you mean --session?)`. */

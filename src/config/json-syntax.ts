@@ -35,89 +35,111 @@ function describe(text: string, offset: number): string {
   return `unexpected ${JSON.stringify(found)}${hint}`;
 }
 
-/** A small recursive-descent JSON reader that only tracks how far the text is valid. */
+/** How far `text` is valid JSON: the offset of the first error, undefined when there is none. */
 function firstInvalidOffset(text: string): number | undefined {
-  let index = 0;
-  const number = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+  const reader = new JsonReader(text);
+  try {
+    reader.readValue();
+    reader.skipSpace();
+    return reader.index < text.length ? reader.index : undefined;
+  } catch (error) {
+    if (error === stop) return reader.index;
+    throw error;
+  }
+}
 
-  const skipSpace = (): void => {
-    while (index < text.length && " \t\n\r".includes(text[index] as string)) index++;
-  };
-  const expect = (character: string): void => {
-    skipSpace();
-    if (text[index] !== character) throw stop;
-    index++;
-  };
-  const readString = (): void => {
-    index++; // the opening quote
-    for (;;) {
-      const character = text[index];
-      if (character === undefined || character < " ") throw stop;
-      if (character === '"') {
-        index++;
-        return;
-      }
-      if (character === "\\") {
-        index++;
-        const escaped = text[index];
-        if (escaped === "u") {
-          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(index + 1, index + 5))) throw stop;
-          index += 4;
-        } else if (escaped === undefined || !'"\\/bfnrt'.includes(escaped)) {
-          throw stop;
-        }
-      }
-      index++;
-    }
-  };
-  const readSequence = (close: string, readItem: () => void): void => {
-    index++; // the opening bracket
-    skipSpace();
-    if (text[index] === close) {
-      index++;
-      return;
-    }
-    for (;;) {
-      readItem();
-      skipSpace();
-      if (text[index] === ",") index++;
-      else return expect(close);
-    }
-  };
-  const readValue = (): void => {
-    skipSpace();
-    const character = text[index];
-    if (character === "{") {
-      return readSequence("}", () => {
-        skipSpace();
-        if (text[index] !== '"') throw stop;
-        readString();
-        expect(":");
-        readValue();
-      });
-    }
-    if (character === "[") return readSequence("]", readValue);
-    if (character === '"') return readString();
-    number.lastIndex = index;
-    if (number.test(text)) {
-      index = number.lastIndex;
+/**
+ * A small recursive-descent JSON reader that only tracks how far the text is valid: each `read`
+ * moves `index` past one valid piece, or throws `stop` with `index` where the text went wrong.
+ */
+class JsonReader {
+  index = 0;
+  private readonly number = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+
+  constructor(private readonly text: string) {}
+
+  skipSpace(): void {
+    while (this.index < this.text.length && " \t\n\r".includes(this.text[this.index] as string)) this.index++;
+  }
+
+  readValue(): void {
+    this.skipSpace();
+    const character = this.text[this.index];
+    if (character === "{") return this.readSequence("}", () => this.readMember());
+    if (character === "[") return this.readSequence("]", () => this.readValue());
+    if (character === '"') return this.readString();
+    this.readScalar();
+  }
+
+  private expect(character: string): void {
+    this.skipSpace();
+    if (this.text[this.index] !== character) throw stop;
+    this.index++;
+  }
+
+  /** An object's `"key": value`. */
+  private readMember(): void {
+    this.skipSpace();
+    if (this.text[this.index] !== '"') throw stop;
+    this.readString();
+    this.expect(":");
+    this.readValue();
+  }
+
+  /** A number, `true`, `false` or `null`. */
+  private readScalar(): void {
+    const { text } = this;
+    this.number.lastIndex = this.index;
+    if (this.number.test(text)) {
+      this.index = this.number.lastIndex;
       return;
     }
     for (const word of ["true", "false", "null"]) {
-      if (text.startsWith(word, index)) {
-        index += word.length;
+      if (text.startsWith(word, this.index)) {
+        this.index += word.length;
         return;
       }
     }
     throw stop;
-  };
+  }
 
-  try {
-    readValue();
-    skipSpace();
-    return index < text.length ? index : undefined;
-  } catch (error) {
-    if (error === stop) return index;
-    throw error;
+  private readString(): void {
+    const { text } = this;
+    this.index++; // the opening quote
+    for (;;) {
+      const character = text[this.index];
+      if (character === undefined || character < " ") throw stop;
+      if (character === '"') {
+        this.index++;
+        return;
+      }
+      if (character === "\\") {
+        this.index++;
+        const escaped = text[this.index];
+        if (escaped === "u") {
+          if (!/^[0-9a-fA-F]{4}$/.test(text.slice(this.index + 1, this.index + 5))) throw stop;
+          this.index += 4;
+        } else if (escaped === undefined || !'"\\/bfnrt'.includes(escaped)) {
+          throw stop;
+        }
+      }
+      this.index++;
+    }
+  }
+
+  /** An array or object: items between the brackets, separated by commas. */
+  private readSequence(close: string, readItem: () => void): void {
+    this.index++; // the opening bracket
+    this.skipSpace();
+    if (this.text[this.index] === close) {
+      this.index++;
+      return;
+    }
+    for (;;) {
+      readItem();
+      this.skipSpace();
+      if (this.text[this.index] === ",") this.index++;
+      else return this.expect(close);
+    }
   }
 }

@@ -109,71 +109,197 @@ export function pairingReply(details: { channel: string; senderId: string; code:
 }
 
 export function createAdmission(options: AdmissionOptions): Admission {
-  const { channel, bus, store, adapter } = options;
-  const now = options.now ?? Date.now;
-  const newId = options.newId ?? (() => randomUUID());
-  const policyOf = (given: AdmissionPolicy) => ({
+  return new GatewayAdmission(options);
+}
+
+/** The policy as admission reads it, defaults applied. */
+interface ResolvedPolicy {
+  allowFrom: Set<string>;
+  open: boolean;
+  groupPolicy: AdmissionPolicy["groupPolicy"];
+  pairing: boolean;
+  pairingTtlMs: number;
+  groupContext: NonNullable<AdmissionPolicy["groupContext"]>;
+}
+
+function resolvePolicy(given: AdmissionPolicy): ResolvedPolicy {
+  return {
     allowFrom: new Set(given.allowFrom),
     open: given.open ?? false,
     groupPolicy: given.groupPolicy,
     pairing: given.pairing ?? true,
     pairingTtlMs: given.pairingTtlMs ?? HOUR_MS,
     groupContext: given.groupContext ?? "labelled",
-  });
-  const limiterOf = (given: AdmissionPolicy) => {
-    const limit = given.rateLimit ?? DEFAULT_RATE_LIMIT;
-    return limit === false ? undefined : new SenderRateLimiter(limit, now);
   };
-  let policy = policyOf(options.policy);
-  let limiter = limiterOf(options.policy);
-  let currentLimit = JSON.stringify(options.policy.rateLimit ?? DEFAULT_RATE_LIMIT);
-  const logger = options.logger.child({ component: "admission", channel });
+}
 
-  async function reply(event: PlatformEvent, what: string, text: string, log: Logger): Promise<void> {
-    const id = `gateway:${channel}:${event.eventId}:${what}`;
+/** What one event is being admitted with: its session and its logger. */
+interface Admitting {
+  event: PlatformEvent;
+  sessionKey: string;
+  log: Logger;
+}
+
+/** The rules of the header, one method each, applied in order by `handle`. */
+class GatewayAdmission implements Admission {
+  private readonly channel: string;
+  private readonly now: () => number;
+  private readonly newId: (event: PlatformEvent) => string;
+  private readonly logger: Logger;
+  private policy: ResolvedPolicy;
+  private limiter: SenderRateLimiter | undefined;
+  /** The rate limit the limiter was made for, so a reload that keeps it keeps the senders' buckets. */
+  private currentLimit: string;
+
+  constructor(private readonly options: AdmissionOptions) {
+    this.channel = options.channel;
+    this.now = options.now ?? Date.now;
+    this.newId = options.newId ?? (() => randomUUID());
+    this.policy = resolvePolicy(options.policy);
+    this.limiter = this.limiterOf(options.policy);
+    this.currentLimit = JSON.stringify(options.policy.rateLimit ?? DEFAULT_RATE_LIMIT);
+    this.logger = options.logger.child({ component: "admission", channel: this.channel });
+  }
+
+  setPolicy(next: AdmissionPolicy): void {
+    const nextPolicy = resolvePolicy(next);
+    const nextLimit = JSON.stringify(next.rateLimit ?? DEFAULT_RATE_LIMIT);
+    const nextLimiter = nextLimit === this.currentLimit ? this.limiter : this.limiterOf(next);
+    [this.policy, this.limiter, this.currentLimit] = [nextPolicy, nextLimiter, nextLimit];
+    this.logger.info({ allowFrom: next.allowFrom.length, groupPolicy: next.groupPolicy }, "admission policy changed");
+  }
+
+  async handle(event: PlatformEvent): Promise<AdmissionOutcome> {
+    const sessionKey = sessionKeyOf({ channel: this.channel, chatId: event.chatId });
+    const admitting: Admitting = { event, sessionKey, log: lazyChild(this.logger, { sessionKey, eventId: event.eventId }) };
+    const refused = this.unaddressed(event) ?? (await this.checkAccess(admitting));
+    if (refused) return refused;
+    const content = this.stripMention(event.text);
+    if (content.trim() === "" && event.media.length === 0) return "ignored:empty";
+    const limited = await this.rateLimit(admitting);
+    if (limited) return limited;
+    const command = parseCommand(content);
+    return (await this.answerCommand(admitting, command)) ?? (await this.publish(admitting, content, command));
+  }
+
+  private limiterOf(given: AdmissionPolicy): SenderRateLimiter | undefined {
+    const limit = given.rateLimit ?? DEFAULT_RATE_LIMIT;
+    return limit === false ? undefined : new SenderRateLimiter(limit, this.now);
+  }
+
+  /** Rules 1 and 2: other bots, and groups the policy does not take this message from. */
+  private unaddressed(event: PlatformEvent): AdmissionOutcome | undefined {
+    if (event.senderIsBot) return "ignored:bot";
+    if (event.chatType === "private") return undefined;
+    if (this.policy.groupPolicy === "off") return "ignored:group-off";
+    if (this.policy.groupPolicy === "mention" && !event.mentionsBot && !event.repliesToBot) return "ignored:not-addressed";
+    return undefined;
+  }
+
+  /** Rule 3: a sender not allowed is offered pairing in a private chat, and ignored elsewhere. */
+  private async checkAccess({ event, log }: Admitting): Promise<AdmissionOutcome | undefined> {
+    if (await this.admitted(event)) return undefined;
+    if (event.chatType === "private" && this.policy.pairing) return this.offerPairing(event, log);
+    log.debug({ senderId: event.senderId }, "sender not allowed");
+    return "ignored:not-allowed";
+  }
+
+  private async admitted(event: PlatformEvent): Promise<boolean> {
+    const { allowFrom, open } = this.policy;
+    if (open || allowFrom.has(event.senderId) || allowFrom.has(event.chatId)) return true;
+    if (event.scopes?.some((scope) => allowFrom.has(scope))) return true;
+    return this.options.store.pairing.isApproved(this.channel, event.senderId);
+  }
+
+  private async offerPairing(event: PlatformEvent, log: Logger): Promise<AdmissionOutcome> {
+    const { channel } = this;
+    const sender = { channel, senderId: event.senderId, chatId: event.chatId, ...(event.senderName ? { senderName: event.senderName } : {}) };
+    const { request, created } = await this.options.store.pairing.request(sender, { ttlMs: this.policy.pairingTtlMs, now: this.now() });
+    if (!created) return "ignored:pairing-pending";
+    log.info({ senderId: event.senderId, senderName: event.senderName, code: request.code, expiresAt: request.expiresAt }, "pairing code sent to an unknown sender");
+    await this.reply(event, "pairing", pairingReply({ channel, senderId: event.senderId, code: request.code, ttlMs: this.policy.pairingTtlMs }), log);
+    return "pairing";
+  }
+
+  /** Rule 4: over the sender's rate, one notice per window, then silence. */
+  private async rateLimit({ event, log }: Admitting): Promise<AdmissionOutcome | undefined> {
+    const allowance = this.limiter?.take(event.senderId) ?? "allowed";
+    if (allowance === "allowed") return undefined;
+    if (allowance === "silent") return "ignored:rate-limited";
+    log.info({ senderId: event.senderId }, "sender rate-limited");
+    await this.reply(event, "rate-limit", RATE_LIMIT_NOTICE, log);
+    return "rate-limited";
+  }
+
+  /** Rule 5, the commands answered here: `/usage` (when the budgets are readable here), `/stop`, `/help`. */
+  private async answerCommand({ event, sessionKey, log }: Admitting, command: ChatCommand | undefined): Promise<AdmissionOutcome | undefined> {
+    const { bus } = this.options;
+    const usage = command === "usage" ? this.options.usage : undefined;
+    if (!usage && command !== "stop" && command !== "help") return undefined;
+    // Answered here, never published: the bus still remembers the event, for every gateway and
+    // past a restart, so a redelivered `/stop` cannot cancel the turn the user started after it.
+    if (!(await bus.markEventSeen(this.channel, event.eventId))) return "duplicate";
+    if (usage) {
+      const person = personOf({ channel: this.channel, senderId: event.senderId, metadata: this.linkedPersonOf(event) });
+      await this.reply(event, "usage", await usage({ person, chat: sessionKey }), log);
+      return "command:usage";
+    }
+    if (command === "stop") {
+      await bus.requestCancel(sessionKey);
+      log.info("cancel requested");
+      await this.reply(event, "stop", STOP_ACKNOWLEDGEMENT, log);
+      return "command:stop";
+    }
+    await this.reply(event, "help", helpText, log);
+    return "command:help";
+  }
+
+  /** Rules 5 and 6: everything else goes onto the bus (voice notes transcribed first), and the chat sees "typing…". */
+  private async publish({ event, log }: Admitting, content: string, command: ChatCommand | undefined): Promise<AdmissionOutcome> {
+    const heard = await this.hearVoice(event, content, log);
+    if (heard === "refused") return "voice-refused";
+    if (heard === "duplicate") return "duplicate";
+    const message = this.inboundMessage(heard.event, heard.content, command);
+    const { accepted } = await this.options.bus.publishInbound(message);
+    if (!accepted) {
+      log.debug("redelivered event dropped");
+      return "duplicate";
+    }
+    log.debug({ messageId: message.id }, "message queued");
+    this.showTyping(event.chatId, log);
+    return "published";
+  }
+
+  private async reply(event: PlatformEvent, what: string, text: string, log: Logger): Promise<void> {
+    const id = `gateway:${this.channel}:${event.eventId}:${what}`;
     try {
-      await options.reply({ chatId: event.chatId, chatType: event.chatType, id, replyTo: event.platformMessageId, text });
+      await this.options.reply({ chatId: event.chatId, chatType: event.chatType, id, replyTo: event.platformMessageId, text });
     } catch (error) {
       log.warn({ err: error }, "could not send the gateway's reply");
     }
   }
 
-  function showTyping(chatId: string, log: Logger): void {
+  private showTyping(chatId: string, log: Logger): void {
     const failed = (error: unknown) => log.debug({ error: errorMessage(error) }, "typing indicator failed");
     try {
-      void adapter.typing(chatId).catch(failed);
+      void this.options.adapter.typing(chatId).catch(failed);
     } catch (error) {
       failed(error);
     }
   }
 
-  async function admitted(event: PlatformEvent): Promise<boolean> {
-    if (policy.open || policy.allowFrom.has(event.senderId) || policy.allowFrom.has(event.chatId)) return true;
-    if (event.scopes?.some((scope) => policy.allowFrom.has(scope))) return true;
-    return store.pairing.isApproved(channel, event.senderId);
-  }
-
-  async function offerPairing(event: PlatformEvent, log: Logger): Promise<AdmissionOutcome> {
-    const sender = { channel, senderId: event.senderId, chatId: event.chatId, ...(event.senderName ? { senderName: event.senderName } : {}) };
-    const { request, created } = await store.pairing.request(sender, { ttlMs: policy.pairingTtlMs, now: now() });
-    if (!created) return "ignored:pairing-pending";
-    log.info({ senderId: event.senderId, senderName: event.senderName, code: request.code, expiresAt: request.expiresAt }, "pairing code sent to an unknown sender");
-    await reply(event, "pairing", pairingReply({ channel, senderId: event.senderId, code: request.code, ttlMs: policy.pairingTtlMs }), log);
-    return "pairing";
-  }
-
-  function stripMention(text: string): string {
-    const username = options.botUsername?.();
+  private stripMention(text: string): string {
+    const username = this.options.botUsername?.();
     if (!username) return text;
     const escaped = username.replace(/^@/, "").replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
     return text.replace(new RegExp(`^\\s*@${escaped}(?![\\w])[\\s,:]*`, "i"), "");
   }
 
-  function inboundMessage(event: PlatformEvent, content: string, command: ChatCommand | undefined): InboundMessage {
-    const username = options.botUsername?.();
+  private inboundMessage(event: PlatformEvent, content: string, command: ChatCommand | undefined): InboundMessage {
+    const username = this.options.botUsername?.();
     return {
-      id: newId(event),
-      channel,
+      id: this.newId(event),
+      channel: this.channel,
       chatId: event.chatId,
       senderId: event.senderId,
       content,
@@ -184,10 +310,10 @@ export function createAdmission(options: AdmissionOptions): Admission {
       platformEventId: event.eventId,
       chatType: event.chatType,
       ...(command === undefined ? {} : { command }),
-      ...groupContextOf(event, username),
+      ...this.groupContextOf(event, username),
       metadata: {
         ...withoutPerson(event.metadata),
-        ...linkedPersonOf(event),
+        ...this.linkedPersonOf(event),
         platformMessageId: event.platformMessageId,
         ...(event.senderName ? { senderName: event.senderName } : {}),
       },
@@ -198,105 +324,35 @@ export function createAdmission(options: AdmissionOptions): Admission {
    * The event with its voice notes turned into text (rule 6). `refused`: nothing is left to publish
    * and the sender was told why; `duplicate`: a redelivery of such an event, told already.
    */
-  async function hearVoice(event: PlatformEvent, content: string, log: Logger): Promise<{ event: PlatformEvent; content: string } | "refused" | "duplicate"> {
+  private async hearVoice(event: PlatformEvent, content: string, log: Logger): Promise<{ event: PlatformEvent; content: string } | "refused" | "duplicate"> {
     if (!event.media.some(isVoice)) return { event, content };
-    const voice = options.voice ?? refuseAll;
-    if (voice.enabled) showTyping(event.chatId, log);
+    const voice = this.options.voice ?? refuseAll;
+    if (voice.enabled) this.showTyping(event.chatId, log);
     const result = await voice.take(event.media, log);
     const text = [content, ...result.transcripts].filter((part) => part.trim() !== "").join("\n\n");
     const nothingLeft = text === "" && result.media.length === 0;
-    if (nothingLeft && !(await bus.markEventSeen(channel, event.eventId))) return "duplicate";
-    if (result.refusal) await reply(event, "voice", result.refusal, log);
+    if (nothingLeft && !(await this.options.bus.markEventSeen(this.channel, event.eventId))) return "duplicate";
+    if (result.refusal) await this.reply(event, "voice", result.refusal, log);
     return nothingLeft ? "refused" : { event: { ...event, media: result.media }, content: text };
   }
 
   /** `{ person }` when config links the sender's account under a name (never taken from the platform event). */
-  function linkedPersonOf(event: PlatformEvent): { person?: string } {
-    const linked = options.linkedPerson?.(`${channel}:${event.senderId}`);
+  private linkedPersonOf(event: PlatformEvent): { person?: string } {
+    const linked = this.options.linkedPerson?.(`${this.channel}:${event.senderId}`);
     return linked ? { person: linked } : {};
   }
 
   /** Who spoke in a multi-person chat, from the platform's fields (the text is never read for it). */
-  function groupContextOf(event: PlatformEvent, username: string | undefined): { group?: GroupContext } {
-    if (event.chatType === "private" || policy.groupContext === "off") return {};
+  private groupContextOf(event: PlatformEvent, username: string | undefined): { group?: GroupContext } {
+    if (event.chatType === "private" || this.policy.groupContext === "off") return {};
     return {
       group: {
         ...(event.senderName ? { senderName: event.senderName } : {}),
         ...(username ? { botHandle: username.replace(/^@/, "") } : {}),
-        addressing: policy.groupPolicy === "all" ? "all" : "mention",
+        addressing: this.policy.groupPolicy === "all" ? "all" : "mention",
       },
     };
   }
-
-  return {
-    setPolicy(next) {
-      const nextPolicy = policyOf(next);
-      const nextLimit = JSON.stringify(next.rateLimit ?? DEFAULT_RATE_LIMIT);
-      const nextLimiter = nextLimit === currentLimit ? limiter : limiterOf(next);
-      [policy, limiter, currentLimit] = [nextPolicy, nextLimiter, nextLimit];
-      logger.info({ allowFrom: next.allowFrom.length, groupPolicy: next.groupPolicy }, "admission policy changed");
-    },
-    async handle(event) {
-      const sessionKey = sessionKeyOf({ channel, chatId: event.chatId });
-      const log = lazyChild(logger, { sessionKey, eventId: event.eventId });
-
-      if (event.senderIsBot) return "ignored:bot";
-      if (event.chatType !== "private") {
-        if (policy.groupPolicy === "off") return "ignored:group-off";
-        if (policy.groupPolicy === "mention" && !event.mentionsBot && !event.repliesToBot) return "ignored:not-addressed";
-      }
-      if (!(await admitted(event))) {
-        if (event.chatType === "private" && policy.pairing) return offerPairing(event, log);
-        log.debug({ senderId: event.senderId }, "sender not allowed");
-        return "ignored:not-allowed";
-      }
-
-      const content = stripMention(event.text);
-      if (content.trim() === "" && event.media.length === 0) return "ignored:empty";
-
-      const allowance = limiter?.take(event.senderId) ?? "allowed";
-      if (allowance === "silent") return "ignored:rate-limited";
-      if (allowance === "notice") {
-        log.info({ senderId: event.senderId }, "sender rate-limited");
-        await reply(event, "rate-limit", RATE_LIMIT_NOTICE, log);
-        return "rate-limited";
-      }
-
-      const command = parseCommand(content);
-      if (command === "usage" && options.usage) {
-        if (!(await bus.markEventSeen(channel, event.eventId))) return "duplicate";
-        const person = personOf({ channel, senderId: event.senderId, metadata: linkedPersonOf(event) });
-        await reply(event, "usage", await options.usage({ person, chat: sessionKey }), log);
-        return "command:usage";
-      }
-      if (command === "stop" || command === "help") {
-        // Answered here, never published: the bus still remembers the event, for every gateway and
-        // past a restart, so a redelivered `/stop` cannot cancel the turn the user started after it.
-        if (!(await bus.markEventSeen(channel, event.eventId))) return "duplicate";
-        if (command === "stop") {
-          await bus.requestCancel(sessionKey);
-          log.info("cancel requested");
-          await reply(event, "stop", STOP_ACKNOWLEDGEMENT, log);
-          return "command:stop";
-        }
-        await reply(event, "help", helpText, log);
-        return "command:help";
-      }
-
-      const heard = await hearVoice(event, content, log);
-      if (heard === "refused") return "voice-refused";
-      if (heard === "duplicate") return "duplicate";
-      const message = inboundMessage(heard.event, heard.content, command);
-      const { accepted } = await bus.publishInbound(message);
-      if (!accepted) {
-        log.debug("redelivered event dropped");
-        return "duplicate";
-      }
-      log.debug({ messageId: message.id }, "message queued");
-      showTyping(event.chatId, log);
-      return "published";
-    },
-  };
 }
 
 /**

@@ -19,11 +19,11 @@ import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
 import { SpanKind, inSpan } from "../tracing.js";
 import type { Store } from "../store/store.js";
-import { createAdmission } from "./admission.js";
+import { type Admission, createAdmission } from "./admission.js";
 import type { VoiceIntake } from "./voice-intake.js";
-import type { AdmissionPolicy, ChannelAdapter, ChannelInstance, PlatformEvent } from "./channel.js";
+import type { AdmissionOutcome, AdmissionPolicy, ChannelAdapter, ChannelInstance, PlatformEvent } from "./channel.js";
 import { type ChannelHealth, HealthTracker } from "./channel-health.js";
-import { createDispatcher } from "./dispatcher.js";
+import { type Dispatcher, type DispatcherOptions, createDispatcher } from "./dispatcher.js";
 import { backoffDelay } from "./kit/retry.js";
 import { type QuotaStore, createMemoryQuotaStore } from "./quota-store.js";
 import { type SendGovernor, createSendGovernor } from "./send-governor.js";
@@ -83,175 +83,232 @@ export interface ChannelRuntimeOptions {
 const defaultSchedule: ReconnectSchedule = { baseDelayMs: 1_000, maxDelayMs: 60_000, authBaseDelayMs: 300_000, authMaxDelayMs: 3_600_000, jitter: 0.2 };
 
 export function createChannelRuntime(options: ChannelRuntimeOptions): ChannelRuntime {
-  const { channel, bus, store } = options;
-  const { adapter } = channel;
-  const logger = options.logger.child({ channel: adapter.name });
-  const now = options.now ?? Date.now;
-  const schedule = { ...defaultSchedule, ...options.reconnect };
-  const health = new HealthTracker(adapter.name, logger, now);
-  const metrics = options.metrics;
-  const governor = channel.quotas
-    ? createSendGovernor({
-        quotas: channel.quotas,
-        store: (options.quotaStore ?? (() => createMemoryQuotaStore({ now })))(adapter.name, channel.account ?? "local"),
-        now,
-        onDeferred: () => metrics?.sendDeferred?.(adapter.name),
-        lagMs: () => eventLoopLagMs(),
-      })
-    : undefined;
-  const dispatcher = createDispatcher({
-    bus,
-    adapter,
-    logger,
-    showNotices: channel.showNotices,
-    annotateSends: channel.annotateSends,
-    showTransientNotices: channel.showTransientNotices,
-    teamProgress: channel.teamProgress,
-    governor,
-    metrics: {
+  return new GatewayChannelRuntime(options);
+}
+
+/**
+ * One channel's parts, and its life: standing for the account's lease (`stand`), connecting with
+ * back-off while it leads (`connect`, `begin`), and letting go when it stops or loses the lease (`end`).
+ */
+class GatewayChannelRuntime implements ChannelRuntime {
+  readonly name: string;
+  readonly governor: SendGovernor | undefined;
+  private readonly channel: ChannelInstance;
+  private readonly adapter: ChannelAdapter;
+  private readonly logger: Logger;
+  private readonly now: () => number;
+  private readonly schedule: ReconnectSchedule;
+  private readonly tracker: HealthTracker;
+  private readonly dispatcher: Dispatcher;
+  private readonly admission: Admission;
+  /** A platform account is led by one gateway at a time; a channel without one runs everywhere. */
+  private readonly elect: ElectLeader;
+  private leadership: Leadership | undefined;
+  private running = false;
+  private stopped = false;
+  /** The platform connection dropped (the adapter said so): deliveries do not mark the channel up. */
+  private connectionLost = false;
+  private unwatch: (() => void) | undefined;
+  /** Aborted when the channel stops or loses the lead: ends the reconnect loop's pause. */
+  private attempts = new AbortController();
+
+  constructor(private readonly options: ChannelRuntimeOptions) {
+    this.channel = options.channel;
+    this.adapter = options.channel.adapter;
+    this.name = this.adapter.name;
+    this.logger = options.logger.child({ channel: this.adapter.name });
+    this.now = options.now ?? Date.now;
+    this.schedule = { ...defaultSchedule, ...options.reconnect };
+    this.tracker = new HealthTracker(this.adapter.name, this.logger, this.now);
+    this.governor = this.createGovernor();
+    this.dispatcher = this.createDispatcher();
+    this.admission = this.createAdmission();
+    this.elect = this.channel.account === undefined ? soleLeader : (options.elect ?? soleLeader);
+  }
+
+  /** Whether this process runs the channel now. */
+  get leading(): boolean {
+    return this.running;
+  }
+
+  health(): ChannelHealth {
+    return this.tracker.snapshot();
+  }
+
+  updatePolicy(policy: AdmissionPolicy): void {
+    this.admission.setPolicy(policy);
+  }
+
+  async start(): Promise<void> {
+    if (this.channel.account !== undefined && this.options.elect) this.logger.info("standing for the leader lease of this account");
+    const first = this.stand();
+    const waited = new Promise<"waiting">((resolve) => setTimeout(() => resolve("waiting"), this.options.leaderWaitMs ?? 3_000).unref());
+    await Promise.race([first, waited]);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.end();
+    await this.leadership?.resign();
+  }
+
+  private createGovernor(): SendGovernor | undefined {
+    const { channel, options, adapter, now } = this;
+    if (!channel.quotas) return undefined;
+    return createSendGovernor({
+      quotas: channel.quotas,
+      store: (options.quotaStore ?? (() => createMemoryQuotaStore({ now })))(adapter.name, channel.account ?? "local"),
+      now,
+      onDeferred: () => options.metrics?.sendDeferred?.(adapter.name),
+      lagMs: () => eventLoopLagMs(),
+    });
+  }
+
+  private createDispatcher(): Dispatcher {
+    const { channel, adapter } = this;
+    return createDispatcher({
+      bus: this.options.bus,
+      adapter,
+      logger: this.logger,
+      showNotices: channel.showNotices,
+      annotateSends: channel.annotateSends,
+      showTransientNotices: channel.showTransientNotices,
+      teamProgress: channel.teamProgress,
+      governor: this.governor,
+      metrics: this.deliveryMetrics(),
+    });
+  }
+
+  /** The dispatcher's counts, which also tell the channel's health how deliveries go. */
+  private deliveryMetrics(): NonNullable<DispatcherOptions["metrics"]> {
+    const { metrics } = this.options;
+    const health = this.tracker;
+    return {
       outbound: (name, kind) => {
         health.countOut();
-        if (health.current === "degraded" && !connectionLost) health.up();
+        if (health.current === "degraded" && !this.connectionLost) health.up();
         metrics?.outbound(name, kind);
       },
       deliveryRetried: (name, reason) => {
-        if (reason === "network") health.degraded(new ChannelError("deliveries fail: the platform does not answer", adapter.name, { kind: "network" }));
+        if (reason === "network") health.degraded(new ChannelError("deliveries fail: the platform does not answer", this.adapter.name, { kind: "network" }));
         metrics?.deliveryRetried(name, reason);
       },
       rateLimited: (name) => metrics?.rateLimited?.(name),
       draftSkipped: (name) => metrics?.draftSkipped?.(name),
-    },
-  });
-  const admission = createAdmission({
-    channel: adapter.name,
-    bus,
-    store,
-    adapter: governor ? governedTyping(adapter, governor) : adapter,
-    reply: (reply) => dispatcher.reply(reply),
-    policy: channel.policy,
-    // Admission binds the channel itself: handed this runtime's child, its lines carried it twice.
-    logger: options.logger,
-    botUsername: adapter.botUsername && (() => adapter.botUsername?.()),
-    newId: channel.inboundIdOf,
-    ...(options.usage ? { usage: options.usage } : {}),
-    ...(options.voice ? { voice: options.voice } : {}),
-    ...(options.linkedPerson ? { linkedPerson: options.linkedPerson } : {}),
-  });
-  // A platform account is led by one gateway at a time; a channel without one runs everywhere.
-  const elect = channel.account === undefined ? soleLeader : (options.elect ?? soleLeader);
-  let leadership: Leadership | undefined;
-  let running = false;
-  let stopped = false;
-  let connectionLost = false;
-  let unwatch: (() => void) | undefined;
-  /** Aborted when the channel stops or loses the lead: ends the reconnect loop's pause. */
-  let attempts = new AbortController();
+    };
+  }
 
-  const begin = async () => {
-    if (running || stopped) return;
-    running = true;
+  private createAdmission(): Admission {
+    const { options, adapter, governor } = this;
+    return createAdmission({
+      channel: adapter.name,
+      bus: options.bus,
+      store: options.store,
+      adapter: governor ? governedTyping(adapter, governor) : adapter,
+      reply: (reply) => this.dispatcher.reply(reply),
+      policy: this.channel.policy,
+      // Admission binds the channel itself: handed this runtime's child, its lines carried it twice.
+      logger: options.logger,
+      botUsername: adapter.botUsername && (() => adapter.botUsername?.()),
+      newId: this.channel.inboundIdOf,
+      ...(options.usage ? { usage: options.usage } : {}),
+      ...(options.voice ? { voice: options.voice } : {}),
+      ...(options.linkedPerson ? { linkedPerson: options.linkedPerson } : {}),
+    });
+  }
+
+  /** Starts the adapter (its events through admission), watches its connection, then the dispatcher. */
+  private async begin(): Promise<void> {
+    if (this.running || this.stopped) return;
+    this.running = true;
     try {
-      await adapter.start(async (event) => {
-        // The trace of a message starts here: what admission publishes carries this span.
-        const outcome = await inSpan(`inbound ${adapter.name}`, { kind: SpanKind.SERVER, attributes: inboundAttributes(adapter.name, event) }, async (span) => {
-          const result = await admission.handle(event);
-          span.setAttribute("countbot.outcome", result);
-          return result;
-        });
-        logger.debug({ chatId: event.chatId, outcome }, "inbound event");
-        health.countIn();
-        metrics?.inbound(adapter.name, outcome);
-        return outcome;
-      });
+      await this.adapter.start((event) => this.admit(event));
     } catch (error) {
-      running = false;
+      this.running = false;
       throw error;
     }
-    connectionLost = false;
-    unwatch = adapter.watchConnection?.((change) => {
-      connectionLost = !change.connected;
-      if (change.connected) health.up();
-      else health.degraded(new ChannelError(change.reason ?? "the platform connection dropped; reconnecting", adapter.name, { kind: "network" }));
+    this.connectionLost = false;
+    this.unwatch = this.adapter.watchConnection?.((change) => {
+      this.connectionLost = !change.connected;
+      if (change.connected) this.tracker.up();
+      else this.tracker.degraded(new ChannelError(change.reason ?? "the platform connection dropped; reconnecting", this.adapter.name, { kind: "network" }));
     });
-    await dispatcher.start();
-  };
+    await this.dispatcher.start();
+  }
 
-  const end = async () => {
-    attempts.abort();
-    if (!running) return;
-    running = false;
-    unwatch?.();
-    unwatch = undefined;
+  /** One platform event through admission, traced and counted. */
+  private async admit(event: PlatformEvent): Promise<AdmissionOutcome> {
+    const { adapter } = this;
+    // The trace of a message starts here: what admission publishes carries this span.
+    const outcome = await inSpan(`inbound ${adapter.name}`, { kind: SpanKind.SERVER, attributes: inboundAttributes(adapter.name, event) }, async (span) => {
+      const result = await this.admission.handle(event);
+      span.setAttribute("countbot.outcome", result);
+      return result;
+    });
+    this.logger.debug({ chatId: event.chatId, outcome }, "inbound event");
+    this.tracker.countIn();
+    this.options.metrics?.inbound(adapter.name, outcome);
+    return outcome;
+  }
+
+  private async end(): Promise<void> {
+    this.attempts.abort();
+    if (!this.running) return;
+    this.running = false;
+    this.unwatch?.();
+    this.unwatch = undefined;
     // The dispatcher first: replies still queued for a chat go out through the adapter.
-    await dispatcher.stop();
-    await adapter.stop();
-  };
+    await this.dispatcher.stop();
+    await this.adapter.stop();
+  }
 
   /** Connects, and while that fails, tries again with back-off until it works or the channel stops. */
-  const connect = async (signal: AbortSignal): Promise<void> => {
-    health.starting();
-    for (let failures = 0; !signal.aborted && !stopped; ) {
+  private async connect(signal: AbortSignal): Promise<void> {
+    this.tracker.starting();
+    for (let failures = 0; !signal.aborted && !this.stopped; ) {
       try {
-        await begin();
-        health.up();
+        await this.begin();
+        this.tracker.up();
         return;
       } catch (error) {
         failures += 1;
-        const auth = error instanceof ChannelError && error.kind === "auth";
-        const base = auth ? backoffDelay(failures, schedule.authBaseDelayMs, schedule.authMaxDelayMs) : backoffDelay(failures, schedule.baseDelayMs, schedule.maxDelayMs);
-        const delayMs = Math.round(base * (1 - schedule.jitter + 2 * schedule.jitter * (options.random ?? Math.random)()));
-        health.down(error, now() + delayMs);
-        logger.debug({ failures, delayMs, err: error }, "channel could not connect");
+        const delayMs = this.reconnectDelay(failures, error instanceof ChannelError && error.kind === "auth");
+        this.tracker.down(error, this.now() + delayMs);
+        this.logger.debug({ failures, delayMs, err: error }, "channel could not connect");
         await sleep(delayMs, signal).catch(() => undefined);
       }
     }
-  };
+  }
+
+  /** The pause after `failures` failed attempts: capped exponential back-off with jitter, long for a refused token. */
+  private reconnectDelay(failures: number, auth: boolean): number {
+    const { schedule } = this;
+    const base = auth ? backoffDelay(failures, schedule.authBaseDelayMs, schedule.authMaxDelayMs) : backoffDelay(failures, schedule.baseDelayMs, schedule.maxDelayMs);
+    return Math.round(base * (1 - schedule.jitter + 2 * schedule.jitter * (this.options.random ?? Math.random)()));
+  }
 
   /** Stands for the lease; resolves once this process connected the channel (or first failed to), or knows it follows. */
-  const stand = (): Promise<"connected" | "following"> => {
-    if (stopped) return Promise.resolve("following");
-    const current = elect(`${adapter.name}:${channel.account ?? "local"}`);
-    leadership = current;
+  private stand(): Promise<"connected" | "following"> {
+    if (this.stopped) return Promise.resolve("following");
+    const current = this.elect(`${this.adapter.name}:${this.channel.account ?? "local"}`);
+    this.leadership = current;
     current.onLost(() => {
-      logger.error("lost the leader lease of this account: stopping the connector and standing for election again");
-      void end()
+      this.logger.error("lost the leader lease of this account: stopping the connector and standing for election again");
+      void this.end()
         .then(() => current.resign())
-        .then(stand);
+        .then(() => this.stand());
     });
-    const standingBy = setTimeout(() => health.standby(), 1_000);
+    const standingBy = setTimeout(() => this.tracker.standby(), 1_000);
     standingBy.unref?.();
     return current.acquired.then((leading) => {
       clearTimeout(standingBy);
       if (!leading) return "following" as const;
-      attempts = new AbortController();
-      const connecting = connect(attempts.signal);
+      this.attempts = new AbortController();
+      const connecting = this.connect(this.attempts.signal);
       // The first attempt's outcome is enough for start(): later ones go on in the background.
-      return Promise.race([connecting, untilLeftStarting(health)]).then(() => "connected" as const);
+      return Promise.race([connecting, untilLeftStarting(this.tracker)]).then(() => "connected" as const);
     });
-  };
-
-  return {
-    name: adapter.name,
-    get leading() {
-      return running;
-    },
-    governor,
-    health: () => health.snapshot(),
-    updatePolicy(policy) {
-      admission.setPolicy(policy);
-    },
-    async start() {
-      if (channel.account !== undefined && options.elect) logger.info("standing for the leader lease of this account");
-      const first = stand();
-      const waited = new Promise<"waiting">((resolve) => setTimeout(() => resolve("waiting"), options.leaderWaitMs ?? 3_000).unref());
-      await Promise.race([first, waited]);
-    },
-    async stop() {
-      stopped = true;
-      await end();
-      await leadership?.resign();
-    },
-  };
+  }
 }
 
 /** Resolves once the channel is no longer `starting` (it connected, or failed once and is retrying). */

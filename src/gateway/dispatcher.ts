@@ -9,19 +9,16 @@
  * Which chunks went out is remembered per outbound id (in memory), so a redelivery sends only the
  * rest. A chat that is gone (forbidden, not found) drops the message.
  *
- * Ordering: per chat. Each chat has a lane; its deliveries (and draft updates) run one after the
- * other, at most one platform call per `minSendIntervalMs`. The bus hands events over per chat and
- * handles chats concurrently, so the handler resolves only once the message is fully delivered
- * (pacing and rate limits included) without holding up other chats: a message is acknowledged to
- * the bus only after it landed, and a failure hands it back to the bus for redelivery (the chunks
- * already sent are remembered, so only the rest goes out).
+ * Ordering: per chat. Each chat has a lane (outbound-chats.ts); its deliveries (and draft updates)
+ * run one after the other, at most one platform call per `minSendIntervalMs`. The bus hands events
+ * over per chat and handles chats concurrently, so the handler resolves only once the message is
+ * fully delivered (pacing and rate limits included) without holding up other chats: a message is
+ * acknowledged to the bus only after it landed, and a failure hands it back to the bus for
+ * redelivery (the chunks already sent are remembered, so only the rest goes out).
  *
- * Drafts (streamed text, lossy): `draft` streaming in private chats (the message's chatType, else
- * the type last seen for the chat, else the channel's `capabilities.chatType`) → adapter.draft()
- * with a draft id derived from the reply id; otherwise (`edit`, or `draft` outside private chats) the first
- * draft is sent as a message that later drafts edit, at most once per `draftIntervalMs`, always
- * with the newest text; the final then edits that message into its first chunk. A draft longer
- * than one message shows its first part and "…". Notices are not sent unless `showNotices`.
+ * Drafts (streamed text, lossy) are draft-delivery.ts's: shown in the chat's lane as a platform
+ * draft or as one message edited in place, until the final takes the reply over and edits that
+ * message into its first chunk. Notices are not sent unless `showNotices`.
  *
  * The gateway's own replies (pairing code, rate-limit notice, `/stop`, `/help`) take the same path
  * through {@link Dispatcher.reply}: the chat's lane, splitting, pacing and delivery dedupe.
@@ -36,18 +33,17 @@
  * (team-status.ts), in the chat's lane, whatever `showNotices` says.
  */
 import type { Logger } from "pino";
-import { ChatLane } from "../bus/chat-lane.js";
 import type { ChatType, OutboundMessage } from "../bus/message.js";
-import type { Draft, GatewayBus, OutboundEvent, Subscription } from "../bus/message-bus.js";
+import type { GatewayBus, OutboundEvent, Subscription } from "../bus/message-bus.js";
 import { ChannelError, errorMessage } from "../errors.js";
 import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
 import { SpanKind, contextOf, inSpan } from "../tracing.js";
-import { type DraftPace, initialDraftPace, nextDraftPace } from "./draft-pacing.js";
-import { draftIdOf } from "./kit/draft-id.js";
+import { DraftDelivery } from "./draft-delivery.js";
+import { OutboundChats, remember } from "./outbound-chats.js";
+import { type RenderedChunk, renderedChunksOf } from "./rendered-chunks.js";
 import type { GovernedCall, SendGovernor } from "./send-governor.js";
-import { splitMessage } from "./split-message.js";
-import type { ChannelAdapter, OutboundPart, RenderedText, SendOptions } from "./channel.js";
+import type { ChannelAdapter, OutboundPart, SendOptions } from "./channel.js";
 import { stripInternalMarkers } from "./internal-markers.js";
 import type { TeamProgressSetting } from "./group-settings.js";
 import { type TeamStatus, createTeamStatus } from "./team-status.js";
@@ -117,42 +113,12 @@ interface Delivery {
   active: boolean;
 }
 
-/** A reply being streamed into one chat. */
-interface DraftState {
-  replyId: string;
-  chatId: string;
-  replyTo?: string;
-  mode: "draft" | "edit";
-  /** Edit mode: the platform message the drafts edit (and the final's first chunk replaces). */
-  platformMessageId?: string;
-  /** Edit mode: whether the bus was asked for a draft message another gateway sent (a failover). */
-  recalled?: boolean;
-  /** What that message shows now, as sent. */
-  shown?: string;
-  /** The newest text not shown yet. */
-  pending?: string;
-  lastShownAt: number;
-  scheduled: boolean;
-  finished: boolean;
-  /** How often drafts of this reply go out now, as the budgets allow. */
-  pace: DraftPace;
-}
-
-/**
- * One chat's deliveries, one after the other, and when it last called the platform (for pacing).
- * Kept after it goes idle, unlike KeyedLanes, so the pacing interval holds across messages.
- */
-class PacedLane extends ChatLane {
-  lastSendAt = Number.NEGATIVE_INFINITY;
-}
-
 class StoppedError extends Error {
   override name = "StoppedError";
 }
 
 const MAX_BACKOFF_MS = 30_000;
 const DEFAULT_RATE_LIMIT_WAIT_MS = 1_000;
-const MEMORY_LIMIT = 10_000;
 
 class OutboundDispatcher implements Dispatcher {
   private readonly adapter: ChannelAdapter;
@@ -162,12 +128,9 @@ class OutboundDispatcher implements Dispatcher {
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly maxRetries: number;
   private readonly retryDelayMs: number;
-  private readonly lanes = new Map<string, PacedLane>();
+  private readonly chats: OutboundChats;
+  private readonly drafts: DraftDelivery;
   private readonly deliveries = new Map<string, Delivery>();
-  private readonly drafts = new Map<string, DraftState>();
-  private readonly finishedReplies = new Set<string>();
-  /** The chat types messages told us, for replies that do not say (a background job's). */
-  private readonly chatTypes = new Map<string, ChatType>();
   private subscription: Subscription | undefined;
   private draftAudience: Subscription | undefined;
   private stopping = false;
@@ -183,6 +146,20 @@ class OutboundDispatcher implements Dispatcher {
     this.sleep = options.sleep ?? sleep;
     this.maxRetries = options.maxRetries ?? 3;
     this.retryDelayMs = options.retryDelayMs ?? 500;
+    this.chats = new OutboundChats({ adapter: this.adapter, now: this.now, sleep: this.sleep });
+    this.drafts = new DraftDelivery({
+      adapter: this.adapter,
+      bus: this.bus,
+      logger: this.logger,
+      now: this.now,
+      sleep: this.sleep,
+      chats: this.chats,
+      ...(options.governor ? { governor: options.governor } : {}),
+      ...(options.metrics ? { metrics: options.metrics } : {}),
+      stopping: () => this.stopping,
+      rateLimited: (call, error) => this.rateLimited(call, error),
+      answered: (call) => this.answered(call),
+    });
     this.teamStatus =
       options.teamProgress === "status-message"
         ? createTeamStatus({
@@ -191,7 +168,7 @@ class OutboundDispatcher implements Dispatcher {
             logger: this.logger,
             now: this.now,
             sleep: this.sleep,
-            inLane: (chatId, call) => this.inLane(chatId, call),
+            inLane: (chatId, call) => this.chats.inLane(chatId, call),
             budget: (call) => this.statusBudget(call),
             answered: (call) => this.answered(call),
           })
@@ -203,20 +180,7 @@ class OutboundDispatcher implements Dispatcher {
     const { governor } = this.options;
     if (!governor) return true;
     // The same object, so that `answered` finds the take.
-    return (await governor.tryAcquire(Object.assign(call, this.chatTypeOption(call.chatId)))) === "taken";
-  }
-
-  /** One platform call in the chat's lane, paced like the chat's other sends. */
-  private inLane<T>(chatId: string, call: () => Promise<T>): Promise<T> {
-    const lane = this.laneFor(chatId);
-    return lane.run(async () => {
-      await this.pace(lane);
-      try {
-        return await call();
-      } finally {
-        lane.lastSendAt = this.now();
-      }
-    });
+    return (await governor.tryAcquire(Object.assign(call, this.chats.chatTypeOption(call.chatId)))) === "taken";
   }
 
   async start(): Promise<void> {
@@ -237,7 +201,7 @@ class OutboundDispatcher implements Dispatcher {
     this.draftAudience = undefined;
     await this.subscription?.close();
     this.subscription = undefined;
-    await Promise.all([...this.lanes.values()].map((lane) => lane.idle()));
+    await this.chats.idle();
   }
 
   async reply(reply: GatewayReply): Promise<void> {
@@ -257,10 +221,10 @@ class OutboundDispatcher implements Dispatcher {
 
   private async handle(event: OutboundEvent): Promise<void> {
     if (this.stopping) throw new StoppedError("the dispatcher is stopping");
-    if (event.type === "draft") return this.onDraft(event.draft);
+    if (event.type === "draft") return this.drafts.show(event.draft);
     const { message } = event;
     if (message.kind === "draft") {
-      return this.onDraft({ replyId: message.id, channel: message.channel, chatId: message.chatId, text: message.content, replyTo: message.replyTo, chatType: message.chatType });
+      return this.drafts.show({ replyId: message.id, channel: message.channel, chatId: message.chatId, text: message.content, replyTo: message.replyTo, chatType: message.chatType });
     }
     // Lossy like drafts: the notice is acknowledged once the status message has it.
     if (this.teamStatus?.take(message)) return;
@@ -270,7 +234,7 @@ class OutboundDispatcher implements Dispatcher {
   }
 
   private async onMessage(message: OutboundMessage): Promise<void> {
-    this.noteChatType(message.chatId, message.chatType);
+    this.chats.noteChatType(message.chatId, message.chatType);
     const fields = { chatId: message.chatId, sessionKey: `${message.channel}:${message.chatId}`, messageId: message.id };
     let delivery = this.deliveries.get(message.id);
     if (delivery?.active) return this.logger.debug(fields, "outbound message already being delivered");
@@ -279,7 +243,7 @@ class OutboundDispatcher implements Dispatcher {
       remember(this.deliveries, message.id, delivery);
     }
     delivery.active = true;
-    const lane = this.laneFor(message.chatId);
+    const lane = this.chats.laneFor(message.chatId);
     // A reply's delivery continues the trace of the turn that wrote it (in whichever process).
     const parent = message.traceContext ? { parent: contextOf(message.traceContext) } : {};
     const attributes = { "countbot.channel": message.channel, "countbot.message_id": message.id, "countbot.kind": message.kind };
@@ -294,15 +258,13 @@ class OutboundDispatcher implements Dispatcher {
 
   private async deliver(message: OutboundMessage, delivery: Delivery): Promise<void> {
     const fields = { chatId: message.chatId, sessionKey: `${message.channel}:${message.chatId}`, messageId: message.id };
-    const draft = (await this.recallDraftMessage(message)) ?? this.drafts.get(message.id);
-    if (draft) draft.finished = true;
-    this.finishReply(message.id);
+    const draft = await this.drafts.takeForFinal(message);
     try {
       // The gateway's own replies are plain text: no markup to render or to be refused.
       const plain = message.metadata.gateway === true;
       const text = stripInternalMarkers(message.content);
       // A message that was nothing but a marker has nothing to show.
-      const chunks = text.trim() === "" ? [] : this.chunksOf(text, this.adapter.capabilities.maxMessageLength, plain);
+      const chunks = text.trim() === "" ? [] : renderedChunksOf(this.adapter, text, this.adapter.capabilities.maxMessageLength, plain);
       for (let index = delivery.sent; index < chunks.length; index++) {
         const chunk = chunks[index]!;
         const editTarget = index === 0 && draft?.mode === "edit" ? draft : undefined;
@@ -332,7 +294,7 @@ class OutboundDispatcher implements Dispatcher {
       }
       if (draft?.mode === "edit" && draft.platformMessageId !== undefined && chunks[0] !== undefined) await this.finishStream(message, draft.platformMessageId, chunks[0].rendered);
       this.deliveries.delete(message.id);
-      this.drafts.delete(message.id);
+      this.drafts.forget(message.id);
     } finally {
       delivery.active = false;
     }
@@ -348,36 +310,24 @@ class OutboundDispatcher implements Dispatcher {
     }
   }
 
-  /** The chunks of a text, each rendered, measured as the platform counts. */
-  private chunksOf(text: string, maxLength: number, plain = false): Array<{ source: string; rendered: string; format: SendOptions["format"] }> {
-    const render = plain ? asPlain : (this.adapter.render?.bind(this.adapter) ?? asPlain);
-    const measured = plain ? undefined : this.adapter.measure?.bind(this.adapter);
-    // The plain fallback sends the source as is, so a chunk must fit both ways.
-    const measure = (chunk: string) => Math.max(chunk.length, measured ? measured(chunk) : render(chunk).text.length);
-    return splitMessage(text, maxLength, { measure }).map((source) => {
-      const rendered = render(source);
-      return { source, rendered: rendered.text, format: rendered.format };
-    });
-  }
-
   /**
    * Sends (or edits into place) one chunk, retrying as the error says. "gone": the chat cannot be
    * written to. Throws when the network keeps failing and the bus may still redeliver.
    */
   private async sendChunk(
     message: OutboundMessage,
-    chunk: { source: string; rendered: string; format: SendOptions["format"] },
+    chunk: RenderedChunk,
     target: { replyTo?: string; edit?: string; outbound?: OutboundPart; idempotencyKey: string },
   ): Promise<"sent" | "gone" | "skipped"> {
     const { chatId } = message;
-    const annotation = { ...(target.outbound ? { outbound: target.outbound } : {}), ...this.chatTypeOption(chatId), idempotencyKey: target.idempotencyKey };
-    const lane = this.laneFor(chatId);
+    const annotation = { ...(target.outbound ? { outbound: target.outbound } : {}), ...this.chats.chatTypeOption(chatId), idempotencyKey: target.idempotencyKey };
+    const lane = this.chats.laneFor(chatId);
     let text = chunk.rendered;
     let format = chunk.format;
     let edit = target.edit;
     let networkFailures = 0;
     for (;;) {
-      await this.pace(lane);
+      await this.chats.pace(lane);
       const cost = this.callsFor(text, { format, ...annotation }, edit !== undefined);
       const call: GovernedCall = { call: edit ? "edit" : "send", chatId, chatType: annotation.chatType, messageId: edit, cost, replyId: message.id };
       await this.budget(call);
@@ -430,13 +380,6 @@ class OutboundDispatcher implements Dispatcher {
     }
   }
 
-  /** Waits before a platform call so one chat gets at most one per `minSendIntervalMs`. */
-  private async pace(lane: PacedLane): Promise<void> {
-    const wait = lane.lastSendAt + this.adapter.capabilities.minSendIntervalMs - this.now();
-    if (wait <= 0) return;
-    await this.sleep(wait);
-  }
-
   /** Waits for room in the platform's budgets (the send governor); stopping cuts it short. */
   private async budget(call: GovernedCall): Promise<void> {
     const { governor } = this.options;
@@ -477,227 +420,10 @@ class OutboundDispatcher implements Dispatcher {
     await this.sleep(ms);
   }
 
-  private onDraft(draft: Draft): void {
-    if (this.finishedReplies.has(draft.replyId)) return;
-    this.noteChatType(draft.chatId, draft.chatType);
-    const mode = this.streamingIn(draft.chatId);
-    if (mode === "none") return;
-    // Counted as streaming into its chat's budgets from its first draft, shown or not: their finals need them.
-    this.options.governor?.streaming({ call: "send", chatId: draft.chatId, ...this.chatTypeOption(draft.chatId), replyId: draft.replyId });
-    let state = this.drafts.get(draft.replyId);
-    if (!state) {
-      const pace = initialDraftPace(this.adapter.capabilities.draftIntervalMs);
-      state = { replyId: draft.replyId, chatId: draft.chatId, replyTo: draft.replyTo, mode, lastShownAt: Number.NEGATIVE_INFINITY, scheduled: false, finished: false, pace };
-      remember(this.drafts, draft.replyId, state);
-    }
-    state.pending = stripInternalMarkers(draft.text);
-    this.scheduleDraft(state);
-  }
-
-  /** How a reply streams into a chat: a platform draft in private chats, else one edited message. */
-  private streamingIn(chatId: string): "none" | DraftState["mode"] {
-    const { streaming } = this.adapter.capabilities;
-    if (streaming === "none") return "none";
-    return streaming === "draft" && this.adapter.draft !== undefined && this.chatTypeOf(chatId) === "private" ? "draft" : "edit";
-  }
-
-  /**
-   * Edit streaming: a final this gateway holds no draft message for may still have one, sent by
-   * a gateway that died mid-stream. The bus recorded it; the final is edited into it (returned
-   * as the draft state), not sent beside the partial text.
-   */
-  private async recallDraftMessage(message: OutboundMessage): Promise<DraftState | undefined> {
-    if (message.kind !== "final" || message.metadata.gateway === true || this.streamingIn(message.chatId) !== "edit") return undefined;
-    const known = this.drafts.get(message.id);
-    if (known?.platformMessageId || known?.recalled) return undefined;
-    const platformMessageId = await this.bus.draftMessageOf(this.adapter.name, message.id);
-    if (known) known.recalled = true;
-    if (platformMessageId === undefined) return undefined;
-    const pace = initialDraftPace(this.adapter.capabilities.draftIntervalMs);
-    const state: DraftState = known ?? { replyId: message.id, chatId: message.chatId, replyTo: message.replyTo, mode: "edit", lastShownAt: Number.NEGATIVE_INFINITY, scheduled: false, finished: true, pace };
-    state.platformMessageId = platformMessageId;
-    remember(this.drafts, message.id, state);
-    return state;
-  }
-
-  /** Shows the newest draft text once the draft interval has passed, in the chat's lane. */
-  private scheduleDraft(state: DraftState): void {
-    if (state.scheduled || state.finished || state.pace.stopped || this.stopping) return;
-    state.scheduled = true;
-    const wait = state.lastShownAt + state.pace.intervalMs - this.now();
-    void (async () => {
-      if (wait > 0) await this.sleep(wait);
-      await this.laneFor(state.chatId).run(() => this.showDraft(state));
-    })()
-      .catch((error: unknown) => {
-        const fields = { sessionKey: `${this.adapter.name}:${state.chatId}`, chatId: state.chatId, messageId: state.replyId };
-        this.logger.debug({ ...fields, error: errorMessage(error) }, "draft not shown");
-      })
-      .finally(() => {
-        state.scheduled = false;
-        if (state.pending !== undefined) this.scheduleDraft(state);
-      });
-  }
-
-  private async showDraft(state: DraftState): Promise<void> {
-    const text = state.pending;
-    state.pending = undefined;
-    if (state.finished || text === undefined || this.stopping) return;
-    // Another gateway (both leading during a hand-over) may be delivering the final already: a
-    // draft shown now would land over it, or beside it.
-    if (await this.bus.isDelivered(`${state.replyId}#0`)) {
-      state.finished = true;
-      return;
-    }
-    state.lastShownAt = this.now();
-    try {
-      if (state.mode === "draft") await this.showAsDraft(state, text);
-      else await this.showAsMessage(state, text);
-    } catch (error) {
-      const kind = error instanceof ChannelError ? error.kind : "other";
-      if (kind === "rate-limit") {
-        const call: GovernedCall = { call: state.mode === "draft" ? "draft" : state.platformMessageId ? "edit" : "send", chatId: state.chatId, ...this.chatTypeOption(state.chatId), messageId: state.platformMessageId };
-        state.lastShownAt = this.now() + (await this.rateLimited(call, error as ChannelError));
-        state.pending ??= text; // still the newest: show it once the platform lets us
-      }
-      if (kind === "not-found") state.platformMessageId = undefined;
-      if (kind === "forbidden") state.finished = true;
-      throw error;
-    }
-  }
-
-  /**
-   * Whether the platform's budgets have room for this draft above what finals need; when not, the
-   * reply's drafts degrade (draft-pacing.ts) and the newest text waits for the next try.
-   */
-  private async draftBudget(state: DraftState, call: GovernedCall, text: string): Promise<boolean> {
-    const { governor } = this.options;
-    if (!governor) return true;
-    const outcome = await governor.tryAcquire(call);
-    state.pace = nextDraftPace(state.pace, outcome, this.adapter.capabilities.draftIntervalMs);
-    if (outcome === "taken") return true;
-    this.options.metrics?.draftSkipped?.(this.adapter.name);
-    if (!state.pace.stopped) state.pending ??= text;
-    return false;
-  }
-
-  /** sendMessageDraft takes plain text: no markup to be refused mid-stream. */
-  private async showAsDraft(state: DraftState, text: string): Promise<void> {
-    const [head, ...rest] = splitMessage(text, this.adapter.capabilities.maxMessageLength - 2);
-    const call: GovernedCall = { call: "draft", chatId: state.chatId, ...this.chatTypeOption(state.chatId), replyId: state.replyId };
-    if (!head || !(await this.draftBudget(state, call, text))) return;
-    try {
-      await this.adapter.draft!(state.chatId, draftIdOf(state.replyId), rest.length > 0 ? `${head}\n…` : head, state.replyId);
-    } finally {
-      await this.answered(call);
-    }
-  }
-
-  /** Sends the draft message, or edits it: the first part of the text, and "…" when there is more. */
-  private async showAsMessage(state: DraftState, text: string): Promise<void> {
-    const [head, ...rest] = this.chunksOf(text, this.adapter.capabilities.maxMessageLength - 2);
-    if (!head) return;
-    const suffix = rest.length > 0 ? "\n…" : "";
-    const lane = this.laneFor(state.chatId);
-    let body = head.rendered + suffix;
-    let format = head.format;
-    if (!state.platformMessageId && !state.recalled) {
-      state.recalled = true;
-      state.platformMessageId = await this.bus.draftMessageOf(this.adapter.name, state.replyId);
-      // Two gateways leading at once (a hand-over) may each hold drafts of one reply: only the one
-      // that claims it starts the draft message; the other edits it once the bus knows it.
-      if (!state.platformMessageId && !(await this.bus.markDelivered(`${state.replyId}#draft`))) {
-        state.recalled = false;
-        return;
-      }
-    }
-    for (;;) {
-      if (body === state.shown) return;
-      await this.pace(lane);
-      const call: GovernedCall = { call: state.platformMessageId ? "edit" : "send", chatId: state.chatId, ...this.chatTypeOption(state.chatId), messageId: state.platformMessageId, replyId: state.replyId };
-      if (!(await this.draftBudget(state, call, text))) return;
-      try {
-        if (state.platformMessageId) {
-          await this.adapter.edit(state.chatId, state.platformMessageId, body, { format, ...this.chatTypeOption(state.chatId) });
-        } else {
-          const options = { replyTo: state.replyTo, format, ...this.chatTypeOption(state.chatId), idempotencyKey: `${state.replyId}#draft` };
-          state.platformMessageId = (await this.adapter.send(state.chatId, body, options)).platformMessageId;
-          await this.recordDraftMessage(state);
-        }
-        state.shown = body;
-        return;
-      } catch (error) {
-        if (!(error instanceof ChannelError && error.kind === "formatting" && format === "formatted")) throw error;
-        body = head.source + suffix;
-        format = "plain";
-      } finally {
-        lane.lastSendAt = this.now();
-        await this.answered(call);
-      }
-    }
-  }
-
-  /** Lossy like the draft itself: a bus that cannot record it costs a duplicate only on a failover. */
-  private async recordDraftMessage(state: DraftState): Promise<void> {
-    if (state.platformMessageId === undefined) return;
-    try {
-      await this.bus.recordDraftMessage(this.adapter.name, state.replyId, state.platformMessageId);
-    } catch (error) {
-      this.logger.warn({ sessionKey: `${this.adapter.name}:${state.chatId}`, messageId: state.replyId, error: errorMessage(error) }, "could not record the draft message");
-    }
-  }
-
-  private noteChatType(chatId: string, chatType: ChatType | undefined): void {
-    if (chatType === undefined || this.chatTypes.get(chatId) === chatType) return;
-    remember(this.chatTypes, chatId, chatType);
-  }
-
-  private chatTypeOf(chatId: string): ChatType | undefined {
-    return this.chatTypes.get(chatId) ?? this.adapter.capabilities.chatType;
-  }
-
-  private chatTypeOption(chatId: string): { chatType?: ChatType } {
-    const chatType = this.chatTypeOf(chatId);
-    return chatType === undefined ? {} : { chatType };
-  }
-
-  private finishReply(replyId: string): void {
-    this.finishedReplies.add(replyId);
-    if (this.finishedReplies.size > MEMORY_LIMIT) this.finishedReplies.delete(this.finishedReplies.values().next().value!);
-  }
-
-  private laneFor(chatId: string): PacedLane {
-    let lane = this.lanes.get(chatId);
-    if (!lane) {
-      if (this.lanes.size >= 1_000) this.pruneLanes();
-      lane = new PacedLane();
-      this.lanes.set(chatId, lane);
-    }
-    return lane;
-  }
-
-  /** Forgets idle chats whose pacing interval has passed. */
-  private pruneLanes(): void {
-    const quietSince = this.now() - this.adapter.capabilities.minSendIntervalMs;
-    for (const [chatId, lane] of this.lanes) {
-      if (!lane.busy && lane.lastSendAt <= quietSince) this.lanes.delete(chatId);
-    }
-  }
-}
-
-/** A platform without a renderer of its own shows the text as it is. */
-function asPlain(text: string): RenderedText {
-  return { text, format: "plain" };
 }
 
 /** What one chunk of a final or notice is, for an adapter that asked (`annotateSends`). */
 function outboundPart(message: OutboundMessage, chunk: number, chunks: number): OutboundPart {
   const answers = Array.isArray(message.metadata.answers) ? message.metadata.answers.filter((id): id is string => typeof id === "string") : [];
   return { messageId: message.id, kind: message.kind === "notice" ? "notice" : "final", chunk, chunks, answers, metadata: message.metadata };
-}
-
-/** Adds to a bounded map: the oldest entry goes when it is full. */
-function remember<V>(map: Map<string, V>, key: string, value: V): void {
-  map.set(key, value);
-  if (map.size > MEMORY_LIMIT) map.delete(map.keys().next().value!);
 }

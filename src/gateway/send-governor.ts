@@ -129,219 +129,267 @@ interface Taken {
 /** A take unanswered this long was never going to be: a caller that forgot `answered`, not a budget. */
 const UNANSWERED_GIVE_UP_MS = 30_000;
 
-export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
-  const { quotas, store } = options;
-  const now = options.now ?? Date.now;
-  const sleep = options.sleep ?? defaultSleep;
-  const share = options.reserveShare ?? 0.5;
-  const lag = options.lagMs ?? (() => 0);
-  const margin = options.marginMs ?? ((windowMs: number) => Math.min(250, Math.max(20, Math.round(windowMs * 0.05))));
-  const queues = new KeyedLanes();
-  /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
-  const closedUntil = new Map<string, number>();
-  /** Per long-window budget key: the replies streaming into it, with when their last draft came. */
-  const streams = new Map<string, Map<string, { first: number; last: number }>>();
-  /** Calls taken and not yet answered, by the caller's call object. */
-  const inFlight = new WeakMap<GovernedCall, Taken>();
-  /** Per budget key: this process's calls taken and not yet answered. */
-  const unanswered = new Map<string, Set<Taken>>();
+/**
+ * This process's calls taken and not yet answered, per budget key. One taken a whole window ago and
+ * still unanswered may not even have reached the platform (a congested event loop holds the
+ * request, or its answer), so a call taken now could arrive inside its window: its answer is
+ * waited for (`late`), and it counts from then.
+ */
+class UnansweredCalls {
+  private readonly byKey = new Map<string, Set<Taken>>();
 
-  function remember(call: GovernedCall, taken: Pick<Taken, "slots" | "token" | "cost">): void {
-    let settle = () => {};
-    const entry: Taken = { ...taken, at: now(), answered: new Promise<void>((resolve) => (settle = resolve)), settle };
-    inFlight.set(call, entry);
-    for (const slot of taken.slots) {
-      let entries = unanswered.get(slot.key);
-      if (!entries) unanswered.set(slot.key, (entries = new Set()));
+  add(entry: Taken): void {
+    for (const slot of entry.slots) {
+      let entries = this.byKey.get(slot.key);
+      if (!entries) this.byKey.set(slot.key, (entries = new Set()));
       entries.add(entry);
     }
   }
 
-  function forget(entry: Taken): void {
+  remove(entry: Taken): void {
     entry.settle();
     for (const slot of entry.slots) {
-      const entries = unanswered.get(slot.key);
-      if (entries?.delete(entry) && entries.size === 0) unanswered.delete(slot.key);
+      const entries = this.byKey.get(slot.key);
+      if (entries?.delete(entry) && entries.size === 0) this.byKey.delete(slot.key);
     }
   }
 
-  /**
-   * This process's calls on these budgets taken a whole window ago and still unanswered: the
-   * platform may not even have counted them yet (a congested event loop holds the request, or its
-   * answer), so a call taken now could arrive inside their window. Their answers are waited for.
-   */
-  function lateUnanswered(slots: NamedSlot[], at: number): Taken[] {
+  /** The calls on these budgets taken a window or more before `at` and still unanswered. */
+  late(slots: readonly NamedSlot[], at: number): Taken[] {
     const late: Taken[] = [];
     for (const slot of slots) {
-      for (const entry of unanswered.get(slot.key) ?? []) {
-        if (at - entry.at > UNANSWERED_GIVE_UP_MS) forget(entry);
+      for (const entry of this.byKey.get(slot.key) ?? []) {
+        if (at - entry.at > UNANSWERED_GIVE_UP_MS) this.remove(entry);
         else if (at - entry.at >= slot.windowMs - slot.marginMs) late.push(entry);
       }
     }
     return late;
   }
+}
 
-  async function untilAnswered(slots: NamedSlot[], signal?: AbortSignal): Promise<void> {
-    for (let late = lateUnanswered(slots, now()); late.length > 0; late = lateUnanswered(slots, now())) {
-      await Promise.race([Promise.all(late.map((entry) => entry.answered)), sleep(1_000, signal)]);
-      signal?.throwIfAborted();
-    }
-  }
+export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
+  return new QuotaSendGovernor(options);
+}
+
+/** The default margin: 5% of the window, at least 20 ms and at most 250 ms. */
+function defaultMargin(windowMs: number): number {
+  return Math.min(250, Math.max(20, Math.round(windowMs * 0.05)));
+}
+
+/**
+ * What a draft must leave of the budget: half of it, and one call for each reply streaming into
+ * it (its final); all of a long window's while several stream (a draft spent there holds their
+ * finals back up to a whole window).
+ */
+function draftReserve(slot: NamedSlot, streaming: number): number {
+  if (slot.windowMs >= LONG_WINDOW_MS) return streaming > 1 ? slot.limit : slot.reserve;
+  return Math.min(slot.limit, Math.max(slot.reserve, streaming));
+}
+
+/**
+ * The replies streaming drafts into each budget a chat's replies share (a group's, a channel's),
+ * with when their first and last drafts came: each keeps a call of the budget for its final.
+ */
+class StreamingReplies {
+  private readonly streams = new Map<string, Map<string, { first: number; last: number }>>();
 
   /** Notes the reply as streaming into the slot's budget; how many do, and whether this one only just began. */
-  function streamingInto(slot: NamedSlot, replyId: string | undefined, at: number): { count: number; settling: boolean } {
+  into(slot: NamedSlot, replyId: string | undefined, at: number): { count: number; settling: boolean } {
     // Budgets a chat's replies share: a group's, a channel's (a message's, the bot's are not counted).
     if ((slot.per !== "chat" && slot.per !== "group") || slot.limit < 2) return { count: 0, settling: false };
-    let replies = streams.get(slot.key);
+    let replies = this.streams.get(slot.key);
     let first = at;
     if (replyId !== undefined) {
-      if (!replies) streams.set(slot.key, (replies = new Map()));
+      if (!replies) this.streams.set(slot.key, (replies = new Map()));
       first = replies.get(replyId)?.first ?? at;
       replies.set(replyId, { first, last: at });
     }
     if (!replies) return { count: 0, settling: false };
     for (const [id, seen] of replies) if (at - seen.last > STREAM_IDLE_MS) replies.delete(id);
-    if (replies.size === 0) streams.delete(slot.key);
+    if (replies.size === 0) this.streams.delete(slot.key);
     return { count: replies.size, settling: replyId !== undefined && at - first < SETTLE_MS };
   }
 
-  /**
-   * What a draft must leave of the budget: half of it, and one call for each reply streaming into
-   * it (its final); all of a long window's while several stream (a draft spent there holds their
-   * finals back up to a whole window).
-   */
-  function draftReserve(slot: NamedSlot, streaming: number): number {
-    if (slot.windowMs >= LONG_WINDOW_MS) return streaming > 1 ? slot.limit : slot.reserve;
-    return Math.min(slot.limit, Math.max(slot.reserve, streaming));
-  }
-
-  function finished(slots: NamedSlot[], replyId: string | undefined): void {
+  /** The reply's final is going out: it no longer streams into any of these budgets. */
+  finished(slots: NamedSlot[], replyId: string | undefined): void {
     if (replyId === undefined) return;
     for (const slot of slots) {
-      const replies = streams.get(slot.key);
-      if (replies?.delete(replyId) && replies.size === 0) streams.delete(slot.key);
+      const replies = this.streams.get(slot.key);
+      if (replies?.delete(replyId) && replies.size === 0) this.streams.delete(slot.key);
+    }
+  }
+}
+
+/** The governor over a QuotaStore: maps calls onto budget slots and orders the waiting per budget. */
+class QuotaSendGovernor implements SendGovernor {
+  readonly quotas: PlatformQuotas;
+  private readonly store: QuotaStore;
+  private readonly now: () => number;
+  private readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  private readonly share: number;
+  private readonly margin: (windowMs: number) => number;
+  private readonly queues = new KeyedLanes();
+  /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
+  private readonly closedUntil = new Map<string, number>();
+  private readonly streams = new StreamingReplies();
+  /** Calls taken and not yet answered, by the caller's call object. */
+  private readonly inFlight = new WeakMap<GovernedCall, Taken>();
+  private readonly unanswered = new UnansweredCalls();
+  private readonly lag: () => number;
+
+  constructor(private readonly options: SendGovernorOptions) {
+    this.quotas = options.quotas;
+    this.store = options.store;
+    this.now = options.now ?? Date.now;
+    this.sleep = options.sleep ?? defaultSleep;
+    this.share = options.reserveShare ?? 0.5;
+    this.margin = options.marginMs ?? defaultMargin;
+    this.lag = options.lagMs ?? (() => 0);
+  }
+
+  async acquire(call: GovernedCall, signal?: AbortSignal): Promise<number> {
+    const slots = this.slotsFor(call);
+    if (slots.length === 0) return 0;
+    const cost = call.cost ?? 1;
+    const token = randomUUID();
+    const started = this.now();
+    this.streams.finished(slots, call.replyId);
+    // Behind calls already waiting here on one of these budgets: they came first.
+    let blocked = slots.findIndex((slot) => this.queues.busy(slot.key));
+    let waitMs = 0;
+    if (blocked < 0) {
+      await this.untilAnswered(slots, signal);
+      const first = await this.store.take(slots, cost, "wait", token, this.lag());
+      if (first.taken) {
+        this.remember(call, { slots, token, cost });
+        return 0;
+      }
+      ({ blockedBy: blocked, waitMs } = first);
+    }
+    this.options.onDeferred?.();
+    for (;;) {
+      const result = await this.waitBehind(slots, cost, token, blocked, waitMs, signal);
+      if (result.taken) {
+        this.remember(call, { slots, token, cost });
+        return Math.max(0, this.now() - started);
+      }
+      ({ blockedBy: blocked, waitMs } = result);
     }
   }
 
-  const platformChat = (chatId: string) => quotas.platformChatOf?.(chatId) ?? chatId;
+  async tryAcquire(call: GovernedCall): Promise<TryOutcome> {
+    const slots = this.slotsFor(call);
+    if (slots.length === 0) return "taken";
+    const at = this.now();
+    if (slots.some((slot) => this.closedAt(slot, at) || this.queues.busy(slot.key))) return "closed";
+    // Several replies streaming into a long-window budget (a busy group): its finals need all of it,
+    // and another gateway may hold drafts of more of them than this one sees.
+    const streaming = slots.map((slot) => this.streams.into(slot, call.replyId, at));
+    // Only a group's replies come in bursts: a private chat's first draft goes out at once.
+    if (GROUP_TYPES.has(call.chatType) && streaming.some((stream) => stream.settling)) return "low";
+    if (this.unanswered.late(slots, at).length > 0) return "low";
+    const reserved = slots.map((slot, index) => ({ ...slot, reserve: draftReserve(slot, streaming[index]!.count) }));
+    const token = randomUUID();
+    const cost = call.cost ?? 1;
+    const result = await this.store.take(reserved, cost, "try", token, this.lag());
+    if (!result.taken) return "low";
+    this.remember(call, { slots, token, cost });
+    return "taken";
+  }
 
-  function slotsFor(call: GovernedCall): NamedSlot[] {
+  streaming(call: GovernedCall): void {
+    if (call.replyId === undefined) return;
+    const at = this.now();
+    for (const slot of this.slotsFor(call)) this.streams.into(slot, call.replyId, at);
+  }
+
+  async answered(call: GovernedCall): Promise<void> {
+    const taken = this.inFlight.get(call);
+    if (!taken) return;
+    this.inFlight.delete(call);
+    const late = this.now() - taken.at;
+    const slots = taken.slots.filter((slot) => late > slot.marginMs);
+    try {
+      if (slots.length > 0) await this.store.answered(slots, taken.token, taken.cost);
+    } finally {
+      // Only now: a call waiting on this one takes from budgets that count it from its answer.
+      this.unanswered.remove(taken);
+    }
+  }
+
+  async rateLimited(call: GovernedCall, retryAfterMs: number, scope?: string): Promise<void> {
+    const slots = this.slotsFor(call);
+    const named = scope === undefined ? [] : slots.filter((slot) => slot.scope === scope);
+    // Unnamed: the chat's own budgets. Closing the bot's on a guess would stop every chat.
+    const closing = named.length > 0 ? named : slots.filter((slot) => !slot.account);
+    const until = this.now() + retryAfterMs;
+    for (const slot of closing) {
+      this.closedUntil.set(slot.key, Math.max(until, this.closedUntil.get(slot.key) ?? 0));
+      if (this.closedUntil.size > 10_000) this.closedUntil.delete(this.closedUntil.keys().next().value!);
+      await this.store.close(slot, retryAfterMs);
+    }
+  }
+
+  /** Whether a 429 closed the slot's budget until after `at` (forgetting a closing that ran out). */
+  private closedAt(slot: NamedSlot, at: number): boolean {
+    const until = this.closedUntil.get(slot.key);
+    if (until !== undefined && until <= at) this.closedUntil.delete(slot.key);
+    return until !== undefined && until > at;
+  }
+
+  private remember(call: GovernedCall, taken: Pick<Taken, "slots" | "token" | "cost">): void {
+    let settle = () => {};
+    const entry: Taken = { ...taken, at: this.now(), answered: new Promise<void>((resolve) => (settle = resolve)), settle };
+    this.inFlight.set(call, entry);
+    this.unanswered.add(entry);
+  }
+
+  /** Waits for the answers of this process's calls on these budgets that are a window old and unanswered. */
+  private async untilAnswered(slots: NamedSlot[], signal?: AbortSignal): Promise<void> {
+    for (let late = this.unanswered.late(slots, this.now()); late.length > 0; late = this.unanswered.late(slots, this.now())) {
+      await Promise.race([Promise.all(late.map((entry) => entry.answered)), this.sleep(1_000, signal)]);
+      signal?.throwIfAborted();
+    }
+  }
+
+  /** The budget slots a call counts against, each with its reserve and its window widened by the margin. */
+  private slotsFor(call: GovernedCall): NamedSlot[] {
     const slots: NamedSlot[] = [];
-    for (const [scope, budget] of Object.entries(quotas.scopes)) {
+    for (const [scope, budget] of Object.entries(this.quotas.scopes)) {
       if (budget.calls && !budget.calls.includes(call.call)) continue;
-      let key: string | undefined;
-      if (budget.per === "chat") key = `${scope}:${platformChat(call.chatId)}`;
-      else if (budget.per === "group" && GROUP_TYPES.has(call.chatType)) key = `${scope}:${platformChat(call.chatId)}`;
-      else if (budget.per === "account") key = scope;
-      else if (budget.per === "message" && call.messageId !== undefined) key = `${scope}:${call.messageId}`;
+      const key = this.keyOf(scope, budget.per, call);
       if (key === undefined) continue;
-      const reserve = Math.min(budget.limit - 1, Math.floor(budget.limit * share));
-      const marginMs = margin(budget.windowMs);
+      const reserve = Math.min(budget.limit - 1, Math.floor(budget.limit * this.share));
+      const marginMs = this.margin(budget.windowMs);
       slots.push({ key, limit: budget.limit, windowMs: budget.windowMs + marginMs, reserve, scope, per: budget.per, account: budget.per === "account", marginMs });
     }
     return slots;
   }
 
+  /** The store key of the budget `scope` for this call; none when the budget does not apply to it. */
+  private keyOf(scope: string, per: QuotaScopeKind, call: GovernedCall): string | undefined {
+    const platformChat = this.quotas.platformChatOf?.(call.chatId) ?? call.chatId;
+    if (per === "chat") return `${scope}:${platformChat}`;
+    if (per === "group" && GROUP_TYPES.has(call.chatType)) return `${scope}:${platformChat}`;
+    if (per === "account") return scope;
+    if (per === "message" && call.messageId !== undefined) return `${scope}:${call.messageId}`;
+    return undefined;
+  }
+
   /** Waits in the queue of the budget that stood in the way, until the store lets this call through or names another budget. */
-  async function waitBehind(slots: NamedSlot[], cost: number, token: string, blocked: number, firstWaitMs: number, signal?: AbortSignal) {
+  private async waitBehind(slots: NamedSlot[], cost: number, token: string, blocked: number, firstWaitMs: number, signal?: AbortSignal) {
     // The time room was said to come: a call that had to queue behind others may find it come already.
-    let roomAt = now() + firstWaitMs;
-    return queues.run(slots[blocked]!.key, async () => {
+    let roomAt = this.now() + firstWaitMs;
+    return this.queues.run(slots[blocked]!.key, async () => {
       for (;;) {
-        const waitMs = roomAt - now();
-        if (waitMs > 0) await sleep(waitMs, signal);
+        const waitMs = roomAt - this.now();
+        if (waitMs > 0) await this.sleep(waitMs, signal);
         signal?.throwIfAborted();
-        await untilAnswered(slots, signal);
-        const result = await store.take(slots, cost, "wait", token, lag());
+        await this.untilAnswered(slots, signal);
+        const result = await this.store.take(slots, cost, "wait", token, this.lag());
         if (result.taken || result.blockedBy !== blocked) return result;
-        roomAt = now() + result.waitMs;
+        roomAt = this.now() + result.waitMs;
       }
     });
   }
-
-  return {
-    quotas,
-    async acquire(call, signal) {
-      const slots = slotsFor(call);
-      if (slots.length === 0) return 0;
-      const cost = call.cost ?? 1;
-      const token = randomUUID();
-      const started = now();
-      finished(slots, call.replyId);
-      // Behind calls already waiting here on one of these budgets: they came first.
-      let blocked = slots.findIndex((slot) => queues.busy(slot.key));
-      let waitMs = 0;
-      if (blocked < 0) {
-        await untilAnswered(slots, signal);
-        const first = await store.take(slots, cost, "wait", token, lag());
-        if (first.taken) {
-          remember(call, { slots, token, cost });
-          return 0;
-        }
-        ({ blockedBy: blocked, waitMs } = first);
-      }
-      options.onDeferred?.();
-      for (;;) {
-        const result = await waitBehind(slots, cost, token, blocked, waitMs, signal);
-        if (result.taken) {
-          remember(call, { slots, token, cost });
-          return Math.max(0, now() - started);
-        }
-        ({ blockedBy: blocked, waitMs } = result);
-      }
-    },
-    async tryAcquire(call) {
-      const slots = slotsFor(call);
-      if (slots.length === 0) return "taken";
-      const at = now();
-      for (const slot of slots) {
-        const until = closedUntil.get(slot.key);
-        if (until !== undefined && until <= at) closedUntil.delete(slot.key);
-        if ((until !== undefined && until > at) || queues.busy(slot.key)) return "closed";
-      }
-      // Several replies streaming into a long-window budget (a busy group): its finals need all of it,
-      // and another gateway may hold drafts of more of them than this one sees.
-      const streaming = slots.map((slot) => streamingInto(slot, call.replyId, at));
-      // Only a group's replies come in bursts: a private chat's first draft goes out at once.
-      if (GROUP_TYPES.has(call.chatType) && streaming.some((stream) => stream.settling)) return "low";
-      if (lateUnanswered(slots, at).length > 0) return "low";
-      const reserved = slots.map((slot, index) => ({ ...slot, reserve: draftReserve(slot, streaming[index]!.count) }));
-      const token = randomUUID();
-      const cost = call.cost ?? 1;
-      const result = await store.take(reserved, cost, "try", token, lag());
-      if (!result.taken) return "low";
-      remember(call, { slots, token, cost });
-      return "taken";
-    },
-    streaming(call) {
-      if (call.replyId === undefined) return;
-      const at = now();
-      for (const slot of slotsFor(call)) streamingInto(slot, call.replyId, at);
-    },
-    async answered(call) {
-      const taken = inFlight.get(call);
-      if (!taken) return;
-      inFlight.delete(call);
-      const late = now() - taken.at;
-      const slots = taken.slots.filter((slot) => late > slot.marginMs);
-      try {
-        if (slots.length > 0) await store.answered(slots, taken.token, taken.cost);
-      } finally {
-        // Only now: a call waiting on this one takes from budgets that count it from its answer.
-        forget(taken);
-      }
-    },
-    async rateLimited(call, retryAfterMs, scope) {
-      const slots = slotsFor(call);
-      const named = scope === undefined ? [] : slots.filter((slot) => slot.scope === scope);
-      // Unnamed: the chat's own budgets. Closing the bot's on a guess would stop every chat.
-      const closing = named.length > 0 ? named : slots.filter((slot) => !slot.account);
-      const until = now() + retryAfterMs;
-      for (const slot of closing) {
-        closedUntil.set(slot.key, Math.max(until, closedUntil.get(slot.key) ?? 0));
-        if (closedUntil.size > 10_000) closedUntil.delete(closedUntil.keys().next().value!);
-        await store.close(slot, retryAfterMs);
-      }
-    },
-  };
 }

@@ -156,12 +156,7 @@ export function createTeamStatus(options: TeamStatusOptions): TeamStatus {
       state.shownRank = rankOf(progress);
       state.failures = 0;
     } catch (error) {
-      const kind = error instanceof ChannelError ? error.kind : "other";
-      if (kind === "rate-limit") state.lastShownAt = now() + ((error as ChannelError).retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS) - intervalMs;
-      else if (kind === "not-found") state.platformMessageId = undefined; // deleted: the next state is posted anew
-      else if (kind === "forbidden") state.shownRank = Number.POSITIVE_INFINITY; // nothing more can be shown here
-      // Anything else is tried again at the pace, a few times, then left for the next state.
-      else if (++state.failures >= MAX_FAILURES) [state.shownRank, state.failures] = [rankOf(progress), 0];
+      noteFailure(state, progress, error, now(), intervalMs);
       throw error;
     }
   }
@@ -179,6 +174,20 @@ export function createTeamStatus(options: TeamStatusOptions): TeamStatus {
       stopped = true;
     },
   };
+}
+
+/**
+ * What a failed attempt at showing `progress` changes: a 429 holds the next attempt back for the
+ * wait the platform asked (less the interval, which the schedule adds back); a deleted
+ * message is posted anew with the next state; a forbidden chat is shown nothing more; anything
+ * else is tried again at the pace, a few times, then left for the next state.
+ */
+function noteFailure(state: RunState, progress: RunProgress, error: unknown, at: number, intervalMs: number): void {
+  const kind = error instanceof ChannelError ? error.kind : "other";
+  if (kind === "rate-limit") state.lastShownAt = at + ((error as ChannelError).retryAfterMs ?? DEFAULT_RATE_LIMIT_WAIT_MS) - intervalMs;
+  else if (kind === "not-found") state.platformMessageId = undefined;
+  else if (kind === "forbidden") state.shownRank = Number.POSITIVE_INFINITY;
+  else if (++state.failures >= MAX_FAILURES) [state.shownRank, state.failures] = [rankOf(progress), 0];
 }
 
 /** The key the status message's id is recorded under on the bus. */

@@ -75,26 +75,121 @@ export interface OpenAiEndpoint {
 }
 
 export function createOpenAiEndpoint(options: OpenAiEndpointOptions): OpenAiEndpoint {
-  const { bus, config } = options;
-  const logger = options.logger.child({ component: "openai" });
-  const now = options.now ?? Date.now;
-  const newId = options.newId ?? randomUUID;
-  const replies = new OpenAiReplies({ bus, logger, abandonedTtlMs: config.timeoutSeconds * 1000 });
-  const teams = new TeamRunner({ teams: options.teams, workflows: options.workflows, pollIntervalMs: options.teamPollIntervalMs });
-  const created = Math.floor(now() / 1000);
-  let running = false;
+  return new OpenAiCompatibleEndpoint(options);
+}
+
+/** The endpoint: requests in, each one a turn of the agent (or a team run), the answer out as OpenAI's wire shapes. */
+class OpenAiCompatibleEndpoint implements OpenAiEndpoint {
+  readonly family: RouteFamily;
+  private readonly logger: Logger;
+  private readonly now: () => number;
+  private readonly newId: () => string;
+  private readonly replies: OpenAiReplies;
+  private readonly teams: TeamRunner;
+  /** When the models were "created", as `/v1/models` says: this endpoint's start. */
+  private readonly created: number;
+  private running = false;
+
+  constructor(private readonly options: OpenAiEndpointOptions) {
+    const { bus, config } = options;
+    this.logger = options.logger.child({ component: "openai" });
+    this.now = options.now ?? Date.now;
+    this.newId = options.newId ?? randomUUID;
+    this.replies = new OpenAiReplies({ bus, logger: this.logger, abandonedTtlMs: config.timeoutSeconds * 1000 });
+    this.teams = new TeamRunner({ teams: options.teams, workflows: options.workflows, pollIntervalMs: options.teamPollIntervalMs });
+    this.created = Math.floor(this.now() / 1000);
+    this.family = { prefix: "/v1/", keys: config.apiKeys, errorBody: openAiErrorBody };
+  }
+
+  /** An arrow: the API server is handed it on its own, not called on this object. */
+  readonly routes = (scope: FastifyInstance): void => {
+    scope.post("/v1/chat/completions", { bodyLimit: MAX_BODY_BYTES }, (request, reply) => this.answer(reply, request.headers, request.body));
+    scope.get("/v1/models", async () => ({ object: "list", data: (await this.modelNames()).map((id) => this.modelObject(id)) }));
+    scope.get("/v1/models/:model", async (request) => {
+      const { model } = parseRequest(ModelParamsSchema, request.params, "params");
+      if (!(await this.modelNames()).includes(model)) throw new OpenAiError(`model "${model}" does not exist (GET /v1/models lists the models)`, 404, { param: "model", code: "model_not_found" });
+      return this.modelObject(model);
+    });
+  };
+
+  async start(): Promise<void> {
+    await this.replies.start();
+    this.running = true;
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.replies.stop(new OpenAiError("the gateway is shutting down; send the request again", 503, { type: "server_error", code: "unavailable" }));
+  }
+
+  get waiting(): number {
+    return this.replies.waiting;
+  }
+
+  /** One chat completion: the agent's (or a team's) answer, as one object or as an SSE stream. */
+  private async answer(reply: FastifyReply, headers: IncomingHttpHeaders, body: unknown): Promise<void> {
+    const request = parseChatRequest(body);
+    const text = userTurnOf(request);
+    const key = presentedKey(headers);
+    const sessionKey = `${OPENAI_CHANNEL}:${keyIdOf(key)}:${sessionIdOf(headers, request.user)}`;
+    const header: AnswerHeader = { id: `chatcmpl-${this.newId()}`, created: Math.floor(this.now() / 1000), model: request.model };
+    const stream = request.stream === true ? new ChunkStream(reply, { header, includeUsage: request.stream_options?.include_usage === true, keepAliveMs: this.options.keepAliveMs }) : undefined;
+    const { signal, release } = this.deadline(reply);
+    try {
+      // Anything refused before the answer starts is an HTTP error (a team that does not exist, a bus that is down).
+      const team = teamNameOf(request.model);
+      const pending = team === undefined ? (await this.askAgent(sessionKey, keyIdOf(key), text, signal, (delta) => stream?.text(delta))).reply : this.teams.result(await this.teams.start(team, text), signal);
+      if (!stream) {
+        const result = await pending;
+        return void reply.send(completionObject(header, result.content, result.usage));
+      }
+      stream.open();
+      try {
+        const result = await pending;
+        stream.finish(result.content, result.usage);
+      } catch (error) {
+        if (!(error instanceof ClientGoneError)) stream.fail(errorBodyOf(error, this.logger));
+      }
+    } catch (error) {
+      if (error instanceof ClientGoneError) return void reply.hijack();
+      throw error;
+    } finally {
+      release();
+    }
+  }
+
+  /** Aborted when the answer takes longer than `timeoutSeconds` (504) or the client goes away; `release` once answered. */
+  private deadline(reply: FastifyReply): { signal: AbortSignal; release: () => void } {
+    const { timeoutSeconds } = this.options.config;
+    const abort = new AbortController();
+    const timeout = setTimeout(() => {
+      abort.abort(new OpenAiError(`no answer within ${timeoutSeconds} s (api.openai.timeoutSeconds)`, 504, { type: "server_error", code: "timeout" }));
+    }, timeoutSeconds * 1000);
+    const onClose = () => {
+      if (!reply.raw.writableFinished) abort.abort(new ClientGoneError("the client went away"));
+    };
+    reply.raw.once("close", onClose);
+    return {
+      signal: abort.signal,
+      release: () => {
+        clearTimeout(timeout);
+        reply.raw.off("close", onClose);
+      },
+    };
+  }
 
   /** Queues the message as its own turn; the promise of its reply (wrapped: an async function would wait for it). */
-  async function askAgent(sessionKey: string, senderId: string, text: string, signal: AbortSignal, onText: (delta: string) => void): Promise<{ reply: Promise<Reply> }> {
-    if (!running) throw new OpenAiError("the endpoint is not running", 503, { type: "server_error", code: "unavailable" });
+  private async askAgent(sessionKey: string, senderId: string, text: string, signal: AbortSignal, onText: (delta: string) => void): Promise<{ reply: Promise<Reply> }> {
+    const { bus } = this.options;
+    if (!this.running) throw new OpenAiError("the endpoint is not running", 503, { type: "server_error", code: "unavailable" });
     // Acted on at once, as every channel does: queued, it would wait for the turn it stops.
     const command = parseCommand(text);
     if (command === "stop") {
       await bus.requestCancel(sessionKey);
       return { reply: Promise.resolve({ content: STOP_ACKNOWLEDGEMENT }) };
     }
-    const id = `oai-${newId()}`;
-    const expected = replies.expect(id, sessionKey, { signal, onText });
+    const id = `oai-${this.newId()}`;
+    const expected = this.replies.expect(id, sessionKey, { signal, onText });
     const message: InboundMessage = {
       id,
       channel: OPENAI_CHANNEL,
@@ -103,7 +198,7 @@ export function createOpenAiEndpoint(options: OpenAiEndpointOptions): OpenAiEndp
       content: text,
       media: [],
       mentions: [],
-      receivedAt: now(),
+      receivedAt: this.now(),
       chatType: "private",
       ...(command === undefined ? {} : { command }),
       // The client waits for the answer to this message alone.
@@ -122,83 +217,19 @@ export function createOpenAiEndpoint(options: OpenAiEndpointOptions): OpenAiEndp
     } catch (error) {
       await watching?.close().catch(() => undefined);
       expected.forget();
-      logger.warn({ err: error, sessionKey }, "an OpenAI request could not be queued");
+      this.logger.warn({ err: error, sessionKey }, "an OpenAI request could not be queued");
       throw new OpenAiError("the message could not be queued; send it again", 503, { type: "server_error", code: "unavailable" });
     }
-    logger.debug({ sessionKey, message: id }, "OpenAI request queued");
+    this.logger.debug({ sessionKey, message: id }, "OpenAI request queued");
     return { reply: expected.reply };
   }
 
-  async function answer(reply: FastifyReply, headers: IncomingHttpHeaders, body: unknown): Promise<void> {
-    const request = parseChatRequest(body);
-    const text = userTurnOf(request);
-    const key = presentedKey(headers);
-    const sessionKey = `${OPENAI_CHANNEL}:${keyIdOf(key)}:${sessionIdOf(headers, request.user)}`;
-    const header: AnswerHeader = { id: `chatcmpl-${newId()}`, created: Math.floor(now() / 1000), model: request.model };
-    const stream = request.stream === true ? new ChunkStream(reply, { header, includeUsage: request.stream_options?.include_usage === true, keepAliveMs: options.keepAliveMs }) : undefined;
-
-    const abort = new AbortController();
-    const timeout = setTimeout(() => {
-      abort.abort(new OpenAiError(`no answer within ${config.timeoutSeconds} s (api.openai.timeoutSeconds)`, 504, { type: "server_error", code: "timeout" }));
-    }, config.timeoutSeconds * 1000);
-    const onClose = () => {
-      if (!reply.raw.writableFinished) abort.abort(new ClientGoneError("the client went away"));
-    };
-    reply.raw.once("close", onClose);
-    try {
-      // Anything refused before the answer starts is an HTTP error (a team that does not exist, a bus that is down).
-      const team = teamNameOf(request.model);
-      const pending = team === undefined ? (await askAgent(sessionKey, keyIdOf(key), text, abort.signal, (delta) => stream?.text(delta))).reply : teams.result(await teams.start(team, text), abort.signal);
-      if (!stream) {
-        const result = await pending;
-        return void reply.send(completionObject(header, result.content, result.usage));
-      }
-      stream.open();
-      try {
-        const result = await pending;
-        stream.finish(result.content, result.usage);
-      } catch (error) {
-        if (!(error instanceof ClientGoneError)) stream.fail(errorBodyOf(error, logger));
-      }
-    } catch (error) {
-      if (error instanceof ClientGoneError) return void reply.hijack();
-      throw error;
-    } finally {
-      clearTimeout(timeout);
-      reply.raw.off("close", onClose);
-    }
+  private async modelNames(): Promise<string[]> {
+    return [AGENT_MODEL, ...(await this.teams.modelNames())];
   }
 
-  return {
-    family: { prefix: "/v1/", keys: config.apiKeys, errorBody: openAiErrorBody },
-    routes(scope) {
-      scope.post("/v1/chat/completions", { bodyLimit: MAX_BODY_BYTES }, (request, reply) => answer(reply, request.headers, request.body));
-      scope.get("/v1/models", async () => ({ object: "list", data: (await modelNames()).map(modelObject) }));
-      scope.get("/v1/models/:model", async (request) => {
-        const { model } = parseRequest(ModelParamsSchema, request.params, "params");
-        if (!(await modelNames()).includes(model)) throw new OpenAiError(`model "${model}" does not exist (GET /v1/models lists the models)`, 404, { param: "model", code: "model_not_found" });
-        return modelObject(model);
-      });
-    },
-    async start() {
-      await replies.start();
-      running = true;
-    },
-    async stop() {
-      running = false;
-      await replies.stop(new OpenAiError("the gateway is shutting down; send the request again", 503, { type: "server_error", code: "unavailable" }));
-    },
-    get waiting() {
-      return replies.waiting;
-    },
-  };
-
-  async function modelNames(): Promise<string[]> {
-    return [AGENT_MODEL, ...(await teams.modelNames())];
-  }
-
-  function modelObject(id: string) {
-    return { id, object: "model" as const, created, owned_by: "countbot" };
+  private modelObject(id: string) {
+    return { id, object: "model" as const, created: this.created, owned_by: "countbot" };
   }
 }
 

@@ -45,7 +45,10 @@ function virtualTime() {
 /** A platform that answers every call the moment it is taken (as the dispatcher reports answers). */
 function instantPlatform(governor: SendGovernor): SendGovernor {
   return {
-    ...governor,
+    quotas: governor.quotas,
+    streaming: (call) => governor.streaming(call),
+    answered: (call) => governor.answered(call),
+    rateLimited: (call, retryAfterMs, scope) => governor.rateLimited(call, retryAfterMs, scope),
     async acquire(call, signal) {
       const waited = await governor.acquire(call, signal);
       await governor.answered(call);

@@ -229,7 +229,7 @@ function addTaskCommands(program: Command, { run, context }: CommandWiring): voi
 }
 
 /** `usage`: what model calls cost, and the budgets. */
-function addUsageCommand(program: Command, { run }: CommandWiring): void {
+function addUsageCommand(program: Command, { run, context }: CommandWiring): void {
   program
     .command("usage")
     .description("tokens and cost of model calls by person, chat, team run, channel or model; budgets of a person or chat")
@@ -238,7 +238,7 @@ function addUsageCommand(program: Command, { run }: CommandWiring): void {
     .option("--person <key>", "also show the budgets of this person (channel:senderId)")
     .option("--chat <key>", "also show the budgets of this chat (channel:chat_id)")
     .option("--json", "print JSON")
-    .action((options: { by: UsageDimension; period: BudgetPeriod; person?: string; chat?: string; json?: boolean }) => run(runUsageCommand(options)));
+    .action((options: { by: UsageDimension; period: BudgetPeriod; person?: string; chat?: string; json?: boolean }) => run(runUsageCommand(options, context())));
 }
 
 /** `teams` and `runs`: agent teams and their runs. */

@@ -13,7 +13,7 @@ import { type BudgetStatus, type UsageDimension, type UsageReport, budgetStatus,
 import { formatTime } from "../agent/budget/periods.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import type { BudgetPeriod } from "../config/budgets.js";
-import { loadCliConfig } from "./setup.js";
+import { type CliContext, loadCliConfig } from "./setup.js";
 
 export interface UsageCommandOptions {
   by: UsageDimension;
@@ -23,8 +23,8 @@ export interface UsageCommandOptions {
   chat?: string;
 }
 
-export async function runUsageCommand(options: UsageCommandOptions): Promise<number> {
-  const { config, logger } = loadCliConfig();
+export async function runUsageCommand(options: UsageCommandOptions, context: CliContext = {}): Promise<number> {
+  const { config, logger } = loadCliConfig(context);
   const infrastructure = await createInfrastructure(config, logger);
   try {
     const now = Date.now();

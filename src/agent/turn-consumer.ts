@@ -8,6 +8,7 @@
 import type { Logger } from "pino";
 import { type InboundMessage, type OutboundMessage, SYSTEM_CHANNEL, replyTarget } from "../bus/message.js";
 import type { Claim, Subscription, WorkerBus } from "../bus/message-bus.js";
+import type { TurnIntercept } from "../bus/turn-intercept.js";
 import { BusError, CancelledError, errorMessage } from "../errors.js";
 import { sleep } from "../sleep.js";
 import type { Agent } from "./agent.js";
@@ -18,13 +19,14 @@ import { lazyChild } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { Usage } from "../providers/chat-model.js";
 import type { SessionSnapshot } from "../store/store.js";
-import { personOf } from "./budget/policy.js";
-import { combineContent, groupSettingOf, speakersOf } from "./speakers.js";
+import { personOf } from "../budget/policy.js";
+import { combineContent, groupSettingOf, speakersOf } from "../prompt/speakers.js";
 import { relayingReasoning } from "./reasoning-relay.js";
 import { type Span, failSpan } from "../tracing.js";
 import { inTurnSpan } from "./turn-span.js";
 
-export { combineContent } from "./speakers.js";
+export { combineContent } from "../prompt/speakers.js";
+export type { TurnIntercept } from "../bus/turn-intercept.js";
 
 /** Most sessions one claim takes. */
 const CLAIM_BATCH = 64;
@@ -53,20 +55,6 @@ export interface TurnConsumerOptions {
   intercept?: TurnIntercept;
   /** Relay the model's reasoning to the chat as notices marked `metadata.reasoning` (`agent.showReasoning`). */
   showReasoning?: boolean;
-}
-
-/**
- * A hook for messages that code, not the model, answers. A message it may take is a turn of its
- * own (never coalesced with others), and `take` runs inside that turn, holding the session's lease.
- */
-export interface TurnIntercept {
-  /** Cheap and synchronous: whether `take` might answer this message. */
-  mayTake(message: InboundMessage): boolean;
-  /**
-   * The reply, when it answers the message itself (it records the exchange in the session's
-   * history, fenced by `claim`, so a re-run turn repeats the reply); undefined lets the agent answer.
-   */
-  take(message: InboundMessage, claim: Claim): Promise<string | undefined>;
 }
 
 interface RunningTurn {

@@ -4,7 +4,7 @@
  * agent teams and their runs, sessions, operations, tool history, the OpenAI-compatible endpoint
  * (`/v1/`), and the web console at `/`.
  */
-import { createPersonMemory } from "../agent/person-memory.js";
+import { createPersonMemory } from "../memory/person-memory.js";
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,7 +20,7 @@ import { registerTeamRoutes } from "../api/team-routes.js";
 import { teamEndpointIssue } from "../jobs/workflows/team-endpoint.js";
 import { registerWorkflowRunRoutes } from "../api/workflow-run-routes.js";
 import { registerUsageRoutes } from "../api/usage-routes.js";
-import { describeUsage } from "../agent/budget/usage-report.js";
+import { describeUsage } from "../budget/usage-report.js";
 import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
 import { registerWebConsole } from "../api/web-console.js";
 import type { ResolvedConfig } from "../config/schema.js";

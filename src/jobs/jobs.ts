@@ -15,11 +15,11 @@ import type { Scheduler } from "./cron/scheduler.js";
 import { type DeliveryCounter, type Heartbeat, createHeartbeat, isHeartbeatPrompt, isSilentHeartbeatReply } from "./heartbeat.js";
 import { type RunSubagentTask, SUBAGENT_QUEUE, type SubagentJobData, type SubagentManager, createSubagentManager } from "./subagents/manager.js";
 import type { JobCounts, JobQueue, JobQueueEvents } from "./job-queue.js";
-import type { TurnIntercept } from "../agent/turn-consumer.js";
+import type { TurnIntercept } from "../bus/turn-intercept.js";
 import type { Subscription } from "../bus/message-bus.js";
 import { WORKFLOW_QUEUE, type WorkflowEngine, type WorkflowJobData, createWorkflowEngine } from "./workflows/engine.js";
 import { progressNotice } from "./workflows/progress.js";
-import type { RunTeamAgent } from "./workflows/runner.js";
+import type { RunTeamAgent } from "./workflows/team-agent.js";
 import { type TeamCatalog, createTeamCatalog } from "./workflows/team-catalog.js";
 import { createTeamTrigger } from "./workflows/triggers.js";
 

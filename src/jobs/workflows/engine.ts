@@ -38,7 +38,7 @@ import type { TaskToolCall } from "../../store/task-record.js";
 import type { Job, JobFailure, JobQueue, ProcessOptions } from "../job-queue.js";
 import { allSettled, describeNode, initialNodes, nextSteps, planNodes, runOutcome } from "./plan.js";
 import { type PromptContext, nodePrompt } from "./prompts.js";
-import type { RunTeamAgent } from "./runner.js";
+import type { RunTeamAgent } from "./team-agent.js";
 import { BUDGET_STOP, type WorkflowNotice, type WorkflowNoticeType, runEndMessage } from "./messages.js";
 import { inSpan } from "../../tracing.js";
 

@@ -21,13 +21,13 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import type { BudgetsConfig } from "../../config/budgets.js";
-import { BudgetExhaustedError } from "../../errors.js";
-import type { Metrics } from "../../metrics.js";
-import type { ChatModel, Usage } from "../../providers/chat-model.js";
-import { type PriceBook, costIn } from "../../providers/pricing.js";
-import type { BudgetLedger, BudgetState } from "../../store/budget-ledger.js";
-import { sleep } from "../../sleep.js";
+import type { BudgetsConfig } from "../config/budgets.js";
+import { BudgetExhaustedError } from "../errors.js";
+import type { Metrics } from "../metrics.js";
+import type { ChatModel, Usage } from "../providers/chat-model.js";
+import { type PriceBook, costIn } from "../providers/pricing.js";
+import type { BudgetLedger, BudgetState } from "../store/budget-ledger.js";
+import { sleep } from "../sleep.js";
 import { DEFAULT_MAX_OUTPUT_TOKENS, estimatePromptTokens, estimateTextTokens } from "./estimate.js";
 import { dayIn, freesAt } from "./periods.js";
 import { type AppliedBudget, type CallScope, budgetsFor, channelOfChat } from "./policy.js";

@@ -2,8 +2,14 @@
  * The layering, enforced in `npm test` (dependency-cruiser): a module imports only from layers
  * below its own, never sideways into a sibling layer, never back up. Top to bottom:
  *
- *   cli → app → api | channels → gateway | jobs → agent → tools → providers | store → bus → base
+ *   cli → app → api | channels → gateway | jobs → agent → budget | memory | prompt → tools → providers | store → bus → base
  *
+ * `budget`, `memory` and `prompt` are what the agent and a gateway both know, kept out of agent/ so
+ * a gateway need not load the agent to use them: the budget policy, periods, replies and usage
+ * report (the API's and the CLI's usage views); the long-term memory stores (the composition root
+ * builds them, the API reads and writes them); the system prompt's sections and the speaker labels
+ * (the workflow engine and the team trigger use them, and a gateway loads both to start, list and
+ * cancel team runs).
  * `base` is what every layer may use: src/config, src/redis, src/errors.ts, src/logger.ts, src/metrics.ts,
  * src/sleep.ts, src/tracing.ts. A platform folder under channels/ imports no other platform's (only channels/index.ts
  * lists them), and from the core only the channel kit (src/gateway/kit/index.ts), the message model
@@ -18,6 +24,9 @@ const layers = [
   ["gateway", "^src/gateway/"],
   ["jobs", "^src/jobs/"],
   ["agent", "^src/agent/"],
+  ["budget", "^src/budget/"],
+  ["memory", "^src/memory/"],
+  ["prompt", "^src/prompt/"],
   ["tools", "^src/tools/"],
   ["providers", "^src/providers/"],
   ["store", "^src/store/"],
@@ -25,7 +34,7 @@ const layers = [
   ["base", "^src/(config/|redis/|errors\\.ts$|logger\\.ts$|sleep\\.ts$|metrics\\.ts$|tracing\\.ts$)"],
 ];
 // Layers that share a rank are siblings: neither may import the other.
-const rank = { cli: 7, app: 6, api: 5, channels: 5, gateway: 4, jobs: 4, agent: 3, tools: 2, providers: 1, store: 1, bus: 0, base: -1 };
+const rank = { cli: 7, app: 6, api: 5, channels: 5, gateway: 4, jobs: 4, agent: 3, budget: 2.5, memory: 2.5, prompt: 2.5, tools: 2, providers: 1, store: 1, bus: 0, base: -1 };
 
 const upward = layers
   .map(([name, path]) => [name, path, layers.filter(([other]) => other !== name && rank[other] >= rank[name]).map(([, otherPath]) => otherPath)])
@@ -37,6 +46,13 @@ const upward = layers
     from: { path },
     to: { path: above },
   }));
+
+/**
+ * Where a gateway process starts: `countbot gateway`'s command and the gateway it builds. (The CLI's
+ * main module is loaded by every command and names each one's module for its types, so it is no
+ * entry here; tests/e2e/channel-sdks.test.ts checks what a running gateway really loads.)
+ */
+const gatewayEntries = "^src/(cli/gateway-command|app/gateway)\\.ts$";
 
 /** Each platform's SDK packages: only `channels/<platform>/` may import them. */
 const platformSdks = {
@@ -68,6 +84,14 @@ module.exports = {
       severity: "error",
       from: { path: "^channels/" },
       to: { path: "^src/", pathNot: "^src/(gateway/kit/index\\.ts|bus/message\\.ts|errors\\.ts)$" },
+    },
+    {
+      name: "gateway-no-agent",
+      comment:
+        "a gateway process loads no agent code: its command, and the gateway it builds, reach nothing under src/agent/ (types included), so what both need lives in budget/, memory/, prompt/ and the bus",
+      severity: "error",
+      from: { path: gatewayEntries },
+      to: { path: "^src/agent/", reachable: true },
     },
     {
       name: "no-circular",

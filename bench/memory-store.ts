@@ -8,8 +8,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
-import { type MemoryStore, createFileMemoryStore } from "../src/agent/memory.js";
-import { createRedisMemoryStore } from "../src/agent/redis-memory.js";
+import { type MemoryStore, createFileMemoryStore } from "../src/memory/memory.js";
+import { createRedisMemoryStore } from "../src/memory/redis-memory.js";
 
 const CHATS = 200;
 const APPENDS = 2_000;

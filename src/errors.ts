@@ -123,7 +123,7 @@ export function errorMessage(error: unknown): string {
 }
 
 /**
- * A model call was refused because a budget it counts against is spent (src/agent/budget). The
+ * A model call was refused because a budget it counts against is spent (src/budget). The
  * message starts "budget exhausted"; `reply` is the plain text the person reads.
  */
 export class BudgetExhaustedError extends Error {

@@ -13,12 +13,12 @@ import { type AuditLog, auditEntryOf } from "../tools/audit-log.js";
 import type { ToolRegistry } from "../tools/registry.js";
 import type { ToolHistory } from "../tools/tool-history.js";
 import type { ContextBuilder } from "./context-builder.js";
-import type { MemoryStore } from "./memory.js";
+import type { MemoryStore } from "../memory/memory.js";
 import { leavesNoTrace } from "./cancellation.js";
-import type { GroupSetting, Speaker } from "./speakers.js";
+import type { GroupSetting, Speaker } from "../prompt/speakers.js";
 import { compactHistory } from "./summarizer.js";
 import { type TurnListener, type TurnResult, runReactLoop } from "./react-loop.js";
-import type { BudgetGuard } from "./budget/guard.js";
+import type { BudgetGuard } from "../budget/guard.js";
 
 export interface AgentDependencies {
   settings: Pick<AgentConfig, "maxIterations" | "maxRetries" | "retryDelay" | "temperature" | "maxTokens" | "maxHistory">;

@@ -17,10 +17,10 @@ import type { PersonaConfig } from "../config/schema.js";
 import { ToolError } from "../errors.js";
 import type { ChatMessage, ImageContentPart, TextContentPart, UserContent } from "../providers/chat-model.js";
 import type { HistoryEntry } from "../store/store.js";
-import type { MemoryStore } from "./memory.js";
-import type { PersonMemory } from "./person-memory.js";
-import { conversationSection, groupSection, identitySection, memorySection, personMemorySection, safetySection, timeSection, toolPrinciplesSection } from "./prompts.js";
-import { type GroupSetting, type Speaker, speakerLabel } from "./speakers.js";
+import type { MemoryStore } from "../memory/memory.js";
+import type { PersonMemory } from "../memory/person-memory.js";
+import { conversationSection, groupSection, identitySection, memorySection, personMemorySection, safetySection, timeSection, toolPrinciplesSection } from "../prompt/sections.js";
+import { type GroupSetting, type Speaker, speakerLabel } from "../prompt/speakers.js";
 import { formatSkillsForPrompt, loadSkills } from "./skills.js";
 
 const MAX_IMAGE_BYTES = 10 * 1024 * 1024;

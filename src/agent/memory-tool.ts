@@ -8,8 +8,8 @@
  * Every answer names the scope and the place it read or wrote.
  */
 import { z } from "zod";
-import type { MemoryStore } from "./memory.js";
-import type { PersonMemory } from "./person-memory.js";
+import type { MemoryStore } from "../memory/memory.js";
+import type { PersonMemory } from "../memory/person-memory.js";
 import { ToolError } from "../errors.js";
 import { type ToolContext, defineTool, type Tool } from "../tools/tool.js";
 

@@ -107,56 +107,18 @@ export async function runReactLoop(options: ReactLoopOptions): Promise<TurnResul
     }
     iterations += 1;
 
-    let text = "";
-    let reasoningText = "";
-    const reasoningBlocks: ReasoningBlock[] = [];
-    const calls: ToolCallRequest[] = [];
+    const step: StepOutput = { text: "", reasoningText: "", reasoningBlocks: [], calls: [] };
     try {
-      const stream = options.model.stream({
-        messages,
-        tools: options.tools.definitions(),
-        temperature: options.temperature,
-        maxTokens: options.maxTokens,
-        signal,
-      });
-      for await (const part of stream) {
-        switch (part.type) {
-          case "text-delta":
-            await addText(part.text, text === "");
-            text += part.text;
-            break;
-          case "reasoning-delta":
-            reasoningText += part.text;
-            await emit({ type: "reasoning", text: part.text });
-            break;
-          case "reasoning-block":
-            reasoningBlocks.push(part.block);
-            break;
-          case "tool-call":
-            calls.push(part.call);
-            break;
-          case "finish":
-            addUsage(usage, part.usage);
-            break;
-        }
-      }
+      await streamStep(options, { messages, signal, usage, step, addText, emit });
     } catch (error) {
-      const untouched = iterations === 1 && text === "" && reasoningText === "" && calls.length === 0;
+      const untouched = iterations === 1 && step.text === "" && step.reasoningText === "" && step.calls.length === 0;
       if (options.throwContextOverflowAtStart && untouched && error instanceof ProviderError && error.kind === "context-overflow") throw error;
-      if (signal.aborted || (error instanceof ProviderError && error.kind === "aborted")) {
-        stopReason = "cancelled";
-      } else if (error instanceof BudgetExhaustedError) {
-        // No model call was made: the budget's reply closes the turn (after whatever was said before it).
-        stopReason = "budget-exhausted";
-        failure = error;
-      } else {
-        stopReason = "error";
-        failure = error instanceof Error ? error : new Error(String(error));
-      }
+      ({ stopReason, failure } = stopOnError(error, signal));
       // What was streamed stays part of the reply; calls whose arguments never completed are dropped.
-      if (text !== "") append({ role: "assistant", content: text });
+      if (step.text !== "") append({ role: "assistant", content: step.text });
       break;
     }
+    const { text, reasoningText, reasoningBlocks, calls } = step;
 
     const reasoning = reasoningBlocks.length > 0 ? reasoningBlocks : reasoningText ? [{ text: reasoningText }] : undefined;
     append({ role: "assistant", content: text, ...(calls.length > 0 ? { toolCalls: calls } : {}), ...(reasoning ? { reasoning } : {}) });
@@ -176,35 +138,109 @@ export async function runReactLoop(options: ReactLoopOptions): Promise<TurnResul
         stopReason = "max-iterations";
         continue;
       }
-      const record = await inSpan(`execute_tool ${call.name}`, { attributes: { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id } }, async (span) => {
-        const ran = await runToolCall(call, options, signal, now, sleep, emit);
-        span.setAttributes({ "countbot.tool.success": ran.success, "countbot.tool.attempts": ran.attempts });
-        if (!ran.success) span.setStatus({ code: SpanStatusCode.ERROR });
-        return ran;
-      });
+      const record = await tracedToolCall(call, options, signal, now, sleep, emit);
       toolCalls.push(record);
       append({ role: "tool", toolCallId: call.id, name: call.name, content: record.result });
     }
   }
 
-  if (stopReason === "max-iterations") {
-    const note = limitNote(options.maxIterations);
-    await addText(note, true);
-  } else if (stopReason === "cancelled") {
-    await addText("[stopped]", true);
-  } else if (stopReason === "error") {
-    await addText(failureText(failure, iterations), true);
-  } else if (stopReason === "budget-exhausted") {
-    await addText((failure as BudgetExhaustedError).reply, true);
-  } else if (reply.trim() === "") {
-    reply = "(no reply)";
-  }
+  const note = closingNote(stopReason, failure, iterations, options.maxIterations);
+  if (note !== undefined) await addText(note, true);
+  else if (reply.trim() === "") reply = "(no reply)";
 
   const result: TurnResult = { reply, stopReason, iterations, toolCalls, usage, model: options.model.id, transcript };
   if (failure) result.error = failure;
   if (failure) await emit({ type: "error", error: failure });
   await emit({ type: "done", result });
   return result;
+}
+
+/** What one model call streamed: its text, its reasoning, the tool calls it asked for. */
+interface StepOutput {
+  text: string;
+  reasoningText: string;
+  reasoningBlocks: ReasoningBlock[];
+  calls: ToolCallRequest[];
+}
+
+/** The turn's state one model call reads and adds to. */
+interface StepState {
+  messages: ChatMessage[];
+  signal: AbortSignal;
+  /** The turn's usage, which the call's is added to. */
+  usage: Usage;
+  /** Filled as parts arrive, so a call that fails midway leaves what it had streamed. */
+  step: StepOutput;
+  addText(text: string, startsSegment: boolean): Promise<void>;
+  emit: TurnListener;
+}
+
+/** Streams one model call, forwarding its text and reasoning as they arrive. Throws what the call threw. */
+async function streamStep(options: ReactLoopOptions, state: StepState): Promise<void> {
+  const { step, signal } = state;
+  const stream = options.model.stream({
+    messages: state.messages,
+    tools: options.tools.definitions(),
+    temperature: options.temperature,
+    maxTokens: options.maxTokens,
+    signal,
+  });
+  for await (const part of stream) {
+    switch (part.type) {
+      case "text-delta":
+        await state.addText(part.text, step.text === "");
+        step.text += part.text;
+        break;
+      case "reasoning-delta":
+        step.reasoningText += part.text;
+        await state.emit({ type: "reasoning", text: part.text });
+        break;
+      case "reasoning-block":
+        step.reasoningBlocks.push(part.block);
+        break;
+      case "tool-call":
+        step.calls.push(part.call);
+        break;
+      case "finish":
+        addUsage(state.usage, part.usage);
+        break;
+    }
+  }
+}
+
+/** How a failed model call ends the turn: cancelled, refused by a budget, or failed. */
+function stopOnError(error: unknown, signal: AbortSignal): { stopReason: StopReason; failure?: Error } {
+  if (signal.aborted || (error instanceof ProviderError && error.kind === "aborted")) return { stopReason: "cancelled" };
+  // No model call was made: the budget's reply closes the turn (after whatever was said before it).
+  if (error instanceof BudgetExhaustedError) return { stopReason: "budget-exhausted", failure: error };
+  return { stopReason: "error", failure: error instanceof Error ? error : new Error(String(error)) };
+}
+
+/** The note the chat is shown at the end of a turn that did not complete; none for one that did. */
+function closingNote(stopReason: StopReason, failure: Error | undefined, iterations: number, maxIterations: number): string | undefined {
+  switch (stopReason) {
+    case "max-iterations":
+      return limitNote(maxIterations);
+    case "cancelled":
+      return "[stopped]";
+    case "error":
+      return failureText(failure, iterations);
+    case "budget-exhausted":
+      return (failure as BudgetExhaustedError).reply;
+    case "completed":
+      return undefined;
+  }
+}
+
+/** One tool call inside its `execute_tool` span, which records whether it succeeded and after how many attempts. */
+function tracedToolCall(...args: Parameters<typeof runToolCall>): Promise<ToolCallRecord> {
+  const [call] = args;
+  return inSpan(`execute_tool ${call.name}`, { attributes: { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id } }, async (span) => {
+    const ran = await runToolCall(...args);
+    span.setAttributes({ "countbot.tool.success": ran.success, "countbot.tool.attempts": ran.attempts });
+    if (!ran.success) span.setStatus({ code: SpanStatusCode.ERROR });
+    return ran;
+  });
 }
 
 async function runToolCall(

@@ -8,6 +8,7 @@
 import type { Logger } from "pino";
 import { type InboundMessage, type OutboundMessage, SYSTEM_CHANNEL, replyTarget } from "../bus/message.js";
 import type { Claim, Subscription, WorkerBus } from "../bus/message-bus.js";
+import type { TurnIntercept } from "../bus/turn-intercept.js";
 import { BusError, CancelledError, errorMessage } from "../errors.js";
 import { sleep } from "../sleep.js";
 import type { Agent } from "./agent.js";
@@ -18,13 +19,17 @@ import { lazyChild } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { Usage } from "../providers/chat-model.js";
 import type { SessionSnapshot } from "../store/store.js";
-import { personOf } from "./budget/policy.js";
-import { combineContent, groupSettingOf, speakersOf } from "./speakers.js";
+import { personOf } from "../budget/policy.js";
+import { combineContent, groupSettingOf, speakersOf } from "../prompt/speakers.js";
 import { relayingReasoning } from "./reasoning-relay.js";
 import { type Span, failSpan } from "../tracing.js";
 import { inTurnSpan } from "./turn-span.js";
+import { DraftThrottle } from "./draft-throttle.js";
+import { answering, finalMessage, outboundId, replyToOf, toolNotice } from "./turn-replies.js";
 
-export { combineContent } from "./speakers.js";
+export { combineContent } from "../prompt/speakers.js";
+export type { TurnIntercept } from "../bus/turn-intercept.js";
+export { outboundId } from "./turn-replies.js";
 
 /** Most sessions one claim takes. */
 const CLAIM_BATCH = 64;
@@ -53,20 +58,6 @@ export interface TurnConsumerOptions {
   intercept?: TurnIntercept;
   /** Relay the model's reasoning to the chat as notices marked `metadata.reasoning` (`agent.showReasoning`). */
   showReasoning?: boolean;
-}
-
-/**
- * A hook for messages that code, not the model, answers. A message it may take is a turn of its
- * own (never coalesced with others), and `take` runs inside that turn, holding the session's lease.
- */
-export interface TurnIntercept {
-  /** Cheap and synchronous: whether `take` might answer this message. */
-  mayTake(message: InboundMessage): boolean;
-  /**
-   * The reply, when it answers the message itself (it records the exchange in the session's
-   * history, fenced by `claim`, so a re-run turn repeats the reply); undefined lets the agent answer.
-   */
-  take(message: InboundMessage, claim: Claim): Promise<string | undefined>;
 }
 
 interface RunningTurn {
@@ -334,120 +325,6 @@ function takeBatch(messages: InboundMessage[], mayTake?: (message: InboundMessag
 function wantsOwnTurn(message: InboundMessage): boolean {
   return message.metadata.ownTurn === true;
 }
-
-export function outboundId(first: InboundMessage, sequence: number): string {
-  return `${first.id}:${sequence}`;
-}
-
-function platformMessageId(message: InboundMessage): string | undefined {
-  const value = message.metadata.platformMessageId;
-  return typeof value === "string" || typeof value === "number" ? String(value) : undefined;
-}
-
-/**
- * The platform message a turn's reply threads to: the last of its messages that has one. A burst
- * from several people is answered once, under the newest question (the reply names each asker); a
- * background event carries its trigger's (a team run's result threads to the message that started it).
- */
-function replyToOf(messages: InboundMessage[]): string | undefined {
-  for (let index = messages.length - 1; index >= 0; index -= 1) {
-    const id = platformMessageId(messages[index]!);
-    if (id !== undefined) return id;
-  }
-  return undefined;
-}
-
-function finalMessage(messages: InboundMessage[], content: string): OutboundMessage {
-  const first = messages[0]!;
-  const target = replyTarget(first);
-  const replyTo = replyToOf(messages);
-  return {
-    id: outboundId(first, 0),
-    channel: target.channel,
-    chatId: target.chatId,
-    content,
-    kind: "final",
-    media: [],
-    metadata: {},
-    ...(replyTo ? { replyTo } : {}),
-    ...(first.chatType ? { chatType: first.chatType } : {}),
-  };
-}
-
-/** Records which inbound messages a final reply answers, so a channel can match them up. */
-function answering(message: OutboundMessage, messages: InboundMessage[]): OutboundMessage {
-  return { ...message, metadata: { ...message.metadata, answers: messages.map((inbound) => inbound.id) } };
-}
-
-function toolNotice(name: string, argumentsText: string): string {
-  const compact = argumentsText.replace(/\s+/g, " ");
-  return `${name}(${compact.length > 120 ? `${compact.slice(0, 117)}...` : compact})`;
-}
-
-/**
- * Publishes the growing text of a reply at most once per interval, the first time only once the
- * reply has streamed for a whole interval: a reply that is done sooner costs no draft at all (its
- * final follows at once). When the bus says nobody can see the chat's drafts, none is published
- * for a while, then it asks again (a page may have opened meanwhile).
- */
-class DraftThrottle {
-  private text = "";
-  private published = "";
-  private lastSent = Number.NEGATIVE_INFINITY;
-  private startedAt: number | undefined;
-  private unwatchedUntil = Number.NEGATIVE_INFINITY;
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
-
-  constructor(
-    private readonly intervalMs: number,
-    private readonly publish: (text: string) => Promise<boolean>,
-  ) {}
-
-  append(piece: string): void {
-    this.text += piece;
-    const now = Date.now();
-    this.startedAt ??= now;
-    if (this.timer || this.stopped) return;
-    const due = Math.max(this.startedAt + this.intervalMs, this.lastSent + this.intervalMs, this.unwatchedUntil);
-    if (due <= now) this.flush();
-    else this.timer = setTimeout(() => this.flush(), due - now);
-  }
-
-  /** The turn is over: nothing more is published. */
-  stop(): void {
-    this.stopped = true;
-    this.clearTimer();
-  }
-
-  flush(): void {
-    this.clearTimer();
-    if (this.stopped || this.text === "" || this.text === this.published || Date.now() < this.unwatchedUntil) return;
-    const text = this.text;
-    this.published = text;
-    this.lastSent = Date.now();
-    // Drafts are lossy by design: a failed one is replaced by the next or by the final.
-    this.publish(text).then(
-      (seen) => {
-        if (seen || this.stopped) return;
-        // Nobody watched yet (a page may open meanwhile): the newest text is tried again later,
-        // even when no more text comes (a model thinking for a while).
-        this.unwatchedUntil = Date.now() + UNWATCHED_RECHECK_MS;
-        if (this.published === text) this.published = "";
-        if (!this.timer) this.timer = setTimeout(() => this.flush(), UNWATCHED_RECHECK_MS);
-      },
-      () => undefined,
-    );
-  }
-
-  private clearTimer(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-  }
-}
-
-/** After a draft nobody could see, the next one is tried this much later. */
-const UNWATCHED_RECHECK_MS = 2_000;
 
 /**
  * Whose budget a turn counts against: the person whose message started it (in a burst from several

@@ -12,8 +12,8 @@
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { MemoryStore } from "../agent/memory.js";
-import type { PersonMemory } from "../agent/person-memory.js";
+import type { MemoryStore } from "../memory/memory.js";
+import type { PersonMemory } from "../memory/person-memory.js";
 import { parseRequest } from "../gateway/http-request.js";
 import type { SessionMeta, SessionStore } from "../store/store.js";
 

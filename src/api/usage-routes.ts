@@ -8,7 +8,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { USAGE_DIMENSIONS, budgetStatus, usageReport } from "../agent/budget/usage-report.js";
+import { USAGE_DIMENSIONS, budgetStatus, usageReport } from "../budget/usage-report.js";
 import { BUDGET_PERIODS, type BudgetsConfig } from "../config/budgets.js";
 import { parseRequest } from "../gateway/http-request.js";
 import type { BudgetLedger } from "../store/budget-ledger.js";

@@ -8,9 +8,9 @@ import path from "node:path";
 import type { Logger } from "pino";
 import { Agent } from "../agent/agent.js";
 import { ContextBuilder } from "../agent/context-builder.js";
-import { type MemoryStore, createFileMemoryStore } from "../agent/memory.js";
+import { type MemoryStore, createFileMemoryStore } from "../memory/memory.js";
 import { createMemoryTool } from "../agent/memory-tool.js";
-import { type PersonMemory, createPersonMemory } from "../agent/person-memory.js";
+import { type PersonMemory, createPersonMemory } from "../memory/person-memory.js";
 import { TurnConsumer } from "../agent/turn-consumer.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import { collectSecrets } from "../config/mask.js";
@@ -210,15 +210,25 @@ export interface Worker extends AgentRuntime {
   run(): Promise<void>;
 }
 
-/** Agent turns and background jobs from a bus: the worker process, and the agent half of `start` and `chat`. */
-export async function createWorker(config: ResolvedConfig, logger: Logger, infrastructure: Infrastructure, overrides: RuntimeOverrides = {}): Promise<Worker> {
-  const model = instrumented(overrides.model ?? resolveChatModel(config, { logger }), overrides.metrics);
-  await mkdir(config.workspace, { recursive: true });
-  const workspace = await realpath(config.workspace);
-  const auditRef: { log?: AuditLog } = {};
-  const budgets = overrides.budgets ?? createProcessBudgets(config, infrastructure.budgetLedger, logger, overrides.metrics);
-  // One connection per MCP server for the whole worker: the agent's turns, subagents and team agents.
-  const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
+/** What the job runners share with the worker that builds them. */
+interface JobRunnerParts {
+  model: ChatModel;
+  /** Absolute, realpath'd workspace root. */
+  workspace: string;
+  budgets: ProcessBudgets;
+  mcp: McpServers;
+  /** The worker's audit log, known only once its runtime exists (after the runners). */
+  auditRef: { log?: AuditLog };
+  overrides: RuntimeOverrides;
+}
+
+/**
+ * The loops a worker runs jobs with: a subagent's (on the subagents' tool subset) and a team
+ * agent's (the same subset, on the team's models). Both count against the worker's budgets and
+ * write their tool calls to the main agent's audit log.
+ */
+function createJobRunners(config: ResolvedConfig, logger: Logger, parts: JobRunnerParts) {
+  const { model, workspace, budgets, mcp, auditRef, overrides } = parts;
   const runTask = createSubagentRunner({
     model,
     tools: createSubagentTools(config, { metrics: overrides.metrics, sources: mcpSources(mcp, "subagents") }),
@@ -249,6 +259,19 @@ export async function createWorker(config: ResolvedConfig, logger: Logger, infra
       if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: run.sessionKey, channel: "workflow", chatId: `${run.id}.${node.id}` }));
     },
   });
+  return { runTask, runTeamAgent, teamTools };
+}
+
+/** Agent turns and background jobs from a bus: the worker process, and the agent half of `start` and `chat`. */
+export async function createWorker(config: ResolvedConfig, logger: Logger, infrastructure: Infrastructure, overrides: RuntimeOverrides = {}): Promise<Worker> {
+  const model = instrumented(overrides.model ?? resolveChatModel(config, { logger }), overrides.metrics);
+  await mkdir(config.workspace, { recursive: true });
+  const workspace = await realpath(config.workspace);
+  const auditRef: { log?: AuditLog } = {};
+  const budgets = overrides.budgets ?? createProcessBudgets(config, infrastructure.budgetLedger, logger, overrides.metrics);
+  // One connection per MCP server for the whole worker: the agent's turns, subagents and team agents.
+  const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
+  const { runTask, runTeamAgent, teamTools } = createJobRunners(config, logger, { model, workspace, budgets, mcp, auditRef, overrides });
   const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, runTeamAgent, teamToolNames: () => teamTools.names(), now: overrides.now });
   const memory = infrastructure.memory({ workspace, scope: config.memory.scope });
   const runtime = await createAgentRuntime(config, logger, {

@@ -4,7 +4,7 @@
  * model a money budget may count has a price.
  */
 import type { Logger } from "pino";
-import { type BudgetGuard, createBudgetGuard } from "../agent/budget/guard.js";
+import { type BudgetGuard, createBudgetGuard } from "../budget/guard.js";
 import { hasMoneyBudget } from "../config/budgets.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError } from "../errors.js";

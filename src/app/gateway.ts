@@ -4,10 +4,11 @@
  * agent teams and their runs, sessions, operations, tool history, the OpenAI-compatible endpoint
  * (`/v1/`), and the web console at `/`.
  */
-import { createPersonMemory } from "../agent/person-memory.js";
+import { createPersonMemory } from "../memory/person-memory.js";
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { channelPlugins } from "../../channels/index.js";
 import { registerOperationRoutes } from "../api/operations-routes.js";
@@ -20,9 +21,10 @@ import { registerTeamRoutes } from "../api/team-routes.js";
 import { teamEndpointIssue } from "../jobs/workflows/team-endpoint.js";
 import { registerWorkflowRunRoutes } from "../api/workflow-run-routes.js";
 import { registerUsageRoutes } from "../api/usage-routes.js";
-import { describeUsage } from "../agent/budget/usage-report.js";
+import { describeUsage } from "../budget/usage-report.js";
 import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
 import { registerWebConsole } from "../api/web-console.js";
+import type { BudgetsConfig } from "../config/budgets.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
@@ -30,6 +32,7 @@ import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-ru
 import { createVoiceIntake } from "../gateway/voice-intake.js";
 import { resolveTranscriber } from "../providers/transcription.js";
 import { channelHealthJson } from "../gateway/channel-health.js";
+import type { ToolHistory } from "../tools/tool-history.js";
 import type { SubagentManager } from "../jobs/subagents/manager.js";
 import type { WorkflowEngine } from "../jobs/workflows/engine.js";
 import type { TeamCatalog } from "../jobs/workflows/team-catalog.js";
@@ -37,7 +40,7 @@ import { type ApiToken, assertTokenFitsBinding } from "./api-token.js";
 import { type ChatEventLog, createMemoryChatEventLog } from "../store/chat-event-log.js";
 import type { Infrastructure } from "./infrastructure.js";
 import { type PrometheusMetrics, registerMetricsRoute } from "./metrics.js";
-import { QUEUE_BOARD_PATH, createQueueBoard } from "./queue-board.js";
+import { QUEUE_BOARD_PATH, type QueueBoard, createQueueBoard } from "./queue-board.js";
 import type { JobCounts } from "../jobs/job-queue.js";
 import { SUBAGENT_QUEUE } from "../jobs/subagents/manager.js";
 import { WORKFLOW_QUEUE } from "../jobs/workflows/engine.js";
@@ -162,8 +165,6 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const openai = config.api.openai.enabled
     ? createOpenAiEndpoint({ bus, teams: options.teams, workflows: options.workflows, config: config.api.openai, logger, now: options.now })
     : undefined;
-  const memory = infrastructure.memory({ workspace: config.workspace, scope: config.memory.scope });
-  const people = createPersonMemory(infrastructure.memory({ workspace: config.workspace, scope: "person" }), config.memory.identities);
   const api = createApiServer({
     bus,
     config: { ...config.api, token: options.apiToken?.token ?? config.api.token },
@@ -175,33 +176,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     routes: [
       ...instances.flatMap((channel) => (channel.routes ? [channel.routes] : [])),
       ...(openai ? [openai.routes] : []),
-      (scope) => {
-        registerPairingRoutes(scope, store);
-        registerTaskRoutes(scope, { tasks: store.tasks, cancel: (id) => options.subagents.cancel(id) });
-        registerTeamRoutes(scope, { teams: options.teams, now: options.now, endpointIssue: (team) => teamEndpointIssue(config, team) });
-        registerWorkflowRunRoutes(scope, { workflows: options.workflows, teams: options.teams });
-        registerToolHistoryRoutes(scope, toolHistory);
-        registerUsageRoutes(scope, { ledger: infrastructure.budgetLedger, config: () => budgets, now: options.now });
-        registerSessionRoutes(scope, { sessions: store.sessions, memory, people });
-        registerOperationRoutes(scope, {
-          kind: infrastructure.kind,
-          bus,
-          readiness,
-          tasks: store.tasks,
-          queues: options.queueCounts,
-          processes: () => infrastructure.processes(),
-          links: { metrics: metrics ? "/metrics" : null, queues: board ? QUEUE_BOARD_PATH : null },
-        });
-        if (metrics) registerMetricsRoute(scope, metrics);
-        board?.register(scope);
-        const { onReloadRequest } = options;
-        if (onReloadRequest) {
-          scope.post("/api/config/reload", async (_request, reply) => {
-            const outcome = await onReloadRequest();
-            return reply.code(outcome.ok ? 200 : 422).send(outcome);
-          });
-        }
-      },
+      coreRoutes(options, { readiness, toolHistory, board, budgets: () => budgets }),
     ],
   });
   return {
@@ -211,12 +186,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     reload(next) {
       budgets = next.budgets;
       linked = linkedAccounts(next.memory.identities);
-      for (const channel of channels) {
-        const plugin = plugins.find((candidate) => candidate.name === channel.name);
-        if (!plugin?.policy) continue;
-        const parsed = plugin.configSchema.safeParse(next.channels[plugin.name]);
-        if (parsed.success) channel.updatePolicy(plugin.policy(parsed.data));
-      }
+      updatePolicies(channels, plugins, next);
     },
     async start() {
       if (options.apiToken) assertTokenFitsBinding(config, options.apiToken);
@@ -241,6 +211,64 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       await board?.close();
       await toolHistory.close();
     },
+  };
+}
+
+/** A reload's new admission policy for each running channel whose plugin has one, from its new section. */
+function updatePolicies(channels: readonly ChannelRuntime[], plugins: readonly ChannelPlugin[], next: ResolvedConfig): void {
+  for (const channel of channels) {
+    const plugin = plugins.find((candidate) => candidate.name === channel.name);
+    if (!plugin?.policy) continue;
+    const parsed = plugin.configSchema.safeParse(next.channels[plugin.name]);
+    if (parsed.success) channel.updatePolicy(plugin.policy(parsed.data));
+  }
+}
+
+/** What the gateway's own routes use besides its options. */
+interface CoreRouteParts {
+  readiness: () => Promise<Readiness>;
+  toolHistory: ToolHistory;
+  board: QueueBoard | undefined;
+  /** The current `budgets` section (a reload replaces it). */
+  budgets: () => BudgetsConfig;
+}
+
+/**
+ * The API's own routes, behind the token: pairing, tasks, teams and their runs, tool history,
+ * usage, sessions and their memory, operations, metrics, the queue board and the reload request.
+ */
+function coreRoutes(options: GatewayOptions, parts: CoreRouteParts): (scope: FastifyInstance) => void {
+  const { config, infrastructure, metrics } = options;
+  const { store, bus } = infrastructure;
+  const { readiness, toolHistory, board, budgets } = parts;
+  const memory = infrastructure.memory({ workspace: config.workspace, scope: config.memory.scope });
+  const people = createPersonMemory(infrastructure.memory({ workspace: config.workspace, scope: "person" }), config.memory.identities);
+  return (scope) => {
+    registerPairingRoutes(scope, store);
+    registerTaskRoutes(scope, { tasks: store.tasks, cancel: (id) => options.subagents.cancel(id) });
+    registerTeamRoutes(scope, { teams: options.teams, now: options.now, endpointIssue: (team) => teamEndpointIssue(config, team) });
+    registerWorkflowRunRoutes(scope, { workflows: options.workflows, teams: options.teams });
+    registerToolHistoryRoutes(scope, toolHistory);
+    registerUsageRoutes(scope, { ledger: infrastructure.budgetLedger, config: budgets, now: options.now });
+    registerSessionRoutes(scope, { sessions: store.sessions, memory, people });
+    registerOperationRoutes(scope, {
+      kind: infrastructure.kind,
+      bus,
+      readiness,
+      tasks: store.tasks,
+      queues: options.queueCounts,
+      processes: () => infrastructure.processes(),
+      links: { metrics: metrics ? "/metrics" : null, queues: board ? QUEUE_BOARD_PATH : null },
+    });
+    if (metrics) registerMetricsRoute(scope, metrics);
+    board?.register(scope);
+    const { onReloadRequest } = options;
+    if (onReloadRequest) {
+      scope.post("/api/config/reload", async (_request, reply) => {
+        const outcome = await onReloadRequest();
+        return reply.code(outcome.ok ? 200 : 422).send(outcome);
+      });
+    }
   };
 }
 

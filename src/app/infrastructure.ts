@@ -9,8 +9,8 @@ import { hostname } from "node:os";
 import path from "node:path";
 import type { RedisConnection } from "../redis/client.js";
 import type { Logger } from "pino";
-import { type MemoryScope, type MemoryStore, createFileMemoryStore } from "../agent/memory.js";
-import { createRedisMemoryStore } from "../agent/redis-memory.js";
+import { type MemoryScope, type MemoryStore, createFileMemoryStore } from "../memory/memory.js";
+import { createRedisMemoryStore } from "../memory/redis-memory.js";
 import { type ElectLeader, electLeader, soleLeader } from "../bus/leader.js";
 import { createMemoryBus } from "../bus/memory-bus.js";
 import type { MessageBus } from "../bus/message-bus.js";
@@ -216,16 +216,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     logger.warn({ redis: redactedRedisUrl(url), reason }, "Redis connection problem");
   };
   redis.on("error", reportError);
-  try {
-    await waitUntilReady(redis, config.redis.connectTimeoutMs).catch((error: unknown) => {
-      throw new ConfigError(`Redis at ${redactedRedisUrl(url)} cannot be reached: ${errorMessage(error)} (redis.url, REDIS_URL)`, "redis.url");
-    });
-    const checked = await checkRedis(redis, { evictionPolicy: config.redis.evictionPolicy });
-    for (const warning of checked.warnings) logger.warn(`REDIS WARNING: ${warning}`);
-  } catch (error) {
-    redis.disconnect();
-    throw error;
-  }
+  await untilUsable(redis, config, logger);
   const bus = createRedisBus({
     redis,
     prefix,
@@ -237,7 +228,6 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     onError: (error) => logger.warn({ err: error }, "outbound delivery problem"),
   });
   const store = createRedisStore({ redis, prefix, now });
-  const counterKey = (key: string) => `{${prefix}}:${key}`;
   return {
     kind: "redis",
     get bullmq() {
@@ -266,14 +256,43 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     scheduler: () => createBullmqScheduler({ connection: jobs(), prefix: `{${prefix}}`, logger }),
     elect: (name) => electLeader({ name, redis, prefix }),
     quotaStore: (channel, account) => createRedisQuotaStore({ redis, prefix, channel, account }),
-    counters: {
-      async increment(key, ttlMs) {
-        await redis.multi().incr(counterKey(key)).pexpire(counterKey(key), ttlMs).exec();
-      },
-      async get(key) {
-        return Number((await redis.get(counterKey(key))) ?? 0);
-      },
+    counters: redisCounters(redis, prefix),
+    ...processRegistry(redis, prefix),
+    checks: () => redisChecks(redis),
+    close: async () => {
+      await bus.close();
+      await store.close();
+      await Promise.all([redis.quit().catch(() => undefined), jobsConnection?.quit().catch(() => undefined)]);
     },
+  };
+}
+
+/**
+ * Waits for the connection, then checks the server is fit (its eviction policy, its version): an
+ * unreachable one is a ConfigError naming `redis.url`, a doubtful one a warning in the log (or a
+ * refusal, as `redis.evictionPolicy` says). A connection that fails either is closed, so the
+ * process can exit.
+ */
+async function untilUsable(redis: RedisConnection, config: ResolvedConfig, logger: Logger): Promise<void> {
+  const url = config.redis.url!;
+  try {
+    await waitUntilReady(redis, config.redis.connectTimeoutMs).catch((error: unknown) => {
+      throw new ConfigError(`Redis at ${redactedRedisUrl(url)} cannot be reached: ${errorMessage(error)} (redis.url, REDIS_URL)`, "redis.url");
+    });
+    const checked = await checkRedis(redis, { evictionPolicy: config.redis.evictionPolicy });
+    for (const warning of checked.warnings) logger.warn(`REDIS WARNING: ${warning}`);
+  } catch (error) {
+    redis.disconnect();
+    throw error;
+  }
+}
+
+/**
+ * Each process's record in the deployment's process table (`countbot status`): announced with a
+ * heartbeat, dropped on close, and pruned by readers once its heartbeat is PROCESS_TTL_MS old.
+ */
+function processRegistry(redis: RedisConnection, prefix: string): Pick<Infrastructure, "announce" | "processes"> {
+  return {
     announce(role, details) {
       const key = `{${prefix}}:processes`;
       const record: ProcessRecord = { id: randomUUID(), role, host: hostname(), pid: process.pid, startedAt: Date.now(), seenAt: Date.now() };
@@ -294,21 +313,31 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
       if (gone.length > 0) await redis.hdel(key, ...gone.map((record) => record.id));
       return records.filter((record) => now - record.seenAt <= PROCESS_TTL_MS).sort((a, b) => b.startedAt - a.startedAt);
     },
-    async checks() {
-      // While the connection is down a PING would wait in the offline queue: say "not ready" now.
-      if (redis.status !== "ready") return { redis: { ok: false, detail: `Redis connection ${redis.status}` } };
-      try {
-        return { redis: { ok: (await redis.ping()) === "PONG" } };
-      } catch (error) {
-        return { redis: { ok: false, detail: errorMessage(error) } };
-      }
+  };
+}
+
+/** The shared counters (the heartbeat's daily count): one key each, expiring. */
+function redisCounters(redis: RedisConnection, prefix: string): Infrastructure["counters"] {
+  const counterKey = (key: string) => `{${prefix}}:${key}`;
+  return {
+    async increment(key, ttlMs) {
+      await redis.multi().incr(counterKey(key)).pexpire(counterKey(key), ttlMs).exec();
     },
-    close: async () => {
-      await bus.close();
-      await store.close();
-      await Promise.all([redis.quit().catch(() => undefined), jobsConnection?.quit().catch(() => undefined)]);
+    async get(key) {
+      return Number((await redis.get(counterKey(key))) ?? 0);
     },
   };
+}
+
+/** Readiness: whether Redis answers, said at once while the connection is down. */
+async function redisChecks(redis: RedisConnection): ReturnType<Infrastructure["checks"]> {
+  // While the connection is down a PING would wait in the offline queue: say "not ready" now.
+  if (redis.status !== "ready") return { redis: { ok: false, detail: `Redis connection ${redis.status}` } };
+  try {
+    return { redis: { ok: (await redis.ping()) === "PONG" } };
+  } catch (error) {
+    return { redis: { ok: false, detail: errorMessage(error) } };
+  }
 }
 
 /** Where one process keeps its budget ledger (`countbot usage` reads it there). */

@@ -53,7 +53,46 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
   const tokens = new Counter({ name: "countbot_model_tokens_total", help: "Tokens of model calls, by provider/model, channel and kind: input (uncached), cached (read from the prompt cache), cache_write (written to it, Anthropic), output.", labelNames: ["model", "channel", "kind"], registers: [registry] });
   const cost = new Counter({ name: "countbot_model_cost_total", help: "Cost of model calls in the budgets' currency (calls of models with a price), by provider/model and channel.", labelNames: ["model", "channel"], registers: [registry] });
   const refusals = new Counter({ name: "countbot_budget_refusals_total", help: "Model calls refused because a budget was used up, by the budget's kind.", labelNames: ["budget"], registers: [registry] });
-  const sources: Parameters<PrometheusMetrics["watch"]>[0] = {};
+  const sources: ScrapeSources = {};
+  registerScrapeGauges(registry, sources);
+  return {
+    registry,
+    render: () => registry.metrics(),
+    watch: (added) => Object.assign(sources, added),
+    inbound: (channel, outcome) => messagesIn.inc({ channel, outcome }),
+    outbound: (channel, kind) => messagesOut.inc({ channel, kind }),
+    deliveryRetried: (channel, reason) => retried.inc({ channel, reason }),
+    rateLimited: (channel) => rateLimited.inc({ channel }),
+    sendDeferred: (channel) => deferred.inc({ channel }),
+    draftSkipped: (channel) => draftsSkipped.inc({ channel }),
+    turn: (seconds, outcome) => turns.observe({ outcome }, seconds),
+    modelCall: (model, seconds, outcome) => {
+      modelCalls.observe({ model, outcome }, seconds);
+      if (outcome === "error") modelErrors.inc({ model });
+    },
+    toolCall: (tool, outcome) => toolCalls.inc({ tool, outcome }),
+    modelUsage: (model, channel, usage, amount) => {
+      const cached = usage.cachedInputTokens ?? 0;
+      const written = usage.cacheWriteInputTokens ?? 0;
+      tokens.inc({ model, channel, kind: "input" }, Math.max(0, usage.inputTokens - cached - written));
+      if (cached > 0) tokens.inc({ model, channel, kind: "cached" }, cached);
+      if (written > 0) tokens.inc({ model, channel, kind: "cache_write" }, written);
+      tokens.inc({ model, channel, kind: "output" }, usage.outputTokens);
+      if (amount !== undefined) cost.inc({ model, channel }, amount);
+    },
+    budgetRefused: (kind) => refusals.inc({ budget: kind }),
+  };
+}
+
+/** What the gauges read at scrape time: whatever `watch` has handed in so far. */
+type ScrapeSources = Parameters<PrometheusMetrics["watch"]>[0];
+
+/**
+ * The gauges read when Prometheus scrapes, from the sources `watch` added (one not added yet reads
+ * as nothing): the bus's sessions and dead letters, the leader leases, each channel's state, the
+ * job queues.
+ */
+function registerScrapeGauges(registry: Registry, sources: ScrapeSources): void {
   new Gauge({
     name: "countbot_bus_sessions",
     help: "Chat sessions waiting for a worker (ready) and being answered (leased).",
@@ -116,33 +155,6 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
       }
     },
   });
-  return {
-    registry,
-    render: () => registry.metrics(),
-    watch: (added) => Object.assign(sources, added),
-    inbound: (channel, outcome) => messagesIn.inc({ channel, outcome }),
-    outbound: (channel, kind) => messagesOut.inc({ channel, kind }),
-    deliveryRetried: (channel, reason) => retried.inc({ channel, reason }),
-    rateLimited: (channel) => rateLimited.inc({ channel }),
-    sendDeferred: (channel) => deferred.inc({ channel }),
-    draftSkipped: (channel) => draftsSkipped.inc({ channel }),
-    turn: (seconds, outcome) => turns.observe({ outcome }, seconds),
-    modelCall: (model, seconds, outcome) => {
-      modelCalls.observe({ model, outcome }, seconds);
-      if (outcome === "error") modelErrors.inc({ model });
-    },
-    toolCall: (tool, outcome) => toolCalls.inc({ tool, outcome }),
-    modelUsage: (model, channel, usage, amount) => {
-      const cached = usage.cachedInputTokens ?? 0;
-      const written = usage.cacheWriteInputTokens ?? 0;
-      tokens.inc({ model, channel, kind: "input" }, Math.max(0, usage.inputTokens - cached - written));
-      if (cached > 0) tokens.inc({ model, channel, kind: "cached" }, cached);
-      if (written > 0) tokens.inc({ model, channel, kind: "cache_write" }, written);
-      tokens.inc({ model, channel, kind: "output" }, usage.outputTokens);
-      if (amount !== undefined) cost.inc({ model, channel }, amount);
-    },
-    budgetRefused: (kind) => refusals.inc({ budget: kind }),
-  };
 }
 
 /** `GET /metrics`; register it behind the API token. */

@@ -24,7 +24,7 @@ import type * as TasksCommand from "./tasks-command.js";
 import type * as UsageCommand from "./usage-command.js";
 import type * as TeamsCommand from "./teams-command.js";
 import type * as WorkerCommand from "./worker-command.js";
-import { USAGE_DIMENSIONS, type UsageDimension } from "../agent/budget/usage-report.js";
+import { USAGE_DIMENSIONS, type UsageDimension } from "../budget/usage-report.js";
 import { BUDGET_PERIODS, type BudgetPeriod } from "../config/budgets.js";
 import type { CliContext } from "./setup.js";
 import { TaskStatusSchema } from "../store/task-record.js";

@@ -12,8 +12,8 @@
  */
 import { readFile } from "node:fs/promises";
 import { createInfrastructure } from "../app/infrastructure.js";
-import type { MemoryStore } from "../agent/memory.js";
-import { createPersonMemory } from "../agent/person-memory.js";
+import type { MemoryStore } from "../memory/memory.js";
+import { createPersonMemory } from "../memory/person-memory.js";
 import { ConfigError, ToolError, errorMessage } from "../errors.js";
 import { writeFileAtomic } from "../store/file-io.js";
 import { type CliContext, loadCliConfig } from "./setup.js";

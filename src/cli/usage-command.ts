@@ -9,8 +9,8 @@
  * holds today (in `budgets.timeZone`), most tokens first. With `--person` or `--chat` the budgets
  * that apply to them follow, with what is used and when they renew.
  */
-import { type BudgetStatus, type UsageDimension, type UsageReport, budgetStatus, usageReport } from "../agent/budget/usage-report.js";
-import { formatTime } from "../agent/budget/periods.js";
+import { type BudgetStatus, type UsageDimension, type UsageReport, budgetStatus, usageReport } from "../budget/usage-report.js";
+import { formatTime } from "../budget/periods.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import type { BudgetPeriod } from "../config/budgets.js";
 import { type CliContext, loadCliConfig } from "./setup.js";

@@ -15,11 +15,11 @@ import type { Scheduler } from "./cron/scheduler.js";
 import { type DeliveryCounter, type Heartbeat, createHeartbeat, isHeartbeatPrompt, isSilentHeartbeatReply } from "./heartbeat.js";
 import { type RunSubagentTask, SUBAGENT_QUEUE, type SubagentJobData, type SubagentManager, createSubagentManager } from "./subagents/manager.js";
 import type { JobCounts, JobQueue, JobQueueEvents } from "./job-queue.js";
-import type { TurnIntercept } from "../agent/turn-consumer.js";
+import type { TurnIntercept } from "../bus/turn-intercept.js";
 import type { Subscription } from "../bus/message-bus.js";
 import { WORKFLOW_QUEUE, type WorkflowEngine, type WorkflowJobData, createWorkflowEngine } from "./workflows/engine.js";
 import { progressNotice } from "./workflows/progress.js";
-import type { RunTeamAgent } from "./workflows/runner.js";
+import type { RunTeamAgent } from "./workflows/team-agent.js";
 import { type TeamCatalog, createTeamCatalog } from "./workflows/team-catalog.js";
 import { createTeamTrigger } from "./workflows/triggers.js";
 
@@ -75,104 +75,14 @@ export interface JobsOptions {
 export function createJobs(options: JobsOptions): Jobs {
   const { config, logger, bus, store } = options;
   const now = options.now ?? Date.now;
-  // `replyTo`: the platform message the answer threads to (a team run's trigger).
-  const publishSystem = async (sessionKey: string, content: string, id = `system-${randomUUID()}`, replyTo?: string): Promise<void> => {
-    await bus.publishInbound({
-      id,
-      channel: SYSTEM_CHANNEL,
-      chatId: sessionKey,
-      senderId: "countbot",
-      content,
-      media: [],
-      mentions: [],
-      receivedAt: now(),
-      platformEventId: id,
-      metadata: replyTo ? { platformMessageId: replyTo } : {},
-    });
-  };
-
-  // The queue reports failures to the manager, which needs the queue: the callback reads `manager` only when called.
-  const events = { onFailed: (job: { id: string; name: string; data: SubagentJobData }, failure: Parameters<SubagentManager["handleFailed"]>[1]) => manager.handleFailed(job, failure) };
-  const queue = options.queue<SubagentJobData>(SUBAGENT_QUEUE, events);
-  const manager: SubagentManager = createSubagentManager({
-    store: store.tasks,
-    queue,
-    runTask:
-      options.runTask ??
-      (async () => {
-        throw new Error("this process does not run subagents");
-      }),
-    publishSystem: (sessionKey, content) => publishSystem(sessionKey, content),
-    notify: (notice) => {
-      // Task notices reach the origin chat as `notice` messages: the web page shows them, chat
-      // platforms do not by default.
-      const separator = notice.task.sessionKey.indexOf(":");
-      if (separator <= 0) return;
-      const progress = notice.type === "progress" ? ` ${notice.task.progress}%` : "";
-      void bus
-        .publishOutbound({
-          id: `task-${notice.task.id}-${notice.type}-${notice.task.progress}`,
-          channel: notice.task.sessionKey.slice(0, separator),
-          chatId: notice.task.sessionKey.slice(separator + 1),
-          content: `Subagent [${notice.task.label}] ${notice.type}${progress}`,
-          kind: "notice",
-          media: [],
-          metadata: { task: { id: notice.task.id, event: notice.type, status: notice.task.status, progress: notice.task.progress } },
-        })
-        .catch((error: unknown) => logger.warn({ err: error, task: notice.task.id }, "task notice failed"));
-    },
-    limits: { perSession: config.jobs.subagentsPerSession },
-    logger,
-    now,
-  });
-
+  const publishSystem = systemPublisher(bus, now);
+  const { manager, queue } = createSubagents(options, publishSystem, now);
   const teams = createTeamCatalog({ store: store.teams, teams: config.teams, now });
-  const workflowEvents = { onFailed: (job: { id: string; name: string; data: WorkflowJobData }, failure: Parameters<WorkflowEngine["handleFailed"]>[1]) => workflows.handleFailed(job, failure) };
-  const workflowQueue = options.queue<WorkflowJobData>(WORKFLOW_QUEUE, workflowEvents);
-  const workflows: WorkflowEngine = createWorkflowEngine({
-    runs: store.runs,
-    queue: workflowQueue,
-    runAgent:
-      options.runTeamAgent ??
-      (async () => {
-        throw new Error("this process does not run team agents");
-      }),
-    publishSystem: (sessionKey, content, id, replyTo) => publishSystem(sessionKey, content, id, replyTo),
-    notify: (notice) => {
-      // Progress reaches the origin chat as `notice` messages: the web page lists them, chat
-      // platforms keep one status message per run (or show nothing). The result comes as a
-      // `system` message the agent answers.
-      const message = progressNotice(notice);
-      if (!message) return;
-      void bus.publishOutbound(message).catch((error: unknown) => logger.warn({ err: error, runId: notice.run.id }, "workflow notice failed"));
-    },
-    limits: { perRun: config.workflows.perRunConcurrency, perSession: config.workflows.perSession },
-    promptContext: () => ({ workspace: options.workspace, toolNames: options.teamToolNames?.() ?? [] }),
-    logger,
-    now,
-  });
+  const { workflows, workflowQueue } = createWorkflows(options, publishSystem, now);
   const intercept = createTeamTrigger({ catalog: teams, engine: workflows, sessions: store.sessions, now, logger });
   let cancelSubscription: Subscription | undefined;
-
   const { scheduler } = options;
-
-  const heartbeatConfig = config.heartbeat;
-  const heartbeat =
-    heartbeatConfig.enabled && heartbeatConfig.target
-      ? createHeartbeat({
-          intervalMinutes: heartbeatConfig.intervalMinutes,
-          quietHours: heartbeatConfig.quietHours,
-          dailyCap: heartbeatConfig.dailyCap,
-          targetSessionKey: heartbeatConfig.target,
-          workspace: options.workspace,
-          publishSystem: (sessionKey, content) => publishSystem(sessionKey, content),
-          now,
-          logger,
-          counter: options.heartbeatCounter,
-        })
-      : undefined;
-  if (heartbeatConfig.enabled && !heartbeatConfig.target) logger.warn("heartbeat.enabled is set but heartbeat.target is not: no heartbeat");
-
+  const heartbeat = configuredHeartbeat(options, publishSystem, now);
   let heartbeatLeadership: Leadership | undefined;
   let cleanupTimer: NodeJS.Timeout | undefined;
   const keepRunsMs = config.workflows.keepRunsDays * DAY_MS;
@@ -233,4 +143,116 @@ export function createJobs(options: JobsOptions): Jobs {
     },
   };
   return jobs;
+}
+
+/** Publishes an inbound `system` message (a background result, a firing) for the agent to answer. */
+type PublishSystem = (sessionKey: string, content: string, id?: string, replyTo?: string) => Promise<void>;
+
+/** `replyTo`: the platform message the answer threads to (a team run's trigger). */
+function systemPublisher(bus: JobsOptions["bus"], now: () => number): PublishSystem {
+  return async (sessionKey, content, id = `system-${randomUUID()}`, replyTo) => {
+    await bus.publishInbound({
+      id,
+      channel: SYSTEM_CHANNEL,
+      chatId: sessionKey,
+      senderId: "countbot",
+      content,
+      media: [],
+      mentions: [],
+      receivedAt: now(),
+      platformEventId: id,
+      metadata: replyTo ? { platformMessageId: replyTo } : {},
+    });
+  };
+}
+
+/**
+ * The subagents' queue and manager. A task's notices reach its origin chat as `notice` messages:
+ * the web page shows them, chat platforms do not by default.
+ */
+function createSubagents(options: JobsOptions, publishSystem: PublishSystem, now: () => number): { manager: SubagentManager; queue: JobQueue<SubagentJobData> } {
+  const { config, logger, bus, store } = options;
+  // The queue reports failures to the manager, which needs the queue: the callback reads `manager` only when called.
+  const events = { onFailed: (job: { id: string; name: string; data: SubagentJobData }, failure: Parameters<SubagentManager["handleFailed"]>[1]) => manager.handleFailed(job, failure) };
+  const queue = options.queue<SubagentJobData>(SUBAGENT_QUEUE, events);
+  const manager: SubagentManager = createSubagentManager({
+    store: store.tasks,
+    queue,
+    runTask:
+      options.runTask ??
+      (async () => {
+        throw new Error("this process does not run subagents");
+      }),
+    publishSystem: (sessionKey, content) => publishSystem(sessionKey, content),
+    notify: (notice) => {
+      const separator = notice.task.sessionKey.indexOf(":");
+      if (separator <= 0) return;
+      const progress = notice.type === "progress" ? ` ${notice.task.progress}%` : "";
+      void bus
+        .publishOutbound({
+          id: `task-${notice.task.id}-${notice.type}-${notice.task.progress}`,
+          channel: notice.task.sessionKey.slice(0, separator),
+          chatId: notice.task.sessionKey.slice(separator + 1),
+          content: `Subagent [${notice.task.label}] ${notice.type}${progress}`,
+          kind: "notice",
+          media: [],
+          metadata: { task: { id: notice.task.id, event: notice.type, status: notice.task.status, progress: notice.task.progress } },
+        })
+        .catch((error: unknown) => logger.warn({ err: error, task: notice.task.id }, "task notice failed"));
+    },
+    limits: { perSession: config.jobs.subagentsPerSession },
+    logger,
+    now,
+  });
+  return { manager, queue };
+}
+
+/**
+ * The team runs' queue and engine. Progress reaches the origin chat as `notice` messages: the web
+ * page lists them, chat platforms keep one status message per run (or show nothing). The result
+ * comes as a `system` message the agent answers.
+ */
+function createWorkflows(options: JobsOptions, publishSystem: PublishSystem, now: () => number): { workflows: WorkflowEngine; workflowQueue: JobQueue<WorkflowJobData> } {
+  const { config, logger, bus, store } = options;
+  const workflowEvents = { onFailed: (job: { id: string; name: string; data: WorkflowJobData }, failure: Parameters<WorkflowEngine["handleFailed"]>[1]) => workflows.handleFailed(job, failure) };
+  const workflowQueue = options.queue<WorkflowJobData>(WORKFLOW_QUEUE, workflowEvents);
+  const workflows: WorkflowEngine = createWorkflowEngine({
+    runs: store.runs,
+    queue: workflowQueue,
+    runAgent:
+      options.runTeamAgent ??
+      (async () => {
+        throw new Error("this process does not run team agents");
+      }),
+    publishSystem: (sessionKey, content, id, replyTo) => publishSystem(sessionKey, content, id, replyTo),
+    notify: (notice) => {
+      const message = progressNotice(notice);
+      if (!message) return;
+      void bus.publishOutbound(message).catch((error: unknown) => logger.warn({ err: error, runId: notice.run.id }, "workflow notice failed"));
+    },
+    limits: { perRun: config.workflows.perRunConcurrency, perSession: config.workflows.perSession },
+    promptContext: () => ({ workspace: options.workspace, toolNames: options.teamToolNames?.() ?? [] }),
+    logger,
+    now,
+  });
+  return { workflows, workflowQueue };
+}
+
+/** The heartbeat `heartbeat` configures, when it is enabled and has a target (a warning when it has none). */
+function configuredHeartbeat(options: JobsOptions, publishSystem: PublishSystem, now: () => number): Heartbeat | undefined {
+  const { logger } = options;
+  const heartbeatConfig = options.config.heartbeat;
+  if (heartbeatConfig.enabled && !heartbeatConfig.target) logger.warn("heartbeat.enabled is set but heartbeat.target is not: no heartbeat");
+  if (!heartbeatConfig.enabled || !heartbeatConfig.target) return undefined;
+  return createHeartbeat({
+    intervalMinutes: heartbeatConfig.intervalMinutes,
+    quietHours: heartbeatConfig.quietHours,
+    dailyCap: heartbeatConfig.dailyCap,
+    targetSessionKey: heartbeatConfig.target,
+    workspace: options.workspace,
+    publishSystem: (sessionKey, content) => publishSystem(sessionKey, content),
+    now,
+    logger,
+    counter: options.heartbeatCounter,
+  });
 }

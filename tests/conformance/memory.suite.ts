@@ -3,7 +3,7 @@
  * another store over the same storage, as another worker (or a restarted one) would build it.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import type { MemoryScope, MemoryStore } from "../../src/agent/memory.js";
+import type { MemoryScope, MemoryStore } from "../../src/memory/memory.js";
 import { ToolError } from "../../src/errors.js";
 
 export interface MemoryStoreHarness {

@@ -4,8 +4,8 @@ import os from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createFileMemoryStore } from "../../src/agent/memory.js";
-import { createRedisMemoryStore } from "../../src/agent/redis-memory.js";
+import { createFileMemoryStore } from "../../src/memory/memory.js";
+import { createRedisMemoryStore } from "../../src/memory/redis-memory.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 import { runMemoryStoreSuite } from "./memory.suite.js";
 

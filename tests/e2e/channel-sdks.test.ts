@@ -1,9 +1,12 @@
 /**
  * Every process loads the channel registry (the config is checked against it), but a platform's
  * SDK is loaded only by a process that runs the platform: a worker never loads discord.js, the
- * Lark SDK, telegraf or the Slack SDK, nor does a gateway whose config enables none of them. Each process is a
- * real `countbot` run with a preload (tests/support/module-list.mjs) that writes, at exit, every
- * CommonJS module it loaded; the three SDKs are CommonJS packages. The terminal chat's Markdown
+ * Lark SDK, telegraf or the Slack SDK, nor does a gateway whose config enables none of them. And
+ * a gateway process loads no agent code (no module under src/agent: the rule `gateway-no-agent`
+ * in .dependency-cruiser.cjs holds the imports, this holds what really runs, dynamic imports
+ * included), while a worker and `start` do. Each process is a real `countbot` run with a preload
+ * (tests/support/module-list.mjs) that writes, at exit, every module it loaded: the CommonJS ones
+ * (the SDKs are CommonJS packages) and the ES modules (the project's own, built or sources). The terminal chat's Markdown
  * renderer (marked-terminal's highlighter, highlight.js: a third of a second of CPU to load) is
  * loaded by `chat` and `agent` only: each command's module is imported when it runs.
  */
@@ -21,6 +24,8 @@ import { deleteKeys, redisUrl } from "../support/redis.js";
 
 const recorder = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "support", "module-list.mjs");
 const SDKS = { discord: /node_modules\/(discord\.js|@discordjs)\//, feishu: /node_modules\/@larksuiteoapi\//, telegram: /node_modules\/telegraf\//, slack: /node_modules\/@slack\//, terminal: /node_modules\/(highlight\.js|cli-highlight)\// };
+/** The agent's modules, built (dist/src/agent/) or run as sources (src/agent/). */
+const AGENT = /\/src\/agent\/[^/]+$/;
 const BOT_TOKEN = "42:channel-sdks-token";
 
 let root: string;
@@ -46,15 +51,15 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-/** Runs `countbot <command>` until it logs `ready`, stops it, and returns which SDKs it had loaded. */
-async function sdksLoadedBy(
+/** Runs `countbot <command>` until it logs `ready`, stops it, and returns which SDKs it had loaded, and whether agent code. */
+async function loadedBy(
   name: string,
   command: string,
   ready: RegExp,
   config: object,
   extra: Record<string, string> = {},
   running: () => Promise<unknown> = async () => undefined,
-): Promise<Record<keyof typeof SDKS, boolean>> {
+): Promise<Record<keyof typeof SDKS | "agent", boolean>> {
   const configFile = path.join(root, `${name}.json`);
   const listFile = path.join(root, `${name}.modules.json`);
   await writeFile(configFile, JSON.stringify({ redis: { prefix }, tools: { exec: { enabled: false } }, ...config }));
@@ -84,22 +89,23 @@ async function sdksLoadedBy(
     telegram: modules.some((file) => SDKS.telegram.test(file)),
     slack: modules.some((file) => SDKS.slack.test(file)),
     terminal: modules.some((file) => SDKS.terminal.test(file)),
+    agent: modules.some((file) => !file.includes("/node_modules/") && AGENT.test(file)),
   };
 }
 
 describe("channel SDKs", () => {
-  it("a worker loads none of them", async () => {
-    expect(await sdksLoadedBy("worker", "worker", /worker started/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false, slack: false, terminal: false });
+  it("a worker loads none of them, and the agent", async () => {
+    expect(await loadedBy("worker", "worker", /worker started/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false, slack: false, terminal: false, agent: true });
   });
 
-  it("a gateway with only the web chat enabled loads none of them", async () => {
-    expect(await sdksLoadedBy("gateway", "gateway", /gateway listening/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false, slack: false, terminal: false });
+  it("a gateway with only the web chat enabled loads none of them, and no agent code", async () => {
+    expect(await loadedBy("gateway", "gateway", /gateway listening/, {}, { REDIS_URL: redisUrl })).toEqual({ discord: false, feishu: false, telegram: false, slack: false, terminal: false, agent: false });
   });
 
   it("`countbot start` with Telegram enabled loads telegraf, and only telegraf", async () => {
-    const loaded = await sdksLoadedBy("start", "start", /countbot started/, { channels: { telegram: { enabled: true, allowFrom: ["1"] } } }, { TELEGRAM_BOT_TOKEN: BOT_TOKEN, TELEGRAM_API_ROOT: telegram.apiRoot }, () =>
+    const loaded = await loadedBy("start", "start", /countbot started/, { channels: { telegram: { enabled: true, allowFrom: ["1"] } } }, { TELEGRAM_BOT_TOKEN: BOT_TOKEN, TELEGRAM_API_ROOT: telegram.apiRoot }, () =>
       telegram.waitFor(() => telegram.requests.some((request) => request.method === "getUpdates"), { what: "the channel polling" }),
     );
-    expect(loaded).toEqual({ discord: false, feishu: false, telegram: true, slack: false, terminal: false });
+    expect(loaded).toEqual({ discord: false, feishu: false, telegram: true, slack: false, terminal: false, agent: true });
   });
 });

@@ -88,6 +88,35 @@ describe("layering rules", () => {
     expect(found.filter(([, from]) => from === "channels/telegram/adapter.ts")).toEqual([]);
   });
 
+  it("keep a gateway process clear of agent code, through the modules it reaches and through types, and the shared layers below the agent", async () => {
+    const root = await tree({
+      "src/agent/agent.ts": "export const agent = 1;\n",
+      "src/agent/turn.ts": "export interface Turn { id: string }\n",
+      // jobs → agent is downward, so the layer rules allow it: only the gateway's reach is refused.
+      "src/jobs/engine.ts": 'import type { Turn } from "../agent/turn.js";\nexport const engine = (turn: Turn) => turn.id;\n',
+      "src/app/gateway.ts": 'import { engine } from "../jobs/engine.js";\nexport const gateway = engine;\n',
+      "src/cli/gateway-command.ts": 'import { agent } from "../agent/agent.js";\nimport { gateway } from "../app/gateway.js";\nexport const command = [agent, gateway];\n',
+      // A worker runs the agent: allowed.
+      "src/cli/worker-command.ts": 'import { agent } from "../agent/agent.js";\nexport const command = agent;\n',
+      // What the agent and a gateway share sits below the agent, so it may not reach back up.
+      "src/memory/memory.ts": 'import { agent } from "../agent/agent.js";\nexport const memory = agent;\n',
+      "src/budget/policy.ts": "export const policy = 1;\n",
+      "src/prompt/sections.ts": 'import { policy } from "../budget/policy.js";\nexport const sections = policy;\n',
+      "channels/index.ts": "export const channels = [];\n",
+    });
+    const found = await violations(root);
+    expect(found).toEqual(
+      expect.arrayContaining([
+        ["gateway-no-agent", "src/app/gateway.ts", "src/agent/turn.ts"],
+        ["gateway-no-agent", "src/cli/gateway-command.ts", "src/agent/turn.ts"],
+        ["gateway-no-agent", "src/cli/gateway-command.ts", "src/agent/agent.ts"],
+        ["layer-memory", "src/memory/memory.ts", "src/agent/agent.ts"],
+        ["layer-prompt", "src/prompt/sections.ts", "src/budget/policy.ts"],
+      ]),
+    );
+    expect(found.filter(([, from]) => from === "src/cli/worker-command.ts" || from === "src/jobs/engine.ts")).toEqual([]);
+  });
+
   it("find nothing wrong in the project", async () => {
     const result = await cruise(["src", "channels"], {
       validate: true,

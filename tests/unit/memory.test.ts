@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promis
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createFileMemoryStore } from "../../src/agent/memory.js";
+import { createFileMemoryStore } from "../../src/memory/memory.js";
 import { ToolError } from "../../src/errors.js";
 import { createMemoryTool } from "../../src/agent/memory-tool.js";
 import { ToolRegistry } from "../../src/tools/registry.js";

@@ -54,16 +54,7 @@ export function createBullmqScheduler(options: BullmqSchedulerOptions): Schedule
   queue.on("error", (error) => options.logger?.warn({ queue: CRON_QUEUE, error: errorMessage(error) }, "cron queue error"));
   let worker: Worker<CronJob> | undefined;
 
-  /** The pending one-shot (`at`) job with this id, if any. */
-  const pendingAtJob = async (id: string): Promise<Job<CronJob> | undefined> => {
-    const job = await queue.getJob(id);
-    if (!job || job.repeatJobKey) return undefined;
-    const state = await job.getState();
-    if ((PENDING_STATES as readonly string[]).includes(state)) return job;
-    // A failed one still holds the id, and would make a new add of it a silent no-op.
-    if (state === "failed" || state === "completed") await job.remove().catch(() => undefined);
-    return undefined;
-  };
+  const pendingAtJob = (id: string) => pendingAtJobOf(queue, id);
 
   return {
     async add(job) {
@@ -102,17 +93,7 @@ export function createBullmqScheduler(options: BullmqSchedulerOptions): Schedule
     },
 
     async list(sessionKey) {
-      const found = new Map<string, CronJob>();
-      for (const scheduler of await queue.getJobSchedulers(0, -1, true)) {
-        const job = parseJob(scheduler.template?.data);
-        if (job) found.set(job.id, job);
-      }
-      for (const pending of await queue.getJobs([...PENDING_STATES])) {
-        if (!pending || pending.repeatJobKey || pending.name !== JOB_NAME) continue;
-        const job = parseJob(pending.data);
-        if (job && job.id === pending.id) found.set(job.id, job);
-      }
-      return [...found.values()].filter((job) => sessionKey === undefined || job.sessionKey === sessionKey).sort((a, b) => a.createdAt - b.createdAt);
+      return (await cronJobsOn(queue)).filter((job) => sessionKey === undefined || job.sessionKey === sessionKey).sort((a, b) => a.createdAt - b.createdAt);
     },
 
     async start(fire) {
@@ -145,6 +126,32 @@ export function createBullmqScheduler(options: BullmqSchedulerOptions): Schedule
       await queue.close();
     },
   };
+}
+
+/** The pending one-shot (`at`) job with this id, if any. */
+async function pendingAtJobOf(queue: Queue<CronJob>, id: string): Promise<Job<CronJob> | undefined> {
+  const job = await queue.getJob(id);
+  if (!job || job.repeatJobKey) return undefined;
+  const state = await job.getState();
+  if ((PENDING_STATES as readonly string[]).includes(state)) return job;
+  // A failed one still holds the id, and would make a new add of it a silent no-op.
+  if (state === "failed" || state === "completed") await job.remove().catch(() => undefined);
+  return undefined;
+}
+
+/** Every job the queue holds, once each: the repeating ones from their schedulers, the one-shots pending. */
+async function cronJobsOn(queue: Queue<CronJob>): Promise<CronJob[]> {
+  const found = new Map<string, CronJob>();
+  for (const scheduler of await queue.getJobSchedulers(0, -1, true)) {
+    const job = parseJob(scheduler.template?.data);
+    if (job) found.set(job.id, job);
+  }
+  for (const pending of await queue.getJobs([...PENDING_STATES])) {
+    if (!pending || pending.repeatJobKey || pending.name !== JOB_NAME) continue;
+    const job = parseJob(pending.data);
+    if (job && job.id === pending.id) found.set(job.id, job);
+  }
+  return [...found.values()];
 }
 
 function repeatOptions(job: CronJob, schedule: Exclude<CronSchedule, { kind: "at" }>) {

@@ -82,37 +82,22 @@ export function createInProcessScheduler(options: InProcessSchedulerOptions): Sc
   const now = options.now ?? Date.now;
   const setTimer = options.setTimer ?? defaultSetTimer;
   const jobs = new Map<string, CronJob>();
-  const timers = new Map<string, { due: number; cancel: CancelTimer }>();
+  const timers = createJobTimers(setTimer, now, (id, due) => onTimer(id, due));
   let loaded: Promise<void> | undefined;
   let writes: Promise<void> = Promise.resolve();
   let fire: ((job: CronJob, firedAt: number) => Promise<void>) | undefined;
-  const firing = new Set<Promise<void>>();
 
   const load = (): Promise<void> => (loaded ??= readJobs(options.file, options.logger).then((stored) => {
     for (const job of stored) jobs.set(job.id, job);
   }));
 
   /** Queues a write of the jobs as they are when the write runs, so the last write wins with the latest state. */
-  const persist = (): Promise<void> => {
-    writes = writes.catch(() => undefined).then(() => writeJobs(options.file, [...jobs.values()]));
-    return writes;
-  };
-
-  const disarm = (id: string): void => {
-    timers.get(id)?.cancel();
-    timers.delete(id);
-  };
+  const persist = (): Promise<void> => (writes = writes.catch(() => undefined).then(() => writeJobs(options.file, [...jobs.values()])));
 
   const arm = (job: CronJob, due: number | undefined): void => {
-    disarm(job.id);
+    timers.disarm(job.id);
     if (!fire || due === undefined) return;
-    const delay = Math.min(Math.max(0, due - now()), MAX_TIMER_DELAY_MS);
-    const cancel = setTimer(() => {
-      const run = onTimer(job.id, due);
-      firing.add(run);
-      void run.finally(() => firing.delete(run));
-    }, delay);
-    timers.set(job.id, { due, cancel });
+    timers.arm(job.id, due);
   };
 
   const armNext = (job: CronJob, after: number): void => {
@@ -124,11 +109,9 @@ export function createInProcessScheduler(options: InProcessSchedulerOptions): Sc
   };
 
   const onTimer = async (id: string, due: number): Promise<void> => {
-    const armed = timers.get(id);
     const handler = fire;
     // A replaced or removed job's timer may still run: only the timer that is armed now counts.
-    if (!armed || armed.due !== due || !handler) return;
-    timers.delete(id);
+    if (!handler || !timers.take(id, due)) return;
     const job = jobs.get(id);
     if (!job) return;
     if (now() < due) {
@@ -160,7 +143,7 @@ export function createInProcessScheduler(options: InProcessSchedulerOptions): Sc
 
     async remove(id) {
       await load();
-      disarm(id);
+      timers.disarm(id);
       if (!jobs.delete(id)) return false;
       await persist();
       return true;
@@ -181,9 +164,48 @@ export function createInProcessScheduler(options: InProcessSchedulerOptions): Sc
 
     async close() {
       fire = undefined;
-      for (const id of [...timers.keys()]) disarm(id);
-      await Promise.allSettled([...firing]);
+      timers.disarmAll();
+      await timers.settled();
       await writes.catch(() => undefined);
+    },
+  };
+}
+
+/**
+ * One timer per job id, each remembering the due time it was armed for, so that a timer of a job
+ * replaced or removed since (its callback may already be queued) finds itself stale. A long wait is
+ * armed in steps of at most MAX_TIMER_DELAY_MS; `settled` waits for the firings still running.
+ */
+function createJobTimers(setTimer: SetTimer, now: () => number, onTimer: (id: string, due: number) => Promise<void>) {
+  const timers = new Map<string, { due: number; cancel: CancelTimer }>();
+  const firing = new Set<Promise<void>>();
+  const disarm = (id: string): void => {
+    timers.get(id)?.cancel();
+    timers.delete(id);
+  };
+  return {
+    disarm,
+    arm(id: string, due: number): void {
+      disarm(id);
+      const delay = Math.min(Math.max(0, due - now()), MAX_TIMER_DELAY_MS);
+      const cancel = setTimer(() => {
+        const run = onTimer(id, due);
+        firing.add(run);
+        void run.finally(() => firing.delete(run));
+      }, delay);
+      timers.set(id, { due, cancel });
+    },
+    /** Whether the timer armed for `id` is the one for `due`: then it is spent, and forgotten. */
+    take(id: string, due: number): boolean {
+      if (timers.get(id)?.due !== due) return false;
+      timers.delete(id);
+      return true;
+    },
+    disarmAll(): void {
+      for (const id of [...timers.keys()]) disarm(id);
+    },
+    settled(): Promise<unknown> {
+      return Promise.allSettled([...firing]);
     },
   };
 }

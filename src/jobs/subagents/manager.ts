@@ -138,15 +138,25 @@ export function subagentEndMessage(task: SubagentTask): string {
   throw new Error(`task ${task.id} has not ended (${task.status})`);
 }
 
-export function createSubagentManager(options: SubagentManagerOptions): SubagentManager {
-  const { store, queue, logger } = options;
-  const now = options.now ?? Date.now;
-  const newId = options.newId ?? randomUUID;
+/** What the manager's parts share: its options, its clock, its notices and the one way a task ends. */
+interface ManagerContext {
+  options: SubagentManagerOptions;
+  now: () => number;
+  emit(type: SubagentNoticeType, task: SubagentTask): void;
+  /**
+   * Ends a task if its status is still one of `from`: the compare-and-set decides which ending
+   * wins, and only the winner notifies and posts the message. Undefined when another ending won.
+   */
+  end(id: string, patch: Partial<SubagentTask>, from: TaskStatus[], beforeAnnounce?: () => Promise<void>): Promise<SubagentTask | undefined>;
+}
+
+/**
+ * How tasks end and are told: the notice listeners (one that throws is logged, not fatal), and the
+ * end message posted to the origin chat with retries (`publishRetryDelaysMs`) after an ending wins.
+ */
+function createEndings(options: SubagentManagerOptions, now: () => number, listeners: ReadonlySet<SubagentNotify>): Pick<ManagerContext, "emit" | "end"> {
+  const { store, logger } = options;
   const retryDelays = options.publishRetryDelaysMs ?? [1_000, 5_000];
-  const listeners = new Set<SubagentNotify>();
-  if (options.notify) listeners.add(options.notify);
-  // Creates run one at a time in this process, so two spawns cannot both take the last free slot.
-  let creating: Promise<unknown> = Promise.resolve();
 
   function emit(type: SubagentNoticeType, task: SubagentTask): void {
     for (const listener of listeners) {
@@ -175,10 +185,6 @@ export function createSubagentManager(options: SubagentManagerOptions): Subagent
     }
   }
 
-  /**
-   * Ends a task if its status is still one of `from`: the compare-and-set decides which ending
-   * wins, and only the winner notifies and posts the message. Undefined when another ending won.
-   */
   async function end(id: string, patch: Partial<SubagentTask>, from: TaskStatus[], beforeAnnounce?: () => Promise<void>): Promise<SubagentTask | undefined> {
     const ended = await store.update(id, { ...patch, completedAt: now() }, from);
     if (!ended) return undefined;
@@ -189,110 +195,142 @@ export function createSubagentManager(options: SubagentManagerOptions): Subagent
     return ended;
   }
 
-  async function unfinishedCount(sessionKey: string): Promise<number> {
-    const counts = await Promise.all(UNFINISHED.map((status) => store.list({ status, sessionKey })));
-    return counts.reduce((sum, tasks) => sum + tasks.length, 0);
-  }
+  return { emit, end };
+}
 
-  async function createTask(sessionKey: string, text: string, label: string | undefined, person: string | undefined): Promise<SubagentTask> {
-    const { perSession, total } = options.limits;
-    if ((await unfinishedCount(sessionKey)) >= perSession) {
-      throw new ToolError(
-        `this chat already has ${perSession} subagent${perSession === 1 ? "" : "s"} pending or running, the most it may have`,
-        "Wait until one of them finishes (you will be told), or do this work yourself in this turn.",
-      );
+/** Pending and running tasks of one session. */
+async function unfinishedCount(store: TaskStore, sessionKey: string): Promise<number> {
+  const counts = await Promise.all(UNFINISHED.map((status) => store.list({ status, sessionKey })));
+  return counts.reduce((sum, tasks) => sum + tasks.length, 0);
+}
+
+/**
+ * Creates a pending task and queues its job, within the session's and the deployment's limits (a
+ * ToolError the model reads when one is reached). A task that cannot be queued is failed at once.
+ */
+async function createTask(context: ManagerContext, newId: () => string, request: { sessionKey: string; text: string; label?: string; person?: string }): Promise<SubagentTask> {
+  const { options, now } = context;
+  const { store, queue, logger } = options;
+  const { sessionKey, text, label, person } = request;
+  const { perSession, total } = options.limits;
+  if ((await unfinishedCount(store, sessionKey)) >= perSession) {
+    throw new ToolError(
+      `this chat already has ${perSession} subagent${perSession === 1 ? "" : "s"} pending or running, the most it may have`,
+      "Wait until one of them finishes (you will be told), or do this work yourself in this turn.",
+    );
+  }
+  if (total !== undefined) {
+    const stats = await store.stats();
+    if (stats.pending + stats.running >= total) {
+      throw new ToolError(`${total} subagents are pending or running already, the most this deployment allows`, "Try again later, or do this work yourself in this turn.");
     }
-    if (total !== undefined) {
-      const stats = await store.stats();
-      if (stats.pending + stats.running >= total) {
-        throw new ToolError(`${total} subagents are pending or running already, the most this deployment allows`, "Try again later, or do this work yourself in this turn.");
-      }
-    }
-    const task: SubagentTask = {
-      id: newId(),
-      label: label?.trim() || defaultLabel(text),
-      task: text,
-      sessionKey,
-      ...(person ? { person } : {}),
-      status: "pending",
-      progress: 0,
-      toolCalls: [],
-      createdAt: now(),
-      attempts: 0,
-    };
-    await store.create(task);
+  }
+  const task: SubagentTask = {
+    id: newId(),
+    label: label?.trim() || defaultLabel(text),
+    task: text,
+    sessionKey,
+    ...(person ? { person } : {}),
+    status: "pending",
+    progress: 0,
+    toolCalls: [],
+    createdAt: now(),
+    attempts: 0,
+  };
+  await store.create(task);
+  try {
+    await queue.add(SUBAGENT_JOB, { taskId: task.id }, { jobId: task.id });
+  } catch (error) {
+    // The caller hears of it from this throw; the task must not wait for a job that never comes.
+    await store.update(task.id, { status: "failed", error: `it could not be queued: ${errorMessage(error)}`, completedAt: now() }, ["pending"]).catch(() => undefined);
+    throw error;
+  }
+  logger?.info({ taskId: task.id, jobId: task.id, sessionKey, label: task.label }, "subagent queued");
+  return task;
+}
+
+/**
+ * The queue's job handler: runs the task, recording its progress and tool calls, and ends it. A
+ * task whose worker died MAX_RUNS times is failed instead of run again; a shutdown rethrows, so the
+ * queue runs it elsewhere.
+ */
+async function executeTask(context: ManagerContext, job: Job<SubagentJobData>): Promise<void> {
+  const { options, now, emit, end } = context;
+  const { store, logger } = options;
+  const { taskId, recovered } = SubagentJobDataSchema.parse(job.data);
+  const current = await store.get(taskId);
+  // Deleted, cancelled before it started, or ended by an earlier run: nothing to do.
+  if (!current || FINISHED_STATUSES.has(current.status)) return;
+  const resumable = job.attempt > 1 || recovered === true;
+  if (current.status === "running" && resumable && current.attempts >= MAX_RUNS) {
+    const times = current.attempts === 2 ? "twice" : `${current.attempts} times`;
+    await end(taskId, { status: "failed", error: `its worker died ${times} before it finished` }, ["running"]);
+    return;
+  }
+  const started = await store.update(
+    taskId,
+    { status: "running", startedAt: now(), attempts: current.attempts + 1, progress: 0, toolCalls: [] },
+    resumable ? UNFINISHED : ["pending"],
+  );
+  if (!started) return; // cancelled (or started by another run) meanwhile
+  const log = logger?.child({ taskId, jobId: job.id, sessionKey: started.sessionKey });
+  log?.info({ attempt: started.attempts }, "subagent started");
+  emit("started", started);
+
+  let progress = 0;
+  const toolCalls: TaskToolCall[] = [];
+  const onProgress = async (update: TaskProgress) => {
+    if (update.toolCall) toolCalls.push(update.toolCall);
+    progress = Math.max(progress, Math.min(MAX_RUNNING_PROGRESS, Math.round(update.progress)));
     try {
-      await queue.add(SUBAGENT_JOB, { taskId: task.id }, { jobId: task.id });
+      const updated = await store.update(taskId, { progress, toolCalls: toolCalls.slice(-MAX_TOOL_CALLS) }, ["running"]);
+      if (updated) emit("progress", updated);
     } catch (error) {
-      // The caller hears of it from this throw; the task must not wait for a job that never comes.
-      await store.update(task.id, { status: "failed", error: `it could not be queued: ${errorMessage(error)}`, completedAt: now() }, ["pending"]).catch(() => undefined);
+      log?.warn({ err: error }, "could not record subagent progress");
+    }
+  };
+
+  let result: string;
+  try {
+    result = await options.runTask(started, job.signal, onProgress);
+  } catch (error) {
+    if (job.signal.aborted) {
+      const after = await store.get(taskId);
+      // cancel() ended it and told the chat already.
+      if (!after || FINISHED_STATUSES.has(after.status)) return;
+      // A shutdown: the queue runs it again elsewhere or reports it lost to handleFailed.
       throw error;
     }
-    logger?.info({ taskId: task.id, jobId: task.id, sessionKey, label: task.label }, "subagent queued");
-    return task;
+    log?.warn({ err: error }, "subagent failed");
+    await end(taskId, { status: "failed", error: errorMessage(error) }, ["running"]);
+    return;
   }
+  await end(taskId, { status: "completed", result, progress: 100 }, ["running"]);
+}
+
+export function createSubagentManager(options: SubagentManagerOptions): SubagentManager {
+  const { store, queue, logger } = options;
+  const now = options.now ?? Date.now;
+  const newId = options.newId ?? randomUUID;
+  const listeners = new Set<SubagentNotify>();
+  if (options.notify) listeners.add(options.notify);
+  // Creates run one at a time in this process, so two spawns cannot both take the last free slot.
+  let creating: Promise<unknown> = Promise.resolve();
+
+  const { emit, end } = createEndings(options, now, listeners);
+  const context: ManagerContext = { options, now, emit, end };
 
   const manager: SubagentManager = {
     create(sessionKey, task, label, person) {
       const text = task.trim();
       if (sessionKey === "") return Promise.reject(new Error("a subagent needs the session key it reports to"));
       if (text === "") return Promise.reject(new ToolError("the task is empty", "Describe the work for the subagent in `task`."));
-      const created = creating.then(() => createTask(sessionKey, text, label, person));
+      const created = creating.then(() => createTask(context, newId, { sessionKey, text, label, person }));
       creating = created.catch(() => undefined);
       return created;
     },
 
-    async execute(job) {
-      const { taskId, recovered } = SubagentJobDataSchema.parse(job.data);
-      const current = await store.get(taskId);
-      // Deleted, cancelled before it started, or ended by an earlier run: nothing to do.
-      if (!current || FINISHED_STATUSES.has(current.status)) return;
-      const resumable = job.attempt > 1 || recovered === true;
-      if (current.status === "running" && resumable && current.attempts >= MAX_RUNS) {
-        const times = current.attempts === 2 ? "twice" : `${current.attempts} times`;
-        await end(taskId, { status: "failed", error: `its worker died ${times} before it finished` }, ["running"]);
-        return;
-      }
-      const started = await store.update(
-        taskId,
-        { status: "running", startedAt: now(), attempts: current.attempts + 1, progress: 0, toolCalls: [] },
-        resumable ? UNFINISHED : ["pending"],
-      );
-      if (!started) return; // cancelled (or started by another run) meanwhile
-      const log = logger?.child({ taskId, jobId: job.id, sessionKey: started.sessionKey });
-      log?.info({ attempt: started.attempts }, "subagent started");
-      emit("started", started);
-
-      let progress = 0;
-      const toolCalls: TaskToolCall[] = [];
-      const onProgress = async (update: TaskProgress) => {
-        if (update.toolCall) toolCalls.push(update.toolCall);
-        progress = Math.max(progress, Math.min(MAX_RUNNING_PROGRESS, Math.round(update.progress)));
-        try {
-          const updated = await store.update(taskId, { progress, toolCalls: toolCalls.slice(-MAX_TOOL_CALLS) }, ["running"]);
-          if (updated) emit("progress", updated);
-        } catch (error) {
-          log?.warn({ err: error }, "could not record subagent progress");
-        }
-      };
-
-      let result: string;
-      try {
-        result = await options.runTask(started, job.signal, onProgress);
-      } catch (error) {
-        if (job.signal.aborted) {
-          const after = await store.get(taskId);
-          // cancel() ended it and told the chat already.
-          if (!after || FINISHED_STATUSES.has(after.status)) return;
-          // A shutdown: the queue runs it again elsewhere or reports it lost to handleFailed.
-          throw error;
-        }
-        log?.warn({ err: error }, "subagent failed");
-        await end(taskId, { status: "failed", error: errorMessage(error) }, ["running"]);
-        return;
-      }
-      await end(taskId, { status: "completed", result, progress: 100 }, ["running"]);
-    },
+    execute: (job) => executeTask(context, job),
 
     async handleFailed(job, failure) {
       const parsed = SubagentJobDataSchema.safeParse(job.data);

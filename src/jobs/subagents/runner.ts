@@ -4,12 +4,12 @@
  * message, no history. Progress goes up by 5 with each tool call, at most to 90; the manager sets
  * 100 when the task has finished.
  */
-import { safetySection } from "../../agent/prompts.js";
+import { safetySection } from "../../prompt/sections.js";
 import { type TurnListener, runReactLoop } from "../../agent/react-loop.js";
 import { SYSTEM_CHANNEL, replyTarget } from "../../bus/message.js";
 import { CancelledError, ProviderError } from "../../errors.js";
 import type { ChatModel } from "../../providers/chat-model.js";
-import type { BudgetGuard } from "../../agent/budget/guard.js";
+import type { BudgetGuard } from "../../budget/guard.js";
 import type { ToolRegistry } from "../../tools/registry.js";
 import type { ToolCallRecord } from "../../tools/tool.js";
 import type { RunSubagentTask } from "./manager.js";

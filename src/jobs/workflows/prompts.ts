@@ -4,7 +4,7 @@
  * their dependencies' outputs; council members the goal and their perspective, in the cross-review
  * the others' positions, and the synthesis every final position and which members failed.
  */
-import { safetySection } from "../../agent/prompts.js";
+import { safetySection } from "../../prompt/sections.js";
 import type { TeamAgent } from "../../config/team.js";
 import type { NodeState, TeamRecord, WorkflowRun } from "../../store/team-record.js";
 import { REVIEW_SUFFIX, describeNode, planNodes } from "./plan.js";

@@ -8,38 +8,15 @@ import { SYSTEM_CHANNEL, replyTarget } from "../../bus/message.js";
 import type { TeamAgent } from "../../config/team.js";
 import { CancelledError, ProviderError } from "../../errors.js";
 import type { ChatModel } from "../../providers/chat-model.js";
-import type { BudgetGuard } from "../../agent/budget/guard.js";
-import { channelOfChat } from "../../agent/budget/policy.js";
+import type { BudgetGuard } from "../../budget/guard.js";
+import { channelOfChat } from "../../budget/policy.js";
 import type { NodeState, TeamRecord, WorkflowRun } from "../../store/team-record.js";
-import type { TaskToolCall } from "../../store/task-record.js";
 import type { ToolRegistry } from "../../tools/registry.js";
 import { taskToolCall } from "../subagents/runner.js";
 import { inSpan } from "../../tracing.js";
+import type { RunTeamAgent } from "./team-agent.js";
 
-export interface TeamAgentRequest {
-  run: WorkflowRun;
-  node: NodeState;
-  /** Undefined for the council's synthesis, which is no member. */
-  agent: TeamAgent | undefined;
-  system: string;
-  input: string;
-  /** Fires on cancel, shutdown or the node's timeout. */
-  signal: AbortSignal;
-  onToolCall(call: TaskToolCall): void | Promise<void>;
-  /** The text the agent has written so far in this model call, as it streams. */
-  onText?(text: string): void;
-}
-
-export interface TeamAgentResult {
-  output: string;
-  /** `provider/model` that answered. */
-  model: string;
-  /** Tokens the node's model calls took. */
-  usage?: { inputTokens: number; outputTokens: number };
-}
-
-/** Runs one node to its output. Throws on failure; throws once `signal` fired. */
-export type RunTeamAgent = (request: TeamAgentRequest) => Promise<TeamAgentResult>;
+export type { RunTeamAgent, TeamAgentRequest, TeamAgentResult } from "./team-agent.js";
 
 /** The model an agent of a team runs on: its own, else the team's, else the deployment's. */
 export type ResolveTeamModel = (team: TeamRecord, agent: TeamAgent | undefined) => ChatModel;

@@ -15,10 +15,10 @@
  */
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
-import { labelledContent, speakerIdOf } from "../../agent/speakers.js";
-import type { TurnIntercept } from "../../agent/turn-consumer.js";
+import { labelledContent, speakerIdOf } from "../../prompt/speakers.js";
+import type { TurnIntercept } from "../../bus/turn-intercept.js";
 import { type InboundMessage, SYSTEM_CHANNEL, sessionKeyOf } from "../../bus/message.js";
-import { personOf } from "../../agent/budget/policy.js";
+import { personOf } from "../../budget/policy.js";
 import { ToolError, errorMessage } from "../../errors.js";
 import type { SessionStore } from "../../store/store.js";
 import type { TeamRecord } from "../../store/team-record.js";

@@ -1,8 +1,8 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { createBudgetGuard } from "../../../src/agent/budget/guard.js";
-import { estimatePromptTokens, estimateTextTokens } from "../../../src/agent/budget/estimate.js";
-import { usageReport } from "../../../src/agent/budget/usage-report.js";
+import { createBudgetGuard } from "../../../src/budget/guard.js";
+import { estimatePromptTokens, estimateTextTokens } from "../../../src/budget/estimate.js";
+import { usageReport } from "../../../src/budget/usage-report.js";
 import { type BudgetsConfig, BudgetsSchema } from "../../../src/config/budgets.js";
 import { BudgetExhaustedError } from "../../../src/errors.js";
 import type { ChatModel } from "../../../src/providers/chat-model.js";

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ContextBuilder } from "../../../src/agent/context-builder.js";
-import { createFileMemoryStore } from "../../../src/agent/memory.js";
+import { createFileMemoryStore } from "../../../src/memory/memory.js";
 
 let workspace: string;
 const persona = { name: "Nova", userName: "Captain", personality: "concise" as const };

@@ -4,10 +4,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ContextBuilder } from "../../../src/agent/context-builder.js";
-import { createFileMemoryStore } from "../../../src/agent/memory.js";
+import { createFileMemoryStore } from "../../../src/memory/memory.js";
 import { createMemoryTool } from "../../../src/agent/memory-tool.js";
-import { createPersonMemory } from "../../../src/agent/person-memory.js";
-import type { GroupSetting } from "../../../src/agent/speakers.js";
+import { createPersonMemory } from "../../../src/memory/person-memory.js";
+import type { GroupSetting } from "../../../src/prompt/speakers.js";
 import { ToolError } from "../../../src/errors.js";
 
 let workspace: string;

@@ -8,7 +8,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ContextBuilder } from "../../../src/agent/context-builder.js";
-import { createFileMemoryStore } from "../../../src/agent/memory.js";
+import { createFileMemoryStore } from "../../../src/memory/memory.js";
 import { createPrometheusMetrics } from "../../../src/app/metrics.js";
 import { type Harness, startHarness } from "../../support/agent-harness.js";
 import { type FakeAnthropicServer, startFakeAnthropic } from "../../support/fake-anthropic-server.js";

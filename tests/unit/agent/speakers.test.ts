@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { combineContent, groupSettingOf, labelledContent, neutralizeLabels, speakerLabel, speakersOf } from "../../../src/agent/speakers.js";
+import { combineContent, groupSettingOf, labelledContent, neutralizeLabels, speakerLabel, speakersOf } from "../../../src/prompt/speakers.js";
 import type { InboundMessage } from "../../../src/bus/message.js";
 
 let next = 0;

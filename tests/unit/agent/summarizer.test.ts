@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type MemoryStore, createFileMemoryStore } from "../../../src/agent/memory.js";
+import { type MemoryStore, createFileMemoryStore } from "../../../src/memory/memory.js";
 import { compactHistory } from "../../../src/agent/summarizer.js";
 import { BusError, ProviderError } from "../../../src/errors.js";
 import { createFileStore } from "../../../src/store/file-store.js";

@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import pino from "pino";
 import { TurnConsumer } from "../../../src/agent/turn-consumer.js";
-import { createFileMemoryStore } from "../../../src/agent/memory.js";
+import { createFileMemoryStore } from "../../../src/memory/memory.js";
 import type { ChatMessage } from "../../../src/providers/chat-model.js";
 import { type Harness, gate, startHarness } from "../../support/agent-harness.js";
 import { scriptedModel } from "../../support/scripted-model.js";

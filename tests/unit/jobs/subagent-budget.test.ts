@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createBudgetGuard } from "../../../src/agent/budget/guard.js";
+import { createBudgetGuard } from "../../../src/budget/guard.js";
 import { BudgetsSchema } from "../../../src/config/budgets.js";
 import { BudgetExhaustedError } from "../../../src/errors.js";
 import { createSubagentRunner } from "../../../src/jobs/subagents/runner.js";

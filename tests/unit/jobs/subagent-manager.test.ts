@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
-import { safetySection } from "../../../src/agent/prompts.js";
+import { safetySection } from "../../../src/prompt/sections.js";
 import { limitNote } from "../../../src/agent/react-loop.js";
 import { ConfigSchema } from "../../../src/config/schema.js";
 import { ProviderError, ToolError } from "../../../src/errors.js";

@@ -11,7 +11,7 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createFileMemoryStore } from "../../../src/agent/memory.js";
+import { createFileMemoryStore } from "../../../src/memory/memory.js";
 import { loadSkills } from "../../../src/agent/skills.js";
 import { createEditFileTool } from "../../../src/tools/edit-file.js";
 import { createListDirTool } from "../../../src/tools/list-dir.js";

@@ -6,7 +6,7 @@
  * per image above what the providers charge for a large one, and a few tokens per message for the
  * chat format. Tool definitions are sent with every call and counted the same way.
  */
-import type { ChatMessage, ChatRequest, ToolDefinition } from "../../providers/chat-model.js";
+import type { ChatMessage, ChatRequest, ToolDefinition } from "../providers/chat-model.js";
 
 /** More than OpenAI (high detail, 2048 px) or Anthropic (about 1,600) charge for one image. */
 const TOKENS_PER_IMAGE = 2_000;

@@ -5,7 +5,7 @@
  * hours, 7 days or 30 days in 24 slices each: a slice counts while any part of it is inside the
  * window, so a rolling budget counts up to one slice more than its length, never less.
  */
-import type { BudgetPeriod, BudgetReset } from "../../config/budgets.js";
+import type { BudgetPeriod, BudgetReset } from "../config/budgets.js";
 
 const HOUR = 60 * 60 * 1000;
 const DAY = 24 * HOUR;

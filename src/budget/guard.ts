@@ -21,13 +21,13 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
-import type { BudgetsConfig } from "../../config/budgets.js";
-import { BudgetExhaustedError } from "../../errors.js";
-import type { Metrics } from "../../metrics.js";
-import type { ChatModel, Usage } from "../../providers/chat-model.js";
-import { type PriceBook, costIn } from "../../providers/pricing.js";
-import type { BudgetLedger, BudgetState } from "../../store/budget-ledger.js";
-import { sleep } from "../../sleep.js";
+import type { BudgetsConfig } from "../config/budgets.js";
+import { BudgetExhaustedError } from "../errors.js";
+import type { Metrics } from "../metrics.js";
+import type { ChatModel, Usage } from "../providers/chat-model.js";
+import { type PriceBook, costIn } from "../providers/pricing.js";
+import type { BudgetLedger, BudgetState } from "../store/budget-ledger.js";
+import { sleep } from "../sleep.js";
 import { DEFAULT_MAX_OUTPUT_TOKENS, estimatePromptTokens, estimateTextTokens } from "./estimate.js";
 import { dayIn, freesAt } from "./periods.js";
 import { type AppliedBudget, type CallScope, budgetsFor, channelOfChat } from "./policy.js";
@@ -65,46 +65,16 @@ export function createBudgetGuard(options: BudgetGuardOptions): BudgetGuard {
   const { ledger, logger } = options;
   const now = options.now ?? Date.now;
   const newId = options.newId ?? randomUUID;
-
-  async function refusal(budget: AppliedBudget, state: BudgetState, config: BudgetsConfig): Promise<BudgetExhaustedError> {
-    options.metrics?.budgetRefused(budget.kind);
-    const at = now();
-    const frees = budget.spec && budget.resetsAt === undefined && state.oldestBucket !== undefined ? freesAt(budget.spec, state.oldestBucket) : undefined;
-    const facts = { budget, used: state.used, currency: config.currency, ...(frees === undefined ? {} : { freesAt: frees }) };
-    const periodEnd = budget.resetsAt ?? frees ?? at + DAY;
-    const first = await ledger.firstNotice(`refused:${budget.unit}:${budget.scope}:${budget.from}`, periodEnd, at);
-    logger.info({ budget: budget.scope, unit: budget.unit, used: state.used, limit: budget.limit, resetsAt: budget.resetsAt }, "model call refused: budget used up");
-    const short = shortRefusal(facts);
-    return new BudgetExhaustedError(`budget exhausted: ${short}`, first ? fullRefusal(facts) : short, {
-      kind: budget.kind,
-      subject: budget.subject,
-      unit: budget.unit,
-      used: state.used,
-      limit: budget.limit,
-      ...(budget.resetsAt === undefined ? {} : { resetsAt: budget.resetsAt }),
-    });
-  }
+  const context: GuardContext = { ledger, logger, metrics: options.metrics, now };
 
   async function reserve(id: string, budgets: AppliedBudget[], amounts: number[], config: BudgetsConfig, signal: AbortSignal | undefined): Promise<void> {
     for (let wait = options.waitMs ?? 50; ; wait = Math.min(wait * 2, 1_000)) {
       const outcome = await ledger.reserve({ id, budgets, amounts, ttlMs: config.reservationTtlMs, now: now() });
       if (outcome.granted) return;
       const spent = budgets.findIndex((budget, index) => outcome.states[index]!.used >= budget.limit);
-      if (spent >= 0) throw await refusal(budgets[spent]!, outcome.states[spent]!, config);
+      if (spent >= 0) throw await refusal(context, budgets[spent]!, outcome.states[spent]!, config);
       // Only calls in flight fill it: they settle (or expire) soon, and most settle below their worst case.
       await sleep(wait + Math.floor(Math.random() * wait), signal);
-    }
-  }
-
-  async function warn(budgets: AppliedBudget[], after: BudgetState[], used: number[], config: BudgetsConfig, hooks: CallHooks | undefined): Promise<void> {
-    for (const [index, budget] of budgets.entries()) {
-      const threshold = budget.limit * config.warnAt;
-      const state = after[index]!;
-      if (state.used < threshold || state.used - used[index]! >= threshold) continue;
-      const at = now();
-      if (!(await ledger.firstNotice(`warned:${budget.unit}:${budget.scope}:${budget.from}`, budget.resetsAt ?? at + DAY, at))) continue;
-      logger.warn({ budget: budget.scope, unit: budget.unit, used: state.used, limit: budget.limit, warnAt: config.warnAt }, "budget nearly used up");
-      if (budget.kind === "person" || budget.kind === "chat") await hooks?.onWarning?.(warningText(budget, state.used, config.currency));
     }
   }
 
@@ -160,7 +130,7 @@ export function createBudgetGuard(options: BudgetGuardOptions): BudgetGuard {
                 now: at,
                 usage: { day: dayIn(config.timeZone, at), counts: usageCounts(scope, model.id, usage, cost), keepMs: config.usageRetentionDays * DAY },
               });
-              await warn(budgets, after, used, config, hooks);
+              await warn(context, budgets, after, used, config, hooks);
             } catch (error) {
               // The reservation expires by itself; the usage of this one call is lost from the report.
               logger.error({ err: error, model: model.id, inputTokens: usage.inputTokens, outputTokens: usage.outputTokens }, "a model call's usage could not be recorded");
@@ -170,4 +140,50 @@ export function createBudgetGuard(options: BudgetGuardOptions): BudgetGuard {
       };
     },
   };
+}
+
+/** What the refusal and the warning need of the guard. */
+interface GuardContext {
+  ledger: BudgetLedger;
+  logger: Logger;
+  metrics?: Pick<Metrics, "budgetRefused">;
+  now: () => number;
+}
+
+/**
+ * The error a call gets when a budget it counts against is spent: the full explanation the first
+ * time in the budget's period (once across the deployment, through the ledger), a short one after.
+ */
+async function refusal(context: GuardContext, budget: AppliedBudget, state: BudgetState, config: BudgetsConfig): Promise<BudgetExhaustedError> {
+  const { ledger, logger, now } = context;
+  context.metrics?.budgetRefused(budget.kind);
+  const at = now();
+  const frees = budget.spec && budget.resetsAt === undefined && state.oldestBucket !== undefined ? freesAt(budget.spec, state.oldestBucket) : undefined;
+  const facts = { budget, used: state.used, currency: config.currency, ...(frees === undefined ? {} : { freesAt: frees }) };
+  const periodEnd = budget.resetsAt ?? frees ?? at + DAY;
+  const first = await ledger.firstNotice(`refused:${budget.unit}:${budget.scope}:${budget.from}`, periodEnd, at);
+  logger.info({ budget: budget.scope, unit: budget.unit, used: state.used, limit: budget.limit, resetsAt: budget.resetsAt }, "model call refused: budget used up");
+  const short = shortRefusal(facts);
+  return new BudgetExhaustedError(`budget exhausted: ${short}`, first ? fullRefusal(facts) : short, {
+    kind: budget.kind,
+    subject: budget.subject,
+    unit: budget.unit,
+    used: state.used,
+    limit: budget.limit,
+    ...(budget.resetsAt === undefined ? {} : { resetsAt: budget.resetsAt }),
+  });
+}
+
+/** Tells a person or chat once per period (through the ledger) that a budget passed `warnAt`. */
+async function warn(context: GuardContext, budgets: AppliedBudget[], after: BudgetState[], used: number[], config: BudgetsConfig, hooks: CallHooks | undefined): Promise<void> {
+  const { ledger, logger, now } = context;
+  for (const [index, budget] of budgets.entries()) {
+    const threshold = budget.limit * config.warnAt;
+    const state = after[index]!;
+    if (state.used < threshold || state.used - used[index]! >= threshold) continue;
+    const at = now();
+    if (!(await ledger.firstNotice(`warned:${budget.unit}:${budget.scope}:${budget.from}`, budget.resetsAt ?? at + DAY, at))) continue;
+    logger.warn({ budget: budget.scope, unit: budget.unit, used: state.used, limit: budget.limit, warnAt: config.warnAt }, "budget nearly used up");
+    if (budget.kind === "person" || budget.kind === "chat") await hooks?.onWarning?.(warningText(budget, state.used, config.currency));
+  }
 }

@@ -3,10 +3,10 @@
  * channel, and in all, each per model), how those counts add up for a period (`countbot usage`,
  * `/api/usage`), and what `/usage` tells a person about themselves and their chat.
  */
-import type { BudgetPeriod, BudgetsConfig } from "../../config/budgets.js";
-import type { Usage } from "../../providers/chat-model.js";
-import { moneyOf } from "../../providers/pricing.js";
-import type { BudgetLedger } from "../../store/budget-ledger.js";
+import type { BudgetPeriod, BudgetsConfig } from "../config/budgets.js";
+import type { Usage } from "../providers/chat-model.js";
+import { moneyOf } from "../providers/pricing.js";
+import type { BudgetLedger } from "../store/budget-ledger.js";
 import { dayIn, daysOfPeriod } from "./periods.js";
 import { type CallScope, budgetsFor, channelOfChat } from "./policy.js";
 import { budgetName, formatAmount, renewal } from "./replies.js";

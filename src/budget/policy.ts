@@ -3,8 +3,8 @@
  * channel's and the deployment's, each the named one (`people`, `chats`, `teams`, `channels`) or
  * else the default (`person`, `chat`, `teamRun`, `channel`); a named `null` exempts it.
  */
-import type { BudgetsConfig, PeriodBudgetConfig, RunBudgetConfig } from "../../config/budgets.js";
-import type { BudgetUnit, BudgetWindow } from "../../store/budget-ledger.js";
+import type { BudgetsConfig, PeriodBudgetConfig, RunBudgetConfig } from "../config/budgets.js";
+import type { BudgetUnit, BudgetWindow } from "../store/budget-ledger.js";
 import { type PeriodSpec, WHOLE_RUN, type Window, windowOf } from "./periods.js";
 
 /** Who and what a model call is for. */
@@ -31,7 +31,7 @@ export interface AppliedBudget extends BudgetWindow {
   resetsAt?: number;
 }
 
-export { personOf } from "../../bus/message.js";
+export { personOf } from "../bus/message.js";
 
 /** The channel of a session key `channel:chat_id`. */
 export function channelOfChat(chat: string): string {

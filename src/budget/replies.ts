@@ -1,6 +1,6 @@
 /** What people read about budgets: refusals (long the first time in a period, then one line), warnings, amounts. */
-import { moneyOf } from "../../providers/pricing.js";
-import type { BudgetUnit } from "../../store/budget-ledger.js";
+import { moneyOf } from "../providers/pricing.js";
+import type { BudgetUnit } from "../store/budget-ledger.js";
 import { formatTime } from "./periods.js";
 import type { AppliedBudget, BudgetKind } from "./policy.js";
 

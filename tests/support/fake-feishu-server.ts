@@ -15,7 +15,9 @@
  *   or was mentioned in an event built here; anyone else is Feishu's "user not found" (41050);
  * - `POST /callback/ws/endpoint` and the long connection it names (see feishu-frames.ts): pings are
  *   answered with pongs, events are pushed to ONE live connection (as Feishu does) and queued while
- *   none is; {@link FakeFeishuServer.silence} makes the current connections go quiet without closing.
+ *   none is; an event whose connection closes before it was acknowledged is pushed again to another
+ *   (Feishu retries an event it got no answer to); {@link FakeFeishuServer.silence} makes the current
+ *   connections go quiet without closing.
  *
  * Failures on demand ({@link FakeFeishuServer.failNext}): HTTP 400 with `{code, msg}` (the SDK
  * throws), HTTP 200 with `code ≠ 0` (it does not), 429 with `x-ogw-ratelimit-reset`.
@@ -126,7 +128,8 @@ const MAX_TEXT_BYTES = 150 * 1024;
 interface Connection {
   socket: WebSocket;
   live: boolean;
-  waiting: Map<string, (code: number) => void>;
+  /** Event frames sent on this connection and not yet acknowledged: answered, or sent again elsewhere when it closes. */
+  waiting: Map<string, { answered: (code: number) => void; resend: () => void }>;
 }
 
 function readBody(incoming: IncomingMessage): Promise<Buffer> {
@@ -393,11 +396,16 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
       } else if (frame.method === DATA) {
         const done = connection.waiting.get(frame.headers.message_id ?? "");
         const payload = frame.payload ? (JSON.parse(frame.payload.toString("utf8")) as { code?: number }) : {};
-        done?.(payload.code ?? 0);
+        done?.answered(payload.code ?? 0);
       }
     });
-    socket.on("close", () => connections.delete(connection));
-    socket.on("error", () => connections.delete(connection));
+    const gone = () => {
+      if (!connections.delete(connection)) return;
+      for (const pending of [...connection.waiting.values()]) pending.resend();
+      connection.waiting.clear();
+    };
+    socket.on("close", gone);
+    socket.on("error", gone);
     for (const item of queued.splice(0)) deliver(item.payload).then(item.resolve, () => undefined);
   }
 
@@ -415,10 +423,17 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
         connection.waiting.delete(frameId);
         reject(new Error(`fake Feishu: no answer to event frame ${frameId} within ${timeoutMs} ms`));
       }, timeoutMs);
-      connection.waiting.set(frameId, (code) => {
-        clearTimeout(timer);
-        connection.waiting.delete(frameId);
-        resolve({ code });
+      connection.waiting.set(frameId, {
+        answered: (code) => {
+          clearTimeout(timer);
+          connection.waiting.delete(frameId);
+          resolve({ code });
+        },
+        // The connection closed unanswered: the event goes to another one (or waits for one).
+        resend: () => {
+          clearTimeout(timer);
+          deliver(payload, timeoutMs).then(resolve, reject);
+        },
       });
       connection.socket.send(encodeFrame({ seqId: 0, logId: 0, service: 7, method: DATA, headers: { type: "event", message_id: frameId, sum: "1", seq: "0", trace_id: randomUUID() }, payload }));
     });

@@ -18,13 +18,13 @@
  */
 import type { Logger } from "pino";
 import { ChannelError } from "../../src/errors.js";
-import type { ChannelAdapter, ChannelCapabilities } from "../../src/gateway/kit/index.js";
+import type { ChannelAdapter, ChannelCapabilities, SendOptions } from "../../src/gateway/kit/index.js";
 import { type CardStreamer, createCardStreamer, isCardId } from "./ai-card.js";
 import { routeOf } from "./chat-route.js";
 import { createDingTalkScrubber } from "./dingtalk-errors.js";
 import { createFileDownloader } from "./file-download.js";
-import { createInboundQueue } from "./inbound-queue.js";
-import { createMessageSender } from "./message-sender.js";
+import { type InboundQueue, createInboundQueue } from "./inbound-queue.js";
+import { type MessageSender, createMessageSender } from "./message-sender.js";
 import { createDingTalkApi } from "./open-api.js";
 import { DRAFT_INTERVAL_MS, MAX_MESSAGE_LENGTH, MIN_SEND_INTERVAL_MS } from "./quotas.js";
 import { dingtalkRenderedLength, renderDingTalkMarkdown } from "./render-markdown.js";
@@ -58,6 +58,34 @@ export interface DingTalkAdapter extends ChannelAdapter {
 
 const HOUR_MS = 60 * 60_000;
 
+/** The HTTP callback in http mode; in stream mode a 404 that says why. */
+function createWebhook(options: DingTalkAdapterOptions, accepting: () => boolean, inbound: InboundQueue, now: () => number): CallbackHandler {
+  if (options.mode !== "http") return async () => ({ status: 404, body: { error: "the DingTalk channel runs the Stream connection, not the HTTP callback" } });
+  return createCallbackHandler({ appSecret: options.appSecret, accepting, handle: inbound.receive, logger: options.logger, now });
+}
+
+/**
+ * A draft opens an AI card (a session webhook cannot update what it sent: such a chat, or a
+ * robot without cards, gets the final reply only); anything else is posted as a message.
+ */
+async function sendReply(sender: MessageSender, cards: CardStreamer | undefined, chatId: string, text: string, sendOptions: SendOptions): Promise<{ platformMessageId: string }> {
+  const route = routeOf(chatId);
+  const key = sendOptions.idempotencyKey;
+  if (key?.endsWith("#draft")) {
+    if (!cards || route.kind === "session") throw new ChannelError("dingtalk: no streamed reply in this chat", "dingtalk");
+    return { platformMessageId: await cards.open(route, key, text) };
+  }
+  return { platformMessageId: await sender.post(chatId, text, sendOptions) };
+}
+
+/** Only AI cards are updated; finals carry `outbound` (the plugin asks for annotated sends), drafts do not. */
+async function updateCard(cards: CardStreamer | undefined, chatId: string, platformMessageId: string, text: string, sendOptions: SendOptions): Promise<void> {
+  if (!cards || !isCardId(platformMessageId)) {
+    throw new ChannelError(`dingtalk cannot edit ${platformMessageId} in ${chatId}: only cards are updated`, "dingtalk", { kind: "not-found" });
+  }
+  await cards.update(platformMessageId, text, sendOptions.outbound !== undefined);
+}
+
 export function createDingTalkAdapter(options: DingTalkAdapterOptions): DingTalkAdapter {
   const { appKey, appSecret, robotCode, logger } = options;
   if (!appKey || !appSecret) throw new ChannelError("the DingTalk channel needs an app key and an app secret", "dingtalk");
@@ -79,15 +107,10 @@ export function createDingTalkAdapter(options: DingTalkAdapterOptions): DingTalk
   let connection: StreamConnection | undefined;
   const connectionListeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
 
-  const webhook: CallbackHandler =
-    options.mode === "http"
-      ? createCallbackHandler({ appSecret, accepting: () => running, handle: inbound.receive, logger, now })
-      : async () => ({ status: 404, body: { error: "the DingTalk channel runs the Stream connection, not the HTTP callback" } });
-
   return {
     name: "dingtalk",
     capabilities,
-    webhook,
+    webhook: createWebhook(options, () => running, inbound, now),
     get reconnects() {
       return connection?.reconnects ?? 0;
     },
@@ -141,24 +164,8 @@ export function createDingTalkAdapter(options: DingTalkAdapterOptions): DingTalk
       logger.info({ channel: "dingtalk" }, "dingtalk channel stopped");
     },
 
-    async send(chatId, text, sendOptions) {
-      const route = routeOf(chatId);
-      const key = sendOptions.idempotencyKey;
-      if (key?.endsWith("#draft")) {
-        // A session webhook cannot update what it sent: such a chat gets the final reply only.
-        if (!cards || route.kind === "session") throw new ChannelError("dingtalk: no streamed reply in this chat", "dingtalk");
-        return { platformMessageId: await cards.open(route, key, text) };
-      }
-      return { platformMessageId: await sender.post(chatId, text, sendOptions) };
-    },
-
-    async edit(chatId, platformMessageId, text, sendOptions) {
-      if (!cards || !isCardId(platformMessageId)) {
-        throw new ChannelError(`dingtalk cannot edit ${platformMessageId} in ${chatId}: only cards are updated`, "dingtalk", { kind: "not-found" });
-      }
-      // Finals carry `outbound` (the plugin asks for annotated sends); drafts do not.
-      await cards.update(platformMessageId, text, sendOptions.outbound !== undefined);
-    },
+    send: (chatId, text, sendOptions) => sendReply(sender, cards, chatId, text, sendOptions),
+    edit: (chatId, platformMessageId, text, sendOptions) => updateCard(cards, chatId, platformMessageId, text, sendOptions),
 
     async finishStream(_chatId, platformMessageId, text) {
       if (cards && isCardId(platformMessageId)) await cards.settle(platformMessageId, text);

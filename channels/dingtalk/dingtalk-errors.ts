@@ -7,7 +7,7 @@
  * secret, the access tokens made from it, session webhook URLs and Stream tickets are replaced.
  */
 import { ChannelError, type ChannelErrorKind } from "../../src/errors.js";
-import { type Scrub, createScrubber, scrubError } from "../../src/gateway/kit/index.js";
+import { type IssuedSecretScrubber, type Scrub, createIssuedSecretScrubber, transportFailure } from "../../src/gateway/kit/index.js";
 import { retryAfter } from "./quotas.js";
 
 const CHANNEL = "dingtalk";
@@ -60,30 +60,10 @@ function retryAfterOf(failure: DingTalkApiFailure): number {
 }
 
 /** The scrubber of one app: its secret, the session-webhook and Stream-ticket query values, and each access token as it is issued. */
-export interface DingTalkScrubber {
-  scrub: Scrub;
-  /** Adds a short-lived secret made from the app's (an access token). The last few are kept. */
-  add(secret: string): void;
-}
+export type DingTalkScrubber = IssuedSecretScrubber;
 
 export function createDingTalkScrubber(secrets: ReadonlyArray<string | undefined>): DingTalkScrubber {
-  const fixed = createScrubber(secrets, { patterns: [/\b(session|ticket|access_token)=[^&\s"']+/] });
-  const issued: string[] = [];
-  let dynamic: Scrub = (text) => text;
-  return {
-    scrub: (text) => dynamic(fixed(text)),
-    add(secret) {
-      if (issued.includes(secret)) return;
-      issued.push(secret);
-      if (issued.length > 4) issued.shift();
-      dynamic = createScrubber(issued);
-    },
-  };
-}
-
-function isNetworkFailure(error: Error): boolean {
-  const code = String((error as { code?: unknown }).code ?? (error.cause as { code?: unknown } | undefined)?.code ?? "");
-  return error.name === "AbortError" || error.name === "TimeoutError" || /fetch failed|socket|other side closed|network/i.test(error.message) || /^(E[A-Z]+|UND_ERR_\w+)$/.test(code);
+  return createIssuedSecretScrubber(secrets, [/\b(session|ticket|access_token)=[^&\s"']+/]);
 }
 
 /** Maps whatever `operation` threw (a failure answer, fetch, our own checks) onto a ChannelError without a secret in it. */
@@ -99,7 +79,5 @@ export function toChannelError(error: unknown, operation: string, scrub: Scrub):
       ...(kind === "rate-limit" ? { retryAfterMs: retryAfterOf(error) } : {}),
     });
   }
-  const failure = error instanceof Error ? error : new Error(String(error));
-  scrubError(failure, scrub);
-  return new ChannelError(scrub(`dingtalk ${operation} failed: ${failure.message}`), CHANNEL, { kind: isNetworkFailure(failure) ? "network" : "other", cause: failure });
+  return transportFailure(error, CHANNEL, operation, scrub);
 }

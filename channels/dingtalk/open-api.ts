@@ -9,6 +9,7 @@
  * Every failure leaves as a ChannelError (dingtalk-errors.ts), scrubbed.
  */
 import { ChannelError } from "../../src/errors.js";
+import { AccessTokenCache, type FetchedToken, requestJson } from "../../src/gateway/kit/index.js";
 import { DingTalkApiFailure, type DingTalkScrubber, failureOf, toChannelError } from "./dingtalk-errors.js";
 
 export interface DingTalkApiOptions {
@@ -35,60 +36,16 @@ export interface DingTalkApi {
 
 const REFRESH_MARGIN_MS = 5 * 60_000;
 
-async function bodyOf(response: Response): Promise<unknown> {
-  const text = await response.text();
-  if (text.trim() === "") return {};
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    return { message: text.slice(0, 200) };
-  }
-}
-
 export function createDingTalkApi(options: DingTalkApiOptions): DingTalkApi {
   const root = options.apiRoot.replace(/\/+$/, "");
-  const now = options.now ?? Date.now;
   const timeoutMs = options.timeoutMs ?? 15_000;
   const { scrub } = options.scrubber;
-  let token: { value: string; expiresAt: number } | undefined;
-  let pending: Promise<string> | undefined;
-
-  async function request(url: string, init: RequestInit): Promise<{ status: number; body: unknown; retryAfter: string | null }> {
-    const response = await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) });
-    return { status: response.status, body: await bodyOf(response), retryAfter: response.headers.get("retry-after") };
-  }
-
-  async function fetchToken(): Promise<string> {
-    try {
-      const answer = await request(`${root}/v1.0/oauth2/accessToken`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ appKey: options.appKey, appSecret: options.appSecret }),
-      });
-      const failure = failureOf(answer.status, answer.body, answer.retryAfter);
-      if (failure) throw failure;
-      const { accessToken, expireIn } = answer.body as { accessToken?: unknown; expireIn?: unknown };
-      if (typeof accessToken !== "string" || accessToken === "") throw new ChannelError("dingtalk accessToken answered without a token", "dingtalk");
-      options.scrubber.add(accessToken);
-      const seconds = typeof expireIn === "number" && expireIn > 0 ? expireIn : 7_200;
-      token = { value: accessToken, expiresAt: now() + seconds * 1000 };
-      return accessToken;
-    } catch (error) {
-      throw toChannelError(error, "accessToken", scrub);
-    }
-  }
-
-  async function accessToken(): Promise<string> {
-    if (token && now() < token.expiresAt - REFRESH_MARGIN_MS) return token.value;
-    pending ??= fetchToken().finally(() => {
-      pending = undefined;
-    });
-    return pending;
-  }
+  const request = (url: string, init: RequestInit) => requestJson(url, init, timeoutMs);
+  const tokens = new AccessTokenCache(() => fetchToken(root, options, timeoutMs), REFRESH_MARGIN_MS, options.now ?? Date.now);
 
   async function call<T>(operation: string, method: "POST" | "PUT", path: string, body: unknown): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      const used = await accessToken();
+      const used = await tokens.get();
       try {
         const answer = await request(`${root}${path}`, {
           method,
@@ -98,7 +55,7 @@ export function createDingTalkApi(options: DingTalkApiOptions): DingTalkApi {
         const failure = failureOf(answer.status, answer.body, answer.retryAfter);
         if (failure?.status === 401 && attempt === 1) {
           // Expired or revoked before its time: fetch a new one and try once more.
-          if (token?.value === used) token = undefined;
+          tokens.invalidate(used);
           continue;
         }
         if (failure) throw failure;
@@ -119,18 +76,39 @@ export function createDingTalkApi(options: DingTalkApiOptions): DingTalkApi {
     }
   }
 
-  async function download(url: string, signal: AbortSignal): Promise<Response> {
-    try {
-      const response = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs * 4)]) });
-      if (!response.ok) {
-        await response.body?.cancel();
-        throw new DingTalkApiFailure(response.status, String(response.status), "download refused");
-      }
-      return response;
-    } catch (error) {
-      throw toChannelError(error, "download", scrub);
-    }
-  }
+  return { accessToken: () => tokens.get(), call, postWebhook, download: (url, signal) => download(url, signal, timeoutMs, scrub) };
+}
 
-  return { accessToken, call, postWebhook, download };
+/** `POST /v1.0/oauth2/accessToken` with the app key and secret; the token joins the scrubber before anyone sees it. */
+async function fetchToken(root: string, options: DingTalkApiOptions, timeoutMs: number): Promise<FetchedToken> {
+  try {
+    const answer = await requestJson(
+      `${root}/v1.0/oauth2/accessToken`,
+      { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ appKey: options.appKey, appSecret: options.appSecret }) },
+      timeoutMs,
+    );
+    const failure = failureOf(answer.status, answer.body, answer.retryAfter);
+    if (failure) throw failure;
+    const { accessToken, expireIn } = answer.body as { accessToken?: unknown; expireIn?: unknown };
+    if (typeof accessToken !== "string" || accessToken === "") throw new ChannelError("dingtalk accessToken answered without a token", "dingtalk");
+    options.scrubber.add(accessToken);
+    const seconds = typeof expireIn === "number" && expireIn > 0 ? expireIn : 7_200;
+    return { value: accessToken, expiresInMs: seconds * 1000 };
+  } catch (error) {
+    throw toChannelError(error, "accessToken", options.scrubber.scrub);
+  }
+}
+
+/** GETs a temporary download URL (four times the call timeout); a refusal's body is cancelled. */
+async function download(url: string, signal: AbortSignal, timeoutMs: number, scrub: DingTalkScrubber["scrub"]): Promise<Response> {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs * 4)]) });
+    if (!response.ok) {
+      await response.body?.cancel();
+      throw new DingTalkApiFailure(response.status, String(response.status), "download refused");
+    }
+    return response;
+  } catch (error) {
+    throw toChannelError(error, "download", scrub);
+  }
 }

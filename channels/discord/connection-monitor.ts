@@ -47,108 +47,123 @@ export interface MonitorOptions {
 }
 
 export function monitorConnection(client: Client, options: MonitorOptions) {
-  const { logger } = options;
+  const monitor = new ConnectionMonitor(client, options);
+  const listeners = [
+    [Events.ShardReconnecting, monitor.onReconnecting],
+    [Events.ShardResume, monitor.onResume],
+    [Events.ShardReady, monitor.onReady],
+    [Events.ShardDisconnect, monitor.onDisconnect],
+    [Events.ShardError, monitor.onError],
+    [Events.Debug, monitor.onDebug],
+  ] as const;
+  for (const [event, listener] of listeners) client.on(event, listener as (...args: unknown[]) => void);
+  return {
+    stats: (): ConnectionStats => ({ ...monitor.stats }),
+    dispose(): void {
+      for (const [event, listener] of listeners) client.off(event, listener as (...args: unknown[]) => void);
+    },
+  };
+}
+
+/** The monitor's state and its answer to each gateway event; `monitorConnection` wires the listeners. */
+class ConnectionMonitor {
+  readonly stats: ConnectionStats = { reconnects: 0, resumes: 0, identifies: 0, invalidSessions: 0, forcedIdentifies: 0 };
   /** Reconnect attempts of the outage under way; 0 while connected. */
-  let outageAttempts = 0;
-  const maxFailedResumes = options.maxFailedResumes ?? 3;
-  const stats: ConnectionStats = { reconnects: 0, resumes: 0, identifies: 0, invalidSessions: 0, forcedIdentifies: 0 };
-  const shards = new Map<number, ShardState>();
-  const stateOf = (shardId: number) => {
-    let state = shards.get(shardId);
-    if (!state) shards.set(shardId, (state = { resuming: false, failedResumes: 0 }));
-    return state;
-  };
+  private outageAttempts = 0;
+  private readonly maxFailedResumes: number;
+  private readonly shards = new Map<number, ShardState>();
+  private readonly logger: Logger;
 
-  /** Empties the shard's session, so the reconnect under way identifies instead of resuming. */
-  function forgetSession(shardId: number): void {
-    // `sessionInfo` is what @discordjs/ws asks discord.js for before it resumes (private in the typings).
-    const shard = client.ws.shards.get(shardId) as unknown as { sessionInfo?: unknown } | undefined;
-    if (!shard || !("sessionInfo" in shard)) {
-      logger.error({ channel: "discord", shardId }, "discord gateway: cannot drop the session (discord.js changed); resuming goes on");
-      return;
-    }
-    shard.sessionInfo = null;
-    stats.forcedIdentifies += 1;
+  constructor(
+    private readonly client: Client,
+    private readonly options: MonitorOptions,
+  ) {
+    this.logger = options.logger;
+    this.maxFailedResumes = options.maxFailedResumes ?? 3;
   }
 
-  /** A resume is about to start; the one before it, if any, failed. */
-  function resumeStarting(shardId: number, cause: string): void {
-    const state = stateOf(shardId);
-    if (state.resuming) state.failedResumes += 1;
-    state.resuming = true;
-    if (state.failedResumes < maxFailedResumes) return;
-    logger.warn({ channel: "discord", shardId, failedResumes: state.failedResumes, cause, ...stats }, "discord gateway: resumes keep failing; identifying afresh (events missed meanwhile are lost)");
-    forgetSession(shardId);
-    state.resuming = false;
-    state.failedResumes = 0;
-  }
-
-  function healthy(shardId: number, how: string, fields: Record<string, unknown> = {}): void {
-    const state = stateOf(shardId);
-    state.resuming = false;
-    state.failedResumes = 0;
-    const attempts = outageAttempts;
-    outageAttempts = 0;
-    if (attempts === 0) return logger.debug({ channel: "discord", shardId, ...fields, ...stats }, `discord gateway session ${how}`);
-    logger.info({ channel: "discord", shardId, attempts, ...fields, ...stats }, `discord gateway connection back (session ${how})`);
-    options.onConnectionChange?.(true);
-  }
-
-  const onReconnecting = (shardId: number) => {
-    stats.reconnects += 1;
-    outageAttempts += 1;
-    const fields = { channel: "discord", shardId, ...stats, failedResumes: stateOf(shardId).failedResumes };
-    if (outageAttempts === 1) {
-      logger.warn(fields, "discord gateway connection lost; reconnecting");
-      options.onConnectionChange?.(false, "the Discord gateway connection was lost; reconnecting");
+  readonly onReconnecting = (shardId: number): void => {
+    this.stats.reconnects += 1;
+    this.outageAttempts += 1;
+    const fields = { channel: "discord", shardId, ...this.stats, failedResumes: this.stateOf(shardId).failedResumes };
+    if (this.outageAttempts === 1) {
+      this.logger.warn(fields, "discord gateway connection lost; reconnecting");
+      this.options.onConnectionChange?.(false, "the Discord gateway connection was lost; reconnecting");
     } else {
-      logger.debug(fields, "discord gateway still reconnecting");
+      this.logger.debug(fields, "discord gateway still reconnecting");
     }
-    resumeStarting(shardId, "reconnect");
+    this.resumeStarting(shardId, "reconnect");
   };
-  const onResume = (shardId: number, replayed: number) => {
-    stats.resumes += 1;
-    healthy(shardId, "resumed", { replayed });
+
+  readonly onResume = (shardId: number, replayed: number): void => {
+    this.stats.resumes += 1;
+    this.healthy(shardId, "resumed", { replayed });
   };
-  const onReady = (shardId: number) => {
-    stats.identifies += 1;
-    healthy(shardId, "ready");
+
+  readonly onReady = (shardId: number): void => {
+    this.stats.identifies += 1;
+    this.healthy(shardId, "ready");
   };
-  const onDisconnect = (event: { code: number }, shardId: number) => {
-    logger.error({ channel: "discord", shardId, code: event.code, ...stats }, "discord gateway closed for good; not reconnecting");
+
+  readonly onDisconnect = (event: { code: number }, shardId: number): void => {
+    this.logger.error({ channel: "discord", shardId, code: event.code, ...this.stats }, "discord gateway closed for good; not reconnecting");
   };
-  const onError = (error: Error, shardId: number) => {
+
+  readonly onError = (error: Error, shardId: number): void => {
     // Each failed attempt of an outage errors too: only the first is worth a line.
-    logger[outageAttempts > 1 ? "debug" : "warn"]({ channel: "discord", shardId, error: error.message }, "discord gateway connection error");
+    this.logger[this.outageAttempts > 1 ? "debug" : "warn"]({ channel: "discord", shardId, error: error.message }, "discord gateway connection error");
   };
-  const onDebug = (line: string) => {
+
+  readonly onDebug = (line: string): void => {
     const invalid = invalidSessionLine.exec(line);
     if (!invalid) return;
     const shardId = Number(/Shard (\d+)/.exec(line)?.[1] ?? 0);
     const resumable = invalid[1] === "true";
-    stats.invalidSessions += 1;
-    logger.warn({ channel: "discord", shardId, resumable, ...stats }, "discord gateway session invalidated");
+    this.stats.invalidSessions += 1;
+    this.logger.warn({ channel: "discord", shardId, resumable, ...this.stats }, "discord gateway session invalidated");
     // Runs before @discordjs/ws reads the session for its RESUME: forgetting it here turns that into an IDENTIFY.
-    if (resumable) resumeStarting(shardId, "invalid session");
-    else Object.assign(stateOf(shardId), { resuming: false, failedResumes: 0 });
+    if (resumable) this.resumeStarting(shardId, "invalid session");
+    else Object.assign(this.stateOf(shardId), { resuming: false, failedResumes: 0 });
   };
 
-  client.on(Events.ShardReconnecting, onReconnecting);
-  client.on(Events.ShardResume, onResume);
-  client.on(Events.ShardReady, onReady);
-  client.on(Events.ShardDisconnect, onDisconnect);
-  client.on(Events.ShardError, onError);
-  client.on(Events.Debug, onDebug);
+  private stateOf(shardId: number): ShardState {
+    let state = this.shards.get(shardId);
+    if (!state) this.shards.set(shardId, (state = { resuming: false, failedResumes: 0 }));
+    return state;
+  }
 
-  return {
-    stats: (): ConnectionStats => ({ ...stats }),
-    dispose(): void {
-      client.off(Events.ShardReconnecting, onReconnecting);
-      client.off(Events.ShardResume, onResume);
-      client.off(Events.ShardReady, onReady);
-      client.off(Events.ShardDisconnect, onDisconnect);
-      client.off(Events.ShardError, onError);
-      client.off(Events.Debug, onDebug);
-    },
-  };
+  /** Empties the shard's session, so the reconnect under way identifies instead of resuming. */
+  private forgetSession(shardId: number): void {
+    // `sessionInfo` is what @discordjs/ws asks discord.js for before it resumes (private in the typings).
+    const shard = this.client.ws.shards.get(shardId) as unknown as { sessionInfo?: unknown } | undefined;
+    if (!shard || !("sessionInfo" in shard)) {
+      this.logger.error({ channel: "discord", shardId }, "discord gateway: cannot drop the session (discord.js changed); resuming goes on");
+      return;
+    }
+    shard.sessionInfo = null;
+    this.stats.forcedIdentifies += 1;
+  }
+
+  /** A resume is about to start; the one before it, if any, failed. */
+  private resumeStarting(shardId: number, cause: string): void {
+    const state = this.stateOf(shardId);
+    if (state.resuming) state.failedResumes += 1;
+    state.resuming = true;
+    if (state.failedResumes < this.maxFailedResumes) return;
+    this.logger.warn({ channel: "discord", shardId, failedResumes: state.failedResumes, cause, ...this.stats }, "discord gateway: resumes keep failing; identifying afresh (events missed meanwhile are lost)");
+    this.forgetSession(shardId);
+    state.resuming = false;
+    state.failedResumes = 0;
+  }
+
+  private healthy(shardId: number, how: string, fields: Record<string, unknown> = {}): void {
+    const state = this.stateOf(shardId);
+    state.resuming = false;
+    state.failedResumes = 0;
+    const attempts = this.outageAttempts;
+    this.outageAttempts = 0;
+    if (attempts === 0) return this.logger.debug({ channel: "discord", shardId, ...fields, ...this.stats }, `discord gateway session ${how}`);
+    this.logger.info({ channel: "discord", shardId, attempts, ...fields, ...this.stats }, `discord gateway connection back (session ${how})`);
+    this.options.onConnectionChange?.(true);
+  }
 }

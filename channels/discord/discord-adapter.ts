@@ -27,15 +27,17 @@
  * - Slash commands (`registerCommands`): /new /stop /status /help, see slash-commands.ts.
  */
 import { createHash } from "node:crypto";
-import { type ChatInputCommandInteraction, Client, Events, GatewayIntentBits, type Interaction, type Message, Partials, REST, RESTEvents, Routes } from "discord.js";
+import { Client, Events, GatewayIntentBits, Partials, REST, RESTEvents, Routes } from "discord.js";
 import type { Logger } from "pino";
-import { type AdmissionOutcome, type ChannelAdapter, type ChannelCapabilities, type EventSink, type PlatformEvent, type SendOptions, KeyedLanes, createScrubber, scrubError, withRetries } from "../../src/gateway/kit/index.js";
+import { type ChannelAdapter, type ChannelCapabilities, type Scrub, type SendOptions, createScrubber, scrubError } from "../../src/gateway/kit/index.js";
 import { ChannelError, errorMessage } from "../../src/errors.js";
 import { DISCORD_CDN_HOSTS, createAttachmentDownloader } from "./attachment-download.js";
 import { type ConnectionStats, monitorConnection } from "./connection-monitor.js";
 import { toChannelError } from "./discord-errors.js";
-import { UnreadableMessageError, toPlatformEvent } from "./inbound-event.js";
-import { acknowledge, commandEvent, isChatCommand, registerSlashCommands, withdraw } from "./slash-commands.js";
+import { DROPPED_NOTICE, DiscordInbound, type DiscordInboundOptions } from "./inbound-handler.js";
+import { registerSlashCommands } from "./slash-commands.js";
+
+export { DROPPED_NOTICE };
 
 export const discordCapabilities: ChannelCapabilities = {
   maxMessageLength: 2000,
@@ -72,9 +74,6 @@ export interface DiscordAdapterOptions {
   handOverBackoffMs?: number;
 }
 
-/** Told to the sender of a message that could not be handed over: Discord will not send it again. */
-export const DROPPED_NOTICE = "Sorry, I could not take that message just now. Please send it again in a minute.";
-
 export interface DiscordAdapter extends ChannelAdapter {
   /** The bot user; known once start() resolved. */
   readonly identity: { id: string; username: string } | undefined;
@@ -89,7 +88,6 @@ const closeHints: Record<number, string> = {
   4013: ": invalid intents",
   4014: ": enable the Message Content intent for the bot in the Developer Portal (Bot → Privileged Gateway Intents)",
 };
-const sinkAttempts = 5;
 
 /** Discord nonces hold at most 25 characters: a hash of the key, the same for every retry of one chunk. */
 export function nonceOf(idempotencyKey: string): string {
@@ -98,11 +96,19 @@ export function nonceOf(idempotencyKey: string): string {
 
 const allowedMentions = { parse: ["users"], replied_user: true };
 
-export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAdapter {
-  const { token, logger } = options;
-  if (!token) throw new ChannelError("the Discord channel needs a bot token", "discord");
-  const apiRoot = (options.apiRoot ?? defaultApiRoot).replace(/\/+$/, "").replace(/\/v\d+$/, "");
-  const maxRestWaitMs = options.maxRestWaitMs ?? 5_000;
+/** The REST client every send goes through, and the options the gateway's own client is built with. */
+interface DiscordRest {
+  rest: REST;
+  restOptions: { api: string; rejectOnRateLimit: (limit: { retryAfter: number; method: string; url: string }) => boolean };
+}
+
+/**
+ * One REST client for every send, kept across gateway restarts so its rate-limit buckets stay
+ * known. A path Discord just answered 429 has that limit thrown instead of waited out inside the
+ * client (the send governor closes the budget for every gateway); so is a known wait longer than
+ * `maxRestWaitMs`.
+ */
+function createDiscordRest(token: string, apiRoot: string, maxRestWaitMs: number): DiscordRest {
   /** Paths (`POST /channels/1/messages`) Discord just answered 429: that limit is thrown, not waited out inside the client. */
   const answered429 = new Map<string, number>();
   const restOptions = {
@@ -118,7 +124,6 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
       return limit.retryAfter > maxRestWaitMs;
     },
   };
-  // One REST client for every send, kept across gateway restarts so its rate-limit buckets stay known.
   const rest = new REST(restOptions).setToken(token);
   rest.on(RESTEvents.Response, (request, response) => {
     if (response.status !== 429) return;
@@ -126,180 +131,174 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
     answered429.set(key, (answered429.get(key) ?? 0) + 1);
     if (answered429.size > 1_000) answered429.delete(answered429.keys().next().value!);
   });
-  const connectionListeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
-  const scrub = createScrubber([token], { replacement: "[token]" });
-  const now = options.now ?? Date.now;
+  return { rest, restOptions };
+}
+
+/**
+ * discord.js builds its caches from every dispatch, and a malformed payload can make that throw
+ * inside the socket's message handler (an unhandled rejection, which ends a Node process). The
+ * packet handling is wrapped so such a packet is logged with its type and dropped.
+ */
+function guardPackets(gatewayClient: Client, logger: Logger, scrub: Scrub): void {
+  const manager = gatewayClient.ws as unknown as { handlePacket?: (packet?: { t?: string; s?: number }, shard?: unknown) => boolean };
+  const original = manager.handlePacket?.bind(gatewayClient.ws);
+  if (!original) return void logger.warn({ channel: "discord" }, "discord.js packet handling not found; malformed events are not guarded");
+  manager.handlePacket = (packet, shard) => {
+    try {
+      return original(packet, shard);
+    } catch (error) {
+      scrubError(error, scrub);
+      logger.warn({ channel: "discord", type: packet?.t, sequence: packet?.s, error: errorMessage(error) }, "discord event not understood; dropped");
+      return true;
+    }
+  };
+}
+
+/** A gateway client whose message and interaction events go to `inbound`, its errors and warnings to the log. */
+function createGatewayClient(restOptions: DiscordRest["restOptions"], inbound: DiscordInbound, logger: Logger, scrub: Scrub): Client {
+  const gatewayClient = new Client({
+    intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.DirectMessages, GatewayIntentBits.MessageContent],
+    partials: [Partials.Channel],
+    rest: restOptions,
+  });
+  gatewayClient.on(Events.MessageCreate, inbound.onMessage);
+  gatewayClient.on(Events.InteractionCreate, inbound.onInteraction);
+  gatewayClient.on(Events.Error, (error) => logger.error({ channel: "discord", error: scrub(error.message) }, "discord client error"));
+  gatewayClient.on(Events.Warn, (warning) => logger.warn({ channel: "discord", warning: scrub(warning) }, "discord client warning"));
+  guardPackets(gatewayClient, logger, scrub);
+  return gatewayClient;
+}
+
+/**
+ * Logs in and waits for READY and the guilds; rejects when the gateway refuses for good (token,
+ * intents) or takes too long. `onReady` runs before discord.js replays the messages it held back
+ * until the guilds arrived, so they meet a known identity. Resolves with the application id.
+ */
+async function connectGateway(
+  gatewayClient: Client,
+  login: () => Promise<unknown>,
+  timeoutMs: number,
+  onReady: (identity: { id: string; username: string }) => void,
+): Promise<string> {
+  let timer: NodeJS.Timeout | undefined;
+  let refused: ((event: { code: number }) => void) | undefined;
+  let applicationId = "";
+  const ready = new Promise<void>((resolve, reject) => {
+    gatewayClient.once(Events.ClientReady, (readyClient) => {
+      onReady({ id: readyClient.user.id, username: readyClient.user.username });
+      applicationId = readyClient.application.id;
+      resolve();
+    });
+    // 4004: the token was refused, which trying again soon does not change (and Discord counts).
+    const kindOf = (code: number) => (code === 4004 ? "auth" : "forbidden");
+    refused = (event) => reject(new ChannelError(`discord gateway refused the connection (close code ${event.code}${closeHints[event.code] ?? ""})`, "discord", { kind: kindOf(event.code) }));
+    gatewayClient.once(Events.ShardDisconnect, refused);
+    timer = setTimeout(() => reject(new ChannelError(`discord gateway not ready after ${timeoutMs} ms`, "discord", { kind: "network" })), timeoutMs);
+  });
+  try {
+    // Whichever fails first says why: a refusing close code comes before login's own, vaguer error.
+    await Promise.all([login(), ready]);
+  } finally {
+    clearTimeout(timer);
+    if (refused) gatewayClient.off(Events.ShardDisconnect, refused);
+  }
+  return applicationId;
+}
+
+/** Runs one REST or gateway call; what it throws comes back as a scrubbed ChannelError naming the operation. */
+async function guarded<T>(operation: string, call: () => Promise<T>, scrub: Scrub): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    throw toChannelError(error, operation, scrub);
+  }
+}
+
+/** A gateway being opened: its client and monitor at once (so stop() can reach them), and when it is ready. */
+interface OpeningGateway {
+  client: Client;
+  monitor: ReturnType<typeof monitorConnection>;
+  /** Resolves once READY came and the slash commands are registered; on failure the client is already destroyed. */
+  ready: Promise<void>;
+}
+
+/**
+ * Creates the gateway client with its connection monitor, logs in and waits for READY, then
+ * registers the slash commands when asked to. A refused or late connection destroys the client
+ * before the error comes back, so a failed start leaves nothing running.
+ */
+function openGateway(
+  options: DiscordAdapterOptions,
+  parts: { rest: REST; restOptions: DiscordRest["restOptions"]; inbound: DiscordInbound; scrub: Scrub; onConnectionChange: (connected: boolean, reason?: string) => void },
+): OpeningGateway {
+  const { logger, token } = options;
+  const { rest, inbound, scrub } = parts;
+  const client = createGatewayClient(parts.restOptions, inbound, logger, scrub);
+  const monitor = monitorConnection(client, { logger, maxFailedResumes: options.maxFailedResumes, onConnectionChange: parts.onConnectionChange });
+  const ready = (async () => {
+    let applicationId: string;
+    try {
+      const login = () => guarded("login", () => client.login(token), scrub);
+      applicationId = await connectGateway(client, login, options.readyTimeoutMs ?? 60_000, (identity) => (inbound.identity = identity));
+    } catch (error) {
+      monitor.dispose();
+      await client.destroy().catch(() => undefined);
+      throw error;
+    }
+    if (options.registerCommands && applicationId) await registerSlashCommands(rest, applicationId, logger, (error) => toChannelError(error, "registerCommands", scrub).message);
+    logger.info({ channel: "discord", bot: inbound.identity?.username, botId: inbound.identity?.id, guilds: client.guilds.cache.size }, "discord channel started");
+  })();
+  return { client, monitor, ready };
+}
+
+/**
+ * POSTs one message: a reply references the original without failing when it was deleted, and the
+ * idempotency key becomes an enforced nonce, so Discord answers a repeat with the first message.
+ */
+async function postMessage(rest: REST, chatId: string, text: string, sendOptions: SendOptions, scrub: Scrub): Promise<{ platformMessageId: string }> {
+  const body: Record<string, unknown> = { content: text, allowed_mentions: allowedMentions };
+  if (sendOptions.replyTo) body.message_reference = { message_id: sendOptions.replyTo, fail_if_not_exists: false };
+  if (sendOptions.idempotencyKey) Object.assign(body, { nonce: nonceOf(sendOptions.idempotencyKey), enforce_nonce: true });
+  const message = (await guarded("createMessage", () => rest.post(Routes.channelMessages(chatId), { body }), scrub)) as { id: string };
+  return { platformMessageId: message.id };
+}
+
+/** The inbound half with its attachment downloader, which may fetch from Discord's CDN and the API host only. */
+function createInbound(options: DiscordAdapterOptions, parts: { apiRoot: string; rest: REST; scrub: Scrub; send: DiscordInboundOptions["send"] }): DiscordInbound {
+  const { logger } = options;
   const downloader = createAttachmentDownloader({
     downloadDir: options.downloadDir,
     maxImageBytes: options.maxImageBytes,
-    allowedHosts: [...DISCORD_CDN_HOSTS, new URL(apiRoot).hostname],
+    allowedHosts: [...DISCORD_CDN_HOSTS, new URL(parts.apiRoot).hostname],
     fetch: options.fetch ?? globalThis.fetch,
     logger,
   });
+  return new DiscordInbound({
+    rest: parts.rest,
+    logger,
+    scrub: parts.scrub,
+    downloader,
+    now: options.now ?? Date.now,
+    send: parts.send,
+    inheritParent: options.inheritParent ?? false,
+    registerCommands: options.registerCommands ?? false,
+    handOverBackoffMs: options.handOverBackoffMs ?? 500,
+  });
+}
+
+export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAdapter {
+  const { token, logger } = options;
+  if (!token) throw new ChannelError("the Discord channel needs a bot token", "discord");
+  const apiRoot = (options.apiRoot ?? defaultApiRoot).replace(/\/+$/, "").replace(/\/v\d+$/, "");
+  const { rest, restOptions } = createDiscordRest(token, apiRoot, options.maxRestWaitMs ?? 5_000);
+  const connectionListeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
+  const scrub = createScrubber([token], { replacement: "[token]" });
+  const inbound = createInbound(options, { apiRoot, rest, scrub, send: (chatId, text, sendOptions) => adapter.send(chatId, text, sendOptions) });
 
   let client: Client | undefined;
   let monitor: ReturnType<typeof monitorConnection> | undefined;
-  let identity: { id: string; username: string } | undefined;
-  let applicationId: string | undefined;
-  let sink: EventSink | undefined;
-  let lifetime = new AbortController();
-  const chats = new KeyedLanes();
 
-  async function guard<T>(operation: string, call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (error) {
-      throw toChannelError(error, operation, scrub);
-    }
-  }
-
-  function inChatOrder(chatId: string, task: () => Promise<void>): void {
-    void chats.run(chatId, task).catch(() => undefined);
-  }
-
-  /** Hands the event to the sink; retried with backoff while it throws, as the gateway will not send it again. */
-  async function deliver(event: PlatformEvent, signal: AbortSignal): Promise<AdmissionOutcome | undefined> {
-    const fields = { channel: "discord", chatId: event.chatId, eventId: event.eventId };
-    try {
-      // Stopping cuts the wait short: the event is lost then, as the process is going away.
-      return await withRetries(() => sink!(event), {
-        attempts: sinkAttempts,
-        baseDelayMs: options.handOverBackoffMs ?? 500,
-        jitter: 0,
-        signal,
-        onRetry: (error, attempt) => logger.warn({ ...fields, attempt, error: errorMessage(error) }, "discord event hand-over failed; retrying"),
-      });
-    } catch (error) {
-      if (signal.aborted) return undefined;
-      logger.error({ ...fields, attempts: sinkAttempts, error: errorMessage(error) }, "discord event could not be handed over; dropped");
-      // The sender hears it was not taken instead of silence, where the bot was addressed.
-      if (event.chatType === "private" || event.mentionsBot || event.repliesToBot) {
-        await adapter.send(event.chatId, DROPPED_NOTICE, { format: "plain", replyTo: event.platformMessageId, idempotencyKey: `${event.eventId}#dropped` }).catch((notice: unknown) => {
-          logger.warn({ ...fields, error: errorMessage(notice) }, "could not tell the sender their message was dropped");
-        });
-      }
-      return undefined;
-    }
-  }
-
-  async function handleMessage(message: Message, signal: AbortSignal): Promise<void> {
-    let event: PlatformEvent | undefined;
-    try {
-      event = await toPlatformEvent(message, { botId: identity!.id, inheritParent: options.inheritParent ?? false, downloader, now }, signal);
-    } catch (error) {
-      if (signal.aborted) return;
-      const fields = { channel: "discord", type: "MESSAGE_CREATE", messageId: message.id, error: errorMessage(error) };
-      if (error instanceof UnreadableMessageError) logger.warn(fields, "discord event not understood; dropped");
-      else logger.error(fields, "discord event could not be read; dropped");
-      return;
-    }
-    if (!event || signal.aborted) return;
-    await deliver(event, signal);
-  }
-
-  async function handleCommand(interaction: ChatInputCommandInteraction, signal: AbortSignal): Promise<void> {
-    const fields = { channel: "discord", type: "INTERACTION_CREATE", interactionId: interaction.id, command: interaction.commandName };
-    let echo: string | undefined;
-    try {
-      // Within Discord's 3 s, before the chat's queue: what the command produces threads to this echo.
-      echo = await acknowledge(rest, interaction);
-    } catch (error) {
-      return logger.warn({ ...fields, error: toChannelError(error, "interactionCallback", scrub).message }, "discord slash command could not be answered; dropped");
-    }
-    const event = commandEvent(interaction, echo ?? interaction.id, now());
-    inChatOrder(event.chatId, async () => {
-      const outcome = await deliver(event, signal);
-      if (outcome?.startsWith("ignored:")) {
-        await withdraw(rest, interaction).catch((error: unknown) => logger.debug({ ...fields, error: toChannelError(error, "deleteResponse", scrub).message }, "discord command echo not deleted"));
-      }
-    });
-  }
-
-  function onInteraction(interaction: Interaction): void {
-    const signal = lifetime.signal;
-    try {
-      if (!options.registerCommands || !identity || !sink || signal.aborted) return;
-      if (!interaction.isChatInputCommand() || !isChatCommand(interaction)) return;
-      void handleCommand(interaction, signal).catch((error: unknown) => {
-        logger.warn({ channel: "discord", type: "INTERACTION_CREATE", interactionId: interaction.id, error: errorMessage(error) }, "discord event not understood; dropped");
-      });
-    } catch (error) {
-      logger.warn({ channel: "discord", type: "INTERACTION_CREATE", error: errorMessage(error) }, "discord event not understood; dropped");
-    }
-  }
-
-  function onMessage(message: Message): void {
-    const signal = lifetime.signal;
-    // A listener that throws would throw inside discord.js' packet handling: nothing escapes here.
-    try {
-      if (!identity || !sink || signal.aborted) return;
-      if (message.author?.id === identity.id) return; // our own messages come back through the gateway
-      inChatOrder(String(message.channelId), () => handleMessage(message, signal));
-    } catch (error) {
-      logger.warn({ channel: "discord", type: "MESSAGE_CREATE", error: errorMessage(error) }, "discord event not understood; dropped");
-    }
-  }
-
-  /**
-   * discord.js builds its caches from every dispatch, and a malformed payload can make that throw
-   * inside the socket's message handler (an unhandled rejection, which ends a Node process). The
-   * packet handling is wrapped so such a packet is logged with its type and dropped.
-   */
-  function guardPackets(gatewayClient: Client): void {
-    const manager = gatewayClient.ws as unknown as { handlePacket?: (packet?: { t?: string; s?: number }, shard?: unknown) => boolean };
-    const original = manager.handlePacket?.bind(gatewayClient.ws);
-    if (!original) return void logger.warn({ channel: "discord" }, "discord.js packet handling not found; malformed events are not guarded");
-    manager.handlePacket = (packet, shard) => {
-      try {
-        return original(packet, shard);
-      } catch (error) {
-        scrubError(error, scrub);
-        logger.warn({ channel: "discord", type: packet?.t, sequence: packet?.s, error: errorMessage(error) }, "discord event not understood; dropped");
-        return true;
-      }
-    };
-  }
-
-  function createClient(): Client {
-    const gatewayClient = new Client({
-      intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.DirectMessages, GatewayIntentBits.MessageContent],
-      partials: [Partials.Channel],
-      rest: restOptions,
-    });
-    gatewayClient.on(Events.MessageCreate, onMessage);
-    gatewayClient.on(Events.InteractionCreate, onInteraction);
-    gatewayClient.on(Events.Error, (error) => logger.error({ channel: "discord", error: scrub(error.message) }, "discord client error"));
-    gatewayClient.on(Events.Warn, (warning) => logger.warn({ channel: "discord", warning: scrub(warning) }, "discord client warning"));
-    guardPackets(gatewayClient);
-    return gatewayClient;
-  }
-
-  /** Logs in and waits for READY and the guilds; rejects when the gateway refuses for good (token, intents) or takes too long. */
-  async function connect(gatewayClient: Client): Promise<void> {
-    const timeoutMs = options.readyTimeoutMs ?? 60_000;
-    let timer: NodeJS.Timeout | undefined;
-    let refused: ((event: { code: number }) => void) | undefined;
-    const ready = new Promise<void>((resolve, reject) => {
-      gatewayClient.once(Events.ClientReady, (readyClient) => {
-        // Set before discord.js replays the messages it held back until the guilds arrived.
-        identity = { id: readyClient.user.id, username: readyClient.user.username };
-        applicationId = readyClient.application.id;
-        resolve();
-      });
-      // 4004: the token was refused, which trying again soon does not change (and Discord counts).
-      const kindOf = (code: number) => (code === 4004 ? "auth" : "forbidden");
-      refused = (event) => reject(new ChannelError(`discord gateway refused the connection (close code ${event.code}${closeHints[event.code] ?? ""})`, "discord", { kind: kindOf(event.code) }));
-      gatewayClient.once(Events.ShardDisconnect, refused);
-      timer = setTimeout(() => reject(new ChannelError(`discord gateway not ready after ${timeoutMs} ms`, "discord", { kind: "network" })), timeoutMs);
-    });
-    try {
-      // Whichever fails first says why: a refusing close code comes before login's own, vaguer error.
-      await Promise.all([guard("login", () => gatewayClient.login(token)), ready]);
-    } finally {
-      clearTimeout(timer);
-      if (refused) gatewayClient.off(Events.ShardDisconnect, refused);
-    }
-  }
+  const guard = <T>(operation: string, call: () => Promise<T>) => guarded(operation, call, scrub);
 
   const adapter: DiscordAdapter = {
     name: "discord",
@@ -307,10 +306,10 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
     // Discord renders the model's Markdown itself; a message it refuses goes again as the same text.
     render: (markdown) => ({ text: markdown, format: "formatted" }),
     get identity() {
-      return identity;
+      return inbound.identity;
     },
     connectionStats: () => monitor?.stats() ?? { reconnects: 0, resumes: 0, identifies: 0, invalidSessions: 0, forcedIdentifies: 0 },
-    botUsername: () => identity?.username,
+    botUsername: () => inbound.identity?.username,
     watchConnection(listener) {
       connectionListeners.add(listener);
       return () => void connectionListeners.delete(listener);
@@ -323,47 +322,34 @@ export function createDiscordAdapter(options: DiscordAdapterOptions): DiscordAda
 
     async start(eventSink) {
       if (client) throw new ChannelError("the Discord adapter is already running", "discord");
-      lifetime = new AbortController();
-      sink = eventSink;
-      const gatewayClient = createClient();
-      client = gatewayClient;
-      monitor = monitorConnection(gatewayClient, {
-        logger,
-        maxFailedResumes: options.maxFailedResumes,
-        onConnectionChange: (connected, reason) => {
-          for (const listener of connectionListeners) listener({ connected, reason });
-        },
-      });
+      inbound.lifetime = new AbortController();
+      inbound.sink = eventSink;
+      const onConnectionChange = (connected: boolean, reason?: string) => {
+        for (const listener of connectionListeners) listener({ connected, reason });
+      };
+      const opening = openGateway(options, { rest, restOptions, inbound, scrub, onConnectionChange });
+      client = opening.client;
+      monitor = opening.monitor;
       try {
-        await connect(gatewayClient);
+        await opening.ready;
       } catch (error) {
-        monitor.dispose();
         client = undefined;
-        await gatewayClient.destroy().catch(() => undefined);
         throw error;
       }
-      if (options.registerCommands && applicationId) await registerSlashCommands(rest, applicationId, logger, (error) => toChannelError(error, "registerCommands", scrub).message);
-      logger.info({ channel: "discord", bot: identity?.username, botId: identity?.id, guilds: gatewayClient.guilds.cache.size }, "discord channel started");
     },
 
     async stop() {
       const gatewayClient = client;
       if (!gatewayClient) return;
       client = undefined;
-      lifetime.abort();
+      inbound.lifetime.abort();
       monitor?.dispose();
       await gatewayClient.destroy();
-      await chats.idle();
+      await inbound.idle();
       logger.info({ channel: "discord" }, "discord channel stopped");
     },
 
-    async send(chatId, text, sendOptions: SendOptions) {
-      const body: Record<string, unknown> = { content: text, allowed_mentions: allowedMentions };
-      if (sendOptions.replyTo) body.message_reference = { message_id: sendOptions.replyTo, fail_if_not_exists: false };
-      if (sendOptions.idempotencyKey) Object.assign(body, { nonce: nonceOf(sendOptions.idempotencyKey), enforce_nonce: true });
-      const message = (await guard("createMessage", () => rest.post(Routes.channelMessages(chatId), { body }))) as { id: string };
-      return { platformMessageId: message.id };
-    },
+    send: (chatId, text, sendOptions: SendOptions) => postMessage(rest, chatId, text, sendOptions, scrub),
 
     async edit(chatId, platformMessageId, text) {
       await guard("editMessage", () => rest.patch(Routes.channelMessage(chatId, platformMessageId), { body: { content: text, allowed_mentions: allowedMentions } }));

@@ -24,21 +24,23 @@
  * (quotas.ts) are the send governor's. Feishu has no typing indicator
  * for bots: typing() does nothing.
  */
-import { createHash } from "node:crypto";
 import type { Readable } from "node:stream";
 import * as lark from "@larksuiteoapi/node-sdk";
 import type { Logger } from "pino";
-import { type ChannelAdapter, type ChannelCapabilities, type EventSink, ExpiringMap, ExpiringSet, KeyedLanes, type SendOptions } from "../../src/gateway/kit/index.js";
-import { ChannelError, errorMessage } from "../../src/errors.js";
-import { type MessageBody, fitCards, markdownCard, markdownPost, plainText } from "./cards.js";
-import { MESSAGE_RECEIVED, type MessageEvent, MessageEventSchema } from "./event-schema.js";
-import { checked, feishuScrubber, toChannelError } from "./feishu-errors.js";
-import { type BotIdentity, splitChatId, toPlatformEvent } from "./inbound-event.js";
+import { type ChannelAdapter, type ChannelCapabilities, ExpiringSet } from "../../src/gateway/kit/index.js";
+import { ChannelError } from "../../src/errors.js";
+import { fitCards } from "./cards.js";
 import { APP_ID_PATTERN } from "./config.js";
+import { EventIntake } from "./event-intake.js";
+import { checked, feishuScrubber, toChannelError } from "./feishu-errors.js";
+import type { BotIdentity } from "./inbound-event.js";
 import { type LongConnection, createLongConnection, sdkLogger } from "./long-connection.js";
+import { type FeishuCall, FeishuSender, isDraft, uuidOf } from "./message-sender.js";
 import { createResourceDownloader } from "./resource-download.js";
+import { SenderNames } from "./sender-names.js";
 import { type WebhookHandler, createWebhookHandler } from "./webhook-handler.js";
 
+export { uuidOf };
 export type { BotIdentity } from "./inbound-event.js";
 
 export const feishuCapabilities: ChannelCapabilities = {
@@ -80,42 +82,25 @@ export interface FeishuAdapter extends ChannelAdapter {
   readonly reconnects: number;
 }
 
-/** Feishu's uuid (at most 50 characters) for a send: a UUID-shaped hash of the idempotency key and the part. */
-export function uuidOf(idempotencyKey: string, part: number): string {
-  const hex = createHash("sha256").update(`${idempotencyKey}/${part}`).digest("hex");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
-}
-
 const DAY_MS = 24 * 60 * 60 * 1000;
-/** Longest an event waits for its sender's name. */
-const NAME_LOOKUP_MS = 1_500;
 
-export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapter {
-  const { appId, appSecret, logger } = options;
-  if (!appId || !appSecret) throw new ChannelError("the Feishu channel needs an app id and an app secret", "feishu");
-  if (options.mode === "webhook" && !options.encryptKey) throw new ChannelError("Feishu webhook mode needs the encrypt key", "feishu");
-  const now = options.now ?? Date.now;
-  const scrub = feishuScrubber([appSecret, options.encryptKey, options.verificationToken]);
-  const ackBudgetMs = options.ackBudgetMs ?? 2_500;
-  const maxEventAgeMs = options.maxEventAgeMs ?? DAY_MS / 2;
-  const client = new lark.Client({
-    appId,
-    appSecret,
+type BotInfo = { code: number; msg: string; bot?: { open_id?: string; app_name?: string } };
+
+/** The SDK client with a token cache of its own (the SDK's default one is shared by the whole process) and a scrubbing logger. */
+function createClient(options: FeishuAdapterOptions, scrub: (text: string) => string): lark.Client {
+  return new lark.Client({
+    appId: options.appId,
+    appSecret: options.appSecret,
     domain: options.domain,
-    // The SDK's default cache is one for the whole process: each client gets its own.
     cache: new lark.DefaultCache(),
-    logger: sdkLogger(logger, scrub),
+    logger: sdkLogger(options.logger, scrub),
     loggerLevel: lark.LoggerLevel.error,
   });
+}
 
-  async function call<T>(method: string, run: () => Promise<T>): Promise<T> {
-    try {
-      return checked(await run());
-    } catch (error) {
-      throw toChannelError(error, method, scrub);
-    }
-  }
-
+/** The inbound side: event intake with its downloads and sender names over the SDK client. */
+function createIntake(options: FeishuAdapterOptions, client: lark.Client, call: FeishuCall, shared: { sentByBot: ExpiringSet; inThread: ExpiringSet; now: () => number }): EventIntake {
+  const { logger } = options;
   const downloader = createResourceDownloader({
     fetchResource: async (resource) => {
       const answer = await call("messageResource.get", () =>
@@ -128,175 +113,79 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
     maxFileBytes: options.maxFileBytes,
     logger,
   });
+  const lookupName = async (openId: string) => {
+    const answer = await call("contact.user.get", () =>
+      client.request<{ code: number; msg: string; data?: { user?: { name?: string } } }>({ method: "GET", url: `/open-apis/contact/v3/users/${encodeURIComponent(openId)}`, params: { user_id_type: "open_id" } }),
+    );
+    return answer.data?.user?.name;
+  };
+  return new EventIntake({
+    groupSessionScope: options.groupSessionScope,
+    download: downloader.download,
+    senderNames: new SenderNames(lookupName, logger, shared.now),
+    sentByBot: shared.sentByBot,
+    inThread: shared.inThread,
+    logger,
+    now: shared.now,
+    ackBudgetMs: options.ackBudgetMs ?? 2_500,
+    maxEventAgeMs: options.maxEventAgeMs ?? DAY_MS / 2,
+  });
+}
 
-  let identity: BotIdentity | undefined;
-  let sink: EventSink | undefined;
-  let running = false;
-  let lifetime = new AbortController();
-  let connection: LongConnection | undefined;
-  /** Message ids (and event ids) published recently, or in flight: a redelivery is dropped before it downloads anything. */
-  const recent = new ExpiringSet(DAY_MS / 24, now);
-  const taking = new Set<string>();
+/** The webhook endpoint in webhook mode; in long-connection mode a 404 that says why. */
+function createWebhook(options: FeishuAdapterOptions, accepting: () => boolean, handle: (raw: Record<string, unknown>) => Promise<void>, now: () => number): WebhookHandler {
+  if (options.mode !== "webhook" || !options.encryptKey) {
+    return async () => ({ status: 404, body: { error: "the Feishu channel runs a long connection, not a webhook" } });
+  }
+  return createWebhookHandler({ encryptKey: options.encryptKey, verificationToken: options.verificationToken, accepting, handle, logger: options.logger, now });
+}
+
+/** Asks who the bot is; refuses an app whose bot capability is off. */
+async function botInfo(client: lark.Client, call: FeishuCall): Promise<BotIdentity> {
+  const info = await call("bot.info", () => client.request<BotInfo>({ method: "GET", url: "/open-apis/bot/v3/info" }));
+  if (!info.bot?.open_id) throw new ChannelError("feishu bot info has no open_id: is the app's bot capability on?", "feishu");
+  return { openId: info.bot.open_id, name: info.bot.app_name ?? "bot" };
+}
+
+export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapter {
+  const { appId, appSecret, logger } = options;
+  if (!appId || !appSecret) throw new ChannelError("the Feishu channel needs an app id and an app secret", "feishu");
+  if (options.mode === "webhook" && !options.encryptKey) throw new ChannelError("Feishu webhook mode needs the encrypt key", "feishu");
+  const now = options.now ?? Date.now;
+  const scrub = feishuScrubber([appSecret, options.encryptKey, options.verificationToken]);
+  const client = createClient(options, scrub);
+  const call: FeishuCall = async (method, run) => {
+    try {
+      return checked(await run());
+    } catch (error) {
+      throw toChannelError(error, method, scrub);
+    }
+  };
   /** Messages the bot sent (replies to the bot), and the user messages that were in a thread. */
   const sentByBot = new ExpiringSet(DAY_MS, now);
   const inThread = new ExpiringSet(DAY_MS, now);
-  /** In-flight events, so stop() waits for them; and each chat's tail, so a chat's events stay in order. */
-  const inFlight = new Set<Promise<void>>();
-  const chats = new KeyedLanes();
-
-  /** Display names by open_id, and the ids the contact API had no name for (asked again sooner). */
-  const names = new ExpiringMap<string>(60 * 60 * 1000, now, 10_000);
-  const nameless = new ExpiringSet(10 * 60 * 1000, now);
-  async function senderName(openId: string): Promise<string | undefined> {
-    if (!openId.startsWith("ou_") || nameless.has(openId)) return undefined;
-    const known = names.get(openId);
-    if (known) return known;
-    const lookup = call("contact.user.get", () =>
-      client.request<{ code: number; msg: string; data?: { user?: { name?: string } } }>({ method: "GET", url: `/open-apis/contact/v3/users/${encodeURIComponent(openId)}`, params: { user_id_type: "open_id" } }),
-    ).then(
-      (answer) => answer.data?.user?.name?.trim() ?? "",
-      (error: unknown) => {
-        logger.debug({ channel: "feishu", error: errorMessage(error) }, "feishu sender name lookup failed");
-        return "";
-      },
-    );
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), NAME_LOOKUP_MS)));
-    const name = await Promise.race([lookup, timeout]).finally(() => clearTimeout(timer));
-    if (name === undefined) return undefined; // slow: not remembered, asked again next time
-    if (name === "") nameless.add(openId);
-    else names.set(openId, name);
-    return name || undefined;
-  }
-
-  async function handOn(event: MessageEvent, signal: AbortSignal): Promise<void> {
-    const platformEvent = await toPlatformEvent(
-      event,
-      { bot: identity, scope: options.groupSessionScope, download: downloader.download, sentByBot: (id) => sentByBot.has(id), now },
-      signal,
-    );
-    if (platformEvent.chatType !== "private" && !platformEvent.senderIsBot) {
-      const name = await senderName(platformEvent.senderId);
-      if (name) platformEvent.senderName = name;
-    }
-    if (signal.aborted || !sink) return;
-    const outcome = await sink(platformEvent);
-    logger.debug({ channel: "feishu", chatId: platformEvent.chatId, messageId: event.message.message_id, eventId: event.event_id, outcome }, "feishu event handled");
-  }
-
-  /** Takes one event from either path; resolves when it may be acknowledged. */
-  async function receive(raw: Record<string, unknown>): Promise<void> {
-    if (raw.event_type !== MESSAGE_RECEIVED) return;
-    const parsed = MessageEventSchema.safeParse(raw);
-    if (!parsed.success) {
-      logger.warn({ channel: "feishu", eventId: raw.event_id, error: parsed.error.issues[0]?.message }, "feishu event not understood; skipped");
-      return;
-    }
-    const event = parsed.data;
-    const { message } = event;
-    const fields = { channel: "feishu", messageId: message.message_id, eventId: event.event_id };
-    const ids = [message.message_id, `event:${event.event_id}`];
-    if (ids.some((id) => recent.has(id) || taking.has(id))) return logger.debug(fields, "feishu event redelivered; dropped");
-    const createdAt = Number(message.create_time ?? event.create_time);
-    if (Number.isFinite(createdAt) && now() - createdAt > maxEventAgeMs) {
-      return logger.warn({ ...fields, ageMs: now() - createdAt }, "feishu message too old to answer; dropped");
-    }
-    for (const id of ids) taking.add(id);
-    if (message.thread_id) inThread.add(message.message_id);
-    const signal = lifetime.signal;
-    const work = chats.run(message.chat_id, () => handOn(event, signal));
-    // Done: remembered. Failed: forgotten, so that Feishu's redelivery is taken.
-    const tracked = work
-      .then(() => ids.forEach((id) => recent.add(id)), () => undefined)
-      .finally(() => {
-        for (const id of ids) taking.delete(id);
-        inFlight.delete(tracked);
-      });
-    inFlight.add(tracked);
-    let timer: NodeJS.Timeout | undefined;
-    const budget = new Promise<"budget">((resolve) => {
-      timer = setTimeout(() => resolve("budget"), ackBudgetMs);
-    });
-    try {
-      const outcome = await Promise.race([work.then(() => "done" as const), budget]);
-      if (outcome === "budget") {
-        logger.info(fields, "feishu event still in progress; acknowledged to keep within Feishu's 3 s");
-        work.catch((error: unknown) => logger.error({ ...fields, error: errorMessage(error) }, "feishu event failed after its acknowledgement"));
-      }
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  const webhook: WebhookHandler =
-    options.mode === "webhook" && options.encryptKey
-      ? createWebhookHandler({
-          encryptKey: options.encryptKey,
-          verificationToken: options.verificationToken,
-          accepting: () => running,
-          handle: receive,
-          logger,
-          now,
-        })
-      : async () => ({ status: 404, body: { error: "the Feishu channel runs a long connection, not a webhook" } });
-
-  /** Sends one message: a reply to `replyTo` when given, otherwise into the chat (or the thread). */
-  async function post(chatId: string, body: MessageBody, sendOptions: SendOptions, uuid: string | undefined): Promise<string> {
-    const target = splitChatId(chatId);
-    const replyTo = sendOptions.replyTo ?? target.threadRoot;
-    const data = { msg_type: body.msgType, content: body.content, ...(uuid ? { uuid } : {}) };
-    const answer = replyTo
-      ? await call("message.reply", () =>
-          client.im.v1.message.reply({ path: { message_id: replyTo }, data: { ...data, reply_in_thread: target.threadRoot !== undefined || inThread.has(replyTo) } }),
-        )
-      : await call("message.create", () => client.im.v1.message.create({ params: { receive_id_type: "chat_id" }, data: { ...data, receive_id: target.chatId } }));
-    const messageId = answer.data?.message_id;
-    if (!messageId) throw new ChannelError("feishu send answered without a message_id", "feishu");
-    sentByBot.add(messageId);
-    return messageId;
-  }
-
-  /** A card; when Feishu refuses the card itself, the same text as a post, then as plain text. */
-  async function sendPart(chatId: string, text: string, sendOptions: SendOptions, uuid: string | undefined): Promise<string> {
-    const bodies = [markdownCard(text), markdownPost(text), plainText(text)];
-    for (let index = 0; ; index++) {
-      try {
-        // Each fallback is a different message: it gets its own uuid.
-        return await post(chatId, bodies[index]!, sendOptions, uuid && index > 0 ? uuidOf(uuid, index) : uuid);
-      } catch (error) {
-        const kind = error instanceof ChannelError ? error.kind : "other";
-        if (index === bodies.length - 1 || (kind !== "formatting" && kind !== "too-long")) throw error;
-        logger.warn({ channel: "feishu", chatId, error: errorMessage(error), fallback: bodies[index + 1]!.msgType }, "feishu refused the message; sending it another way");
-      }
-    }
-  }
-
-  /**
-   * A streamed draft shows only its first card; a final (or a gateway reply) is split over as many
-   * as it needs. The dispatcher keys the message a draft starts `<reply id>#draft`, and edits of it
-   * carry no `outbound` (finals do: the plugin asks for annotated sends).
-   */
-  const isDraft = (sendOptions: SendOptions, editing: boolean) =>
-    editing ? sendOptions.outbound === undefined : (sendOptions.idempotencyKey?.endsWith("#draft") ?? false);
+  const intake = createIntake(options, client, call, { sentByBot, inThread, now });
+  const sender = new FeishuSender(client, call, logger, sentByBot, inThread);
+  let running = false;
+  let connection: LongConnection | undefined;
 
   return {
     name: "feishu",
     capabilities: feishuCapabilities,
-    webhook,
+    webhook: createWebhook(options, () => running, intake.receive, now),
     get identity() {
-      return identity;
+      return intake.identity;
     },
     get reconnects() {
       return connection?.reconnects ?? 0;
     },
-    botUsername: () => identity?.name,
+    botUsername: () => intake.identity?.name,
     // A final over the card limits goes out as several cards: each is a call the budgets count.
     callsFor: (text, sendOptions, editing) => (isDraft(sendOptions, editing) ? 1 : fitCards(text).length),
 
     async probe() {
-      const info = await call("bot.info", () => client.request<{ code: number; msg: string; bot?: { open_id?: string; app_name?: string } }>({ method: "GET", url: "/open-apis/bot/v3/info" }));
-      if (!info.bot?.open_id) throw new ChannelError("feishu bot info has no open_id: is the app's bot capability on?", "feishu");
-      return `${info.bot.app_name ?? "bot"} (${info.bot.open_id})`;
+      const identity = await botInfo(client, call);
+      return `${identity.name} (${identity.openId})`;
     },
 
     async start(eventSink) {
@@ -305,14 +194,12 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
         // WSClient.start() would log one line and never connect.
         throw new ChannelError("the Feishu long connection needs an app id of the form cli_ + 16 hex characters", "feishu");
       }
-      const info = await call("bot.info", () => client.request<{ code: number; msg: string; bot?: { open_id?: string; app_name?: string } }>({ method: "GET", url: "/open-apis/bot/v3/info" }));
-      if (!info.bot?.open_id) throw new ChannelError("feishu bot info has no open_id: is the app's bot capability on?", "feishu");
-      identity = { openId: info.bot.open_id, name: info.bot.app_name ?? "bot" };
-      sink = eventSink;
-      lifetime = new AbortController();
+      intake.identity = await botInfo(client, call);
+      intake.sink = eventSink;
+      intake.lifetime = new AbortController();
       running = true;
       if (options.mode === "longConnection") {
-        connection = createLongConnection({ appId, appSecret, domain: options.domain, onMessage: receive, logger, silenceTimeoutMs: options.silenceTimeoutMs, now });
+        connection = createLongConnection({ appId, appSecret, domain: options.domain, onMessage: intake.receive, logger, silenceTimeoutMs: options.silenceTimeoutMs, now });
         try {
           await connection.start();
         } catch (error) {
@@ -320,7 +207,7 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
           throw error;
         }
       }
-      logger.info({ channel: "feishu", mode: options.mode, bot: identity.name }, "feishu channel started");
+      logger.info({ channel: "feishu", mode: options.mode, bot: intake.identity.name }, "feishu channel started");
     },
 
     async stop() {
@@ -328,35 +215,13 @@ export function createFeishuAdapter(options: FeishuAdapterOptions): FeishuAdapte
       running = false;
       await connection?.stop();
       connection = undefined;
-      await Promise.all(inFlight);
-      lifetime.abort();
+      await intake.drain();
+      intake.lifetime.abort();
       logger.info({ channel: "feishu" }, "feishu channel stopped");
     },
 
-    async send(chatId, text, sendOptions) {
-      const parts = fitCards(text);
-      const shown = isDraft(sendOptions, false) ? parts.slice(0, 1) : parts;
-      const key = sendOptions.idempotencyKey;
-      const first = await sendPart(chatId, shown.length < parts.length ? `${shown[0]}\n…` : shown[0]!, sendOptions, key ? uuidOf(key, 0) : undefined);
-      for (let index = 1; index < shown.length; index++) {
-        // Like the dispatcher's later chunks: into the chat (or the thread), not another reply.
-        await sendPart(chatId, shown[index]!, { ...sendOptions, replyTo: undefined }, key ? uuidOf(key, index) : undefined);
-      }
-      return { platformMessageId: first };
-    },
-
-    async edit(chatId, platformMessageId, text, sendOptions) {
-      const parts = fitCards(text);
-      const draft = isDraft(sendOptions, true);
-      const head = draft && parts.length > 1 ? `${parts[0]}\n…` : parts[0]!;
-      await call("message.patch", () => client.im.v1.message.patch({ path: { message_id: platformMessageId }, data: { content: markdownCard(head).content } }));
-      if (draft) return;
-      // A final that outgrew the card: the rest follows as more cards in the chat (or the thread).
-      const key = sendOptions.idempotencyKey ?? `edit:${platformMessageId}`;
-      for (let index = 1; index < parts.length; index++) {
-        await sendPart(chatId, parts[index]!, { ...sendOptions, replyTo: undefined }, uuidOf(key, index));
-      }
-    },
+    send: (chatId, text, sendOptions) => sender.send(chatId, text, sendOptions),
+    edit: (chatId, platformMessageId, text, sendOptions) => sender.edit(chatId, platformMessageId, text, sendOptions),
 
     async typing() {
       // Feishu shows bots no typing indicator.

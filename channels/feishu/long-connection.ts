@@ -70,45 +70,96 @@ export function sdkLogger(logger: Logger, scrub: Scrub) {
 }
 
 export function createLongConnection(options: LongConnectionOptions): LongConnection {
-  const { logger } = options;
-  const now = options.now ?? Date.now;
-  const scrub = feishuScrubber([options.appSecret]);
-  const log = logger.child({ channel: "feishu", mode: "longConnection" });
-  let client: WSClient | undefined;
-  let generation = 0;
-  let lastFrameAt = now();
-  let connected = false;
-  let reconnects = 0;
-  let watchdog: NodeJS.Timeout | undefined;
-  let running = false;
+  return new FeishuLongConnection(options);
+}
 
-  function internals(target: WSClient): ClientInternals {
-    return target as unknown as ClientInternals;
+/** One long connection: the current WSClient (a generation number tells its callbacks from a discarded one's) and the watchdog. */
+class FeishuLongConnection implements LongConnection {
+  private readonly now: () => number;
+  private readonly scrub: Scrub;
+  private readonly log: Logger;
+  private client: WSClient | undefined;
+  private generation = 0;
+  private lastFrameAt: number;
+  private connected = false;
+  private reconnectCount = 0;
+  private watchdog: NodeJS.Timeout | undefined;
+  private running = false;
+
+  constructor(private readonly options: LongConnectionOptions) {
+    this.now = options.now ?? Date.now;
+    this.scrub = feishuScrubber([options.appSecret]);
+    this.log = options.logger.child({ channel: "feishu", mode: "longConnection" });
+    this.lastFrameAt = this.now();
   }
 
-  function silenceLimitMs(target: WSClient): number {
-    if (options.silenceTimeoutMs) return options.silenceTimeoutMs;
+  get reconnects(): number {
+    return this.reconnectCount;
+  }
+
+  async start(): Promise<void> {
+    if (!APP_ID_PATTERN.test(this.options.appId)) {
+      // WSClient.start() would log and return without ever connecting.
+      throw new ChannelError("the Feishu long connection needs an app id of the form cli_ + 16 hex characters", "feishu");
+    }
+    this.running = true;
+    this.lastFrameAt = this.now();
+    const interval = Math.max(200, Math.min(5_000, Math.floor((this.options.silenceTimeoutMs ?? DEFAULT_PING_INTERVAL_MS) / 4)));
+    this.watchdog = setInterval(() => this.check(), interval);
+    this.watchdog.unref();
+    const first = this.connect();
+    const timeoutMs = this.options.connectTimeoutMs ?? 20_000;
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), timeoutMs);
+    });
+    try {
+      const outcome = await Promise.race([first, waited]);
+      if (outcome === "timeout") this.log.warn({ timeoutMs }, "feishu long connection not open yet; still trying in the background");
+    } catch (error) {
+      this.running = false;
+      clearInterval(this.watchdog);
+      this.discard();
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+    first.catch(() => undefined);
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    if (this.watchdog) clearInterval(this.watchdog);
+    this.watchdog = undefined;
+    this.discard();
+  }
+
+  private silenceLimitMs(target: WSClient): number {
+    if (this.options.silenceTimeoutMs) return this.options.silenceTimeoutMs;
     const interval = Number(internals(target).wsConfig?.getWS?.("pingInterval"));
     return 3 * (Number.isFinite(interval) && interval > 0 ? interval : DEFAULT_PING_INTERVAL_MS);
   }
 
   /** Listens to the socket the client just opened: any frame is proof of life. */
-  function watchSocket(target: WSClient): void {
-    lastFrameAt = now();
-    connected = true;
+  private watchSocket(target: WSClient): void {
+    this.lastFrameAt = this.now();
+    this.connected = true;
     const socket = internals(target).wsConfig?.getWSInstance?.();
     if (!socket) {
-      log.warn("cannot watch the long connection's frames; the watchdog counts from the last connect");
+      this.log.warn("cannot watch the long connection's frames; the watchdog counts from the last connect");
       return;
     }
     socket.on("message", () => {
-      if (client === target) lastFrameAt = now();
+      if (this.client === target) this.lastFrameAt = this.now();
     });
   }
 
-  function connect(): Promise<void> {
-    const mine = ++generation;
-    const dispatcher = new EventDispatcher({ logger: sdkLogger(logger, scrub), loggerLevel: LoggerLevel.warn }).register({
+  /** Dials a new client; resolves when it is open, rejects when Feishu refused. Callbacks of an older generation are ignored. */
+  private connect(): Promise<void> {
+    const { options, log, scrub } = this;
+    const mine = ++this.generation;
+    const current = () => mine === this.generation;
+    const dispatcher = new EventDispatcher({ logger: sdkLogger(options.logger, scrub), loggerLevel: LoggerLevel.warn }).register({
       [MESSAGE_RECEIVED]: async (data: Record<string, unknown>) => {
         await options.onMessage(data);
       },
@@ -118,99 +169,63 @@ export function createLongConnection(options: LongConnectionOptions): LongConnec
         appId: options.appId,
         appSecret: options.appSecret,
         domain: options.domain,
-        logger: sdkLogger(logger, scrub),
+        logger: sdkLogger(options.logger, scrub),
         loggerLevel: LoggerLevel.info,
         autoReconnect: true,
         onReady: () => {
-          if (mine !== generation) return;
-          watchSocket(target);
+          if (!current()) return;
+          this.watchSocket(target);
           log.info("feishu long connection open");
           resolve();
         },
         onReconnecting: () => {
-          if (mine !== generation) return;
-          connected = false;
-          reconnects += 1;
-          log.warn({ reconnects }, "feishu long connection closed; the SDK is reconnecting");
+          if (!current()) return;
+          this.connected = false;
+          this.reconnectCount += 1;
+          log.warn({ reconnects: this.reconnectCount }, "feishu long connection closed; the SDK is reconnecting");
         },
         onReconnected: () => {
-          if (mine !== generation) return;
-          watchSocket(target);
-          log.info({ reconnects }, "feishu long connection reconnected");
+          if (!current()) return;
+          this.watchSocket(target);
+          log.info({ reconnects: this.reconnectCount }, "feishu long connection reconnected");
         },
         onError: (error) => {
-          if (mine !== generation) return;
-          connected = false;
+          if (!current()) return;
+          this.connected = false;
           const failure = new ChannelError(scrub(`feishu long connection failed: ${errorMessage(error)}`), "feishu");
           log.error({ error: failure.message }, "feishu long connection gave up");
           reject(failure);
         },
       });
-      client = target;
+      this.client = target;
       void target.start({ eventDispatcher: dispatcher }).catch((error: unknown) => reject(new ChannelError(scrub(`feishu long connection failed: ${errorMessage(error)}`), "feishu")));
     });
   }
 
-  function discard(): void {
-    generation += 1;
-    connected = false;
+  private discard(): void {
+    this.generation += 1;
+    this.connected = false;
     try {
-      client?.close({ force: true });
+      this.client?.close({ force: true });
     } catch (error) {
-      log.debug({ error: errorMessage(error) }, "closing the old long connection failed");
+      this.log.debug({ error: errorMessage(error) }, "closing the old long connection failed");
     }
-    client = undefined;
+    this.client = undefined;
   }
 
-  function check(): void {
-    if (!running || !client) return;
-    const silentFor = now() - lastFrameAt;
-    if (silentFor < silenceLimitMs(client)) return;
-    reconnects += 1;
-    log.warn({ silentMs: silentFor, reconnects, wasConnected: connected }, "feishu long connection silent; reconnecting");
-    discard();
-    lastFrameAt = now();
-    connect().catch((error: unknown) => log.error({ error: errorMessage(error) }, "feishu long connection could not reconnect"));
+  /** The watchdog's tick: a connection silent past its limit is thrown away and dialled again. */
+  private check(): void {
+    if (!this.running || !this.client) return;
+    const silentFor = this.now() - this.lastFrameAt;
+    if (silentFor < this.silenceLimitMs(this.client)) return;
+    this.reconnectCount += 1;
+    this.log.warn({ silentMs: silentFor, reconnects: this.reconnectCount, wasConnected: this.connected }, "feishu long connection silent; reconnecting");
+    this.discard();
+    this.lastFrameAt = this.now();
+    this.connect().catch((error: unknown) => this.log.error({ error: errorMessage(error) }, "feishu long connection could not reconnect"));
   }
+}
 
-  return {
-    get reconnects() {
-      return reconnects;
-    },
-    async start() {
-      if (!APP_ID_PATTERN.test(options.appId)) {
-        // WSClient.start() would log and return without ever connecting.
-        throw new ChannelError("the Feishu long connection needs an app id of the form cli_ + 16 hex characters", "feishu");
-      }
-      running = true;
-      lastFrameAt = now();
-      const interval = Math.max(200, Math.min(5_000, Math.floor((options.silenceTimeoutMs ?? DEFAULT_PING_INTERVAL_MS) / 4)));
-      watchdog = setInterval(check, interval);
-      watchdog.unref();
-      const first = connect();
-      const timeoutMs = options.connectTimeoutMs ?? 20_000;
-      let timer: NodeJS.Timeout | undefined;
-      const waited = new Promise<"timeout">((resolve) => {
-        timer = setTimeout(() => resolve("timeout"), timeoutMs);
-      });
-      try {
-        const outcome = await Promise.race([first, waited]);
-        if (outcome === "timeout") log.warn({ timeoutMs }, "feishu long connection not open yet; still trying in the background");
-      } catch (error) {
-        running = false;
-        clearInterval(watchdog);
-        discard();
-        throw error;
-      } finally {
-        clearTimeout(timer);
-      }
-      first.catch(() => undefined);
-    },
-    async stop() {
-      running = false;
-      if (watchdog) clearInterval(watchdog);
-      watchdog = undefined;
-      discard();
-    },
-  };
+function internals(target: WSClient): ClientInternals {
+  return target as unknown as ClientInternals;
 }

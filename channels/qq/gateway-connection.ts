@@ -52,194 +52,209 @@ const SESSION_GONE = new Set([4006, 4007, 4008, 4009]);
 const REFUSED = new Set([4004, 4013, 4014, 4914, 4915]);
 
 export function createGatewayConnection(options: GatewayConnectionOptions): GatewayConnection {
-  const log = options.logger.child({ channel: "qq", mode: "websocket" });
-  let socket: WebSocket | undefined;
-  let session: { id: string; seq: number } | undefined;
-  let lastSeq: number | undefined;
-  let heartbeat: NodeJS.Timeout | undefined;
-  let retry: NodeJS.Timeout | undefined;
-  let stopped = true;
-  let down = false;
-  let failures = 0;
-  let sessions = 0;
-  let resumes = 0;
-  let onOpened: ((error?: Error) => void) | undefined;
-  let acked = true;
+  return new QQGatewayConnection(options);
+}
 
-  const send = (target: WebSocket, payload: unknown) => {
-    if (target.readyState === WebSocket.OPEN) target.send(JSON.stringify(payload));
-  };
+const send = (target: WebSocket, payload: unknown) => {
+  if (target.readyState === WebSocket.OPEN) target.send(JSON.stringify(payload));
+};
 
-  function beat(target: WebSocket, intervalMs: number): void {
-    clearInterval(heartbeat);
-    acked = true;
-    heartbeat = setInterval(() => {
-      if (!acked) {
-        log.warn("qq gateway heartbeat not acknowledged; reconnecting");
+/** One gateway connection: the socket of the moment, the session it resumes, the heartbeat and the reconnect back-off. */
+class QQGatewayConnection implements GatewayConnection {
+  private readonly log: Logger;
+  private socket: WebSocket | undefined;
+  private session: { id: string; seq: number } | undefined;
+  private lastSeq: number | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private retry: NodeJS.Timeout | undefined;
+  private stopped = true;
+  private down = false;
+  private failures = 0;
+  private sessions = 0;
+  private resumeCount = 0;
+  /** Set while start() waits for the first READY (or RESUMED): told it came, or why the socket closed first. */
+  private onOpened: ((error?: Error) => void) | undefined;
+  private acked = true;
+
+  constructor(private readonly options: GatewayConnectionOptions) {
+    this.log = options.logger.child({ channel: "qq", mode: "websocket" });
+  }
+
+  get reconnects(): number {
+    return Math.max(0, this.sessions - 1);
+  }
+
+  get resumes(): number {
+    return this.resumeCount;
+  }
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    const timeoutMs = this.options.connectTimeoutMs ?? 20_000;
+    let timer: NodeJS.Timeout | undefined;
+    const ready = new Promise<void>((resolve, reject) => {
+      this.onOpened = (error) => (error ? reject(error) : resolve());
+      timer = setTimeout(() => reject(new ChannelError(`qq gateway session not ready after ${timeoutMs} ms`, "qq", { kind: "network" })), timeoutMs);
+    });
+    try {
+      await this.open();
+      await ready;
+    } catch (error) {
+      this.onOpened = undefined;
+      this.stopped = true;
+      this.socket?.close();
+      throw error instanceof ChannelError ? error : new ChannelError(this.options.scrub(`qq gateway connect failed: ${errorMessage(error)}`), "qq", { kind: "network" });
+    } finally {
+      clearTimeout(timer);
+    }
+    this.log.info("qq gateway connection open");
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retry);
+    clearInterval(this.heartbeat);
+    this.socket?.close(1000, "stopping");
+    this.socket = undefined;
+  }
+
+  /** Heartbeats every interval; one whose ack never came ends the (half-open) socket. */
+  private beat(target: WebSocket, intervalMs: number): void {
+    clearInterval(this.heartbeat);
+    this.acked = true;
+    this.heartbeat = setInterval(() => {
+      if (!this.acked) {
+        this.log.warn("qq gateway heartbeat not acknowledged; reconnecting");
         target.close(4000, "heartbeat not acknowledged");
         return;
       }
-      acked = false;
-      send(target, { op: OP.heartbeat, d: lastSeq ?? null });
+      this.acked = false;
+      send(target, { op: OP.heartbeat, d: this.lastSeq ?? null });
     }, intervalMs);
-    heartbeat.unref();
+    this.heartbeat.unref();
   }
 
-  async function hello(target: WebSocket, data: unknown): Promise<void> {
+  /** Op 10: starts the heartbeat, then resumes the session there is or identifies a new one. */
+  private async hello(target: WebSocket, data: unknown): Promise<void> {
     const intervalMs = Number((data as { heartbeat_interval?: unknown } | undefined)?.heartbeat_interval);
-    beat(target, Number.isFinite(intervalMs) && intervalMs > 0 ? intervalMs : 41_250);
-    const token = `QQBot ${await options.api.accessToken()}`;
-    if (session) {
-      resumes += 1;
-      send(target, { op: OP.resume, d: { token, session_id: session.id, seq: lastSeq ?? session.seq } });
+    this.beat(target, Number.isFinite(intervalMs) && intervalMs > 0 ? intervalMs : 41_250);
+    const token = `QQBot ${await this.options.api.accessToken()}`;
+    if (this.session) {
+      this.resumeCount += 1;
+      send(target, { op: OP.resume, d: { token, session_id: this.session.id, seq: this.lastSeq ?? this.session.seq } });
     } else {
-      send(target, { op: OP.identify, d: { token, intents: options.intents, shard: [0, 1], properties: { $os: process.platform, $browser: "countbot", $device: "countbot" } } });
+      send(target, { op: OP.identify, d: { token, intents: this.options.intents, shard: [0, 1], properties: { $os: process.platform, $browser: "countbot", $device: "countbot" } } });
     }
   }
 
-  function opened(): void {
-    failures = 0;
-    sessions += 1;
-    if (down) options.onConnection?.({ connected: true });
-    down = false;
-    onOpened?.();
-    onOpened = undefined;
+  private opened(): void {
+    this.failures = 0;
+    this.sessions += 1;
+    if (this.down) this.options.onConnection?.({ connected: true });
+    this.down = false;
+    this.onOpened?.();
+    this.onOpened = undefined;
   }
 
-  function onPayload(target: WebSocket, payload: Payload): void {
-    if (typeof payload.s === "number") lastSeq = payload.s;
+  private onPayload(target: WebSocket, payload: Payload): void {
+    if (typeof payload.s === "number") this.lastSeq = payload.s;
     switch (payload.op) {
       case OP.hello:
-        void hello(target, payload.d).catch((error: unknown) => {
-          log.warn({ error: errorMessage(error) }, "qq gateway could not identify");
+        void this.hello(target, payload.d).catch((error: unknown) => {
+          this.log.warn({ error: errorMessage(error) }, "qq gateway could not identify");
           target.close(4000, "no token");
         });
         return;
       case OP.heartbeatAck:
-        acked = true;
+        this.acked = true;
         return;
       case OP.heartbeat:
-        send(target, { op: OP.heartbeat, d: lastSeq ?? null });
+        send(target, { op: OP.heartbeat, d: this.lastSeq ?? null });
         return;
       case OP.reconnect:
-        log.info("qq asked the gateway connection to reconnect");
+        this.log.info("qq asked the gateway connection to reconnect");
         target.close(4000, "reconnect asked");
         return;
       case OP.invalidSession:
-        log.info("qq gateway session invalid; identifying anew");
-        session = undefined;
-        lastSeq = undefined;
+        this.log.info("qq gateway session invalid; identifying anew");
+        this.session = undefined;
+        this.lastSeq = undefined;
         target.close(4000, "invalid session");
         return;
       case OP.dispatch:
-        return dispatch(payload);
+        return this.dispatch(payload);
     }
   }
 
-  function dispatch(payload: Payload): void {
+  private dispatch(payload: Payload): void {
     if (payload.t === "READY") {
       const ready = payload.d as { session_id?: unknown; user?: { id?: unknown; username?: unknown } } | undefined;
-      if (typeof ready?.session_id === "string") session = { id: ready.session_id, seq: lastSeq ?? 0 };
+      if (typeof ready?.session_id === "string") this.session = { id: ready.session_id, seq: this.lastSeq ?? 0 };
       const id = ready?.user?.id;
-      if (typeof id === "string") options.onReady({ id, ...(typeof ready?.user?.username === "string" ? { username: ready.user.username } : {}) });
-      log.info({ sessions: sessions + 1 }, "qq gateway session ready");
-      return opened();
+      if (typeof id === "string") this.options.onReady({ id, ...(typeof ready?.user?.username === "string" ? { username: ready.user.username } : {}) });
+      this.log.info({ sessions: this.sessions + 1 }, "qq gateway session ready");
+      return this.opened();
     }
     if (payload.t === "RESUMED") {
-      log.info({ seq: lastSeq }, "qq gateway session resumed");
-      return opened();
+      this.log.info({ seq: this.lastSeq }, "qq gateway session resumed");
+      return this.opened();
     }
-    options.onDispatch(payload);
+    this.options.onDispatch(payload);
   }
 
-  function closed(target: WebSocket, code: number, reason: string): void {
-    if (socket !== target) return;
-    socket = undefined;
-    clearInterval(heartbeat);
-    if (SESSION_GONE.has(code)) [session, lastSeq] = [undefined, undefined];
-    const why = `the gateway socket closed (${code}${reason ? ` ${options.scrub(reason)}` : ""})`;
-    if (onOpened) {
-      onOpened(new ChannelError(`qq gateway refused the session: ${why}`, "qq", { kind: REFUSED.has(code) ? "auth" : "network" }));
-      onOpened = undefined;
+  private closed(target: WebSocket, code: number, reason: string): void {
+    if (this.socket !== target) return;
+    this.socket = undefined;
+    clearInterval(this.heartbeat);
+    if (SESSION_GONE.has(code)) [this.session, this.lastSeq] = [undefined, undefined];
+    const why = `the gateway socket closed (${code}${reason ? ` ${this.options.scrub(reason)}` : ""})`;
+    if (this.onOpened) {
+      this.onOpened(new ChannelError(`qq gateway refused the session: ${why}`, "qq", { kind: REFUSED.has(code) ? "auth" : "network" }));
+      this.onOpened = undefined;
       return;
     }
-    if (stopped) return;
-    if (!down) options.onConnection?.({ connected: false, reason: why });
-    down = true;
-    failures += 1;
-    log.warn({ code, failures }, "qq gateway socket closed; reconnecting");
-    schedule();
+    if (this.stopped) return;
+    if (!this.down) this.options.onConnection?.({ connected: false, reason: why });
+    this.down = true;
+    this.failures += 1;
+    this.log.warn({ code, failures: this.failures }, "qq gateway socket closed; reconnecting");
+    this.schedule();
   }
 
-  function schedule(): void {
-    if (stopped || retry) return;
-    const delayMs = failures <= 1 ? 0 : backoffDelay(failures - 1, 1_000, 60_000);
-    retry = setTimeout(() => {
-      retry = undefined;
-      void open().catch((error: unknown) => {
-        failures += 1;
-        log.warn({ error: options.scrub(errorMessage(error)), failures }, "qq gateway connection failed; trying again");
-        schedule();
+  /** One reconnect attempt at a time, backing off; never after stop(). */
+  private schedule(): void {
+    if (this.stopped || this.retry) return;
+    const delayMs = this.failures <= 1 ? 0 : backoffDelay(this.failures - 1, 1_000, 60_000);
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      void this.open().catch((error: unknown) => {
+        this.failures += 1;
+        this.log.warn({ error: this.options.scrub(errorMessage(error)), failures: this.failures }, "qq gateway connection failed; trying again");
+        this.schedule();
       });
     }, delayMs);
-    retry.unref();
+    this.retry.unref();
   }
 
-  async function open(): Promise<void> {
-    if (stopped) return;
-    const { url } = await options.api.call<{ url?: unknown }>("gateway", "GET", "/gateway");
+  /** Asks QQ for the socket's URL and dials it. */
+  private async open(): Promise<void> {
+    if (this.stopped) return;
+    const { url } = await this.options.api.call<{ url?: unknown }>("gateway", "GET", "/gateway");
     if (typeof url !== "string" || url === "") throw new ChannelError("qq /gateway answered without a url", "qq");
-    if (stopped) return;
+    if (this.stopped) return;
     const target = new WebSocket(url);
-    socket = target;
+    this.socket = target;
     target.addEventListener("message", (message) => {
       let payload: Payload;
       try {
         payload = PayloadSchema.parse(JSON.parse(String(message.data)));
       } catch {
-        log.warn("qq gateway frame not understood; skipped");
+        this.log.warn("qq gateway frame not understood; skipped");
         return;
       }
-      onPayload(target, payload);
+      this.onPayload(target, payload);
     });
-    target.addEventListener("close", (event) => closed(target, event.code, event.reason));
+    target.addEventListener("close", (event) => this.closed(target, event.code, event.reason));
     target.addEventListener("error", () => undefined);
   }
-
-  return {
-    get reconnects() {
-      return Math.max(0, sessions - 1);
-    },
-    get resumes() {
-      return resumes;
-    },
-    async start() {
-      stopped = false;
-      const timeoutMs = options.connectTimeoutMs ?? 20_000;
-      let timer: NodeJS.Timeout | undefined;
-      const ready = new Promise<void>((resolve, reject) => {
-        onOpened = (error) => (error ? reject(error) : resolve());
-        timer = setTimeout(() => reject(new ChannelError(`qq gateway session not ready after ${timeoutMs} ms`, "qq", { kind: "network" })), timeoutMs);
-      });
-      try {
-        await open();
-        await ready;
-      } catch (error) {
-        onOpened = undefined;
-        stopped = true;
-        socket?.close();
-        throw error instanceof ChannelError ? error : new ChannelError(options.scrub(`qq gateway connect failed: ${errorMessage(error)}`), "qq", { kind: "network" });
-      } finally {
-        clearTimeout(timer);
-      }
-      log.info("qq gateway connection open");
-    },
-    async stop() {
-      stopped = true;
-      clearTimeout(retry);
-      clearInterval(heartbeat);
-      socket?.close(1000, "stopping");
-      socket = undefined;
-    },
-  };
 }

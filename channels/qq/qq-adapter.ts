@@ -19,10 +19,10 @@ import { ChannelError } from "../../src/errors.js";
 import type { ChannelAdapter, ChannelCapabilities, EventSink } from "../../src/gateway/kit/index.js";
 import { isMessageEvent } from "./events.js";
 import { type GatewayConnection, createGatewayConnection } from "./gateway-connection.js";
-import { createInboundQueue } from "./inbound-queue.js";
+import { type InboundQueue, createInboundQueue } from "./inbound-queue.js";
 import { type IntentName, intentsOf } from "./intents.js";
 import { createMessageSender } from "./message-sender.js";
-import { createQQApi } from "./open-api.js";
+import { type QQApi, createQQApi } from "./open-api.js";
 import { createQQScrubber } from "./qq-errors.js";
 import { MAX_MESSAGE_LENGTH, MIN_SEND_INTERVAL_MS } from "./quotas.js";
 import { createRenderer } from "./render-markdown.js";
@@ -54,6 +54,51 @@ export interface QQAdapter extends ChannelAdapter {
   readonly resumes: number;
 }
 
+const qqCapabilities: ChannelCapabilities = { maxMessageLength: MAX_MESSAGE_LENGTH, streaming: "none", draftIntervalMs: 1_000, minSendIntervalMs: MIN_SEND_INTERVAL_MS };
+
+/** The webhook endpoint in webhook mode; in websocket mode a 404 that says why. */
+function createWebhook(options: QQAdapterOptions, accepting: () => boolean, inbound: InboundQueue, now: () => number): CallbackHandler {
+  if (options.mode !== "webhook") return async () => ({ status: 404, body: { error: "the QQ channel runs the WebSocket gateway, not the webhook" } });
+  return createCallbackHandler({ appSecret: options.appSecret, accepting, handle: inbound.receive, logger: options.logger, now, toleranceSeconds: options.webhookToleranceSeconds ?? 3_600 });
+}
+
+/** QQ bots cannot edit what they sent: an edit is refused as `forbidden`. */
+async function refuseEdit(chatId: string, platformMessageId: string): Promise<never> {
+  throw new ChannelError(`qq cannot edit message ${platformMessageId} in ${chatId}: QQ bots cannot edit what they sent`, "qq", { kind: "forbidden" });
+}
+
+/** The bot's own user, as `/users/@me` names it (undefined when the answer has no id). */
+async function botUser(api: QQApi): Promise<{ id: string; username?: string } | undefined> {
+  const me = await api.call<{ id?: unknown; username?: unknown }>("users/@me", "GET", "/users/@me");
+  if (typeof me.id !== "string") return undefined;
+  return { id: me.id, ...(typeof me.username === "string" ? { username: me.username } : {}) };
+}
+
+/** The WebSocket gateway (websocket mode): its message dispatches go to the inbound queue, its ups and downs to the listeners. */
+function createQQGateway(
+  options: QQAdapterOptions,
+  parts: {
+    api: QQApi;
+    inbound: InboundQueue;
+    scrub: (text: string) => string;
+    onReady: (user: { id: string; username?: string }) => void;
+    listeners: Set<(change: { connected: boolean; reason?: string }) => void>;
+  },
+): GatewayConnection {
+  const { inbound, listeners } = parts;
+  return createGatewayConnection({
+    api: parts.api,
+    intents: intentsOf(options.intents),
+    onDispatch: (payload) => {
+      if (isMessageEvent(payload.t)) void inbound.receive(payload.t, payload.id, payload.d).catch(() => undefined);
+    },
+    onReady: parts.onReady,
+    onConnection: (change) => listeners.forEach((listener) => listener(change)),
+    scrub: parts.scrub,
+    logger: options.logger,
+  });
+}
+
 export function createQQAdapter(options: QQAdapterOptions): QQAdapter {
   const { appId, appSecret, logger } = options;
   if (!appId || !appSecret) throw new ChannelError("the QQ channel needs an AppID and an AppSecret", "qq");
@@ -63,7 +108,6 @@ export function createQQAdapter(options: QQAdapterOptions): QQAdapter {
   const window = new ReplyWindow(now);
   const sender = createMessageSender({ api, window, markdown: options.markdown, activeMessages: options.activeMessages });
   const renderer = createRenderer(options.markdown);
-  const capabilities: ChannelCapabilities = { maxMessageLength: MAX_MESSAGE_LENGTH, streaming: "none", draftIntervalMs: 1_000, minSendIntervalMs: MIN_SEND_INTERVAL_MS };
   let bot: { id: string; username?: string } | undefined;
   let running = false;
   let connection: GatewayConnection | undefined;
@@ -76,39 +120,12 @@ export function createQQAdapter(options: QQAdapterOptions): QQAdapter {
     ...(options.retryBaseMs === undefined ? {} : { retryBaseMs: options.retryBaseMs }),
   });
 
-  const webhook: CallbackHandler =
-    options.mode === "webhook"
-      ? createCallbackHandler({ appSecret, accepting: () => running, handle: inbound.receive, logger, now, toleranceSeconds: options.webhookToleranceSeconds ?? 3_600 })
-      : async () => ({ status: 404, body: { error: "the QQ channel runs the WebSocket gateway, not the webhook" } });
-
-  async function whoAmI(): Promise<void> {
-    const me = await api.call<{ id?: unknown; username?: unknown }>("users/@me", "GET", "/users/@me");
-    if (typeof me.id === "string") bot = { id: me.id, ...(typeof me.username === "string" ? { username: me.username } : {}) };
-  }
-
-  async function startGateway(): Promise<void> {
-    connection = createGatewayConnection({
-      api,
-      intents: intentsOf(options.intents),
-      onDispatch: (payload) => {
-        if (isMessageEvent(payload.t)) void inbound.receive(payload.t, payload.id, payload.d).catch(() => undefined);
-      },
-      onReady: (user) => (bot = user),
-      onConnection: (change) => listeners.forEach((listener) => listener(change)),
-      scrub: scrubber.scrub,
-      logger,
-    });
-    try {
-      await connection.start();
-    } catch (error) {
-      connection = undefined;
-      throw error;
-    }
-  }
+  const webhook = createWebhook(options, () => running, inbound, now);
+  const whoAmI = async () => void (bot = (await botUser(api)) ?? bot);
 
   return {
     name: "qq",
-    capabilities,
+    capabilities: qqCapabilities,
     webhook,
     get reconnects() {
       return connection?.reconnects ?? 0;
@@ -137,10 +154,15 @@ export function createQQAdapter(options: QQAdapterOptions): QQAdapter {
       inbound.open(eventSink);
       running = true;
       try {
-        if (options.mode === "websocket") await startGateway();
-        else await whoAmI().catch((error: unknown) => logger.warn({ channel: "qq", error: String(error) }, "qq bot user unknown; guild @-mentions in MESSAGE_CREATE are not seen"));
+        if (options.mode === "websocket") {
+          connection = createQQGateway(options, { api, inbound, scrub: scrubber.scrub, onReady: (user) => (bot = user), listeners });
+          await connection.start();
+        } else {
+          await whoAmI().catch((error: unknown) => logger.warn({ channel: "qq", error: String(error) }, "qq bot user unknown; guild @-mentions in MESSAGE_CREATE are not seen"));
+        }
       } catch (error) {
         running = false;
+        connection = undefined;
         throw error;
       }
       logger.info({ channel: "qq", mode: options.mode, appId }, "qq channel started");
@@ -155,13 +177,8 @@ export function createQQAdapter(options: QQAdapterOptions): QQAdapter {
       logger.info({ channel: "qq" }, "qq channel stopped");
     },
 
-    async send(chatId, text, sendOptions) {
-      return { platformMessageId: await sender.post(chatId, text, sendOptions) };
-    },
-
-    async edit(chatId, platformMessageId) {
-      throw new ChannelError(`qq cannot edit message ${platformMessageId} in ${chatId}: QQ bots cannot edit what they sent`, "qq", { kind: "forbidden" });
-    },
+    send: async (chatId, text, sendOptions) => ({ platformMessageId: await sender.post(chatId, text, sendOptions) }),
+    edit: refuseEdit,
 
     async typing() {
       // QQ shows bots no typing indicator.

@@ -10,7 +10,7 @@
  * replied to too often; the last are recognized by their text as well, QQ's codes for them vary.
  */
 import { ChannelError, type ChannelErrorKind } from "../../src/errors.js";
-import { type Scrub, createScrubber, scrubError } from "../../src/gateway/kit/index.js";
+import { type IssuedSecretScrubber, type Scrub, createIssuedSecretScrubber, transportFailure } from "../../src/gateway/kit/index.js";
 import { DEFAULT_RETRY_AFTER_MS } from "./quotas.js";
 
 const CHANNEL = "qq";
@@ -62,30 +62,10 @@ function kindOf(failure: QQApiFailure): ChannelErrorKind {
 }
 
 /** The scrubber of one bot: its secret, and each access token as it is issued. */
-export interface QQScrubber {
-  scrub: Scrub;
-  /** Adds a short-lived secret made from the app's (an access token). The last few are kept. */
-  add(secret: string): void;
-}
+export type QQScrubber = IssuedSecretScrubber;
 
 export function createQQScrubber(secrets: ReadonlyArray<string | undefined>): QQScrubber {
-  const fixed = createScrubber(secrets, { patterns: [/QQBot\s+[A-Za-z0-9._~+/=-]{8,}/] });
-  const issued: string[] = [];
-  let dynamic: Scrub = (text) => text;
-  return {
-    scrub: (text) => dynamic(fixed(text)),
-    add(secret) {
-      if (issued.includes(secret)) return;
-      issued.push(secret);
-      if (issued.length > 4) issued.shift();
-      dynamic = createScrubber(issued);
-    },
-  };
-}
-
-function isNetworkFailure(error: Error): boolean {
-  const code = String((error as { code?: unknown }).code ?? (error.cause as { code?: unknown } | undefined)?.code ?? "");
-  return error.name === "AbortError" || error.name === "TimeoutError" || /fetch failed|socket|other side closed|network/i.test(error.message) || /^(E[A-Z]+|UND_ERR_\w+)$/.test(code);
+  return createIssuedSecretScrubber(secrets, [/QQBot\s+[A-Za-z0-9._~+/=-]{8,}/]);
 }
 
 /** Maps whatever `operation` threw (a failure answer, fetch, our own checks) onto a ChannelError without a secret in it. */
@@ -101,7 +81,5 @@ export function toChannelError(error: unknown, operation: string, scrub: Scrub):
       ...(kind === "rate-limit" ? { retryAfterMs: error.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS } : {}),
     });
   }
-  const failure = error instanceof Error ? error : new Error(String(error));
-  scrubError(failure, scrub);
-  return new ChannelError(scrub(`qq ${operation} failed: ${failure.message}`), CHANNEL, { kind: isNetworkFailure(failure) ? "network" : "other", cause: failure });
+  return transportFailure(error, CHANNEL, operation, scrub);
 }

@@ -49,103 +49,142 @@ function updateIdOf(update: unknown): number | undefined {
 }
 
 export function startPolling(options: PollingOptions): Polling {
-  const { logger, maxAttempts = 5, backoffBaseMs = 500 } = options;
-  const delayAfter = (error: unknown, failures: number): number => {
-    if (error instanceof ChannelError && error.retryAfterMs !== undefined) return error.retryAfterMs;
-    return backoffDelay(failures + 1, backoffBaseMs, maxBackoffMs);
+  const poller = new Poller(options);
+  const done = poller.loop().catch((error: unknown) => options.logger.error({ channel: "telegram", error: errorMessage(error) }, "telegram polling crashed"));
+  return {
+    async stop() {
+      poller.abort();
+      await done;
+    },
   };
-  const controller = new AbortController();
-  const { signal } = controller;
-  let offset: number | undefined;
-  /** The offset the server last heard: updates below it are confirmed. */
-  let confirmed: number | undefined;
-  let failures = 0;
-  const attempts = new Map<number, number>();
-  /** Tries of the update waiting for the bus, for the pause only. */
-  let busWaits = 0;
+}
 
-  const pause = (milliseconds: number) => sleep(milliseconds, signal).catch(() => undefined);
+/** One polling loop: the offset it has reached, the one the server last heard, and the failures so far. */
+class Poller {
+  private readonly logger: Logger;
+  private readonly maxAttempts: number;
+  private readonly backoffBaseMs: number;
+  private readonly controller = new AbortController();
+  private offset: number | undefined;
+  /** The offset the server last heard: updates below it are confirmed. */
+  private confirmed: number | undefined;
+  private failures = 0;
+  private readonly attempts = new Map<number, number>();
+  /** Tries of the update waiting for the bus, for the pause only. */
+  private busWaits = 0;
+
+  constructor(private readonly options: PollingOptions) {
+    this.logger = options.logger;
+    this.maxAttempts = options.maxAttempts ?? 5;
+    this.backoffBaseMs = options.backoffBaseMs ?? 500;
+  }
+
+  private get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  abort(): void {
+    this.controller.abort();
+  }
+
+  /** Polls until aborted, then confirms what was handled. */
+  async loop(): Promise<void> {
+    while (!this.signal.aborted) {
+      const updates = await this.poll();
+      if (updates) await this.handleBatch(updates);
+    }
+    await this.confirm();
+  }
+
+  /** One getUpdates; undefined when it failed (logged once per outage, then paused). */
+  private async poll(): Promise<unknown[] | undefined> {
+    const { logger, options } = this;
+    try {
+      const sent = this.offset;
+      const updates = await options.getUpdates({ offset: this.offset, timeout: options.timeoutSeconds }, this.signal);
+      this.confirmed = sent;
+      if (this.failures > 0) {
+        logger.info({ channel: "telegram", failures: this.failures }, "telegram getUpdates works again");
+        options.onConnectionChange?.(true);
+      }
+      this.failures = 0;
+      return updates;
+    } catch (error) {
+      if (this.signal.aborted) return undefined;
+      const conflict = error instanceof ChannelError && /\b409\b/.test(error.message);
+      const fields = { channel: "telegram", error: errorMessage(error), failures: this.failures + 1 };
+      // One line when an outage starts, not one per retry. 409: a webhook is set or another
+      // process polls the same bot; both need an operator.
+      if (this.failures > 0) logger.debug(fields, "telegram getUpdates still failing; retrying");
+      else if (conflict) logger.error(fields, "telegram getUpdates conflict: is another gateway polling this bot, or a webhook set?");
+      else logger.warn(fields, "telegram getUpdates failed; retrying");
+      if (this.failures === 0) options.onConnectionChange?.(false, `telegram getUpdates fails: ${errorMessage(error)}`);
+      await this.pause(this.delayAfter(error, this.failures++));
+      return undefined;
+    }
+  }
 
   /** Handles a batch in order; false when it stopped early (abort, or an update to try again). */
-  async function handleBatch(updates: unknown[]): Promise<boolean> {
+  private async handleBatch(updates: unknown[]): Promise<boolean> {
     for (const update of updates) {
-      if (signal.aborted) return false;
+      if (this.signal.aborted) return false;
       const updateId = updateIdOf(update);
       if (updateId === undefined) continue;
       try {
-        await options.handle(update, signal);
+        await this.options.handle(update, this.signal);
       } catch (error) {
-        if (signal.aborted) return false;
-        if (error instanceof BusError && error.code === "unavailable") {
-          busWaits += 1;
-          logger.warn({ channel: "telegram", updateId, tries: busWaits, error: errorMessage(error) }, "the bus cannot take the telegram update now; will retry");
-          await pause(delayAfter(error, busWaits - 1));
-          return false;
-        }
-        const attempt = (attempts.get(updateId) ?? 0) + 1;
-        attempts.set(updateId, attempt);
-        if (attempt < maxAttempts) {
-          logger.warn({ channel: "telegram", updateId, attempt, error: errorMessage(error) }, "telegram update failed; will retry");
-          await pause(delayAfter(error, attempt - 1));
-          return false;
-        }
-        logger.error({ channel: "telegram", updateId, attempt, error: errorMessage(error) }, "telegram update failed too often; skipped");
+        if (this.signal.aborted || (await this.retryLater(updateId, error))) return false;
       }
-      attempts.delete(updateId);
-      busWaits = 0;
-      offset = updateId + 1;
+      this.attempts.delete(updateId);
+      this.busWaits = 0;
+      this.offset = updateId + 1;
     }
     return true;
   }
 
-  async function confirm(): Promise<void> {
-    if (offset === undefined || offset === confirmed) return;
+  /**
+   * After a failed update: true (after a pause) when it is to be tried again, false when it failed
+   * too often and is skipped. A bus that cannot take it now is waited out without counting.
+   */
+  private async retryLater(updateId: number, error: unknown): Promise<boolean> {
+    const { logger } = this;
+    if (error instanceof BusError && error.code === "unavailable") {
+      this.busWaits += 1;
+      logger.warn({ channel: "telegram", updateId, tries: this.busWaits, error: errorMessage(error) }, "the bus cannot take the telegram update now; will retry");
+      await this.pause(this.delayAfter(error, this.busWaits - 1));
+      return true;
+    }
+    const attempt = (this.attempts.get(updateId) ?? 0) + 1;
+    this.attempts.set(updateId, attempt);
+    if (attempt < this.maxAttempts) {
+      logger.warn({ channel: "telegram", updateId, attempt, error: errorMessage(error) }, "telegram update failed; will retry");
+      await this.pause(this.delayAfter(error, attempt - 1));
+      return true;
+    }
+    logger.error({ channel: "telegram", updateId, attempt, error: errorMessage(error) }, "telegram update failed too often; skipped");
+    return false;
+  }
+
+  /** Tells the server the handled updates are done, so a restart does not get them again. */
+  private async confirm(): Promise<void> {
+    if (this.offset === undefined || this.offset === this.confirmed) return;
     const timeout = new AbortController();
     const timer = setTimeout(() => timeout.abort(), confirmTimeoutMs);
     try {
-      await options.getUpdates({ offset, timeout: 0, limit: 1 }, timeout.signal);
+      await this.options.getUpdates({ offset: this.offset, timeout: 0, limit: 1 }, timeout.signal);
     } catch (error) {
-      logger.debug({ channel: "telegram", error: errorMessage(error) }, "telegram could not confirm the last updates; they will be delivered again");
+      this.logger.debug({ channel: "telegram", error: errorMessage(error) }, "telegram could not confirm the last updates; they will be delivered again");
     } finally {
       clearTimeout(timer);
     }
   }
 
-  async function loop(): Promise<void> {
-    while (!signal.aborted) {
-      let updates: unknown[];
-      try {
-        const sent = offset;
-        updates = await options.getUpdates({ offset, timeout: options.timeoutSeconds }, signal);
-        confirmed = sent;
-        if (failures > 0) {
-          logger.info({ channel: "telegram", failures }, "telegram getUpdates works again");
-          options.onConnectionChange?.(true);
-        }
-        failures = 0;
-      } catch (error) {
-        if (signal.aborted) break;
-        const conflict = error instanceof ChannelError && /\b409\b/.test(error.message);
-        const fields = { channel: "telegram", error: errorMessage(error), failures: failures + 1 };
-        // One line when an outage starts, not one per retry. 409: a webhook is set or another
-        // process polls the same bot; both need an operator.
-        if (failures > 0) logger.debug(fields, "telegram getUpdates still failing; retrying");
-        else if (conflict) logger.error(fields, "telegram getUpdates conflict: is another gateway polling this bot, or a webhook set?");
-        else logger.warn(fields, "telegram getUpdates failed; retrying");
-        if (failures === 0) options.onConnectionChange?.(false, `telegram getUpdates fails: ${errorMessage(error)}`);
-        await pause(delayAfter(error, failures++));
-        continue;
-      }
-      await handleBatch(updates);
-    }
-    await confirm();
+  private delayAfter(error: unknown, failures: number): number {
+    if (error instanceof ChannelError && error.retryAfterMs !== undefined) return error.retryAfterMs;
+    return backoffDelay(failures + 1, this.backoffBaseMs, maxBackoffMs);
   }
 
-  const done = loop().catch((error: unknown) => logger.error({ channel: "telegram", error: errorMessage(error) }, "telegram polling crashed"));
-  return {
-    async stop() {
-      controller.abort();
-      await done;
-    },
-  };
+  private pause(milliseconds: number): Promise<void> {
+    return sleep(milliseconds, this.signal).catch(() => undefined);
+  }
 }

@@ -23,7 +23,7 @@ import { ChannelError } from "../../src/errors.js";
 import { createFileDownloader } from "./file-download.js";
 import { type BotIdentity, toPlatformEvent } from "./inbound-event.js";
 import { type Polling, startPolling } from "./polling.js";
-import { isNotModified, toChannelError } from "./telegram-errors.js";
+import { TelegramBotApi } from "./bot-api.js";
 import { renderTelegramHtml, telegramRenderedLength } from "./render-html.js";
 import { TelegramFileSchema, type TelegramUpdate, TelegramUpdateSchema } from "./update-schema.js";
 import { type WebhookHandler, createWebhookHandler } from "./webhook-handler.js";
@@ -81,15 +81,62 @@ export interface TelegramAdapter extends ChannelAdapter {
 
 const defaultApiRoot = "https://api.telegram.org";
 
-/** Telegram chat ids are numbers; keep `@channelname` ids as they are. */
-function chatIdOf(chatId: string): number | string {
-  return /^-?\d+$/.test(chatId) ? Number(chatId) : chatId;
+/** What the inbound side of a running adapter reads: who the bot is, where events go, and whether it runs. */
+interface InboundState {
+  identity: BotIdentity | undefined;
+  sink: EventSink | undefined;
+  running: boolean;
+  /** Aborts downloads of a stopping adapter. */
+  lifetime: AbortController;
+  /** Webhook mode: a lane per chat, so a chat's events stay in order. */
+  chats: KeyedLanes;
 }
 
-function messageIdOf(platformMessageId: string): number {
-  const id = Number(platformMessageId);
-  if (!Number.isSafeInteger(id)) throw new ChannelError(`not a Telegram message id: ${platformMessageId}`, "telegram", { kind: "not-found" });
-  return id;
+type UpdateHandler = (update: TelegramUpdate, signal: AbortSignal) => Promise<void>;
+
+/** Turns an update's message into a PlatformEvent (downloading its file) and hands it to the sink. */
+function createUpdateHandler(state: InboundState, download: ReturnType<typeof createFileDownloader>["download"], now: () => number): UpdateHandler {
+  return async (update, signal) => {
+    const message = update.message;
+    if (!message || !state.identity || !state.sink) return;
+    const event: PlatformEvent = await toPlatformEvent(update.update_id, message, { bot: state.identity, download, now }, signal);
+    if (signal.aborted) throw signal.reason ?? new Error("aborted");
+    await state.sink(event);
+  };
+}
+
+/** The webhook endpoint when a secret is configured (it answers 503 unless running in webhook mode); otherwise a 404. */
+function createWebhook(options: TelegramAdapterOptions, state: InboundState, handleUpdate: UpdateHandler): WebhookHandler {
+  if (!options.webhook?.secret) return async () => ({ status: 404, error: "the Telegram channel has no webhook" });
+  return createWebhookHandler({
+    secret: options.webhook.secret,
+    accepting: () => state.running && options.mode === "webhook",
+    handle: (update) => {
+      const signal = state.lifetime.signal;
+      return state.chats.run(String(update.message?.chat.id ?? ""), () => handleUpdate(update, signal));
+    },
+    logger: options.logger,
+  });
+}
+
+/** Polling mode: removes any webhook (getUpdates answers 409 while one is set; pending updates stay queued), then long-polls. */
+async function startPollingMode(options: TelegramAdapterOptions, api: TelegramBotApi, handleUpdate: UpdateHandler, onConnectionChange: (connected: boolean, reason?: string) => void): Promise<Polling> {
+  const { logger } = options;
+  await api.guard("deleteWebhook", () => api.telegram.deleteWebhook({ drop_pending_updates: false }));
+  return startPolling({
+    getUpdates: (params, signal) => api.callRaw<unknown[]>("getUpdates", { ...params, allowed_updates: ["message"] }, signal),
+    handle: async (raw, signal) => {
+      const parsed = TelegramUpdateSchema.safeParse(raw);
+      if (!parsed.success) {
+        logger.warn({ channel: "telegram", updateId: (raw as { update_id?: unknown }).update_id, error: parsed.error.issues[0]?.message }, "telegram update not understood; skipped");
+        return;
+      }
+      await handleUpdate(parsed.data, signal);
+    },
+    timeoutSeconds: options.pollTimeoutSeconds ?? 30,
+    logger,
+    onConnectionChange,
+  });
 }
 
 export function createTelegramAdapter(options: TelegramAdapterOptions): TelegramAdapter {
@@ -100,27 +147,10 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
   }
   // A root without its trailing slash would lose its last path segment when telegraf resolves `./bot<token>/...` on it.
   const apiRoot = (options.apiRoot ?? defaultApiRoot).replace(/\/*$/, "/");
-  const telegram = new Telegraf(token, { telegram: { apiRoot } }).telegram;
   const scrub = createScrubber([token], { replacement: "[token]" });
-  const now = options.now ?? Date.now;
-
-  /** Runs one API call; anything it throws comes out as a ChannelError without the token. */
-  async function guard<T>(method: string, call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (error) {
-      throw toChannelError(error, method, scrub);
-    }
-  }
-
-  /** For methods telegraf 4.16 does not know, and for getUpdates with an abort signal. */
-  function callRaw<T>(method: string, payload: Record<string, unknown>, signal?: AbortSignal): Promise<T> {
-    const callApi = telegram.callApi.bind(telegram) as unknown as (method: string, payload: object, extra: { signal?: AbortSignal }) => Promise<T>;
-    return guard(method, () => callApi(method, payload, signal ? { signal } : {}));
-  }
-
+  const api = new TelegramBotApi(new Telegraf(token, { telegram: { apiRoot } }).telegram, scrub, logger);
   const downloader = createFileDownloader({
-    getFile: async (fileId, signal) => TelegramFileSchema.parse(await callRaw("getFile", { file_id: fileId }, signal)),
+    getFile: async (fileId, signal) => TelegramFileSchema.parse(await api.callRaw("getFile", { file_id: fileId }, signal)),
     fileUrl: (filePath) => new URL(`./file/bot${token}/${filePath}`, apiRoot).toString(),
     fetch: options.fetch ?? globalThis.fetch,
     downloadDir: options.downloadDir,
@@ -128,62 +158,14 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
     logger,
     scrub,
   });
-
-  let identity: BotIdentity | undefined;
-  let sink: EventSink | undefined;
-  let running = false;
+  const state: InboundState = { identity: undefined, sink: undefined, running: false, lifetime: new AbortController(), chats: new KeyedLanes() };
+  const handleUpdate = createUpdateHandler(state, downloader.download, options.now ?? Date.now);
+  const handleWebhook = createWebhook(options, state, handleUpdate);
   let polling: Polling | undefined;
-  /** Aborts downloads of a stopping adapter. */
-  let lifetime = new AbortController();
-  /** Webhook mode: a lane per chat, so a chat's events stay in order. */
-  const chats = new KeyedLanes();
   const connectionListeners = new Set<(change: { connected: boolean; reason?: string }) => void>();
-
-  async function handleUpdate(update: TelegramUpdate, signal: AbortSignal): Promise<void> {
-    const message = update.message;
-    if (!message || !identity || !sink) return;
-    const event: PlatformEvent = await toPlatformEvent(update.update_id, message, { bot: identity, download: downloader.download, now }, signal);
-    if (signal.aborted) throw signal.reason ?? new Error("aborted");
-    await sink(event);
-  }
-
-  const handleWebhook: WebhookHandler = options.webhook?.secret
-    ? createWebhookHandler({
-        secret: options.webhook.secret,
-        accepting: () => running && options.mode === "webhook",
-        handle: (update) => {
-          const signal = lifetime.signal;
-          return chats.run(String(update.message?.chat.id ?? ""), () => handleUpdate(update, signal));
-        },
-        logger,
-      })
-    : async () => ({ status: 404, error: "the Telegram channel has no webhook" });
-
-  async function startPollingMode(): Promise<void> {
-    // getUpdates answers 409 while a webhook is set; pending updates stay queued.
-    await guard("deleteWebhook", () => telegram.deleteWebhook({ drop_pending_updates: false }));
-    polling = startPolling({
-      getUpdates: (params, signal) => callRaw<unknown[]>("getUpdates", { ...params, allowed_updates: ["message"] }, signal),
-      handle: async (raw, signal) => {
-        const parsed = TelegramUpdateSchema.safeParse(raw);
-        if (!parsed.success) {
-          logger.warn({ channel: "telegram", updateId: (raw as { update_id?: unknown }).update_id, error: parsed.error.issues[0]?.message }, "telegram update not understood; skipped");
-          return;
-        }
-        await handleUpdate(parsed.data, signal);
-      },
-      timeoutSeconds: options.pollTimeoutSeconds ?? 30,
-      logger,
-      onConnectionChange: (connected, reason) => {
-        for (const listener of connectionListeners) listener({ connected, reason });
-      },
-    });
-  }
-
-  async function startWebhookMode(webhook: TelegramWebhookOptions): Promise<void> {
-    webhook.register?.(handleWebhook, webhook.path);
-    await guard("setWebhook", () => telegram.setWebhook(webhook.url, { secret_token: webhook.secret, allowed_updates: ["message"] }));
-  }
+  const onConnectionChange = (connected: boolean, reason?: string) => {
+    for (const listener of connectionListeners) listener({ connected, reason });
+  };
 
   return {
     name: "telegram",
@@ -192,10 +174,10 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
     measure: telegramRenderedLength,
     handleWebhook,
     get identity() {
-      return identity;
+      return state.identity;
     },
     botUsername() {
-      return identity?.username;
+      return state.identity?.username;
     },
     watchConnection(listener) {
       connectionListeners.add(listener);
@@ -203,70 +185,42 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Telegram
     },
 
     async probe() {
-      const me = await guard("getMe", () => telegram.getMe());
+      const me = await api.guard("getMe", () => api.telegram.getMe());
       return `@${me.username}`;
     },
 
     async start(eventSink) {
-      if (running) throw new ChannelError("the Telegram adapter is already running", "telegram");
-      const me = await guard("getMe", () => telegram.getMe());
-      identity = { id: me.id, username: me.username };
-      sink = eventSink;
-      lifetime = new AbortController();
-      running = true;
+      if (state.running) throw new ChannelError("the Telegram adapter is already running", "telegram");
+      const me = await api.guard("getMe", () => api.telegram.getMe());
+      Object.assign(state, { identity: { id: me.id, username: me.username }, sink: eventSink, lifetime: new AbortController(), running: true });
       try {
-        if (options.mode === "webhook") await startWebhookMode(options.webhook!);
-        else await startPollingMode();
+        if (options.mode === "polling") {
+          polling = await startPollingMode(options, api, handleUpdate, onConnectionChange);
+        } else {
+          const webhook = options.webhook!;
+          webhook.register?.(handleWebhook, webhook.path);
+          await api.guard("setWebhook", () => api.telegram.setWebhook(webhook.url, { secret_token: webhook.secret, allowed_updates: ["message"] }));
+        }
       } catch (error) {
-        running = false;
+        state.running = false;
         throw error;
       }
-      logger.info({ channel: "telegram", mode: options.mode, bot: identity.username }, "telegram channel started");
+      logger.info({ channel: "telegram", mode: options.mode, bot: me.username }, "telegram channel started");
     },
 
     async stop() {
-      if (!running) return;
-      running = false;
-      lifetime.abort();
+      if (!state.running) return;
+      state.running = false;
+      state.lifetime.abort();
       await polling?.stop();
       polling = undefined;
-      await chats.idle();
+      await state.chats.idle();
       logger.info({ channel: "telegram" }, "telegram channel stopped");
     },
 
-    async send(chatId, text, sendOptions: SendOptions) {
-      const message = await guard("sendMessage", () =>
-        telegram.sendMessage(chatIdOf(chatId), text, {
-          parse_mode: sendOptions.format === "formatted" ? "HTML" : undefined,
-          reply_parameters: sendOptions.replyTo ? { message_id: messageIdOf(sendOptions.replyTo), allow_sending_without_reply: true } : undefined,
-        }),
-      );
-      return { platformMessageId: String(message.message_id) };
-    },
-
-    async edit(chatId, platformMessageId, text, sendOptions) {
-      const messageId = messageIdOf(platformMessageId);
-      try {
-        await telegram.editMessageText(chatIdOf(chatId), messageId, undefined, text, {
-          parse_mode: sendOptions.format === "formatted" ? "HTML" : undefined,
-        });
-      } catch (error) {
-        if (isNotModified(error)) return;
-        throw toChannelError(error, "editMessageText", scrub);
-      }
-    },
-
-    async draft(chatId, draftId, text) {
-      await callRaw("sendMessageDraft", { chat_id: chatIdOf(chatId), draft_id: draftId, text });
-    },
-
-    async typing(chatId) {
-      try {
-        await telegram.sendChatAction(chatIdOf(chatId), "typing");
-      } catch (error) {
-        // Best effort: a missing "typing…" is not worth failing a reply over.
-        logger.debug({ channel: "telegram", chatId, error: toChannelError(error, "sendChatAction", scrub).message }, "telegram typing failed");
-      }
-    },
+    send: (chatId, text, sendOptions: SendOptions) => api.send(chatId, text, sendOptions),
+    edit: (chatId, platformMessageId, text, sendOptions) => api.edit(chatId, platformMessageId, text, sendOptions),
+    draft: (chatId, draftId, text) => api.draft(chatId, draftId, text),
+    typing: (chatId) => api.typing(chatId),
   };
 }

@@ -6,7 +6,7 @@
  * query values are replaced.
  */
 import { ChannelError, type ChannelErrorKind } from "../../src/errors.js";
-import { type Scrub, createScrubber, scrubError } from "../../src/gateway/kit/index.js";
+import { type IssuedSecretScrubber, type Scrub, createIssuedSecretScrubber, transportFailure } from "../../src/gateway/kit/index.js";
 import { RETRY_AFTER_MS } from "./quotas.js";
 
 const CHANNEL = "wecom";
@@ -66,29 +66,10 @@ const hints: Record<number, string> = {
 };
 
 /** The scrubber of one application: its Secret, the query values that carry credentials, and each access token as it is issued. */
-export interface WeComScrubber {
-  scrub: Scrub;
-  add(secret: string): void;
-}
+export type WeComScrubber = IssuedSecretScrubber;
 
 export function createWeComScrubber(secrets: ReadonlyArray<string | undefined>): WeComScrubber {
-  const fixed = createScrubber(secrets, { patterns: [/\b(access_token|corpsecret)=[^&\s"']+/] });
-  const issued: string[] = [];
-  let dynamic: Scrub = (text) => text;
-  return {
-    scrub: (text) => dynamic(fixed(text)),
-    add(secret) {
-      if (issued.includes(secret)) return;
-      issued.push(secret);
-      if (issued.length > 4) issued.shift();
-      dynamic = createScrubber(issued);
-    },
-  };
-}
-
-function isNetworkFailure(error: Error): boolean {
-  const code = String((error as { code?: unknown }).code ?? (error.cause as { code?: unknown } | undefined)?.code ?? "");
-  return error.name === "AbortError" || error.name === "TimeoutError" || /fetch failed|socket|other side closed|network/i.test(error.message) || /^(E[A-Z]+|UND_ERR_\w+)$/.test(code);
+  return createIssuedSecretScrubber(secrets, [/\b(access_token|corpsecret)=[^&\s"']+/]);
 }
 
 /** Maps whatever `operation` threw onto a ChannelError without a secret in it. */
@@ -108,7 +89,5 @@ export function toChannelError(error: unknown, operation: string, scrub: Scrub):
       ...(kind === "rate-limit" ? { retryAfterMs: RETRY_AFTER_MS } : {}),
     });
   }
-  const failure = error instanceof Error ? error : new Error(String(error));
-  scrubError(failure, scrub);
-  return new ChannelError(scrub(`wecom ${operation} failed: ${failure.message}`), CHANNEL, { kind: isNetworkFailure(failure) ? "network" : "other", cause: failure });
+  return transportFailure(error, CHANNEL, operation, scrub);
 }

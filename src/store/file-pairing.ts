@@ -80,17 +80,57 @@ function isErrno(error: unknown, code: string): boolean {
   return (error as NodeJS.ErrnoException | undefined)?.code === code;
 }
 
-export function createFilePairingStore(options: FilePairingStoreOptions): FilePairingStore {
-  const { file } = options;
-  const lockFile = `${file}.lock`;
-  const newCode = options.newCode ?? generatePairingCode;
-  const staleLockMs = options.staleLockMs ?? 10_000;
-  const lockTimeoutMs = options.lockTimeoutMs ?? 5_000;
-  const queue = createKeyedQueue();
-  let cache: { identity: string; state: PairingState } | undefined;
-  let closed = false;
+/**
+ * The pairing file: read through a cache keyed by the file's identity (inode, size, times), and
+ * changed read-modify-write under two locks, this process's queue and a lock file other processes
+ * respect (a lock older than `staleLockMs` is taken to be a crashed process's).
+ */
+class PairingFile {
+  private readonly lockFile: string;
+  private readonly queue = createKeyedQueue();
+  private cache: { identity: string; state: PairingState } | undefined;
+  closed = false;
 
-  async function readState(): Promise<PairingState> {
+  constructor(
+    private readonly file: string,
+    private readonly staleLockMs: number,
+    private readonly lockTimeoutMs: number,
+  ) {
+    this.lockFile = `${file}.lock`;
+  }
+
+  /** The state as it is now (a copy); refused once closed. */
+  read(): Promise<PairingState> {
+    if (this.closed) return Promise.reject(new Error("the file store is closed"));
+    return this.readState();
+  }
+
+  /** Read, change and write back under both locks; `change` returns false to skip the write. */
+  update<T>(change: (state: PairingState) => { result: T; changed: boolean }): Promise<T> {
+    if (this.closed) return Promise.reject(new Error("the file store is closed"));
+    return this.queue.run("pairing", async () => {
+      await mkdir(path.dirname(this.file), { recursive: true });
+      await this.acquireLock();
+      try {
+        const state = await this.readState();
+        const { result, changed } = change(state);
+        if (changed) {
+          await writeFileAtomic(this.file, `${JSON.stringify(state, null, 2)}\n`);
+          this.cache = undefined;
+        }
+        return result;
+      } finally {
+        await rm(this.lockFile, { force: true });
+      }
+    });
+  }
+
+  drain(): Promise<void> {
+    return this.queue.drain();
+  }
+
+  private async readState(): Promise<PairingState> {
+    const { file } = this;
     let identity: string;
     try {
       const info = await stat(file, { bigint: true });
@@ -99,7 +139,7 @@ export function createFilePairingStore(options: FilePairingStoreOptions): FilePa
       if (isErrno(error, "ENOENT")) return { version: FORMAT_VERSION, pending: [], approved: [] };
       throw error;
     }
-    if (cache?.identity === identity) return structuredClone(cache.state);
+    if (this.cache?.identity === identity) return structuredClone(this.cache.state);
     const text = await readFile(file, "utf8");
     let parsed: ReturnType<typeof PairingFileSchema.safeParse>;
     try {
@@ -109,12 +149,13 @@ export function createFilePairingStore(options: FilePairingStoreOptions): FilePa
     }
     // Never start over silently: that would forget every approval.
     if (!parsed.success) throw new Error(`${file} is not a pairing file: ${z.prettifyError(parsed.error)}`);
-    cache = { identity, state: parsed.data };
+    this.cache = { identity, state: parsed.data };
     return structuredClone(parsed.data);
   }
 
-  async function acquireLock(): Promise<void> {
-    const deadline = Date.now() + lockTimeoutMs;
+  private async acquireLock(): Promise<void> {
+    const { lockFile } = this;
+    const deadline = Date.now() + this.lockTimeoutMs;
     for (;;) {
       try {
         const handle = await open(lockFile, "wx");
@@ -125,7 +166,7 @@ export function createFilePairingStore(options: FilePairingStoreOptions): FilePa
         if (!isErrno(error, "EEXIST")) throw error;
       }
       const info = await stat(lockFile).catch(() => undefined);
-      if (info && Date.now() - info.mtimeMs > staleLockMs) {
+      if (info && Date.now() - info.mtimeMs > this.staleLockMs) {
         await rm(lockFile, { force: true });
         continue;
       }
@@ -135,38 +176,48 @@ export function createFilePairingStore(options: FilePairingStoreOptions): FilePa
       await sleep(20);
     }
   }
+}
 
-  /** Read, change and write back under both locks; `change` returns false to skip the write. */
-  function update<T>(change: (state: PairingState) => { result: T; changed: boolean }): Promise<T> {
-    if (closed) return Promise.reject(new Error("the file store is closed"));
-    return queue.run("pairing", async () => {
-      await mkdir(path.dirname(file), { recursive: true });
-      await acquireLock();
-      try {
-        const state = await readState();
-        const { result, changed } = change(state);
-        if (changed) {
-          await writeFileAtomic(file, `${JSON.stringify(state, null, 2)}\n`);
-          cache = undefined;
-        }
-        return result;
-      } finally {
-        await rm(lockFile, { force: true });
-      }
-    });
-  }
+/** Drops requests expired at `now`; true when any were. */
+function pruneExpired(state: PairingState, now: number): boolean {
+  const before = state.pending.length;
+  state.pending = state.pending.filter((request) => request.expiresAt > now);
+  return state.pending.length !== before;
+}
 
-  function read(): Promise<PairingState> {
-    if (closed) return Promise.reject(new Error("the file store is closed"));
-    return readState();
+/** The sender's pending request, or a new one with a code no other pending request has. */
+function requestIn(state: PairingState, sender: PairingSender, newCode: () => string, ttlMs: number, now: number): { result: { request: PairingRequest; created: boolean }; changed: boolean } {
+  const pruned = pruneExpired(state, now);
+  const existing = state.pending.find(sameSender(sender.channel, sender.senderId));
+  if (existing) return { result: { request: existing, created: false }, changed: pruned };
+  const taken = new Set(state.pending.map((request) => request.code));
+  let code = newCode();
+  for (let attempt = 1; taken.has(code); attempt++) {
+    if (attempt >= 100) throw new Error("could not find a free pairing code");
+    code = newCode();
   }
+  const request: PairingRequest = { ...sender, code, requestedAt: now, expiresAt: now + ttlMs };
+  state.pending.push(request);
+  return { result: { request, created: true }, changed: true };
+}
 
-  /** Drops requests expired at `now`; true when any were. */
-  function pruneExpired(state: PairingState, now: number): boolean {
-    const before = state.pending.length;
-    state.pending = state.pending.filter((request) => request.expiresAt > now);
-    return state.pending.length !== before;
-  }
+/** Moves the pending request with `code` to the approved senders (replacing an earlier approval of the same sender). */
+function approveIn(state: PairingState, code: string, now: number): { result: ApprovedPairing | undefined; changed: boolean } {
+  const pruned = pruneExpired(state, now);
+  const index = state.pending.findIndex((request) => request.code === code);
+  if (index === -1) return { result: undefined, changed: pruned };
+  const [request] = state.pending.splice(index, 1);
+  const { expiresAt: _expiresAt, ...sender } = request!;
+  const approved: ApprovedPairing = { ...sender, approvedAt: now };
+  state.approved = state.approved.filter((entry) => !sameSender(approved.channel, approved.senderId)(entry));
+  state.approved.push(approved);
+  return { result: approved, changed: true };
+}
+
+export function createFilePairingStore(options: FilePairingStoreOptions): FilePairingStore {
+  const newCode = options.newCode ?? generatePairingCode;
+  const pairingFile = new PairingFile(options.file, options.staleLockMs ?? 10_000, options.lockTimeoutMs ?? 5_000);
+  const read = () => pairingFile.read();
 
   return {
     async request(input, { ttlMs, now }) {
@@ -174,35 +225,12 @@ export function createFilePairingStore(options: FilePairingStoreOptions): FilePa
       // A stranger who keeps writing must not take the lock on every message.
       const pending = (await read()).pending.find((request) => sameSender(sender.channel, sender.senderId)(request) && request.expiresAt > now);
       if (pending) return { request: pending, created: false };
-      return update<{ request: PairingRequest; created: boolean }>((state) => {
-        const pruned = pruneExpired(state, now);
-        const existing = state.pending.find(sameSender(sender.channel, sender.senderId));
-        if (existing) return { result: { request: existing, created: false }, changed: pruned };
-        const taken = new Set(state.pending.map((request) => request.code));
-        let code = newCode();
-        for (let attempt = 1; taken.has(code); attempt++) {
-          if (attempt >= 100) throw new Error("could not find a free pairing code");
-          code = newCode();
-        }
-        const request: PairingRequest = { ...sender, code, requestedAt: now, expiresAt: now + ttlMs };
-        state.pending.push(request);
-        return { result: { request, created: true }, changed: true };
-      });
+      return pairingFile.update((state) => requestIn(state, sender, newCode, ttlMs, now));
     },
 
     approve(input, now) {
       const code = normalizePairingCode(input);
-      return update((state) => {
-        const pruned = pruneExpired(state, now);
-        const index = state.pending.findIndex((request) => request.code === code);
-        if (index === -1) return { result: undefined, changed: pruned };
-        const [request] = state.pending.splice(index, 1);
-        const { expiresAt: _expiresAt, ...sender } = request!;
-        const approved: ApprovedPairing = { ...sender, approvedAt: now };
-        state.approved = state.approved.filter((entry) => !sameSender(approved.channel, approved.senderId)(entry));
-        state.approved.push(approved);
-        return { result: approved, changed: true };
-      });
+      return pairingFile.update((state) => approveIn(state, code, now));
     },
 
     async isApproved(channel, senderId) {
@@ -222,7 +250,7 @@ export function createFilePairingStore(options: FilePairingStoreOptions): FilePa
     },
 
     revoke(channel, senderId) {
-      return update((state) => {
+      return pairingFile.update((state) => {
         const before = state.approved.length;
         state.approved = state.approved.filter((entry) => !sameSender(channel, senderId)(entry));
         const revoked = state.approved.length !== before;
@@ -231,8 +259,8 @@ export function createFilePairingStore(options: FilePairingStoreOptions): FilePa
     },
 
     async close() {
-      closed = true;
-      await queue.drain();
+      pairingFile.closed = true;
+      await pairingFile.drain();
     },
   };
 }

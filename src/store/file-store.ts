@@ -102,6 +102,101 @@ function droppedEntries(history: HistoryEntry[], keep: HistoryEntry[]): HistoryE
   });
 }
 
+/** A session file's lines: the meta line first, then entries; a line that is neither is reported and skipped. */
+function parseSession(key: string, file: string, text: string, onSkippedLine: FileStoreOptions["onSkippedLine"], now: () => number): SessionSnapshot {
+  let meta: SessionMeta | undefined;
+  let lastSavedAt: number | undefined;
+  const history: HistoryEntry[] = [];
+  const lines = text.split("\n");
+  lines.forEach((line, index) => {
+    if (line.trim() === "") return;
+    const record = parseRecord(line);
+    if (record?.kind === "meta" && index === 0) {
+      meta = { key, createdAt: record.createdAt, updatedAt: record.updatedAt, generation: record.generation };
+    } else if (record?.kind === "entry") {
+      history.push(record.entry);
+      lastSavedAt = record.savedAt;
+    } else {
+      const torn = index === lines.length - 1;
+      onSkippedLine?.({ key, file, line: index + 1, reason: torn ? "torn last line" : "not a valid record" });
+    }
+  });
+  // A lost meta line costs the timestamps, not the history.
+  meta ??= newMeta(key, lastSavedAt ?? now());
+  meta.updatedAt = Math.max(meta.updatedAt, lastSavedAt ?? 0);
+  return { meta, history };
+}
+
+/** Writes dropped entries to a new archive file (never over an existing one). */
+async function archive(archiveDir: string, meta: SessionMeta, entries: HistoryEntry[], reason: "compact" | "reset", archivedAt: number): Promise<void> {
+  if (entries.length === 0) return;
+  await mkdir(archiveDir, { recursive: true });
+  const header = { kind: "archive", version: FORMAT_VERSION, key: meta.key, generation: meta.generation, reason, archivedAt };
+  const content = `${JSON.stringify(header)}\n${entryLines(entries, archivedAt)}`;
+  const base = `${safeFileName(meta.key)}.${meta.generation}.${archivedAt}`;
+  // Several compactions can share a timestamp (and a fake clock): never overwrite an archive.
+  for (let attempt = 0; ; attempt++) {
+    const file = path.join(archiveDir, `${base}${attempt === 0 ? "" : `-${attempt}`}${SESSION_SUFFIX}`);
+    try {
+      await writeFile(file, content, { encoding: "utf8", flag: "wx" });
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+  }
+}
+
+/** Appends whole lines, first ending a line a crash left without its newline. */
+async function appendLines(file: string, text: string): Promise<void> {
+  const handle = await open(file, "a+");
+  try {
+    const { size } = await handle.stat();
+    const last = Buffer.alloc(1);
+    if (size > 0) await handle.read(last, 0, 1, size - 1);
+    // A crash mid-append leaves a line without its newline; end it so the new lines stay whole.
+    await handle.write(size > 0 && last[0] !== 0x0a ? `\n${text}` : text);
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Throws BusError("lease-lost") when `fence` no longer holds the session's lease. Called inside
+ * the key's queue right before the write, so no other write to the session comes in between.
+ */
+async function checkFence(key: string, fence: Fence | undefined, holdsLease: FileStoreOptions["holdsLease"]): Promise<void> {
+  if (fence === undefined) return;
+  if (!Number.isSafeInteger(fence.token)) throw new BusError(`fencing token ${fence.token} is not an integer`, "invalid");
+  if (!holdsLease) throw new Error("a fenced write needs the bus's lease check: create the file store with `holdsLease`");
+  if (!(await holdsLease(key, fence))) throw new BusError(`lease on ${key} (token ${fence.token}) is no longer held`, "lease-lost");
+}
+
+/** The meta of a session that has no file yet. */
+function newMeta(key: string, time: number): SessionMeta {
+  return { key, createdAt: time, updatedAt: time, generation: 0 };
+}
+
+/** Every session's meta, sorted by key. */
+async function listSessions(sessionsDir: string): Promise<SessionMeta[]> {
+  const metas: SessionMeta[] = [];
+  for (const name of (await readdirIfExists(sessionsDir)).filter((candidate) => candidate.endsWith(SESSION_SUFFIX))) {
+    const meta = await readMeta(path.join(sessionsDir, name), name);
+    if (meta) metas.push(meta);
+  }
+  return metas.sort((left, right) => (left.key < right.key ? -1 : left.key > right.key ? 1 : 0));
+}
+
+/** Whether the file is there; errors other than its absence are thrown. */
+async function exists(file: string): Promise<boolean> {
+  try {
+    await stat(file);
+    return true;
+  } catch (error) {
+    if (!isMissing(error)) throw error;
+    return false;
+  }
+}
+
 export function createFileStore(options: FileStoreOptions): Store {
   const now = options.now ?? Date.now;
   const sessionsDir = path.join(options.dataDir, "sessions");
@@ -113,37 +208,13 @@ export function createFileStore(options: FileStoreOptions): Store {
   const runs = createFileRunStore({ directory: path.join(options.dataDir, "workflow-runs") });
   let closed = false;
 
-  const freshMeta = (key: string, time = now()): SessionMeta => ({ key, createdAt: time, updatedAt: time, generation: 0 });
+  const freshMeta = (key: string, time = now()) => newMeta(key, time);
   const fileOf = (key: string) => path.join(sessionsDir, `${safeFileName(key)}${SESSION_SUFFIX}`);
-
-  function parseSession(key: string, file: string, text: string): SessionSnapshot {
-    let meta: SessionMeta | undefined;
-    let lastSavedAt: number | undefined;
-    const history: HistoryEntry[] = [];
-    const lines = text.split("\n");
-    lines.forEach((line, index) => {
-      if (line.trim() === "") return;
-      const record = parseRecord(line);
-      if (record?.kind === "meta" && index === 0) {
-        meta = { key, createdAt: record.createdAt, updatedAt: record.updatedAt, generation: record.generation };
-      } else if (record?.kind === "entry") {
-        history.push(record.entry);
-        lastSavedAt = record.savedAt;
-      } else {
-        const torn = index === lines.length - 1;
-        options.onSkippedLine?.({ key, file, line: index + 1, reason: torn ? "torn last line" : "not a valid record" });
-      }
-    });
-    // A lost meta line costs the timestamps, not the history.
-    meta ??= freshMeta(key, lastSavedAt);
-    meta.updatedAt = Math.max(meta.updatedAt, lastSavedAt ?? 0);
-    return { meta, history };
-  }
 
   async function readSession(key: string): Promise<SessionSnapshot | undefined> {
     const file = fileOf(key);
     const text = await readFile(file, "utf8").catch((error: unknown) => (isMissing(error) ? undefined : Promise.reject(error)));
-    return text === undefined ? undefined : parseSession(key, file, text);
+    return text === undefined ? undefined : parseSession(key, file, text, options.onSkippedLine, now);
   }
 
   async function rewrite(meta: SessionMeta, history: HistoryEntry[]): Promise<void> {
@@ -151,51 +222,9 @@ export function createFileStore(options: FileStoreOptions): Store {
     await writeFileAtomic(fileOf(meta.key), metaLine(meta) + entryLines(history, meta.updatedAt));
   }
 
-  async function archive(meta: SessionMeta, entries: HistoryEntry[], reason: "compact" | "reset", archivedAt: number): Promise<void> {
-    if (entries.length === 0) return;
-    await mkdir(archiveDir, { recursive: true });
-    const header = { kind: "archive", version: FORMAT_VERSION, key: meta.key, generation: meta.generation, reason, archivedAt };
-    const content = `${JSON.stringify(header)}\n${entryLines(entries, archivedAt)}`;
-    const base = `${safeFileName(meta.key)}.${meta.generation}.${archivedAt}`;
-    // Several compactions can share a timestamp (and a fake clock): never overwrite an archive.
-    for (let attempt = 0; ; attempt++) {
-      const file = path.join(archiveDir, `${base}${attempt === 0 ? "" : `-${attempt}`}${SESSION_SUFFIX}`);
-      try {
-        await writeFile(file, content, { encoding: "utf8", flag: "wx" });
-        return;
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-      }
-    }
-  }
-
-  async function appendLines(file: string, text: string): Promise<void> {
-    const handle = await open(file, "a+");
-    try {
-      const { size } = await handle.stat();
-      const last = Buffer.alloc(1);
-      if (size > 0) await handle.read(last, 0, 1, size - 1);
-      // A crash mid-append leaves a line without its newline; end it so the new lines stay whole.
-      await handle.write(size > 0 && last[0] !== 0x0a ? `\n${text}` : text);
-    } finally {
-      await handle.close();
-    }
-  }
-
   function serialized<T>(key: string, operation: () => Promise<T>): Promise<T> {
     if (closed) return Promise.reject(new Error("the file store is closed"));
     return queue.run(safeFileName(key), operation);
-  }
-
-  /**
-   * Throws BusError("lease-lost") when `fence` no longer holds the session's lease. Called inside
-   * the key's queue right before the write, so no other write to the session comes in between.
-   */
-  async function checkFence(key: string, fence: Fence | undefined): Promise<void> {
-    if (fence === undefined) return;
-    if (!Number.isSafeInteger(fence.token)) throw new BusError(`fencing token ${fence.token} is not an integer`, "invalid");
-    if (!options.holdsLease) throw new Error("a fenced write needs the bus's lease check: create the file store with `holdsLease`");
-    if (!(await options.holdsLease(key, fence))) throw new BusError(`lease on ${key} (token ${fence.token}) is no longer held`, "lease-lost");
   }
 
   const sessions: SessionStore = {
@@ -209,54 +238,40 @@ export function createFileStore(options: FileStoreOptions): Store {
       return serialized(key, async () => {
         const entries = validEntries(input);
         // Checked even with nothing to write, so the caller still learns that its lease is gone.
-        await checkFence(key, fence);
+        await checkFence(key, fence, options.holdsLease);
         if (entries.length === 0) return;
-        const file = fileOf(key);
         const time = now();
-        try {
-          await stat(file);
-        } catch (error) {
-          if (!isMissing(error)) throw error;
-          // A new session appears whole (meta + entries) or not at all.
-          await rewrite(freshMeta(key, time), entries);
-          return;
-        }
-        await appendLines(file, entryLines(entries, time));
+        // A new session appears whole (meta + entries) or not at all.
+        if (await exists(fileOf(key))) await appendLines(fileOf(key), entryLines(entries, time));
+        else await rewrite(freshMeta(key, time), entries);
       });
     },
 
     compact(key, input, fence) {
       return serialized(key, async () => {
         const keep = validEntries(input);
-        await checkFence(key, fence);
+        await checkFence(key, fence, options.holdsLease);
         const time = now();
         const current = await readSession(key);
         const meta = current?.meta ?? freshMeta(key, time);
         // Archive first: a crash between the two leaves a duplicate, never a loss.
-        await archive(meta, droppedEntries(current?.history ?? [], keep), "compact", time);
+        await archive(archiveDir, meta, droppedEntries(current?.history ?? [], keep), "compact", time);
         await rewrite({ ...meta, updatedAt: time }, keep);
       });
     },
 
     reset(key, fence) {
       return serialized(key, async () => {
-        await checkFence(key, fence);
+        await checkFence(key, fence, options.holdsLease);
         const time = now();
         const current = await readSession(key);
         const meta = current?.meta ?? freshMeta(key, time);
-        await archive(meta, current?.history ?? [], "reset", time);
+        await archive(archiveDir, meta, current?.history ?? [], "reset", time);
         await rewrite({ ...meta, updatedAt: time, generation: meta.generation + 1 }, []);
       });
     },
 
-    async list() {
-      const metas: SessionMeta[] = [];
-      for (const name of (await readdirIfExists(sessionsDir)).filter((candidate) => candidate.endsWith(SESSION_SUFFIX))) {
-        const meta = await readMeta(path.join(sessionsDir, name), name);
-        if (meta) metas.push(meta);
-      }
-      return metas.sort((left, right) => (left.key < right.key ? -1 : left.key > right.key ? 1 : 0));
-    },
+    list: () => listSessions(sessionsDir),
   };
 
   return {

@@ -88,55 +88,79 @@ function parseTask(text: string): SubagentTask | undefined {
   }
 }
 
-export function createFileTaskStore(options: FileTaskStoreOptions): FileTaskStore {
-  const { directory } = options;
-  const queue = createKeyedQueue();
-  let closed = false;
+/**
+ * The task files of one directory, one JSON file per task named after its id: each id's reads and
+ * writes run one at a time in its queue, writes are atomic, and a file that is torn, foreign or
+ * names another task is not a task.
+ */
+class TaskDirectory {
+  private readonly queue = createKeyedQueue();
+  closed = false;
 
-  const fileOf = (id: string) => path.join(directory, `${safeFileName(id)}${TASK_SUFFIX}`);
+  constructor(private readonly directory: string) {}
 
-  function serialized<T>(id: string, operation: () => Promise<T>): Promise<T> {
-    if (closed) return Promise.reject(new Error("the file store is closed"));
+  /** Runs `operation` in the id's queue; refused once closed. */
+  serialized<T>(id: string, operation: () => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new Error("the file store is closed"));
     try {
-      return queue.run(safeFileName(id), operation);
+      return this.queue.run(safeFileName(id), operation);
     } catch (error) {
       return Promise.reject(error); // an empty id
     }
   }
 
-  async function read(id: string): Promise<SubagentTask | undefined> {
-    const text = await readFile(fileOf(id), "utf8").catch((error: unknown) => (isMissing(error) ? undefined : Promise.reject(error)));
+  async read(id: string): Promise<SubagentTask | undefined> {
+    const text = await readFile(this.fileOf(id), "utf8").catch((error: unknown) => (isMissing(error) ? undefined : Promise.reject(error)));
     const task = text === undefined ? undefined : parseTask(text);
     // A file is named after its id; one whose content names another task is not this one.
     return task?.id === id ? task : undefined;
   }
 
-  async function write(task: SubagentTask): Promise<void> {
-    await mkdir(directory, { recursive: true });
-    await writeFileAtomic(fileOf(task.id), `${JSON.stringify(task)}\n`);
+  async write(task: SubagentTask): Promise<void> {
+    await mkdir(this.directory, { recursive: true });
+    await writeFileAtomic(this.fileOf(task.id), `${JSON.stringify(task)}\n`);
   }
 
-  async function readAll(): Promise<SubagentTask[]> {
-    if (closed) throw new Error("the file store is closed");
-    const names = await readdir(directory).catch((error: unknown) => (isMissing(error) ? [] : Promise.reject(error)));
+  async readAll(): Promise<SubagentTask[]> {
+    if (this.closed) throw new Error("the file store is closed");
+    const names = await readdir(this.directory).catch((error: unknown) => (isMissing(error) ? [] : Promise.reject(error)));
     const tasks: SubagentTask[] = [];
     for (const name of names.filter((candidate) => candidate.endsWith(TASK_SUFFIX))) {
-      const text = await readFile(path.join(directory, name), "utf8").catch((error: unknown) => (isMissing(error) ? undefined : Promise.reject(error)));
+      const text = await readFile(path.join(this.directory, name), "utf8").catch((error: unknown) => (isMissing(error) ? undefined : Promise.reject(error)));
       const task = text === undefined ? undefined : parseTask(text);
       if (task && `${safeFileName(task.id)}${TASK_SUFFIX}` === name) tasks.push(task);
     }
     return tasks;
   }
 
-  async function remove(id: string): Promise<boolean> {
+  /** Deletes the id's file; false when there was none. */
+  async remove(id: string): Promise<boolean> {
     try {
-      await rm(fileOf(id));
+      await rm(this.fileOf(id));
       return true;
     } catch (error) {
       if (isMissing(error)) return false;
       throw error;
     }
   }
+
+  /** Waits for every queued operation. */
+  drain(): Promise<void> {
+    return this.queue.drain();
+  }
+
+  private fileOf(id: string): string {
+    return path.join(this.directory, `${safeFileName(id)}${TASK_SUFFIX}`);
+  }
+}
+
+export function createFileTaskStore(options: FileTaskStoreOptions): FileTaskStore {
+  const files = new TaskDirectory(options.directory);
+  const serialized = <T>(id: string, operation: () => Promise<T>) => files.serialized(id, operation);
+  const read = (id: string) => files.read(id);
+  const write = (task: SubagentTask) => files.write(task);
+  const readAll = () => files.readAll();
+  const remove = (id: string) => files.remove(id);
 
   return {
     create(task) {
@@ -190,8 +214,8 @@ export function createFileTaskStore(options: FileTaskStoreOptions): FileTaskStor
     },
 
     async close() {
-      closed = true;
-      await queue.drain();
+      files.closed = true;
+      await files.drain();
     },
   };
 }

@@ -14,7 +14,9 @@ import type { WorkflowRunStore } from "./store.js";
 import {
   ACTIVE_NODE_STATUSES,
   FINISHED_RUN_STATUSES,
+  type NodePatch,
   NodePatchSchema,
+  type NodeUpdateOptions,
   RunPatchSchema,
   type WorkflowRun,
   WorkflowRunSchema,
@@ -57,45 +59,51 @@ const summaryOf = (run: WorkflowRun): RunSummary => ({
 
 const endedBefore = (run: RunSummary, before: number) => FINISHED_RUN_STATUSES.has(run.status) && runEndedAt(run) < before;
 
-export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunStore & { close(): Promise<void> } {
-  const { directory } = options;
-  const queue = createKeyedQueue();
-  let closed = false;
+/**
+ * The run files of one directory, one JSON file per run named after its id, and a summary of each
+ * run (its filter fields) kept in memory so listings do not read every file. Each id's reads and
+ * writes run one at a time in its queue; writes are atomic.
+ */
+class RunDirectory {
+  private readonly queue = createKeyedQueue();
+  closed = false;
   // Written by this store's writes at once; the scan fills in only what they have not touched.
-  const summaries = new Map<string, RunSummary>();
-  const removed = new Set<string>();
-  let scanned: Promise<void> | undefined;
-  const fileOf = (id: string) => path.join(directory, `${safeFileName(id)}${SUFFIX}`);
+  readonly summaries = new Map<string, RunSummary>();
+  private readonly removed = new Set<string>();
+  private scanned: Promise<void> | undefined;
 
-  function serialized<T>(id: string, operation: () => Promise<T>): Promise<T> {
-    if (closed) return Promise.reject(new Error("the file store is closed"));
+  constructor(private readonly directory: string) {}
+
+  /** Runs `operation` in the id's queue; refused once closed. */
+  serialized<T>(id: string, operation: () => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new Error("the file store is closed"));
     try {
-      return queue.run(safeFileName(id), operation);
+      return this.queue.run(safeFileName(id), operation);
     } catch (error) {
       return Promise.reject(error);
     }
   }
 
-  async function read(id: string): Promise<WorkflowRun | undefined> {
-    const text = await readFile(fileOf(id), "utf8").catch((error: unknown) => (isMissing(error) ? undefined : Promise.reject(error)));
+  async read(id: string): Promise<WorkflowRun | undefined> {
+    const text = await readFile(this.fileOf(id), "utf8").catch((error: unknown) => (isMissing(error) ? undefined : Promise.reject(error)));
     const run = text === undefined ? undefined : parseRun(text);
     return run?.id === id ? run : undefined;
   }
 
-  async function write(run: WorkflowRun): Promise<WorkflowRun> {
+  async write(run: WorkflowRun): Promise<WorkflowRun> {
     const checked = validRecord(WorkflowRunSchema, run, "workflow run");
-    await mkdir(directory, { recursive: true });
-    await writeFileAtomic(fileOf(checked.id), `${JSON.stringify(checked)}\n`);
-    summaries.set(checked.id, summaryOf(checked));
-    removed.delete(checked.id);
+    await mkdir(this.directory, { recursive: true });
+    await writeFileAtomic(this.fileOf(checked.id), `${JSON.stringify(checked)}\n`);
+    this.summaries.set(checked.id, summaryOf(checked));
+    this.removed.delete(checked.id);
     return checked;
   }
 
-  async function remove(id: string): Promise<boolean> {
+  async remove(id: string): Promise<boolean> {
     try {
-      await rm(fileOf(id));
-      summaries.delete(id);
-      removed.add(id);
+      await rm(this.fileOf(id));
+      this.summaries.delete(id);
+      this.removed.add(id);
       return true;
     } catch (error) {
       if (isMissing(error)) return false;
@@ -103,24 +111,61 @@ export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunSto
     }
   }
 
-  function scan(): Promise<void> {
-    scanned ??= readAll().then((runs) => {
-      for (const run of runs) if (!summaries.has(run.id) && !removed.has(run.id)) summaries.set(run.id, summaryOf(run));
+  /** Fills the summaries from the directory once (refused once closed). */
+  scan(): Promise<void> {
+    if (this.closed) return Promise.reject(new Error("the file store is closed"));
+    this.scanned ??= this.readAll().then((runs) => {
+      for (const run of runs) if (!this.summaries.has(run.id) && !this.removed.has(run.id)) this.summaries.set(run.id, summaryOf(run));
     });
-    return scanned;
+    return this.scanned;
   }
 
-  async function readAll(): Promise<WorkflowRun[]> {
-    if (closed) throw new Error("the file store is closed");
-    const names = await readdir(directory).catch((error: unknown) => (isMissing(error) ? [] : Promise.reject(error)));
+  drain(): Promise<void> {
+    return this.queue.drain();
+  }
+
+  private async readAll(): Promise<WorkflowRun[]> {
+    const names = await readdir(this.directory).catch((error: unknown) => (isMissing(error) ? [] : Promise.reject(error)));
     const runs: WorkflowRun[] = [];
     for (const name of names.filter((candidate) => candidate.endsWith(SUFFIX))) {
-      const text = await readFile(path.join(directory, name), "utf8").catch((error: unknown) => (isMissing(error) ? undefined : Promise.reject(error)));
+      const text = await readFile(path.join(this.directory, name), "utf8").catch((error: unknown) => (isMissing(error) ? undefined : Promise.reject(error)));
       const run = text === undefined ? undefined : parseRun(text);
       if (run && `${safeFileName(run.id)}${SUFFIX}` === name) runs.push(run);
     }
     return runs;
   }
+
+  private fileOf(id: string): string {
+    return path.join(this.directory, `${safeFileName(id)}${SUFFIX}`);
+  }
+}
+
+/** The run with one node changed, or undefined when the run's or the node's status, or the active cap, forbids it. */
+function withNodeUpdate(current: WorkflowRun, nodeId: string, changes: NodePatch, updateOptions: NodeUpdateOptions): WorkflowRun | undefined {
+  if (updateOptions.runFrom !== undefined && !updateOptions.runFrom.includes(current.status)) return undefined;
+  const index = current.nodes.findIndex((node) => node.id === nodeId);
+  const node = current.nodes[index];
+  if (!node || (updateOptions.from !== undefined && !updateOptions.from.includes(node.status))) return undefined;
+  if (updateOptions.maxActive !== undefined) {
+    const active = current.nodes.filter((other) => other.id !== nodeId && ACTIVE_NODE_STATUSES.has(other.status)).length;
+    if (active >= updateOptions.maxActive) return undefined;
+  }
+  const nodes = [...current.nodes];
+  nodes[index] = { ...node, ...changes };
+  return { ...current, nodes };
+}
+
+export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunStore & { close(): Promise<void> } {
+  const files = new RunDirectory(options.directory);
+  const { summaries } = files;
+  const serialized = <T>(id: string, operation: () => Promise<T>) => files.serialized(id, operation);
+  const read = (id: string) => files.read(id);
+  const write = (run: WorkflowRun) => files.write(run);
+  const remove = (id: string) => files.remove(id);
+  const scan = () => files.scan();
+  const assertOpen = () => {
+    if (files.closed) throw new Error("the file store is closed");
+  };
 
   return {
     create(run) {
@@ -135,7 +180,7 @@ export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunSto
     get: (id) => serialized(id, () => read(id)),
 
     async list(filter = {}) {
-      if (closed) throw new Error("the file store is closed");
+      assertOpen();
       await scan();
       const candidates = [...summaries.values()].filter((summary) => matchesRunFilter(summary, filter)).sort(newestRunFirst);
       const found: WorkflowRun[] = [];
@@ -160,18 +205,8 @@ export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunSto
       return serialized(id, async () => {
         const changes = validRecord(NodePatchSchema, patch, "workflow node update");
         const current = await read(id);
-        if (!current) return undefined;
-        if (updateOptions.runFrom !== undefined && !updateOptions.runFrom.includes(current.status)) return undefined;
-        const index = current.nodes.findIndex((node) => node.id === nodeId);
-        const node = current.nodes[index];
-        if (!node || (updateOptions.from !== undefined && !updateOptions.from.includes(node.status))) return undefined;
-        if (updateOptions.maxActive !== undefined) {
-          const active = current.nodes.filter((other) => other.id !== nodeId && ACTIVE_NODE_STATUSES.has(other.status)).length;
-          if (active >= updateOptions.maxActive) return undefined;
-        }
-        const nodes = [...current.nodes];
-        nodes[index] = { ...node, ...changes };
-        return write({ ...current, nodes });
+        const updated = current && withNodeUpdate(current, nodeId, changes, updateOptions);
+        return updated && write(updated);
       });
     },
 
@@ -180,7 +215,7 @@ export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunSto
     },
 
     async cleanup(before) {
-      if (closed) throw new Error("the file store is closed");
+      assertOpen();
       await scan();
       let deleted = 0;
       for (const candidate of [...summaries.values()].filter((summary) => endedBefore(summary, before))) {
@@ -195,8 +230,8 @@ export function createFileRunStore(options: FileRunStoreOptions): WorkflowRunSto
     },
 
     async close() {
-      closed = true;
-      await queue.drain();
+      files.closed = true;
+      await files.drain();
     },
   };
 }

@@ -38,60 +38,105 @@ export interface MemoryBudgetLedgerOptions {
 
 const keyOf = (budget: Pick<BudgetWindow, "scope" | "unit">) => `${budget.unit}:${budget.scope}`;
 
+type UsageDays = Map<string, { counts: Map<string, number>; keepUntil: number }>;
+
+/** The record as of `now`: expired reservations released, buckets before `from` and stale records dropped. */
+function currentRecord(records: Map<string, BudgetRecord>, budget: BudgetWindow, now: number): BudgetRecord {
+  const key = keyOf(budget);
+  let record = records.get(key);
+  if (record && record.keepUntil <= now && record.reservations.size === 0) {
+    records.delete(key);
+    record = undefined;
+  }
+  if (!record) {
+    record = { buckets: new Map(), held: 0, reservations: new Map(), keepUntil: now + budget.keepMs };
+    records.set(key, record);
+  }
+  for (const [member, expiresAt] of record.reservations) {
+    if (expiresAt > now) continue;
+    record.reservations.delete(member);
+    record.held -= amountOf(member);
+  }
+  for (const bucket of record.buckets.keys()) if (bucket < budget.from) record.buckets.delete(bucket);
+  return record;
+}
+
+/** What a record has used (its buckets' sum) and holds, with its oldest bucket that counts. */
+function stateOf(record: BudgetRecord): BudgetState {
+  let used = 0;
+  let oldest: number | undefined;
+  for (const [bucket, amount] of record.buckets) {
+    used += amount;
+    if (amount > 0 && (oldest === undefined || bucket < oldest)) oldest = bucket;
+  }
+  return { used, held: record.held, ...(oldest === undefined ? {} : { oldestBucket: oldest }) };
+}
+
+/** Adds a settle's usage counts to its day, and drops the days kept long enough. */
+function addUsage(usage: UsageDays, counts: { day: string; counts: Record<string, number>; keepMs: number }, now: number): void {
+  const entry = usage.get(counts.day) ?? { counts: new Map<string, number>(), keepUntil: 0 };
+  for (const [field, increment] of Object.entries(counts.counts)) entry.counts.set(field, (entry.counts.get(field) ?? 0) + increment);
+  entry.keepUntil = now + counts.keepMs;
+  usage.set(counts.day, entry);
+  for (const [day, kept] of usage) if (kept.keepUntil <= now) usage.delete(day);
+}
+
+/**
+ * Writes the ledger to its file a moment after a change (`writeDelayMs`), one write at a time, so
+ * a burst of settles is one write; `flush` writes what is still due, for close.
+ */
+class SnapshotWriter {
+  private timer: NodeJS.Timeout | undefined;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly options: MemoryBudgetLedgerOptions,
+    private readonly records: Map<string, BudgetRecord>,
+    private readonly usage: UsageDays,
+  ) {}
+
+  /** Schedules a write, unless there is no file or one is scheduled already. */
+  schedule(): void {
+    if (!this.options.file || this.timer) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.enqueue();
+    }, this.options.writeDelayMs ?? 1_000);
+    this.timer.unref();
+  }
+
+  /** Writes at once what a scheduled write would have, and waits for every write. */
+  async flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.enqueue();
+    }
+    await this.writing;
+  }
+
+  private enqueue(): void {
+    this.writing = this.writing.then(() => this.write()).catch((error: unknown) => this.options.onError?.(error));
+  }
+
+  private async write(): Promise<void> {
+    const file = this.options.file!;
+    const snapshot: Snapshot = {
+      budgets: [...this.records].map(([key, record]) => ({ key, buckets: [...record.buckets], keepUntil: record.keepUntil })),
+      usage: [...this.usage].map(([day, entry]) => ({ day, counts: Object.fromEntries(entry.counts), keepUntil: entry.keepUntil })),
+    };
+    await mkdir(path.dirname(file), { recursive: true });
+    await writeFileAtomic(file, JSON.stringify(snapshot));
+  }
+}
+
 export function createMemoryBudgetLedger(options: MemoryBudgetLedgerOptions = {}): BudgetLedger {
   const records = new Map<string, BudgetRecord>();
-  const usage = new Map<string, { counts: Map<string, number>; keepUntil: number }>();
+  const usage: UsageDays = new Map();
   const notices = new Map<string, number>();
   if (options.file) restore(options.file, records, usage);
-  let timer: NodeJS.Timeout | undefined;
-  let writing: Promise<void> = Promise.resolve();
-
-  const persist = () => {
-    if (!options.file || timer) return;
-    timer = setTimeout(() => {
-      timer = undefined;
-      writing = writing.then(() => write()).catch((error: unknown) => options.onError?.(error));
-    }, options.writeDelayMs ?? 1_000);
-    timer.unref();
-  };
-  const write = async () => {
-    const snapshot: Snapshot = {
-      budgets: [...records].map(([key, record]) => ({ key, buckets: [...record.buckets], keepUntil: record.keepUntil })),
-      usage: [...usage].map(([day, entry]) => ({ day, counts: Object.fromEntries(entry.counts), keepUntil: entry.keepUntil })),
-    };
-    await mkdir(path.dirname(options.file!), { recursive: true });
-    await writeFileAtomic(options.file!, JSON.stringify(snapshot));
-  };
-
-  /** The record as of `now`: expired reservations released, buckets before `from` and stale records dropped. */
-  const current = (budget: BudgetWindow, now: number): BudgetRecord => {
-    const key = keyOf(budget);
-    let record = records.get(key);
-    if (record && record.keepUntil <= now && record.reservations.size === 0) {
-      records.delete(key);
-      record = undefined;
-    }
-    if (!record) {
-      record = { buckets: new Map(), held: 0, reservations: new Map(), keepUntil: now + budget.keepMs };
-      records.set(key, record);
-    }
-    for (const [member, expiresAt] of record.reservations) {
-      if (expiresAt > now) continue;
-      record.reservations.delete(member);
-      record.held -= amountOf(member);
-    }
-    for (const bucket of record.buckets.keys()) if (bucket < budget.from) record.buckets.delete(bucket);
-    return record;
-  };
-  const stateOf = (record: BudgetRecord): BudgetState => {
-    let used = 0;
-    let oldest: number | undefined;
-    for (const [bucket, amount] of record.buckets) {
-      used += amount;
-      if (amount > 0 && (oldest === undefined || bucket < oldest)) oldest = bucket;
-    }
-    return { used, held: record.held, ...(oldest === undefined ? {} : { oldestBucket: oldest }) };
-  };
+  const writer = new SnapshotWriter(options, records, usage);
+  const current = (budget: BudgetWindow, now: number) => currentRecord(records, budget, now);
 
   return {
     async reserve({ id, budgets, amounts, ttlMs, now }) {
@@ -129,14 +174,8 @@ export function createMemoryBudgetLedger(options: MemoryBudgetLedgerOptions = {}
         record.keepUntil = Math.max(record.keepUntil, now + budget.keepMs);
         return stateOf(record);
       });
-      if (counts) {
-        const entry = usage.get(counts.day) ?? { counts: new Map<string, number>(), keepUntil: 0 };
-        for (const [field, increment] of Object.entries(counts.counts)) entry.counts.set(field, (entry.counts.get(field) ?? 0) + increment);
-        entry.keepUntil = now + counts.keepMs;
-        usage.set(counts.day, entry);
-        for (const [day, kept] of usage) if (kept.keepUntil <= now) usage.delete(day);
-      }
-      persist();
+      if (counts) addUsage(usage, counts, now);
+      writer.schedule();
       return states;
     },
     async read(budgets, now) {
@@ -156,14 +195,7 @@ export function createMemoryBudgetLedger(options: MemoryBudgetLedgerOptions = {}
       }
       return totals;
     },
-    async close() {
-      if (timer) {
-        clearTimeout(timer);
-        timer = undefined;
-        writing = writing.then(() => write()).catch((error: unknown) => options.onError?.(error));
-      }
-      await writing;
-    },
+    close: () => writer.flush(),
   };
 }
 

@@ -202,6 +202,37 @@ function parseEntries(key: string, texts: string[], onSkipped: SkippedEntryListe
   return entries;
 }
 
+/** Runs a write that may be fenced; a LEASE_LOST reply becomes BusError("lease-lost"). */
+async function fencedWrite(key: string, fence: Fence | undefined, run: (token: string) => Promise<unknown>): Promise<void> {
+  const token = fenceToken(fence);
+  try {
+    await run(token);
+  } catch (error) {
+    if (isLeaseLost(error)) {
+      throw new BusError(`lease on ${key} (token ${token}) is no longer held: ${error.message.slice("LEASE_LOST ".length)}`, "lease-lost", {
+        cause: error,
+      });
+    }
+    throw error;
+  }
+}
+
+/** Every session's meta, sorted by key, read in pipelined batches. */
+async function listSessions(redis: RedisClient, keys: ReturnType<typeof redisStoreKeys>): Promise<SessionMeta[]> {
+  const members = await redis.zrange(keys.sessions, 0, -1);
+  const metas: SessionMeta[] = [];
+  for (let start = 0; start < members.length; start += LIST_BATCH) {
+    const batch = members.slice(start, start + LIST_BATCH);
+    // Sent together without awaiting each: ioredis pipelines them on the one connection.
+    const replies = await Promise.all(batch.map((key) => redis.hmget(keys.session(key).meta, "createdAt", "updatedAt", "generation")));
+    replies.forEach(([createdAt, updatedAt, generation], index) => {
+      const meta = parseMeta(batch[index]!, { createdAt, updatedAt, generation });
+      if (meta) metas.push(meta);
+    });
+  }
+  return metas.sort((left, right) => (left.key < right.key ? -1 : left.key > right.key ? 1 : 0));
+}
+
 export function createRedisStore(options: RedisStoreOptions): Store {
   const { redis } = options;
   const now = options.now ?? Date.now;
@@ -225,21 +256,6 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       return Promise.reject(error);
     }
     return queue.run(key, operation);
-  }
-
-  /** Runs a write that may be fenced; a LEASE_LOST reply becomes BusError("lease-lost"). */
-  async function fencedWrite(key: string, fence: Fence | undefined, run: (token: string) => Promise<unknown>): Promise<void> {
-    const token = fenceToken(fence);
-    try {
-      await run(token);
-    } catch (error) {
-      if (isLeaseLost(error)) {
-        throw new BusError(`lease on ${key} (token ${token}) is no longer held: ${error.message.slice("LEASE_LOST ".length)}`, "lease-lost", {
-          cause: error,
-        });
-      }
-      throw error;
-    }
   }
 
   /**
@@ -293,18 +309,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
 
     async list() {
       if (closed) throw new Error("the redis store is closed");
-      const members = await redis.zrange(keys.sessions, 0, -1);
-      const metas: SessionMeta[] = [];
-      for (let start = 0; start < members.length; start += LIST_BATCH) {
-        const batch = members.slice(start, start + LIST_BATCH);
-        // Sent together without awaiting each: ioredis pipelines them on the one connection.
-        const replies = await Promise.all(batch.map((key) => redis.hmget(keys.session(key).meta, "createdAt", "updatedAt", "generation")));
-        replies.forEach(([createdAt, updatedAt, generation], index) => {
-          const meta = parseMeta(batch[index]!, { createdAt, updatedAt, generation });
-          if (meta) metas.push(meta);
-        });
-      }
-      return metas.sort((left, right) => (left.key < right.key ? -1 : left.key > right.key ? 1 : 0));
+      return listSessions(redis, keys);
     },
   };
 

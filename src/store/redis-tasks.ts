@@ -13,7 +13,7 @@
  * status and writes in one step (the compare-and-set a cancelled task relies on), `delete` and
  * `cleanup` re-check what they were asked to check in the same step as the delete.
  */
-import { FINISHED_STATUSES, SubagentTaskSchema, type SubagentTask, type TaskStatus, TaskStatusSchema } from "./task-record.js";
+import { FINISHED_STATUSES, SubagentTaskSchema, type SubagentTask, type TaskStats, type TaskStatus, TaskStatusSchema } from "./task-record.js";
 import { hashTag, type RedisClient } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
 import { type TaskFilter, type TaskPatch, validPatch, validTask } from "./file-tasks.js";
@@ -82,6 +82,67 @@ function allowedStatuses(from: readonly TaskStatus[] | undefined): string {
   return from === undefined ? "*" : from.join(",");
 }
 
+type TaskKeys = ReturnType<typeof redisTaskKeys>;
+
+/**
+ * Deletes one task under the script's conditions; true when it was deleted. The script is told the
+ * session the task was read with, and refuses (-1) when it changed meanwhile: read again, a few times.
+ */
+async function removeTask(redis: RedisClient, keys: TaskKeys, statusKeys: string[], id: string, allowed: readonly TaskStatus[] | undefined, before: number | undefined): Promise<boolean> {
+  for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
+    const storedSession = await redis.hget(keys.task(id), "sessionKey");
+    if (storedSession === null) return false;
+    let sessionKey: unknown;
+    try {
+      sessionKey = JSON.parse(storedSession);
+    } catch {
+      sessionKey = undefined;
+    }
+    if (typeof sessionKey !== "string") throw new Error(`task ${id} in Redis has no readable sessionKey`);
+    const keyList = [keys.task(id), keys.all, keys.session(sessionKey), ...statusKeys];
+    const reply = (await runScript(redis, scripts.delete, keyList, [id, storedSession, allowedStatuses(allowed), before === undefined ? "" : before])) as number;
+    if (reply !== -1) return reply === 1;
+  }
+  throw new Error(`task ${id} kept changing sessions while it was being deleted`);
+}
+
+/** Newest first, a page at a time from the narrowest index the filter names. */
+async function listTasks(redis: RedisClient, keys: TaskKeys, filter: TaskFilter, readMany: (ids: string[]) => Promise<Array<SubagentTask | undefined>>): Promise<SubagentTask[]> {
+  const index = filter.sessionKey !== undefined ? keys.session(filter.sessionKey) : filter.status !== undefined ? keys.status(filter.status) : keys.all;
+  const limit = filter.limit ?? Number.POSITIVE_INFINITY;
+  const found: SubagentTask[] = [];
+  for (let start = 0; found.length < limit; start += PAGE) {
+    // Newest first; equal scores come in descending id order, which the file store copies.
+    const ids = await redis.zrevrange(index, start, start + PAGE - 1);
+    for (const task of await readMany(ids)) {
+      if (!task || found.length >= limit) continue;
+      if (filter.status !== undefined && task.status !== filter.status) continue;
+      if (filter.sessionKey !== undefined && task.sessionKey !== filter.sessionKey) continue;
+      found.push(task);
+    }
+    if (ids.length < PAGE) break;
+  }
+  return found;
+}
+
+/** The index sizes, counted in one MULTI so the numbers belong to one moment. */
+async function countTasks(redis: RedisClient, keys: TaskKeys): Promise<TaskStats> {
+  const replies = await redis
+    .multi()
+    .zcard(keys.all)
+    .zcard(keys.status("pending"))
+    .zcard(keys.status("running"))
+    .zcard(keys.status("completed"))
+    .zcard(keys.status("failed"))
+    .zcard(keys.status("cancelled"))
+    .exec();
+  const [total, pending, running, completed, failed, cancelled] = (replies ?? []).map(([error, count]) => {
+    if (error) throw error;
+    return Number(count);
+  });
+  return { total: total ?? 0, pending: pending ?? 0, running: running ?? 0, completed: completed ?? 0, failed: failed ?? 0, cancelled: cancelled ?? 0 };
+}
+
 export function createRedisTaskStore(options: RedisTaskStoreOptions): TaskStore & { close(): Promise<void> } {
   const { redis } = options;
   const keys = redisTaskKeys(options.prefix);
@@ -106,23 +167,7 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions): TaskStore 
   }
 
   /** Deletes one task under the script's conditions; true when it was deleted. */
-  async function remove(id: string, allowed: readonly TaskStatus[] | undefined, before: number | undefined): Promise<boolean> {
-    for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
-      const storedSession = await redis.hget(keys.task(id), "sessionKey");
-      if (storedSession === null) return false;
-      let sessionKey: unknown;
-      try {
-        sessionKey = JSON.parse(storedSession);
-      } catch {
-        sessionKey = undefined;
-      }
-      if (typeof sessionKey !== "string") throw new Error(`task ${id} in Redis has no readable sessionKey`);
-      const keyList = [keys.task(id), keys.all, keys.session(sessionKey), ...statusKeys];
-      const reply = (await runScript(redis, scripts.delete, keyList, [id, storedSession, allowedStatuses(allowed), before === undefined ? "" : before])) as number;
-      if (reply !== -1) return reply === 1;
-    }
-    throw new Error(`task ${id} kept changing sessions while it was being deleted`);
-  }
+  const remove = (id: string, allowed: readonly TaskStatus[] | undefined, before: number | undefined) => removeTask(redis, keys, statusKeys, id, allowed, before);
 
   return {
     async create(input) {
@@ -156,21 +201,7 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions): TaskStore 
 
     async list(filter: TaskFilter = {}) {
       assertOpen();
-      const index = filter.sessionKey !== undefined ? keys.session(filter.sessionKey) : filter.status !== undefined ? keys.status(filter.status) : keys.all;
-      const limit = filter.limit ?? Number.POSITIVE_INFINITY;
-      const found: SubagentTask[] = [];
-      for (let start = 0; found.length < limit; start += PAGE) {
-        // Newest first; equal scores come in descending id order, which the file store copies.
-        const ids = await redis.zrevrange(index, start, start + PAGE - 1);
-        for (const task of await readMany(ids)) {
-          if (!task || found.length >= limit) continue;
-          if (filter.status !== undefined && task.status !== filter.status) continue;
-          if (filter.sessionKey !== undefined && task.sessionKey !== filter.sessionKey) continue;
-          found.push(task);
-        }
-        if (ids.length < PAGE) break;
-      }
-      return found;
+      return listTasks(redis, keys, filter, readMany);
     },
 
     async delete(id) {
@@ -181,20 +212,7 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions): TaskStore 
 
     async stats() {
       assertOpen();
-      const replies = await redis
-        .multi()
-        .zcard(keys.all)
-        .zcard(keys.status("pending"))
-        .zcard(keys.status("running"))
-        .zcard(keys.status("completed"))
-        .zcard(keys.status("failed"))
-        .zcard(keys.status("cancelled"))
-        .exec();
-      const [total, pending, running, completed, failed, cancelled] = (replies ?? []).map(([error, count]) => {
-        if (error) throw error;
-        return Number(count);
-      });
-      return { total: total ?? 0, pending: pending ?? 0, running: running ?? 0, completed: completed ?? 0, failed: failed ?? 0, cancelled: cancelled ?? 0 };
+      return countTasks(redis, keys);
     },
 
     async cleanup(before) {

@@ -18,6 +18,7 @@ import {
   FINISHED_RUN_STATUSES,
   type NodeState,
   NodePatchSchema,
+  type RunFilter,
   RunPatchSchema,
   type RunStatus,
   RunStatusSchema,
@@ -91,6 +92,54 @@ function allowed(statuses: readonly string[] | undefined): string {
   return statuses === undefined ? "*" : statuses.join(",");
 }
 
+type RunKeys = ReturnType<typeof redisRunKeys>;
+
+/** Writes a new run (its fields and each node's, in one hash) and indexes it; refuses an id that exists. */
+async function createRun(redis: RedisClient, keys: RunKeys, input: WorkflowRun): Promise<void> {
+  const run = validRecord(WorkflowRunSchema, input, "workflow run");
+  const nodeIds = run.nodes.map((node) => node.id);
+  if (new Set(nodeIds).size !== nodeIds.length) throw new Error("invalid workflow run: node ids repeat");
+  const { nodes, ...fields } = run;
+  const values = [...encodeFields({ ...fields, nodeIds }), ...nodes.flatMap((node: NodeState) => encodeFields(node, `${NODE_PREFIX}${node.id}:`))];
+  const keyList = [keys.run(run.id), keys.all, keys.session(run.sessionKey), keys.team(run.teamId), keys.status(run.status)];
+  const created = (await runScript(redis, scripts.create, keyList, [run.id, run.createdAt, ...values])) as number;
+  if (created !== 1) throw new Error(`workflow run ${run.id} exists already`);
+}
+
+/** Newest first, read a page at a time from the narrowest index the filter names. */
+async function listRuns(redis: RedisClient, keys: RunKeys, filter: RunFilter, readMany: (ids: string[]) => Promise<Array<WorkflowRun | undefined>>): Promise<WorkflowRun[]> {
+  const index =
+    filter.sessionKey !== undefined ? keys.session(filter.sessionKey) : filter.teamId !== undefined ? keys.team(filter.teamId) : filter.status !== undefined ? keys.status(filter.status) : keys.all;
+  const limit = filter.limit ?? Number.POSITIVE_INFINITY;
+  const found: WorkflowRun[] = [];
+  for (let start = 0; found.length < limit; start += PAGE) {
+    const ids = await redis.zrevrange(index, start, start + PAGE - 1);
+    for (const run of await readMany(ids)) {
+      if (run && found.length < limit && matchesRunFilter(run, filter)) found.push(run);
+    }
+    if (ids.length < PAGE) break;
+  }
+  return found;
+}
+
+/** Deletes the finished runs that ended before `before`; how many went. */
+async function cleanupRuns(redis: RedisClient, keys: RunKeys, before: number, remove: (id: string, sessionKey: string, teamId: string) => Promise<boolean>): Promise<number> {
+  let deleted = 0;
+  for (const status of FINISHED_RUN_STATUSES) {
+    // A run ends after it is created, so only those created before `before` can qualify (the
+    // index's score); each is read again for its end. A finished run never changes status.
+    const ids = await redis.zrangebyscore(keys.status(status), "-inf", `(${before}`);
+    for (const id of ids) {
+      const fields = await redis.hmget(keys.run(id), "status", "createdAt", "completedAt", "sessionKey", "teamId");
+      const [runStatus, createdAt, completedAt, sessionKey, teamId] = fields.map((text) => (text == null ? undefined : (JSON.parse(text) as unknown)));
+      if (!FINISHED_RUN_STATUSES.has(runStatus as RunStatus) || typeof createdAt !== "number") continue;
+      if (runEndedAt({ createdAt, completedAt: typeof completedAt === "number" ? completedAt : undefined }) >= before) continue;
+      if (await remove(id, String(sessionKey), String(teamId))) deleted += 1;
+    }
+  }
+  return deleted;
+}
+
 export function createRedisRunStore(options: RedisRunStoreOptions): WorkflowRunStore & { close(): Promise<void> } {
   const { redis } = options;
   const keys = redisRunKeys(options.prefix);
@@ -123,14 +172,7 @@ export function createRedisRunStore(options: RedisRunStoreOptions): WorkflowRunS
   return {
     async create(input) {
       assertOpen();
-      const run = validRecord(WorkflowRunSchema, input, "workflow run");
-      const nodeIds = run.nodes.map((node) => node.id);
-      if (new Set(nodeIds).size !== nodeIds.length) throw new Error("invalid workflow run: node ids repeat");
-      const { nodes, ...fields } = run;
-      const values = [...encodeFields({ ...fields, nodeIds }), ...nodes.flatMap((node: NodeState) => encodeFields(node, `${NODE_PREFIX}${node.id}:`))];
-      const keyList = [keys.run(run.id), keys.all, keys.session(run.sessionKey), keys.team(run.teamId), keys.status(run.status)];
-      const created = (await runScript(redis, scripts.create, keyList, [run.id, run.createdAt, ...values])) as number;
-      if (created !== 1) throw new Error(`workflow run ${run.id} exists already`);
+      await createRun(redis, keys, input);
     },
 
     async get(id) {
@@ -140,18 +182,7 @@ export function createRedisRunStore(options: RedisRunStoreOptions): WorkflowRunS
 
     async list(filter = {}) {
       assertOpen();
-      const index =
-        filter.sessionKey !== undefined ? keys.session(filter.sessionKey) : filter.teamId !== undefined ? keys.team(filter.teamId) : filter.status !== undefined ? keys.status(filter.status) : keys.all;
-      const limit = filter.limit ?? Number.POSITIVE_INFINITY;
-      const found: WorkflowRun[] = [];
-      for (let start = 0; found.length < limit; start += PAGE) {
-        const ids = await redis.zrevrange(index, start, start + PAGE - 1);
-        for (const run of await readMany(ids)) {
-          if (run && found.length < limit && matchesRunFilter(run, filter)) found.push(run);
-        }
-        if (ids.length < PAGE) break;
-      }
-      return found;
+      return listRuns(redis, keys, filter, readMany);
     },
 
     async updateRun(id, patch, from) {
@@ -179,20 +210,7 @@ export function createRedisRunStore(options: RedisRunStoreOptions): WorkflowRunS
 
     async cleanup(before) {
       assertOpen();
-      let deleted = 0;
-      for (const status of FINISHED_RUN_STATUSES) {
-        // A run ends after it is created, so only those created before `before` can qualify (the
-        // index's score); each is read again for its end. A finished run never changes status.
-        const ids = await redis.zrangebyscore(keys.status(status), "-inf", `(${before}`);
-        for (const id of ids) {
-          const fields = await redis.hmget(keys.run(id), "status", "createdAt", "completedAt", "sessionKey", "teamId");
-          const [runStatus, createdAt, completedAt, sessionKey, teamId] = fields.map((text) => (text == null ? undefined : (JSON.parse(text) as unknown)));
-          if (!FINISHED_RUN_STATUSES.has(runStatus as RunStatus) || typeof createdAt !== "number") continue;
-          if (runEndedAt({ createdAt, completedAt: typeof completedAt === "number" ? completedAt : undefined }) >= before) continue;
-          if (await remove(id, String(sessionKey), String(teamId))) deleted += 1;
-        }
-      }
-      return deleted;
+      return cleanupRuns(redis, keys, before, remove);
     },
 
     async close() {

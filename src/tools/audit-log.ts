@@ -121,9 +121,40 @@ export function reporterOf(onError: AuditLineOptions["onError"], where: string):
   };
 }
 
+/** The file `index` rotations old (0: the current one). */
+function auditFile(directory: string, index: number): string {
+  return path.join(directory, index === 0 ? `${BASE_NAME}.jsonl` : `${BASE_NAME}.${index}.jsonl`);
+}
+
+/** Shifts every rotated file one older, drops the oldest, and makes the current file number 1. */
+async function rotateFiles(directory: string, maxFiles: number): Promise<void> {
+  await rm(auditFile(directory, maxFiles), { force: true });
+  for (let index = maxFiles - 1; index >= 1; index--) {
+    await rename(auditFile(directory, index), auditFile(directory, index + 1)).catch(ignoreMissing);
+  }
+  await rename(auditFile(directory, 0), auditFile(directory, 1));
+  // Left over from a larger maxFiles setting.
+  for (const name of await readdir(directory)) {
+    const index = ROTATED_NAME.exec(name)?.[1];
+    if (index !== undefined && Number(index) > maxFiles) await rm(path.join(directory, name), { force: true });
+  }
+}
+
+/** The last `limit` lines over the current and rotated files: newest file first, until enough lines are in. */
+async function tailLines(directory: string, maxFiles: number, limit: number): Promise<string[]> {
+  const lines: string[] = [];
+  for (let index = 0; index <= maxFiles && lines.length < limit; index++) {
+    const text = await readFile(auditFile(directory, index), "utf8").catch((error: unknown) => {
+      if ((error as NodeJS.ErrnoException | undefined)?.code === "ENOENT") return "";
+      throw error;
+    });
+    lines.unshift(...text.split("\n").filter((line) => line.trim() !== ""));
+  }
+  return lines.slice(-Math.max(0, limit));
+}
+
 export function createFileAuditLog(options: AuditLogOptions): AuditLog {
-  const file = path.join(options.directory, `${BASE_NAME}.jsonl`);
-  const rotatedFile = (index: number) => path.join(options.directory, `${BASE_NAME}.${index}.jsonl`);
+  const file = auditFile(options.directory, 0);
   const lineOf = auditLineMaker(options);
   const queue = createKeyedQueue();
   /** Bytes in the current file; unknown until the first write and after any failure. */
@@ -150,18 +181,7 @@ export function createFileAuditLog(options: AuditLogOptions): AuditLog {
     }
   }
 
-  async function rotate(): Promise<void> {
-    await rm(rotatedFile(options.maxFiles), { force: true });
-    for (let index = options.maxFiles - 1; index >= 1; index--) {
-      await rename(rotatedFile(index), rotatedFile(index + 1)).catch(ignoreMissing);
-    }
-    await rename(file, rotatedFile(1));
-    // Left over from a larger maxFiles setting.
-    for (const name of await readdir(options.directory)) {
-      const index = ROTATED_NAME.exec(name)?.[1];
-      if (index !== undefined && Number(index) > options.maxFiles) await rm(path.join(options.directory, name), { force: true });
-    }
-  }
+  const rotate = () => rotateFiles(options.directory, options.maxFiles);
 
   async function append(line: string): Promise<void> {
     try {
@@ -196,18 +216,7 @@ export function createFileAuditLog(options: AuditLogOptions): AuditLog {
       }
       await queue.run(BASE_NAME, () => append(line)).catch(report);
     },
-    async tail(limit) {
-      // Newest file first, until enough lines are in: the current one, then 1, 2, ...
-      const lines: string[] = [];
-      for (let index = 0; index <= options.maxFiles && lines.length < limit; index++) {
-        const text = await readFile(index === 0 ? file : rotatedFile(index), "utf8").catch((error: unknown) => {
-          if ((error as NodeJS.ErrnoException | undefined)?.code === "ENOENT") return "";
-          throw error;
-        });
-        lines.unshift(...text.split("\n").filter((line) => line.trim() !== ""));
-      }
-      return lines.slice(-Math.max(0, limit));
-    },
+    tail: (limit) => tailLines(options.directory, options.maxFiles, limit),
     async close() {
       closed = true;
       await queue.drain();

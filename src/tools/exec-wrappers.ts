@@ -101,6 +101,101 @@ export interface Unwrapped {
   readsScriptFromStdin: boolean;
 }
 
+/** How one wrapper layer ended the peeling: the result is complete, the words are the command, or the inner command to peel next. */
+type Layer = "done" | "stop" | Word[];
+
+/**
+ * A wrapper that runs a script rather than a command (shell, eval, watch, trap, alias, su): the
+ * script joins `result.scripts`; undefined for a prefix wrapper (env, sudo, xargs, …).
+ */
+function unwrapScriptWrapper(spec: WrapperSpec, rest: Word[], after: Word[], options: ParsedOptions, result: Unwrapped): Layer | undefined {
+  const head = rest[0]!;
+  if (spec.kind === "shell") {
+    if (options.script !== undefined) {
+      result.layers += 1;
+      result.scripts.push(options.script);
+      return "done";
+    }
+    if (options.flags.has("c")) {
+      result.layers += 1;
+      const [script, ...operands] = after;
+      if (script === undefined || script.dynamic) result.command = [script ?? { ...head, value: `${head.value} -c (script from arguments)`, dynamic: true }];
+      if (script) result.scripts.push(script.value);
+      // `sh -c '"$0" "$@"' rm -rf /x` runs its operands: they are a command too.
+      if (operands.length > 0) result.extraCommands.push(operands);
+      return "done";
+    }
+    result.command = rest;
+    result.readsScriptFromStdin = after.length === 0 || options.flags.has("s") || ["-", "/dev/stdin", "/proc/self/fd/0"].includes(after[0]?.value ?? "");
+    return "done";
+  }
+  if (spec.kind === "eval" || spec.kind === "watch") {
+    result.layers += 1;
+    if (after.length > 0) result.scripts.push(after.map((word) => word.value).join(" "));
+    else result.command = rest;
+    return "done";
+  }
+  if (spec.kind === "trap") {
+    result.layers += 1;
+    const script = after[0];
+    if (script && script.value !== "-" && !/^\d+$/.test(script.value)) result.scripts.push(script.value);
+    result.command = [];
+    return "done";
+  }
+  if (spec.kind === "alias") {
+    result.layers += 1;
+    for (const word of after) {
+      const equals = word.value.indexOf("=");
+      if (equals > 0) result.scripts.push(word.value.slice(equals + 1));
+    }
+    result.command = [];
+    return "done";
+  }
+  if (spec.kind === "su") {
+    // `su user -c '...'`: the script option may come after the user name.
+    const script = suScript(rest);
+    if (script === undefined) return "stop";
+    result.layers += 1;
+    result.prefix.push(...rest.filter((word) => word !== script.word && word !== script.option).map((word) => word.value));
+    result.scripts.push(script.value);
+    return "done";
+  }
+  return undefined;
+}
+
+/** A prefix wrapper: assignments and operands, then the command it runs (or a script option, as `flock FILE -c`). */
+function unwrapPrefixWrapper(spec: WrapperSpec, name: string, rest: Word[], after: Word[], options: ParsedOptions, result: Unwrapped): Layer {
+  let index = 0;
+  if (spec.assignments) while (after[index] && isAssignment(after[index] as Word)) index += 1;
+  index += Math.min(spec.operands ?? 0, after.length - index);
+  // `flock FILE -c '...'`: a script option may follow the operands.
+  const late = after[index];
+  if (late && options.script === undefined && spec.scriptOptions?.some((option) => (option.startsWith("--") ? isLongOption(late.value, option) : late.value === option))) {
+    const equals = late.value.indexOf("=");
+    options.script = equals === -1 ? after[index + 1]?.value : late.value.slice(equals + 1);
+    index += equals === -1 ? 2 : 1;
+  }
+  const consumed = [...rest.slice(0, options.next), ...after.slice(0, index)];
+  if (options.script !== undefined) {
+    result.layers += 1;
+    result.prefix.push(...(spec.privileged ? consumed : consumed.filter(isAssignment)).map((word) => word.value));
+    result.scripts.push([options.script, ...after.slice(index).map((word) => word.value)].join(" "));
+    return "done";
+  }
+  const inner = after.slice(index);
+  if (inner.length === 0) return "stop"; // `env` alone prints the environment: it is the command.
+  result.layers += 1;
+  // Options like `env -i` or `xargs -0` only change how the inner command runs; assignments and
+  // privilege change what it does, so they stay in the text allow patterns must match.
+  result.prefix.push(...(spec.privileged ? consumed : consumed.filter(isAssignment)).map((word) => word.value));
+  if (name === "xargs") {
+    result.appendsArguments = true;
+    const replace = options.values.get("-I") ?? (options.flags.has("i") ? "{}" : undefined);
+    if (replace) result.placeholders.push(replace);
+  }
+  return inner;
+}
+
 /** Peels wrappers off a simple command, collecting inner scripts and commands. */
 export function unwrap(words: Word[]): Unwrapped {
   const result: Unwrapped = { prefix: [], command: undefined, layers: 0, scripts: [], extraCommands: [], placeholders: [], appendsArguments: false, readsScriptFromStdin: false };
@@ -123,87 +218,10 @@ export function unwrap(words: Word[]): Unwrapped {
     const options = parseOptions(rest, spec);
     const after = rest.slice(options.next);
 
-    if (spec.kind === "shell") {
-      if (options.script !== undefined) {
-        result.layers += 1;
-        result.scripts.push(options.script);
-        return result;
-      }
-      if (options.flags.has("c")) {
-        result.layers += 1;
-        const [script, ...operands] = after;
-        if (script === undefined || script.dynamic) result.command = [script ?? { ...head, value: `${head.value} -c (script from arguments)`, dynamic: true }];
-        if (script) result.scripts.push(script.value);
-        // `sh -c '"$0" "$@"' rm -rf /x` runs its operands: they are a command too.
-        if (operands.length > 0) result.extraCommands.push(operands);
-        return result;
-      }
-      result.command = rest;
-      result.readsScriptFromStdin = after.length === 0 || options.flags.has("s") || ["-", "/dev/stdin", "/proc/self/fd/0"].includes(after[0]?.value ?? "");
-      return result;
-    }
-    if (spec.kind === "eval" || spec.kind === "watch") {
-      result.layers += 1;
-      if (after.length > 0) result.scripts.push(after.map((word) => word.value).join(" "));
-      else result.command = rest;
-      return result;
-    }
-    if (spec.kind === "trap") {
-      result.layers += 1;
-      const script = after[0];
-      if (script && script.value !== "-" && !/^\d+$/.test(script.value)) result.scripts.push(script.value);
-      result.command = [];
-      return result;
-    }
-    if (spec.kind === "alias") {
-      result.layers += 1;
-      for (const word of after) {
-        const equals = word.value.indexOf("=");
-        if (equals > 0) result.scripts.push(word.value.slice(equals + 1));
-      }
-      result.command = [];
-      return result;
-    }
-    if (spec.kind === "su") {
-      // `su user -c '...'`: the script option may come after the user name.
-      const script = suScript(rest);
-      if (script === undefined) break;
-      result.layers += 1;
-      result.prefix.push(...rest.filter((word) => word !== script.word && word !== script.option).map((word) => word.value));
-      result.scripts.push(script.value);
-      return result;
-    }
-
-    // A prefix wrapper: assignments and operands, then the command it runs.
-    let index = 0;
-    if (spec.assignments) while (after[index] && isAssignment(after[index] as Word)) index += 1;
-    index += Math.min(spec.operands ?? 0, after.length - index);
-    // `flock FILE -c '...'`: a script option may follow the operands.
-    const late = after[index];
-    if (late && options.script === undefined && spec.scriptOptions?.some((option) => (option.startsWith("--") ? isLongOption(late.value, option) : late.value === option))) {
-      const equals = late.value.indexOf("=");
-      options.script = equals === -1 ? after[index + 1]?.value : late.value.slice(equals + 1);
-      index += equals === -1 ? 2 : 1;
-    }
-    const consumed = [...rest.slice(0, options.next), ...after.slice(0, index)];
-    if (options.script !== undefined) {
-      result.layers += 1;
-      result.prefix.push(...(spec.privileged ? consumed : consumed.filter(isAssignment)).map((word) => word.value));
-      result.scripts.push([options.script, ...after.slice(index).map((word) => word.value)].join(" "));
-      return result;
-    }
-    const inner = after.slice(index);
-    if (inner.length === 0) break; // `env` alone prints the environment: it is the command.
-    result.layers += 1;
-    // Options like `env -i` or `xargs -0` only change how the inner command runs; assignments and
-    // privilege change what it does, so they stay in the text allow patterns must match.
-    result.prefix.push(...(spec.privileged ? consumed : consumed.filter(isAssignment)).map((word) => word.value));
-    if (name === "xargs") {
-      result.appendsArguments = true;
-      const replace = options.values.get("-I") ?? (options.flags.has("i") ? "{}" : undefined);
-      if (replace) result.placeholders.push(replace);
-    }
-    rest = inner;
+    const outcome = unwrapScriptWrapper(spec, rest, after, options, result) ?? unwrapPrefixWrapper(spec, name, rest, after, options, result);
+    if (outcome === "done") return result;
+    if (outcome === "stop") break;
+    rest = outcome;
   }
   if (rest[0] && !rest[0].dynamic && path.posix.basename(rest[0].value) === "find") {
     result.extraCommands.push(...findExecCommands(rest));

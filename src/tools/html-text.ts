@@ -70,65 +70,85 @@ class TextBuilder {
  * content dropped.
  */
 export function htmlToText(html: string, pageUrl?: URL): { title?: string; text: string } {
-  const out = new TextBuilder();
-  let base = pageUrl;
-  let title: string | undefined;
-  let hidden = 0;
-  let preformatted = 0;
-  let cellsInRow = 0;
-  const lists: Array<{ ordered: boolean; count: number }> = [];
-  let link: { href: string | undefined; start: number } | undefined;
+  return new HtmlTextWalker(pageUrl).walk(html);
+}
 
-  const closeLink = () => {
-    if (!link) return;
-    const text = out.since(link.start).trim();
-    if (link.href && text !== "" && text !== link.href) out.text(` [${link.href}]`);
-    link = undefined;
-  };
+/** One pass over a document: the text so far and where the walk is (hidden, preformatted, in which list, link and row). */
+class HtmlTextWalker {
+  private readonly out = new TextBuilder();
+  private title: string | undefined;
+  private hidden = 0;
+  private preformatted = 0;
+  private cellsInRow = 0;
+  private readonly lists: Array<{ ordered: boolean; count: number }> = [];
+  private link: { href: string | undefined; start: number } | undefined;
 
-  let index = 0;
-  while (index < html.length) {
-    const open = html.indexOf("<", index);
-    const textEnd = open < 0 ? html.length : open;
-    if (textEnd > index && hidden === 0) out.text(decodeEntities(html.slice(index, textEnd)), preformatted > 0);
-    if (open < 0) break;
-    const tag = readTag(html, open);
-    if (!tag) {
-      if (hidden === 0) out.text("<", preformatted > 0);
-      index = open + 1;
-      continue;
+  constructor(private base: URL | undefined) {}
+
+  walk(html: string): { title?: string; text: string } {
+    const { out } = this;
+    let index = 0;
+    while (index < html.length) {
+      const open = html.indexOf("<", index);
+      const textEnd = open < 0 ? html.length : open;
+      if (textEnd > index && this.hidden === 0) out.text(decodeEntities(html.slice(index, textEnd)), this.preformatted > 0);
+      if (open < 0) break;
+      const tag = readTag(html, open);
+      if (!tag) {
+        if (this.hidden === 0) out.text("<", this.preformatted > 0);
+        index = open + 1;
+        continue;
+      }
+      if (tag.kind === "eof") break;
+      index = tag.end;
+      if (tag.kind === "comment") continue;
+      if (tag.kind === "start" && rawTextElements.has(tag.name)) {
+        const after = this.skipRawText(html, tag.name, index);
+        if (after === undefined) break;
+        index = after;
+        continue;
+      }
+      this.onTag(tag);
     }
-    if (tag.kind === "eof") break;
-    index = tag.end;
-    if (tag.kind === "comment") continue;
-    const name = tag.name;
+    this.closeLink();
+    const text = out.toString();
+    return this.title ? { title: this.title, text } : { text };
+  }
 
-    if (tag.kind === "start" && rawTextElements.has(name)) {
-      const close = closingTagPattern(name);
-      close.lastIndex = index;
-      const match = close.exec(html);
-      const content = html.slice(index, match ? match.index : html.length);
-      if (name === "title" && title === undefined && hidden === 0) title = decodeEntities(content).replace(/\s+/g, " ").trim();
-      if (!match) break;
-      index = match.index + match[0].length;
-      continue;
-    }
+  /** Skips a script, style or title element's content (keeping the first title); where the walk goes on, or undefined when it never closes. */
+  private skipRawText(html: string, name: string, index: number): number | undefined {
+    const close = closingTagPattern(name);
+    close.lastIndex = index;
+    const match = close.exec(html);
+    const content = html.slice(index, match ? match.index : html.length);
+    if (name === "title" && this.title === undefined && this.hidden === 0) this.title = decodeEntities(content).replace(/\s+/g, " ").trim();
+    return match ? match.index + match[0].length : undefined;
+  }
+
+  private onTag(tag: Tag & { kind: "start" | "end" }): void {
+    const { name } = tag;
     if (hiddenElements.has(name)) {
-      if (tag.kind === "start" && !tag.selfClosing) hidden += 1;
-      else if (tag.kind === "end") hidden = Math.max(0, hidden - 1);
-      continue;
+      if (tag.kind === "start" && !tag.selfClosing) this.hidden += 1;
+      else if (tag.kind === "end") this.hidden = Math.max(0, this.hidden - 1);
+      return;
     }
-    if (hidden > 0) continue;
+    if (this.hidden > 0) return;
+    if (tag.kind === "end") this.onEnd(name);
+    else this.onStart(tag);
+  }
 
-    if (tag.kind === "end") {
-      if (name === "a") closeLink();
-      else if (name === "pre") preformatted = Math.max(0, preformatted - 1);
-      else if ((name === "ul" || name === "ol") && lists.length > 0) lists.pop();
-      if (paragraphElements.has(name)) out.lineBreaks(lists.length > 0 ? 1 : 2);
-      else if (lineElements.has(name)) out.lineBreaks(1);
-      continue;
-    }
+  private onEnd(name: string): void {
+    const { out, lists } = this;
+    if (name === "a") this.closeLink();
+    else if (name === "pre") this.preformatted = Math.max(0, this.preformatted - 1);
+    else if ((name === "ul" || name === "ol") && lists.length > 0) lists.pop();
+    if (paragraphElements.has(name)) out.lineBreaks(lists.length > 0 ? 1 : 2);
+    else if (lineElements.has(name)) out.lineBreaks(1);
+  }
 
+  private onStart(tag: Tag & { kind: "start" }): void {
+    const { out, lists } = this;
+    const { name } = tag;
     const nestedList = (name === "ul" || name === "ol") && lists.length > 0;
     if (paragraphElements.has(name) && !nestedList) out.lineBreaks(2);
     else if (lineElements.has(name) || nestedList) out.lineBreaks(1);
@@ -139,7 +159,7 @@ export function htmlToText(html: string, pageUrl?: URL): { title?: string; text:
         out.lineBreaks(1);
         break;
       case "pre":
-        if (!tag.selfClosing) preformatted += 1;
+        if (!tag.selfClosing) this.preformatted += 1;
         break;
       case "ul":
       case "ol":
@@ -153,11 +173,11 @@ export function htmlToText(html: string, pageUrl?: URL): { title?: string; text:
         break;
       }
       case "tr":
-        cellsInRow = 0;
+        this.cellsInRow = 0;
         break;
       case "td":
       case "th":
-        if (cellsInRow++ > 0) out.text(" | ");
+        if (this.cellsInRow++ > 0) out.text(" | ");
         break;
       case "img": {
         const alt = attribute(tag.attributes, "alt")?.trim();
@@ -165,17 +185,22 @@ export function htmlToText(html: string, pageUrl?: URL): { title?: string; text:
         break;
       }
       case "base":
-        base = absoluteUrl(attribute(tag.attributes, "href"), base) ?? base;
+        this.base = absoluteUrl(attribute(tag.attributes, "href"), this.base) ?? this.base;
         break;
       case "a":
-        closeLink();
-        if (!tag.selfClosing) link = { href: linkTarget(attribute(tag.attributes, "href"), base), start: out.length };
+        this.closeLink();
+        if (!tag.selfClosing) this.link = { href: linkTarget(attribute(tag.attributes, "href"), this.base), start: out.length };
         break;
     }
   }
-  closeLink();
-  const text = out.toString();
-  return title ? { title, text } : { text };
+
+  private closeLink(): void {
+    const { link } = this;
+    if (!link) return;
+    const text = this.out.since(link.start).trim();
+    if (link.href && text !== "" && text !== link.href) this.out.text(` [${link.href}]`);
+    this.link = undefined;
+  }
 }
 
 type Tag =

@@ -99,87 +99,104 @@ class Lexer {
     while (this.position < text.length) {
       const char = text[this.position] as string;
       const next = text[this.position + 1];
-      if (char === " " || char === "\t" || char === "\r") {
-        this.finishWord();
-        this.position += 1;
-      } else if (char === "\\") {
-        if (next === "\n") {
-          this.position += 2;
-          continue;
-        }
-        const word = this.currentWord();
-        word.quoted = true;
-        word.value += next ?? "\\";
-        this.position += next === undefined ? 1 : 2;
-      } else if (char === "'") {
-        const end = text.indexOf("'", this.position + 1);
-        if (end === -1) throw new LexError("unterminated single quote");
-        const word = this.currentWord();
-        word.quoted = true;
-        word.value += text.slice(this.position + 1, end);
-        this.position = end + 1;
-      } else if (char === '"') {
-        const word = this.currentWord();
-        this.position = this.readDoubleQuoted(this.position + 1, word);
-      } else if (char === "$") {
-        this.position = this.readDollar(this.position, this.currentWord(), false);
-      } else if (char === "`") {
-        this.position = this.readBackticks(this.position, this.currentWord());
-      } else if ((char === "<" || char === ">") && next === "(" && !this.word) {
-        const word = this.currentWord();
-        const inner = readParenthesized(text, this.position + 2);
-        word.substitutions.push(inner.script);
-        word.dynamic = true;
-        word.value += text.slice(this.position, inner.end + 1);
-        this.position = inner.end + 1;
-      } else if (char === "#" && !this.word) {
-        const end = text.indexOf("\n", this.position);
-        this.position = end === -1 ? text.length : end;
-      } else if (char === "\n") {
-        this.finishWord();
-        this.separator("\n", 1);
-        this.readHeredocBodies();
-      } else if (char === ";") {
-        this.finishWord();
-        this.separator(text.startsWith(";;&", this.position) ? ";;&" : next === ";" ? ";;" : next === "&" ? ";&" : ";");
-      } else if (char === "&") {
-        this.finishWord();
-        if (next === "&") this.separator("&&");
-        else if (next === ">") this.redirect(text[this.position + 2] === ">" ? "&>>" : "&>", "");
-        else this.separator("&");
-      } else if (char === "|") {
-        this.finishWord();
-        this.separator(next === "|" ? "||" : next === "&" ? "|&" : "|");
-      } else if (char === "(") {
-        this.finishWord();
-        this.depth += 1;
-        this.separator("(");
-      } else if (char === ")") {
-        this.finishWord();
-        if (this.depth === 0 && this.nested) return this.position;
-        this.depth = Math.max(0, this.depth - 1);
-        this.separator(")");
-      } else if (char === "<" || char === ">") {
-        const word = this.word;
-        let descriptor = "";
-        if (word && /^\d+$/.test(word.value) && !word.quoted && !word.dynamic) {
-          descriptor = word.value;
-          this.word = undefined;
-        } else {
-          this.finishWord();
-        }
-        const operator = REDIRECTS.find((candidate) => text.startsWith(candidate, this.position)) as string;
-        this.redirect(operator, descriptor);
-      } else {
-        const word = this.currentWord();
-        word.value += char;
-        word.bare += char;
-        this.position += 1;
-      }
+      if (this.scanWordPart(char, next)) continue;
+      if (this.scanOperator(char, next)) return this.position;
     }
     if (this.nested) throw new LexError("unterminated $( ) or <( ) substitution");
     this.finishWord();
     return this.position;
+  }
+
+  /** Blanks, quoting, expansions, process substitutions and comments; false when `char` starts none of them. */
+  private scanWordPart(char: string, next: string | undefined): boolean {
+    const text = this.text;
+    if (char === " " || char === "\t" || char === "\r") {
+      this.finishWord();
+      this.position += 1;
+    } else if (char === "\\") {
+      if (next === "\n") {
+        this.position += 2;
+        return true;
+      }
+      const word = this.currentWord();
+      word.quoted = true;
+      word.value += next ?? "\\";
+      this.position += next === undefined ? 1 : 2;
+    } else if (char === "'") {
+      const end = text.indexOf("'", this.position + 1);
+      if (end === -1) throw new LexError("unterminated single quote");
+      const word = this.currentWord();
+      word.quoted = true;
+      word.value += text.slice(this.position + 1, end);
+      this.position = end + 1;
+    } else if (char === '"') {
+      const word = this.currentWord();
+      this.position = this.readDoubleQuoted(this.position + 1, word);
+    } else if (char === "$") {
+      this.position = this.readDollar(this.position, this.currentWord(), false);
+    } else if (char === "`") {
+      this.position = this.readBackticks(this.position, this.currentWord());
+    } else if ((char === "<" || char === ">") && next === "(" && !this.word) {
+      const word = this.currentWord();
+      const inner = readParenthesized(text, this.position + 2);
+      word.substitutions.push(inner.script);
+      word.dynamic = true;
+      word.value += text.slice(this.position, inner.end + 1);
+      this.position = inner.end + 1;
+    } else if (char === "#" && !this.word) {
+      const end = text.indexOf("\n", this.position);
+      this.position = end === -1 ? text.length : end;
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  /** Separators and redirections, else a plain character of the word; true when an unmatched `)` ends a nested scan. */
+  private scanOperator(char: string, next: string | undefined): boolean {
+    const text = this.text;
+    if (char === "\n") {
+      this.finishWord();
+      this.separator("\n", 1);
+      this.readHeredocBodies();
+    } else if (char === ";") {
+      this.finishWord();
+      this.separator(text.startsWith(";;&", this.position) ? ";;&" : next === ";" ? ";;" : next === "&" ? ";&" : ";");
+    } else if (char === "&") {
+      this.finishWord();
+      if (next === "&") this.separator("&&");
+      else if (next === ">") this.redirect(text[this.position + 2] === ">" ? "&>>" : "&>", "");
+      else this.separator("&");
+    } else if (char === "|") {
+      this.finishWord();
+      this.separator(next === "|" ? "||" : next === "&" ? "|&" : "|");
+    } else if (char === "(") {
+      this.finishWord();
+      this.depth += 1;
+      this.separator("(");
+    } else if (char === ")") {
+      this.finishWord();
+      if (this.depth === 0 && this.nested) return true;
+      this.depth = Math.max(0, this.depth - 1);
+      this.separator(")");
+    } else if (char === "<" || char === ">") {
+      const word = this.word;
+      let descriptor = "";
+      if (word && /^\d+$/.test(word.value) && !word.quoted && !word.dynamic) {
+        descriptor = word.value;
+        this.word = undefined;
+      } else {
+        this.finishWord();
+      }
+      const operator = REDIRECTS.find((candidate) => text.startsWith(candidate, this.position)) as string;
+      this.redirect(operator, descriptor);
+    } else {
+      const word = this.currentWord();
+      word.value += char;
+      word.bare += char;
+      this.position += 1;
+    }
+    return false;
   }
 
   private currentWord(): WordBuilder {

@@ -58,39 +58,20 @@ const parameters = z.object({
 const redirectStatuses = new Set([301, 302, 303, 307, 308]);
 const userAgent = "CountBot/0.1 (web_fetch)";
 
-export function createWebFetchTool(options: WebFetchOptions): Tool<typeof parameters> {
-  const resolve: Resolver = options.resolve ?? ((hostname) => dnsLookup(hostname, { all: true, verbatim: true }));
-  const isAllowed = options.isAllowedAddress ?? ((address: string) => isPublicAddress(address));
-  const allowPrivate = options.allowPrivate ?? false;
+/** Fetches pages for the tool: every hop's host resolved, checked and pinned before it is dialled. */
+class PageFetcher {
+  private readonly resolve: Resolver;
+  private readonly isAllowed: (address: string, hostname: string) => boolean;
+  private readonly allowPrivate: boolean;
 
-  /** Checks one hop and returns the address to dial; throws a ToolError naming why not. */
-  async function pin(target: Target, refuse: (reason: string) => ToolError, signal: AbortSignal): Promise<ResolvedAddress> {
-    let addresses: ResolvedAddress[];
-    if (target.ipFamily !== 0) {
-      addresses = [{ address: target.hostname, family: target.ipFamily }];
-    } else {
-      const nameRefusal = allowPrivate ? undefined : hostnameRefusal(target.hostname);
-      if (nameRefusal) throw refuse(nameRefusal);
-      try {
-        addresses = await abortable(resolve(target.hostname), signal);
-      } catch (error) {
-        if (signal.aborted) throw error;
-        throw new ToolError(`the host "${target.hostname}" could not be resolved (${errorMessage(error)})`, "Check the spelling of the URL.", { cause: error });
-      }
-      if (addresses.length === 0) throw new ToolError(`the host "${target.hostname}" has no addresses`, "Check the spelling of the URL.");
-    }
-    if (!allowPrivate) {
-      // Every address, not just the one dialled: a name with one public and one private address is refused.
-      for (const { address } of addresses) {
-        if (isAllowed(address, target.hostname)) continue;
-        const why = addressRefusal(address) ?? "an address web_fetch may not reach";
-        throw refuse(target.ipFamily === 0 ? `"${target.hostname}" resolves to ${address}, ${why}` : `${address} is ${why}`);
-      }
-    }
-    return addresses[0] as ResolvedAddress;
+  constructor(private readonly options: WebFetchOptions) {
+    this.resolve = options.resolve ?? ((hostname) => dnsLookup(hostname, { all: true, verbatim: true }));
+    this.isAllowed = options.isAllowedAddress ?? ((address: string) => isPublicAddress(address));
+    this.allowPrivate = options.allowPrivate ?? false;
   }
 
-  async function fetchPage(input: string, signal: AbortSignal): Promise<string> {
+  /** Follows redirects (each hop checked and pinned) up to `maxRedirects`, then reads the page. */
+  async fetchPage(input: string, signal: AbortSignal): Promise<string> {
     const chain: string[] = [];
     let next = input;
     for (let redirects = 0; ; redirects++) {
@@ -103,14 +84,14 @@ export function createWebFetchTool(options: WebFetchOptions): Tool<typeof parame
       const checked = parseTarget(next);
       if (!checked.ok) throw refuse(checked.reason);
       const target = checked.target;
-      const address = await pin(target, refuse, signal);
+      const address = await this.pin(target, refuse, signal);
       const { request, response } = await send(target, address, signal);
       const status = response.statusCode ?? 0;
       const location = response.headers.location;
       if (redirectStatuses.has(status) && location) {
         request.destroy();
-        if (redirects >= options.maxRedirects) {
-          throw new ToolError(`${input} redirected more than ${options.maxRedirects} times`, "The site redirects in a loop or too deep; tell the user, or try another source.");
+        if (redirects >= this.options.maxRedirects) {
+          throw new ToolError(`${input} redirected more than ${this.options.maxRedirects} times`, "The site redirects in a loop or too deep; tell the user, or try another source.");
         }
         chain.push(target.url.href);
         try {
@@ -121,19 +102,20 @@ export function createWebFetchTool(options: WebFetchOptions): Tool<typeof parame
         continue;
       }
       try {
-        return await readPage(target.url, chain, request, response, status);
+        return await this.readPage(target.url, chain, request, response, status);
       } finally {
         request.destroy();
       }
     }
   }
 
-  async function readPage(url: URL, chain: string[], request: ClientRequest, response: IncomingMessage, status: number): Promise<string> {
+  /** Reads the body within `maxBytes`, refuses binary data, and renders HTML as text, wrapped as untrusted. */
+  private async readPage(url: URL, chain: string[], request: ClientRequest, response: IncomingMessage, status: number): Promise<string> {
     const contentType = response.headers["content-type"] ?? "";
     const mediaType = (contentType.split(";")[0] ?? "").trim().toLowerCase();
     let kind = contentKind(mediaType);
     if (kind === "binary") throw binaryError(url, mediaType);
-    const { bytes, truncated } = await readCapped(decode(response, request), options.maxBytes);
+    const { bytes, truncated } = await readCapped(decode(response, request), this.options.maxBytes);
     if (kind === "unknown") kind = sniff(bytes);
     if (kind === "binary") throw binaryError(url, mediaType || "unlabelled binary data");
     const charset = /charset\s*=\s*"?([\w.:-]+)/i.exec(contentType)?.[1] ?? (kind === "html" ? metaCharset(bytes) : undefined);
@@ -142,37 +124,68 @@ export function createWebFetchTool(options: WebFetchOptions): Tool<typeof parame
     const facts = [`HTTP ${status}`, mediaType || "no content type", `${bytes.length} bytes read`];
     if (chain.length > 0) facts.push(`redirected from ${chain[0]}`);
     const lines = [wrapUntrusted(url.href, body), `Fetched ${url.href} (${facts.join(", ")}).`];
-    if (truncated) lines.push(`[truncated: the body is longer than ${options.maxBytes} bytes; only the first ${options.maxBytes} were read]`);
+    if (truncated) lines.push(`[truncated: the body is longer than ${this.options.maxBytes} bytes; only the first ${this.options.maxBytes} were read]`);
     return lines.join("\n");
   }
 
-  async function send(target: Target, address: ResolvedAddress, signal: AbortSignal): Promise<{ request: ClientRequest; response: IncomingMessage }> {
-    const { url } = target;
-    const secure = url.protocol === "https:";
-    const requestOptions: https.RequestOptions = {
-      hostname: target.hostname,
-      port: url.port || (secure ? 443 : 80),
-      path: `${url.pathname}${url.search}`,
-      method: "GET",
-      headers: {
-        host: url.host,
-        "user-agent": userAgent,
-        accept: "text/html, text/*;q=0.9, application/json;q=0.9, application/xml;q=0.8, */*;q=0.1",
-        "accept-encoding": "gzip, deflate, br",
-      },
-      // A fresh socket per hop: a pooled one could be reused for a host it was not checked for.
-      agent: false,
-      lookup: pinnedLookup(address),
-      signal,
-    };
-    if (secure && target.ipFamily === 0) requestOptions.servername = target.hostname.replace(/\.$/, "");
-    return new Promise((resolve, reject) => {
-      const request = (secure ? https : http).request(requestOptions, (response) => resolve({ request, response }));
-      request.on("error", reject);
-      request.end();
-    });
+  /** Checks one hop and returns the address to dial; throws a ToolError naming why not. */
+  private async pin(target: Target, refuse: (reason: string) => ToolError, signal: AbortSignal): Promise<ResolvedAddress> {
+    let addresses: ResolvedAddress[];
+    if (target.ipFamily !== 0) {
+      addresses = [{ address: target.hostname, family: target.ipFamily }];
+    } else {
+      const nameRefusal = this.allowPrivate ? undefined : hostnameRefusal(target.hostname);
+      if (nameRefusal) throw refuse(nameRefusal);
+      try {
+        addresses = await abortable(this.resolve(target.hostname), signal);
+      } catch (error) {
+        if (signal.aborted) throw error;
+        throw new ToolError(`the host "${target.hostname}" could not be resolved (${errorMessage(error)})`, "Check the spelling of the URL.", { cause: error });
+      }
+      if (addresses.length === 0) throw new ToolError(`the host "${target.hostname}" has no addresses`, "Check the spelling of the URL.");
+    }
+    if (!this.allowPrivate) {
+      // Every address, not just the one dialled: a name with one public and one private address is refused.
+      for (const { address } of addresses) {
+        if (this.isAllowed(address, target.hostname)) continue;
+        const why = addressRefusal(address) ?? "an address web_fetch may not reach";
+        throw refuse(target.ipFamily === 0 ? `"${target.hostname}" resolves to ${address}, ${why}` : `${address} is ${why}`);
+      }
+    }
+    return addresses[0] as ResolvedAddress;
   }
+}
 
+/** One GET to the pinned address (a fresh socket, SNI for the name); resolves with the response head. */
+async function send(target: Target, address: ResolvedAddress, signal: AbortSignal): Promise<{ request: ClientRequest; response: IncomingMessage }> {
+  const { url } = target;
+  const secure = url.protocol === "https:";
+  const requestOptions: https.RequestOptions = {
+    hostname: target.hostname,
+    port: url.port || (secure ? 443 : 80),
+    path: `${url.pathname}${url.search}`,
+    method: "GET",
+    headers: {
+      host: url.host,
+      "user-agent": userAgent,
+      accept: "text/html, text/*;q=0.9, application/json;q=0.9, application/xml;q=0.8, */*;q=0.1",
+      "accept-encoding": "gzip, deflate, br",
+    },
+    // A fresh socket per hop: a pooled one could be reused for a host it was not checked for.
+    agent: false,
+    lookup: pinnedLookup(address),
+    signal,
+  };
+  if (secure && target.ipFamily === 0) requestOptions.servername = target.hostname.replace(/\.$/, "");
+  return new Promise((resolve, reject) => {
+    const request = (secure ? https : http).request(requestOptions, (response) => resolve({ request, response }));
+    request.on("error", reject);
+    request.end();
+  });
+}
+
+export function createWebFetchTool(options: WebFetchOptions): Tool<typeof parameters> {
+  const fetcher = new PageFetcher(options);
   return defineTool({
     name: "web_fetch",
     description:
@@ -182,7 +195,7 @@ export function createWebFetchTool(options: WebFetchOptions): Tool<typeof parame
       const timeout = AbortSignal.timeout(options.timeoutMs);
       const signal = AbortSignal.any([context.signal, timeout]);
       try {
-        return await fetchPage(args.url.trim(), signal);
+        return await fetcher.fetchPage(args.url.trim(), signal);
       } catch (error) {
         if (error instanceof ToolError || context.signal.aborted) throw error;
         if (timeout.aborted) {

@@ -9,7 +9,9 @@
  * - text: splitting a reply into messages that fit, the chat commands every channel understands;
  * - groups: the `groupContext` and `teamProgress` settings every chat platform's section takes;
  * - order and memory: a serial lane (per chat), expiring sets for dedupe;
- * - I/O: capped downloads, one error scrubber for credentials, retries with back-off, webhook helpers;
+ * - I/O: capped downloads, one error scrubber for credentials, retries with back-off, webhook helpers, JSON
+ *   calls with a timeout, a cached app access token (fetched once at a time, bought anew before it runs out),
+ *   a scrubber that also hides issued tokens, and transport failures mapped onto ChannelError;
  * - budgets: the platform's published send limits, declared once (`defineQuotas`), overridable
  *   in its config section (`limitsSchema`, `withLimits`); the runtime's send governor keeps every
  *   call within them;
@@ -44,7 +46,10 @@ export { ExpiringMap } from "../../bus/expiring-map.js";
 export { ExpiringSet } from "../../bus/expiring-set.js";
 export type { Subscription } from "../../bus/message-bus.js";
 export { sleep } from "../../sleep.js";
+export { AccessTokenCache, type FetchedToken } from "./access-token.js";
+export { type JsonAnswer, readJsonBody, requestJson } from "./json-request.js";
 export { draftIdOf } from "./draft-id.js";
+export { type IssuedSecretScrubber, createIssuedSecretScrubber, isNetworkFailure, transportFailure } from "./platform-failure.js";
 export { type SaveDownloadOptions, TooBigError, formatBytes, safeAttachmentName, saveDownload } from "./download.js";
 export { type RetryOptions, backoffDelay, withRetries } from "./retry.js";
 export { type Scrub, type ScrubberOptions, createScrubber, scrubError } from "./scrub.js";

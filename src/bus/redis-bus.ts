@@ -11,7 +11,8 @@
  * - claim: each call carries a claim id, so a replayed claim hands back the same lease;
  * - ack, dead letter: a `done:<token>` marker, so a replayed ack succeeds;
  * - fenced publish: a `published:<token>:<id>` marker, so a replay adds no second entry;
- * - delivery mark: holds a token of its own call, so a replayed mark is still ours to send;
+ * - delivery mark: holds a token of its own call, so a replayed mark is still ours to send
+ *   (redis-delivery-marks.ts);
  * - outbound reads: after a reconnect the consumer reads its own pending entries first;
  * - inbound publish fails fast (BusError "unavailable") while Redis is away, so a message is
  *   accepted only once Redis has it.
@@ -26,6 +27,8 @@ import { type BusKeys, busKeys } from "./redis-keys.js";
 import { type ReplicaWait, replicaWait } from "./replica-wait.js";
 import { WorkerLiveness } from "./worker-liveness.js";
 import { RedisDrafts } from "./redis-drafts.js";
+import { DeliveryMarks } from "./redis-delivery-marks.js";
+import { RedisSignals } from "./redis-signals.js";
 import { startOutboundConsumer } from "./redis-outbound.js";
 import {
   type BusStats,
@@ -42,16 +45,15 @@ import {
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
-  enqueue: loadScript(scriptsDirectory, "enqueue-5.lua"),
+  enqueue: loadScript(scriptsDirectory, "enqueue-4.lua"),
   claim: loadScript(scriptsDirectory, "claim-7.lua"),
   ack: loadScript(scriptsDirectory, "ack-7.lua"),
   ackWithReply: loadScript(scriptsDirectory, "ack-with-reply-8.lua"),
   deadLetter: loadScript(scriptsDirectory, "dead-letter-8.lua"),
   renewWorker: loadScript(scriptsDirectory, "renew-worker-2.lua"),
   holds: loadScript(scriptsDirectory, "holds-2.lua"),
-  release: loadScript(scriptsDirectory, "release-4.lua"),
+  release: loadScript(scriptsDirectory, "release-5.lua"),
   publishFenced: loadScript(scriptsDirectory, "publish-fenced-4.lua"),
-  markDelivered: loadScript(scriptsDirectory, "mark-delivered-1.lua"),
 };
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -101,8 +103,10 @@ class RedisBus implements MessageBus {
   private readonly maxBatch: number;
   private readonly streamMaxLength: number;
   private blocking: RedisClient | undefined;
-  private subscriber: RedisClient | undefined;
-  private readonly listeners = new Map<string, Set<(message: string) => void>>();
+  /** Cancel requests and broadcasts (pub/sub). */
+  private readonly signals: RedisSignals;
+  /** Once-only marks: a reply chunk delivered, a platform event answered. */
+  private readonly marks: DeliveryMarks;
   private readonly subscriptions = new Set<Subscription>();
   /** Drafts: who watches, their publish, what finals say of them. */
   private readonly drafts: RedisDrafts;
@@ -113,8 +117,6 @@ class RedisBus implements MessageBus {
   private readonly liveness: WorkerLiveness;
   /** When this bus last asked a claim to reap dead workers (its own clock). */
   private reapedAt = Number.NEGATIVE_INFINITY;
-  /** Delivery marks set but not confirmed on the replicas yet, with their token (acceptAfterReplicas). */
-  private readonly unreplicatedMarks = new Map<string, string>();
   /** Waits for `acceptAfterReplicas` replicas to have this connection's writes (a no-op at 0). */
   private readonly replicated: ReplicaWait;
   /** The last claim took fewer sessions than asked: wait for a wake-up token before the next one. */
@@ -146,6 +148,8 @@ class RedisBus implements MessageBus {
       holds: (claim) => this.holds(claim),
     });
     this.replicated = replicaWait(options.redis, options.acceptAfterReplicas ?? 0, options.acceptTimeoutMs ?? 2_000);
+    this.signals = new RedisSignals(this.redis, this.keys);
+    this.marks = new DeliveryMarks({ redis: this.redis, keys: this.keys, replicated: this.replicated, dedupeTtlMs: this.dedupeTtlMs });
   }
 
   /** How often claims reap dead workers: a dead worker's sessions wait at most its TTL plus this. */
@@ -166,7 +170,7 @@ class RedisBus implements MessageBus {
       runScript(
         this.redis,
         scripts.enqueue,
-        [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.own, this.keys.wake, marker],
+        [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.wake, marker],
         [JSON.stringify(message), sessionKey, this.clock(), this.debounceMs, eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs, message.id],
       ),
       this.options.publishTimeoutMs ?? 5_000,
@@ -177,12 +181,8 @@ class RedisBus implements MessageBus {
 
   async markEventSeen(channel: string, eventId: string): Promise<boolean> {
     this.assertOpen();
-    // The publish dedupe's own marker; a token of this call, so a replay after a lost reply still wins.
-    const ours = (await runScript(this.redis, scripts.markDelivered, [this.keys.seen(channel, eventId)], [randomUUID(), this.dedupeTtlMs])) === 1;
-    await this.replicated();
-    return ours;
+    return this.marks.markEventSeen(channel, eventId);
   }
-
 
   async claimSession(options: ClaimOptions = {}): Promise<Claim | null> {
     return (await this.claimSessions({ ...options, max: 1 }))[0] ?? null;
@@ -251,21 +251,26 @@ class RedisBus implements MessageBus {
     const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
     const args = [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()];
     if (!reply) {
-      await this.fenced(claim, () => runScript(this.redis, scripts.ack, keys, args));
+      await this.fenced(claim, () => runScript(this.redis, scripts.ack, keys, [...args, claim.attempt]));
       this.liveness.ended(claim);
       return;
     }
     this.assertOpen();
     const event = this.drafts.messageEvent(reply);
     await this.fenced(claim, () =>
-      runScript(this.redis, scripts.ackWithReply, [...keys, this.keys.outbound(reply.channel)], [...args, event, this.streamMaxLength]),
+      runScript(this.redis, scripts.ackWithReply, [...keys, this.keys.outbound(reply.channel)], [...args, event, this.streamMaxLength, claim.attempt]),
     );
     this.liveness.ended(claim);
   }
 
   async release(claim: Claim): Promise<void> {
     this.liveness.ended(claim);
-    await runScript(this.redis, scripts.release, [this.keys.own, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake], [claim.sessionKey, claim.token, this.clock()]);
+    await runScript(
+      this.redis,
+      scripts.release,
+      [this.keys.own, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake, this.keys.attempts],
+      [claim.sessionKey, claim.token, this.clock()],
+    );
   }
 
   async deadLetter(claim: Claim, reason: string, count = claim.messages.length): Promise<void> {
@@ -274,7 +279,7 @@ class RedisBus implements MessageBus {
         this.redis,
         scripts.deadLetter,
         [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.dead, this.keys.done(claim.token)],
-        [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", reason, 1_000, randomUUID()],
+        [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", reason, 1_000, randomUUID(), claim.attempt],
       ),
     );
     this.liveness.ended(claim);
@@ -353,68 +358,36 @@ class RedisBus implements MessageBus {
     return tracked;
   }
 
-  async markDelivered(outboundId: string): Promise<boolean> {
-    // A token of this call: replayed after a lost reply, the mark finds itself and stays ours.
-    // A mark whose replication failed is retried with its own token, so it is still ours.
-    const token = this.unreplicatedMarks.get(outboundId) ?? randomUUID();
-    const ours = (await runScript(this.redis, scripts.markDelivered, [this.keys.sent(outboundId)], [token, 7 * DAY_MS])) === 1;
-    if (!ours) return false;
-    // Replicated before the reply goes out: a failover must not forget it was sent.
-    try {
-      await this.replicated();
-    } catch (error) {
-      this.unreplicatedMarks.set(outboundId, token);
-      if (this.unreplicatedMarks.size > 10_000) this.unreplicatedMarks.delete(this.unreplicatedMarks.keys().next().value!);
-      throw error;
-    }
-    this.unreplicatedMarks.delete(outboundId);
-    return true;
+  markDelivered(outboundId: string): Promise<boolean> {
+    return this.marks.markDelivered(outboundId);
   }
 
-  async isDelivered(outboundId: string): Promise<boolean> {
-    return (await this.redis.exists(this.keys.sent(outboundId))) === 1;
+  isDelivered(outboundId: string): Promise<boolean> {
+    return this.marks.isDelivered(outboundId);
   }
 
-  async recordDraftMessage(channel: string, replyId: string, platformMessageId: string): Promise<void> {
-    await this.redis.set(this.keys.draftMessage(channel, replyId), platformMessageId, "PX", DAY_MS);
+  recordDraftMessage(channel: string, replyId: string, platformMessageId: string): Promise<void> {
+    return this.marks.recordDraftMessage(channel, replyId, platformMessageId);
   }
 
-  async draftMessageOf(channel: string, replyId: string): Promise<string | undefined> {
-    return (await this.redis.get(this.keys.draftMessage(channel, replyId))) ?? undefined;
+  draftMessageOf(channel: string, replyId: string): Promise<string | undefined> {
+    return this.marks.draftMessageOf(channel, replyId);
   }
 
-  async requestCancel(sessionKey: string): Promise<void> {
-    await this.redis.publish(this.keys.cancel, sessionKey);
+  requestCancel(sessionKey: string): Promise<void> {
+    return this.signals.requestCancel(sessionKey);
   }
 
-  async onCancel(handler: (sessionKey: string) => void): Promise<Subscription> {
-    return this.listen(this.keys.cancel, handler);
+  onCancel(handler: (sessionKey: string) => void): Promise<Subscription> {
+    return this.signals.onCancel(handler);
   }
 
-  async broadcast(topic: string, payload: string): Promise<void> {
-    await this.redis.publish(this.keys.broadcast(topic), payload);
+  broadcast(topic: string, payload: string): Promise<void> {
+    return this.signals.broadcast(topic, payload);
   }
 
-  async onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription> {
-    return this.listen(this.keys.broadcast(topic), handler);
-  }
-
-  /** One subscriber connection for every pub/sub channel this bus listens to. */
-  private async listen(channel: string, handler: (message: string) => void): Promise<Subscription> {
-    if (!this.subscriber) {
-      this.subscriber = this.redis.duplicate();
-      this.subscriber.on("message", (from: string, message: string) => {
-        for (const listener of this.listeners.get(from) ?? []) listener(message);
-      });
-    }
-    let handlers = this.listeners.get(channel);
-    if (!handlers) {
-      handlers = new Set();
-      this.listeners.set(channel, handlers);
-      await this.subscriber.subscribe(channel);
-    }
-    handlers.add(handler);
-    return { close: async () => void handlers.delete(handler) };
+  onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription> {
+    return this.signals.onBroadcast(topic, handler);
   }
 
   async close(): Promise<void> {
@@ -423,7 +396,7 @@ class RedisBus implements MessageBus {
     this.drafts.close();
     await Promise.all([...this.subscriptions].map((subscription) => subscription.close()));
     this.blocking?.disconnect();
-    this.subscriber?.disconnect();
+    this.signals.close();
     if (this.options.ownsConnection) await this.redis.quit().catch(() => undefined);
   }
 

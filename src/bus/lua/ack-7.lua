@@ -9,7 +9,7 @@
   KEYS[3] workers    ZSET worker id -> liveness expiry
   KEYS[4] own        HASH sid -> "<token>:<worker id>"
   KEYS[5] wake       LIST of wake-up tokens
-  KEYS[6] attempts   HASH first message id -> claims
+  KEYS[6] attempts   HASH first message id -> failed claims
   KEYS[7] done:<token>  the id of the ack call that ended this lease (10 minutes)
   ARGV[1] sid
   ARGV[2] token
@@ -17,6 +17,7 @@
   ARGV[4] now (ms), or "" for Redis's clock
   ARGV[5] id of the batch's first message
   ARGV[6] id of this ack call
+  ARGV[7] the claim's attempt (1: no failed claims to forget)
   Output: 1, or the error LEASE_LOST
 ]]
 --- @include "includes/end-lease"
@@ -27,5 +28,5 @@ local refused = refusedEnd(KEYS[4], KEYS[3], ARGV[1], ARGV[2], now, KEYS[7], ARG
 if refused then
   return refused
 end
-endLease(KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[3]), now, ARGV[5])
+endLease(KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[3]), now, ARGV[5], ARGV[7])
 return 1

@@ -11,7 +11,7 @@
   KEYS[3] workers    ZSET worker id -> liveness expiry
   KEYS[4] own        HASH sid -> "<token>:<worker id>"
   KEYS[5] wake       LIST of wake-up tokens
-  KEYS[6] attempts   HASH first message id -> claims
+  KEYS[6] attempts   HASH first message id -> failed claims
   KEYS[7] done:<token>  the id of the call that ended this lease (10 minutes)
   KEYS[8] out:<channel>  STREAM of the reply's channel
   ARGV[1] sid
@@ -22,6 +22,7 @@
   ARGV[6] id of this call
   ARGV[7] the reply's stream event (JSON)
   ARGV[8] approximate stream length kept
+  ARGV[9] the claim's attempt (1: no failed claims to forget)
   Output: 1, or the error LEASE_LOST
 ]]
 --- @include "includes/end-lease"
@@ -33,5 +34,5 @@ if refused then
   return refused
 end
 redis.call("XADD", KEYS[8], "MAXLEN", "~", ARGV[8], "*", "event", ARGV[7])
-endLease(KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[3]), now, ARGV[5])
+endLease(KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[1], tonumber(ARGV[3]), now, ARGV[5], ARGV[9])
 return 1

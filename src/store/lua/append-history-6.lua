@@ -30,11 +30,13 @@ if #ARGV < 4 then
   return redis.call("LLEN", KEYS[2])
 end
 
-if redis.call("EXISTS", KEYS[1]) == 0 then
-  redis.call("HSET", KEYS[1], "key", sessionKey, "createdAt", now, "generation", 0)
+-- A session's meta and its entry in `sessions` are created together (here, in compact and in
+-- reset) and neither is ever deleted: a session new to `sessions` (ZADD adds 1) has no meta yet.
+if redis.call("ZADD", KEYS[3], now, sessionKey) == 1 then
+  redis.call("HSET", KEYS[1], "key", sessionKey, "createdAt", now, "generation", 0, "updatedAt", now)
+else
+  redis.call("HSET", KEYS[1], "updatedAt", now)
 end
-redis.call("HSET", KEYS[1], "updatedAt", now)
-redis.call("ZADD", KEYS[3], now, sessionKey)
 
 -- unpack() is bounded by Lua's C stack: push in slices.
 local length = 0

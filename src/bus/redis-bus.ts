@@ -30,6 +30,7 @@ import { RedisDrafts } from "./redis-drafts.js";
 import { DeliveryMarks } from "./redis-delivery-marks.js";
 import { RedisSignals } from "./redis-signals.js";
 import { startOutboundConsumer } from "./redis-outbound.js";
+import { RedisClaims } from "./redis-claims.js";
 import {
   type BusStats,
   type BusOptions,
@@ -102,7 +103,8 @@ class RedisBus implements MessageBus {
   private readonly dedupeTtlMs: number;
   private readonly maxBatch: number;
   private readonly streamMaxLength: number;
-  private blocking: RedisClient | undefined;
+  /** Claims: the claim script in a loop, the wait for wake-ups between. */
+  private readonly claims: RedisClaims;
   /** Cancel requests and broadcasts (pub/sub). */
   private readonly signals: RedisSignals;
   /** Once-only marks: a reply chunk delivered, a platform event answered. */
@@ -115,12 +117,8 @@ class RedisBus implements MessageBus {
   private connected = false;
   /** This worker's id, its leases and their batched renewal. */
   private readonly liveness: WorkerLiveness;
-  /** When this bus last asked a claim to reap dead workers (its own clock). */
-  private reapedAt = Number.NEGATIVE_INFINITY;
   /** Waits for `acceptAfterReplicas` replicas to have this connection's writes (a no-op at 0). */
   private readonly replicated: ReplicaWait;
-  /** The last claim took fewer sessions than asked: wait for a wake-up token before the next one. */
-  private drained = false;
 
   constructor(private readonly options: RedisBusOptions) {
     this.redis = options.redis;
@@ -149,12 +147,18 @@ class RedisBus implements MessageBus {
     });
     this.replicated = replicaWait(options.redis, options.acceptAfterReplicas ?? 0, options.acceptTimeoutMs ?? 2_000);
     this.signals = new RedisSignals(this.redis, this.keys);
+    this.claims = new RedisClaims({
+      redis: this.redis,
+      keys: this.keys,
+      script: scripts.claim,
+      liveness: this.liveness,
+      leaseTtlMs: this.leaseTtlMs,
+      maxBatch: this.maxBatch,
+      now: this.now,
+      clock: this.clock,
+      isClosed: () => this.closed,
+    });
     this.marks = new DeliveryMarks({ redis: this.redis, keys: this.keys, replicated: this.replicated, dedupeTtlMs: this.dedupeTtlMs });
-  }
-
-  /** How often claims reap dead workers: a dead worker's sessions wait at most its TTL plus this. */
-  private get reapEveryMs(): number {
-    return Math.min(500, this.leaseTtlMs / 4);
   }
 
   async publishInbound(published: InboundMessage): Promise<PublishResult> {
@@ -188,53 +192,8 @@ class RedisBus implements MessageBus {
     return (await this.claimSessions({ ...options, max: 1 }))[0] ?? null;
   }
 
-  async claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
-    const timeoutMs = options.timeoutMs ?? Number.POSITIVE_INFINITY;
-    const deadline = Date.now() + timeoutMs;
-    let wakeTaken = 0;
-    // The last claim emptied the ready queue: a claim now would most likely find nothing, so wait
-    // for a wake-up token first (a session readied since left one; the wait ends at once then).
-    if (this.drained && timeoutMs > 0) wakeTaken = await this.waitForWake(Math.min(timeoutMs, 1_000), options.signal);
-    for (;;) {
-      if (this.closed || options.signal?.aborted) return [];
-      const wanted = Math.max(1, Math.floor(options.max));
-      // A claim id per call: the call replayed after a lost reply hands back the same claims.
-      const claimId = randomUUID();
-      const reap = this.now() - this.reapedAt >= this.reapEveryMs;
-      if (reap) this.reapedAt = this.now();
-      const workerId = this.liveness.id;
-      const reply = (await runScript(
-        this.redis,
-        scripts.claim,
-        [this.keys.ready, this.keys.workers, this.keys.own, this.keys.fence, this.keys.attempts, this.keys.claimed(claimId), this.keys.wake],
-        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch, wanted, workerId, reap ? "1" : "0", wakeTaken],
-      )) as unknown[];
-      wakeTaken = 0;
-      if (reply[0] !== "") {
-        const claims: Claim[] = [];
-        for (let index = 0; index + 3 < reply.length; index += 4) {
-          const messages = (reply[index + 3] as string[] | undefined) ?? [];
-          const claim: Claim = {
-            sessionKey: String(reply[index]),
-            token: Number(reply[index + 1]),
-            attempt: Number(reply[index + 2]),
-            messages: messages.map((raw) => JSON.parse(raw) as InboundMessage),
-          };
-          this.liveness.claimed(claim);
-          claims.push(claim);
-        }
-        this.drained = claims.length < wanted;
-        return claims;
-      }
-      this.drained = false;
-      const remaining = deadline - Date.now();
-      if (timeoutMs <= 0 || remaining <= 0) return [];
-      const nextDue = Number(reply[1]);
-      // A worker's liveness ran out (nextDue passed): reap on the next claim rather than waiting.
-      if (nextDue >= 0 && nextDue <= this.now()) this.reapedAt = Number.NEGATIVE_INFINITY;
-      const untilDue = nextDue >= 0 ? Math.max(10, nextDue - this.now()) : 1_000;
-      wakeTaken = await this.waitForWake(Math.min(remaining, untilDue, 1_000), options.signal);
-    }
+  claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
+    return this.claims.claimSessions(options);
   }
 
   async renew(claim: Claim): Promise<boolean> {
@@ -395,7 +354,7 @@ class RedisBus implements MessageBus {
     this.closed = true;
     this.drafts.close();
     await Promise.all([...this.subscriptions].map((subscription) => subscription.close()));
-    this.blocking?.disconnect();
+    this.claims.close();
     this.signals.close();
     if (this.options.ownsConnection) await this.redis.quit().catch(() => undefined);
   }
@@ -409,27 +368,6 @@ class RedisBus implements MessageBus {
         throw new BusError(`lease on ${claim.sessionKey} (token ${claim.token}) is no longer held`, "lease-lost", { cause: error });
       }
       throw error;
-    }
-  }
-
-  /** Blocks on the wake list (a dedicated connection) until a message arrives or the wait ends; 1 when it took a wake-up token. */
-  private async waitForWake(ms: number, signal?: AbortSignal): Promise<number> {
-    this.blocking ??= this.redis.duplicate();
-    const wait = this.blocking.blpop(this.keys.wake, Math.max(0.01, ms / 1000)).then(
-      (popped) => (popped ? 1 : 0),
-      () => 0,
-    );
-    if (!signal) return wait;
-    // The listener goes once the wait is over: the signal lives as long as the worker does.
-    let onAbort: (() => void) | undefined;
-    const aborted = new Promise<number>((resolve) => {
-      onAbort = () => resolve(0);
-      signal.addEventListener("abort", onAbort, { once: true });
-    });
-    try {
-      return await Promise.race([wait, aborted]);
-    } finally {
-      signal.removeEventListener("abort", onAbort!);
     }
   }
 

@@ -9,7 +9,8 @@
  * - publish: the dedupe marker holds the message id, so a replayed publish finds itself (accepted,
  *   queued once), with or without a platform event id;
  * - claim: each call carries a claim id, so a replayed claim hands back the same lease;
- * - ack, dead letter: a `done:<token>` marker, so a replayed ack succeeds;
+ * - ack: a `done:<call id>` marker per batch of acks holding its reply, so a replayed batch gets it
+ *   back (redis-acks.ts); dead letter: a `done:<token>` marker, so a replayed one succeeds;
  * - fenced publish: a `published:<token>:<id>` marker, so a replay adds no second entry;
  * - delivery mark: holds a token of its own call, so a replayed mark is still ours to send
  *   (redis-delivery-marks.ts);
@@ -31,6 +32,7 @@ import { DeliveryMarks } from "./redis-delivery-marks.js";
 import { RedisSignals } from "./redis-signals.js";
 import { startOutboundConsumer } from "./redis-outbound.js";
 import { RedisClaims } from "./redis-claims.js";
+import { RedisAcks } from "./redis-acks.js";
 import {
   type BusStats,
   type BusOptions,
@@ -48,8 +50,7 @@ const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
   enqueue: loadScript(scriptsDirectory, "enqueue-4.lua"),
   claim: loadScript(scriptsDirectory, "claim-7.lua"),
-  ack: loadScript(scriptsDirectory, "ack-7.lua"),
-  ackWithReply: loadScript(scriptsDirectory, "ack-with-reply-8.lua"),
+  ackMany: loadScript(scriptsDirectory, "ack-many-6.lua"),
   deadLetter: loadScript(scriptsDirectory, "dead-letter-8.lua"),
   renewWorker: loadScript(scriptsDirectory, "renew-worker-2.lua"),
   holds: loadScript(scriptsDirectory, "holds-2.lua"),
@@ -105,6 +106,8 @@ class RedisBus implements MessageBus {
   private readonly streamMaxLength: number;
   /** Claims: the claim script in a loop, the wait for wake-ups between. */
   private readonly claims: RedisClaims;
+  /** Acks, batched per turn of the event loop. */
+  private readonly acks: RedisAcks;
   /** Cancel requests and broadcasts (pub/sub). */
   private readonly signals: RedisSignals;
   /** Once-only marks: a reply chunk delivered, a platform event answered. */
@@ -158,6 +161,7 @@ class RedisBus implements MessageBus {
       clock: this.clock,
       isClosed: () => this.closed,
     });
+    this.acks = new RedisAcks({ redis: this.redis, keys: this.keys, script: scripts.ackMany, clock: this.clock, streamMaxLength: this.streamMaxLength });
     this.marks = new DeliveryMarks({ redis: this.redis, keys: this.keys, replicated: this.replicated, dedupeTtlMs: this.dedupeTtlMs });
   }
 
@@ -207,18 +211,8 @@ class RedisBus implements MessageBus {
 
   async ack(claim: Claim, consumed = claim.messages.length, finalReply?: OutboundMessage): Promise<void> {
     const reply = finalReply && withTraceCarrier(finalReply);
-    const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
-    const args = [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()];
-    if (!reply) {
-      await this.fenced(claim, () => runScript(this.redis, scripts.ack, keys, [...args, claim.attempt]));
-      this.liveness.ended(claim);
-      return;
-    }
-    this.assertOpen();
-    const event = this.drafts.messageEvent(reply);
-    await this.fenced(claim, () =>
-      runScript(this.redis, scripts.ackWithReply, [...keys, this.keys.outbound(reply.channel)], [...args, event, this.streamMaxLength, claim.attempt]),
-    );
+    if (reply) this.assertOpen();
+    await this.acks.ack(claim, consumed, reply && { channel: reply.channel, event: this.drafts.messageEvent(reply) });
     this.liveness.ended(claim);
   }
 

@@ -1,5 +1,5 @@
 --[[
-  Parks the first messages of a poison batch in the dead-letter list, then acks them like ack-7.
+  Parks the first messages of a poison batch in the dead-letter list, then acks them like ack-many-6.
   Refused when the lease is not held, unless this very call (ARGV[8]) did it already (a replay).
 
   KEYS[1] in:<sid>   mailbox

@@ -1,5 +1,5 @@
 --[[
-  Included (`--- @include`) by the scripts that end a turn (ack-7, ack-with-reply-8, dead-letter-8).
+  Included (`--- @include`) by the scripts that end a turn (ack-many-6, dead-letter-8).
 
   refusedEnd(own, workers, sid, token, now, done, callId) decides whether this call may end the
   lease: nil when it may (and `done`, done:<token>, now names this call for 10 minutes), else the

@@ -33,6 +33,7 @@ import { RedisSignals } from "./redis-signals.js";
 import { startOutboundConsumer } from "./redis-outbound.js";
 import { RedisClaims } from "./redis-claims.js";
 import { RedisAcks } from "./redis-acks.js";
+import { RedisInbox } from "./redis-inbox.js";
 import {
   type BusStats,
   type BusOptions,
@@ -48,7 +49,7 @@ import {
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
-  enqueue: loadScript(scriptsDirectory, "enqueue-4.lua"),
+  enqueueMany: loadScript(scriptsDirectory, "enqueue-many-2.lua"),
   claim: loadScript(scriptsDirectory, "claim-7.lua"),
   ackMany: loadScript(scriptsDirectory, "ack-many-6.lua"),
   deadLetter: loadScript(scriptsDirectory, "dead-letter-8.lua"),
@@ -108,6 +109,8 @@ class RedisBus implements MessageBus {
   private readonly claims: RedisClaims;
   /** Acks, batched per turn of the event loop. */
   private readonly acks: RedisAcks;
+  /** Inbound publishes, batched per turn of the event loop. */
+  private readonly inbox: RedisInbox;
   /** Cancel requests and broadcasts (pub/sub). */
   private readonly signals: RedisSignals;
   /** Once-only marks: a reply chunk delivered, a platform event answered. */
@@ -161,6 +164,7 @@ class RedisBus implements MessageBus {
       clock: this.clock,
       isClosed: () => this.closed,
     });
+    this.inbox = new RedisInbox({ redis: this.redis, keys: this.keys, script: scripts.enqueueMany, clock: this.clock, debounceMs: this.debounceMs });
     this.acks = new RedisAcks({ redis: this.redis, keys: this.keys, script: scripts.ackMany, clock: this.clock, streamMaxLength: this.streamMaxLength });
     this.marks = new DeliveryMarks({ redis: this.redis, keys: this.keys, replicated: this.replicated, dedupeTtlMs: this.dedupeTtlMs });
   }
@@ -175,16 +179,11 @@ class RedisBus implements MessageBus {
     const eventId = message.platformEventId;
     const marker = eventId === undefined ? this.keys.queued(message.id) : this.keys.seen(message.channel, eventId);
     const queued = await withTimeout(
-      runScript(
-        this.redis,
-        scripts.enqueue,
-        [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.wake, marker],
-        [JSON.stringify(message), sessionKey, this.clock(), this.debounceMs, eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs, message.id],
-      ),
+      this.inbox.enqueue({ sessionKey, messageId: message.id, json: JSON.stringify(message), marker, markerTtlMs: eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs }),
       this.options.publishTimeoutMs ?? 5_000,
     );
     await this.replicated();
-    return { accepted: queued === 1 };
+    return { accepted: queued };
   }
 
   async markEventSeen(channel: string, eventId: string): Promise<boolean> {

@@ -1,6 +1,7 @@
 /**
- * Acks batched per turn of the event loop (src/bus/redis-acks.ts): the turns a worker ends in one
- * moment reach Redis in one script call, and each keeps its own outcome.
+ * What the Redis bus batches per turn of the event loop: the inbound messages a gateway accepts in
+ * one moment (src/bus/redis-inbox.ts) and the turns a worker ends in one moment
+ * (src/bus/redis-acks.ts) reach Redis in one script call each, and each keeps its own outcome.
  */
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
@@ -50,6 +51,23 @@ afterEach(async () => {
   await bus.close();
   await deleteKeys(redis, prefix);
   await redis.quit();
+});
+
+describe("inbound publishes batched per moment", () => {
+  it("queues the messages accepted in one moment in one script call, in order, a duplicate refused", async () => {
+    const first = { ...inbound("a", "one"), platformEventId: "event-1" };
+    const again = { ...inbound("a", "one, delivered twice by the platform"), platformEventId: "event-1" };
+    const outcomes = await Promise.all([bus.publishInbound(first), bus.publishInbound(inbound("b", "to b")), bus.publishInbound(again), bus.publishInbound(inbound("a", "two"))]);
+
+    expect(scriptCalls).toHaveLength(1);
+    expect(outcomes.map((outcome) => outcome.accepted)).toEqual([true, true, false, true]);
+    const claims = await bus.claimSessions({ max: 3, timeoutMs: 1_000 });
+    const backlogs = Object.fromEntries(claims.map((claim) => [claim.sessionKey, claim.messages.map((message) => message.content)]));
+    expect(backlogs).toEqual({ "test:a": ["one", "two"], "test:b": ["to b"] });
+    // The same publish again (a replay after a lost reply) finds itself: accepted, not queued twice.
+    expect(await bus.publishInbound(first)).toEqual({ accepted: true });
+    expect(await redis.llen(busKeys(prefix).mailbox("test:a"))).toBe(2);
+  });
 });
 
 describe("acks batched per moment", () => {

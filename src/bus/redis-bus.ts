@@ -9,9 +9,11 @@
  * - publish: the dedupe marker holds the message id, so a replayed publish finds itself (accepted,
  *   queued once), with or without a platform event id;
  * - claim: each call carries a claim id, so a replayed claim hands back the same lease;
- * - ack, dead letter: a `done:<token>` marker, so a replayed ack succeeds;
+ * - ack: a `done:<call id>` marker per batch of acks holding its reply, so a replayed batch gets it
+ *   back (redis-acks.ts); dead letter: a `done:<token>` marker, so a replayed one succeeds;
  * - fenced publish: a `published:<token>:<id>` marker, so a replay adds no second entry;
- * - delivery mark: holds a token of its own call, so a replayed mark is still ours to send;
+ * - delivery mark: holds a token of its own call, so a replayed mark is still ours to send
+ *   (redis-delivery-marks.ts);
  * - outbound reads: after a reconnect the consumer reads its own pending entries first;
  * - inbound publish fails fast (BusError "unavailable") while Redis is away, so a message is
  *   accepted only once Redis has it.
@@ -26,7 +28,12 @@ import { type BusKeys, busKeys } from "./redis-keys.js";
 import { type ReplicaWait, replicaWait } from "./replica-wait.js";
 import { WorkerLiveness } from "./worker-liveness.js";
 import { RedisDrafts } from "./redis-drafts.js";
+import { DeliveryMarks } from "./redis-delivery-marks.js";
+import { RedisSignals } from "./redis-signals.js";
 import { startOutboundConsumer } from "./redis-outbound.js";
+import { RedisClaims } from "./redis-claims.js";
+import { RedisAcks } from "./redis-acks.js";
+import { RedisInbox } from "./redis-inbox.js";
 import {
   type BusStats,
   type BusOptions,
@@ -42,16 +49,14 @@ import {
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
-  enqueue: loadScript(scriptsDirectory, "enqueue-5.lua"),
+  enqueueMany: loadScript(scriptsDirectory, "enqueue-many-2.lua"),
   claim: loadScript(scriptsDirectory, "claim-7.lua"),
-  ack: loadScript(scriptsDirectory, "ack-7.lua"),
-  ackWithReply: loadScript(scriptsDirectory, "ack-with-reply-8.lua"),
+  ackMany: loadScript(scriptsDirectory, "ack-many-6.lua"),
   deadLetter: loadScript(scriptsDirectory, "dead-letter-8.lua"),
   renewWorker: loadScript(scriptsDirectory, "renew-worker-2.lua"),
   holds: loadScript(scriptsDirectory, "holds-2.lua"),
-  release: loadScript(scriptsDirectory, "release-4.lua"),
+  release: loadScript(scriptsDirectory, "release-5.lua"),
   publishFenced: loadScript(scriptsDirectory, "publish-fenced-4.lua"),
-  markDelivered: loadScript(scriptsDirectory, "mark-delivered-1.lua"),
 };
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -100,9 +105,16 @@ class RedisBus implements MessageBus {
   private readonly dedupeTtlMs: number;
   private readonly maxBatch: number;
   private readonly streamMaxLength: number;
-  private blocking: RedisClient | undefined;
-  private subscriber: RedisClient | undefined;
-  private readonly listeners = new Map<string, Set<(message: string) => void>>();
+  /** Claims: the claim script in a loop, the wait for wake-ups between. */
+  private readonly claims: RedisClaims;
+  /** Acks, batched per turn of the event loop. */
+  private readonly acks: RedisAcks;
+  /** Inbound publishes, batched per turn of the event loop. */
+  private readonly inbox: RedisInbox;
+  /** Cancel requests and broadcasts (pub/sub). */
+  private readonly signals: RedisSignals;
+  /** Once-only marks: a reply chunk delivered, a platform event answered. */
+  private readonly marks: DeliveryMarks;
   private readonly subscriptions = new Set<Subscription>();
   /** Drafts: who watches, their publish, what finals say of them. */
   private readonly drafts: RedisDrafts;
@@ -111,14 +123,8 @@ class RedisBus implements MessageBus {
   private connected = false;
   /** This worker's id, its leases and their batched renewal. */
   private readonly liveness: WorkerLiveness;
-  /** When this bus last asked a claim to reap dead workers (its own clock). */
-  private reapedAt = Number.NEGATIVE_INFINITY;
-  /** Delivery marks set but not confirmed on the replicas yet, with their token (acceptAfterReplicas). */
-  private readonly unreplicatedMarks = new Map<string, string>();
   /** Waits for `acceptAfterReplicas` replicas to have this connection's writes (a no-op at 0). */
   private readonly replicated: ReplicaWait;
-  /** The last claim took fewer sessions than asked: wait for a wake-up token before the next one. */
-  private drained = false;
 
   constructor(private readonly options: RedisBusOptions) {
     this.redis = options.redis;
@@ -146,11 +152,21 @@ class RedisBus implements MessageBus {
       holds: (claim) => this.holds(claim),
     });
     this.replicated = replicaWait(options.redis, options.acceptAfterReplicas ?? 0, options.acceptTimeoutMs ?? 2_000);
-  }
-
-  /** How often claims reap dead workers: a dead worker's sessions wait at most its TTL plus this. */
-  private get reapEveryMs(): number {
-    return Math.min(500, this.leaseTtlMs / 4);
+    this.signals = new RedisSignals(this.redis, this.keys);
+    this.claims = new RedisClaims({
+      redis: this.redis,
+      keys: this.keys,
+      script: scripts.claim,
+      liveness: this.liveness,
+      leaseTtlMs: this.leaseTtlMs,
+      maxBatch: this.maxBatch,
+      now: this.now,
+      clock: this.clock,
+      isClosed: () => this.closed,
+    });
+    this.inbox = new RedisInbox({ redis: this.redis, keys: this.keys, script: scripts.enqueueMany, clock: this.clock, debounceMs: this.debounceMs });
+    this.acks = new RedisAcks({ redis: this.redis, keys: this.keys, script: scripts.ackMany, clock: this.clock, streamMaxLength: this.streamMaxLength });
+    this.marks = new DeliveryMarks({ redis: this.redis, keys: this.keys, replicated: this.replicated, dedupeTtlMs: this.dedupeTtlMs });
   }
 
   async publishInbound(published: InboundMessage): Promise<PublishResult> {
@@ -163,78 +179,24 @@ class RedisBus implements MessageBus {
     const eventId = message.platformEventId;
     const marker = eventId === undefined ? this.keys.queued(message.id) : this.keys.seen(message.channel, eventId);
     const queued = await withTimeout(
-      runScript(
-        this.redis,
-        scripts.enqueue,
-        [this.keys.mailbox(sessionKey), this.keys.ready, this.keys.own, this.keys.wake, marker],
-        [JSON.stringify(message), sessionKey, this.clock(), this.debounceMs, eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs, message.id],
-      ),
+      this.inbox.enqueue({ sessionKey, messageId: message.id, json: JSON.stringify(message), marker, markerTtlMs: eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs }),
       this.options.publishTimeoutMs ?? 5_000,
     );
     await this.replicated();
-    return { accepted: queued === 1 };
+    return { accepted: queued };
   }
 
   async markEventSeen(channel: string, eventId: string): Promise<boolean> {
     this.assertOpen();
-    // The publish dedupe's own marker; a token of this call, so a replay after a lost reply still wins.
-    const ours = (await runScript(this.redis, scripts.markDelivered, [this.keys.seen(channel, eventId)], [randomUUID(), this.dedupeTtlMs])) === 1;
-    await this.replicated();
-    return ours;
+    return this.marks.markEventSeen(channel, eventId);
   }
-
 
   async claimSession(options: ClaimOptions = {}): Promise<Claim | null> {
     return (await this.claimSessions({ ...options, max: 1 }))[0] ?? null;
   }
 
-  async claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
-    const timeoutMs = options.timeoutMs ?? Number.POSITIVE_INFINITY;
-    const deadline = Date.now() + timeoutMs;
-    let wakeTaken = 0;
-    // The last claim emptied the ready queue: a claim now would most likely find nothing, so wait
-    // for a wake-up token first (a session readied since left one; the wait ends at once then).
-    if (this.drained && timeoutMs > 0) wakeTaken = await this.waitForWake(Math.min(timeoutMs, 1_000), options.signal);
-    for (;;) {
-      if (this.closed || options.signal?.aborted) return [];
-      const wanted = Math.max(1, Math.floor(options.max));
-      // A claim id per call: the call replayed after a lost reply hands back the same claims.
-      const claimId = randomUUID();
-      const reap = this.now() - this.reapedAt >= this.reapEveryMs;
-      if (reap) this.reapedAt = this.now();
-      const workerId = this.liveness.id;
-      const reply = (await runScript(
-        this.redis,
-        scripts.claim,
-        [this.keys.ready, this.keys.workers, this.keys.own, this.keys.fence, this.keys.attempts, this.keys.claimed(claimId), this.keys.wake],
-        [this.clock(), this.leaseTtlMs, this.keys.mailboxPrefix, this.maxBatch, wanted, workerId, reap ? "1" : "0", wakeTaken],
-      )) as unknown[];
-      wakeTaken = 0;
-      if (reply[0] !== "") {
-        const claims: Claim[] = [];
-        for (let index = 0; index + 3 < reply.length; index += 4) {
-          const messages = (reply[index + 3] as string[] | undefined) ?? [];
-          const claim: Claim = {
-            sessionKey: String(reply[index]),
-            token: Number(reply[index + 1]),
-            attempt: Number(reply[index + 2]),
-            messages: messages.map((raw) => JSON.parse(raw) as InboundMessage),
-          };
-          this.liveness.claimed(claim);
-          claims.push(claim);
-        }
-        this.drained = claims.length < wanted;
-        return claims;
-      }
-      this.drained = false;
-      const remaining = deadline - Date.now();
-      if (timeoutMs <= 0 || remaining <= 0) return [];
-      const nextDue = Number(reply[1]);
-      // A worker's liveness ran out (nextDue passed): reap on the next claim rather than waiting.
-      if (nextDue >= 0 && nextDue <= this.now()) this.reapedAt = Number.NEGATIVE_INFINITY;
-      const untilDue = nextDue >= 0 ? Math.max(10, nextDue - this.now()) : 1_000;
-      wakeTaken = await this.waitForWake(Math.min(remaining, untilDue, 1_000), options.signal);
-    }
+  claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
+    return this.claims.claimSessions(options);
   }
 
   async renew(claim: Claim): Promise<boolean> {
@@ -248,24 +210,19 @@ class RedisBus implements MessageBus {
 
   async ack(claim: Claim, consumed = claim.messages.length, finalReply?: OutboundMessage): Promise<void> {
     const reply = finalReply && withTraceCarrier(finalReply);
-    const keys = [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.done(claim.token)];
-    const args = [claim.sessionKey, claim.token, Math.min(consumed, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", randomUUID()];
-    if (!reply) {
-      await this.fenced(claim, () => runScript(this.redis, scripts.ack, keys, args));
-      this.liveness.ended(claim);
-      return;
-    }
-    this.assertOpen();
-    const event = this.drafts.messageEvent(reply);
-    await this.fenced(claim, () =>
-      runScript(this.redis, scripts.ackWithReply, [...keys, this.keys.outbound(reply.channel)], [...args, event, this.streamMaxLength]),
-    );
+    if (reply) this.assertOpen();
+    await this.acks.ack(claim, consumed, reply && { channel: reply.channel, event: this.drafts.messageEvent(reply) });
     this.liveness.ended(claim);
   }
 
   async release(claim: Claim): Promise<void> {
     this.liveness.ended(claim);
-    await runScript(this.redis, scripts.release, [this.keys.own, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake], [claim.sessionKey, claim.token, this.clock()]);
+    await runScript(
+      this.redis,
+      scripts.release,
+      [this.keys.own, this.keys.ready, this.keys.mailbox(claim.sessionKey), this.keys.wake, this.keys.attempts],
+      [claim.sessionKey, claim.token, this.clock()],
+    );
   }
 
   async deadLetter(claim: Claim, reason: string, count = claim.messages.length): Promise<void> {
@@ -274,7 +231,7 @@ class RedisBus implements MessageBus {
         this.redis,
         scripts.deadLetter,
         [this.keys.mailbox(claim.sessionKey), this.keys.ready, this.keys.workers, this.keys.own, this.keys.wake, this.keys.attempts, this.keys.dead, this.keys.done(claim.token)],
-        [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", reason, 1_000, randomUUID()],
+        [claim.sessionKey, claim.token, Math.min(count, claim.messages.length), this.clock(), claim.messages[0]?.id ?? "", reason, 1_000, randomUUID(), claim.attempt],
       ),
     );
     this.liveness.ended(claim);
@@ -353,68 +310,36 @@ class RedisBus implements MessageBus {
     return tracked;
   }
 
-  async markDelivered(outboundId: string): Promise<boolean> {
-    // A token of this call: replayed after a lost reply, the mark finds itself and stays ours.
-    // A mark whose replication failed is retried with its own token, so it is still ours.
-    const token = this.unreplicatedMarks.get(outboundId) ?? randomUUID();
-    const ours = (await runScript(this.redis, scripts.markDelivered, [this.keys.sent(outboundId)], [token, 7 * DAY_MS])) === 1;
-    if (!ours) return false;
-    // Replicated before the reply goes out: a failover must not forget it was sent.
-    try {
-      await this.replicated();
-    } catch (error) {
-      this.unreplicatedMarks.set(outboundId, token);
-      if (this.unreplicatedMarks.size > 10_000) this.unreplicatedMarks.delete(this.unreplicatedMarks.keys().next().value!);
-      throw error;
-    }
-    this.unreplicatedMarks.delete(outboundId);
-    return true;
+  markDelivered(outboundId: string): Promise<boolean> {
+    return this.marks.markDelivered(outboundId);
   }
 
-  async isDelivered(outboundId: string): Promise<boolean> {
-    return (await this.redis.exists(this.keys.sent(outboundId))) === 1;
+  isDelivered(outboundId: string): Promise<boolean> {
+    return this.marks.isDelivered(outboundId);
   }
 
-  async recordDraftMessage(channel: string, replyId: string, platformMessageId: string): Promise<void> {
-    await this.redis.set(this.keys.draftMessage(channel, replyId), platformMessageId, "PX", DAY_MS);
+  recordDraftMessage(channel: string, replyId: string, platformMessageId: string): Promise<void> {
+    return this.marks.recordDraftMessage(channel, replyId, platformMessageId);
   }
 
-  async draftMessageOf(channel: string, replyId: string): Promise<string | undefined> {
-    return (await this.redis.get(this.keys.draftMessage(channel, replyId))) ?? undefined;
+  draftMessageOf(channel: string, replyId: string): Promise<string | undefined> {
+    return this.marks.draftMessageOf(channel, replyId);
   }
 
-  async requestCancel(sessionKey: string): Promise<void> {
-    await this.redis.publish(this.keys.cancel, sessionKey);
+  requestCancel(sessionKey: string): Promise<void> {
+    return this.signals.requestCancel(sessionKey);
   }
 
-  async onCancel(handler: (sessionKey: string) => void): Promise<Subscription> {
-    return this.listen(this.keys.cancel, handler);
+  onCancel(handler: (sessionKey: string) => void): Promise<Subscription> {
+    return this.signals.onCancel(handler);
   }
 
-  async broadcast(topic: string, payload: string): Promise<void> {
-    await this.redis.publish(this.keys.broadcast(topic), payload);
+  broadcast(topic: string, payload: string): Promise<void> {
+    return this.signals.broadcast(topic, payload);
   }
 
-  async onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription> {
-    return this.listen(this.keys.broadcast(topic), handler);
-  }
-
-  /** One subscriber connection for every pub/sub channel this bus listens to. */
-  private async listen(channel: string, handler: (message: string) => void): Promise<Subscription> {
-    if (!this.subscriber) {
-      this.subscriber = this.redis.duplicate();
-      this.subscriber.on("message", (from: string, message: string) => {
-        for (const listener of this.listeners.get(from) ?? []) listener(message);
-      });
-    }
-    let handlers = this.listeners.get(channel);
-    if (!handlers) {
-      handlers = new Set();
-      this.listeners.set(channel, handlers);
-      await this.subscriber.subscribe(channel);
-    }
-    handlers.add(handler);
-    return { close: async () => void handlers.delete(handler) };
+  onBroadcast(topic: string, handler: (payload: string) => void): Promise<Subscription> {
+    return this.signals.onBroadcast(topic, handler);
   }
 
   async close(): Promise<void> {
@@ -422,8 +347,8 @@ class RedisBus implements MessageBus {
     this.closed = true;
     this.drafts.close();
     await Promise.all([...this.subscriptions].map((subscription) => subscription.close()));
-    this.blocking?.disconnect();
-    this.subscriber?.disconnect();
+    this.claims.close();
+    this.signals.close();
     if (this.options.ownsConnection) await this.redis.quit().catch(() => undefined);
   }
 
@@ -436,27 +361,6 @@ class RedisBus implements MessageBus {
         throw new BusError(`lease on ${claim.sessionKey} (token ${claim.token}) is no longer held`, "lease-lost", { cause: error });
       }
       throw error;
-    }
-  }
-
-  /** Blocks on the wake list (a dedicated connection) until a message arrives or the wait ends; 1 when it took a wake-up token. */
-  private async waitForWake(ms: number, signal?: AbortSignal): Promise<number> {
-    this.blocking ??= this.redis.duplicate();
-    const wait = this.blocking.blpop(this.keys.wake, Math.max(0.01, ms / 1000)).then(
-      (popped) => (popped ? 1 : 0),
-      () => 0,
-    );
-    if (!signal) return wait;
-    // The listener goes once the wait is over: the signal lives as long as the worker does.
-    let onAbort: (() => void) | undefined;
-    const aborted = new Promise<number>((resolve) => {
-      onAbort = () => resolve(0);
-      signal.addEventListener("abort", onAbort, { once: true });
-    });
-    try {
-      return await Promise.race([wait, aborted]);
-    } finally {
-      signal.removeEventListener("abort", onAbort!);
     }
   }
 

@@ -22,11 +22,13 @@ export interface BusKeys {
   queued(messageId: string): string;
   /** What one claim call made, so the call replayed hands back the same claim. */
   claimed(claimId: string): string;
-  /** Set once a lease (by its token) is acked, so the ack replayed succeeds. */
-  done(token: number): string;
+  /** Set once a lease (by its token) is dead-lettered, or a batch of acks (by its call id) ran, so the call replayed succeeds. */
+  done(id: number | string): string;
   /** The stream entry a fenced publish added, so the publish replayed adds no second one. */
   published(token: number, outboundId: string): string;
   outbound(channel: string): string;
+  /** Prefix of the outbound streams, for the batched ack which builds them. */
+  outboundPrefix: string;
   draft(replyId: string): string;
   /** The platform message showing a reply's streamed draft (edit streaming), across gateways. */
   draftMessage(channel: string, replyId: string): string;
@@ -56,9 +58,10 @@ export function busKeys(prefix: string): BusKeys {
     seen: (channel, eventId) => `${tag}:seen:${channel}:${eventId}`,
     queued: (messageId) => `${tag}:queued:${messageId}`,
     claimed: (claimId) => `${tag}:claimed:${claimId}`,
-    done: (token) => `${tag}:done:${token}`,
+    done: (id) => `${tag}:done:${id}`,
     published: (token, outboundId) => `${tag}:published:${token}:${outboundId}`,
     outbound: (channel) => `${tag}:out:${channel}`,
+    outboundPrefix: `${tag}:out:`,
     draft: (replyId) => `${tag}:draft:${replyId}`,
     draftMessage: (channel, replyId) => `${tag}:draftmsg:${channel}:${replyId}`,
     draftAudience: `${tag}:draft-audience`,

@@ -51,149 +51,164 @@ export interface OutboundConsumerOptions {
 type Entry = [id: string, fields: string[]];
 
 export async function startOutboundConsumer(options: OutboundConsumerOptions): Promise<Subscription> {
-  const { redis, keys, channel } = options;
-  const stream = keys.outbound(channel);
-  const createGroup = async () => {
+  const consumer = new OutboundConsumer(options);
+  await consumer.createGroup();
+  return consumer.start();
+}
+
+/** One consumer of one channel's stream: reads, hands entries to per-chat lanes, acknowledges in batches. */
+class OutboundConsumer {
+  private readonly stream: string;
+  private readonly name = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  private closed = false;
+  /** Finals handled recently, so drafts behind them in the same batch are skipped without a lookup. */
+  private readonly finished = new Set<string>();
+  // One lane per chat: a chat's entries are delivered in stream order, chats concurrently. Each entry
+  // is acknowledged once delivered, so a slow chat holds up neither other chats nor the reads.
+  private readonly lanes = new KeyedLanes();
+  private readonly inFlight = new Set<string>();
+  private acks: Array<{ id: string; final?: string }> = [];
+  private laneFinished: (() => void) | undefined;
+  /** Set on every (re)connect of the reading connection and after a failed round. */
+  private readOwnPending = true;
+  // Entries a dead consumer left pending are looked for now and then, not on every read: they are
+  // taken over only once idle for reclaimIdleMs anyway.
+  private readonly reclaimEveryMs: number;
+  private reclaimedAt = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly options: OutboundConsumerOptions) {
+    this.stream = options.keys.outbound(options.channel);
+    this.reclaimEveryMs = Math.min(options.reclaimIdleMs / 4, 15_000);
+    options.blocking.on("ready", () => {
+      this.readOwnPending = true;
+    });
+  }
+
+  async createGroup(): Promise<void> {
     try {
-      await redis.xgroup("CREATE", stream, DELIVERY_GROUP, "0", "MKSTREAM");
+      await this.options.redis.xgroup("CREATE", this.stream, DELIVERY_GROUP, "0", "MKSTREAM");
     } catch (error) {
       if (!(error instanceof Error) || !error.message.includes("BUSYGROUP")) throw error;
     }
-  };
-  await createGroup();
-  const consumer = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
-  let closed = false;
-  /** Finals handled recently, so drafts behind them in the same batch are skipped without a lookup. */
-  const finished = new Set<string>();
+  }
 
-  /** Hands one entry to the handler; false when closing interrupted a final's delivery. */
-  const deliver = async (entry: Entry): Promise<boolean> => {
-    const [, fields] = entry;
-    const raw = fields[fields.indexOf("event") + 1];
-    const event = raw ? (JSON.parse(raw) as StreamEvent) : undefined;
-    let failures = 0;
-    while (event && !closed) {
+  start(): Subscription {
+    const running = this.run();
+    return {
+      close: async () => {
+        this.closed = true;
+        this.laneFinished?.();
+        this.options.blocking.disconnect();
+        await running;
+        await this.lanes.idle();
+        await this.flushAcks().catch((error: unknown) => this.options.onError?.(error));
+      },
+    };
+  }
+
+  private async run(): Promise<void> {
+    while (!this.closed) {
       try {
-        const resolved = await resolve(redis, keys, event, finished);
-        if (resolved) await options.handler(resolved);
-        if (event.type === "message" && event.message.kind === "final") {
-          finished.add(event.message.id);
-          if (finished.size > 10_000) finished.delete(finished.values().next().value!);
-        }
-        return true;
+        await this.round();
       } catch (error) {
-        options.onError?.(error);
-        if (event.type === "draft") return true;
-        failures += 1;
-        await sleep(Math.min(options.redeliveryDelayMs * 2 ** (failures - 1), 30_000));
-      }
-    }
-    // Closing mid-retry leaves the final pending: another consumer takes it over.
-    return !(closed && event?.type === "message");
-  };
-
-  // One lane per chat: a chat's entries are delivered in stream order, chats concurrently. Each entry
-  // is acknowledged once delivered, so a slow chat holds up neither other chats nor the reads.
-  const lanes = new KeyedLanes();
-  const inFlight = new Set<string>();
-  let acks: Array<{ id: string; final?: string }> = [];
-  let laneFinished: (() => void) | undefined;
-
-  const flushAcks = async () => {
-    if (acks.length === 0) return;
-    const batch = acks;
-    acks = [];
-    const ids = batch.map((ack) => ack.id);
-    const finals = batch.flatMap((ack) => (ack.final ? [ack.final] : []));
-    // One round trip per batch: XACK, XDEL and the finished markers in one script.
-    await runScript(redis, ackDelivered, [stream], [DELIVERY_GROUP, keys.finishedPrefix, FINISHED_TTL_MS, ids.length, ...ids, ...finals]);
-  };
-
-  const enqueue = (entry: Entry) => {
-    if (!entry || inFlight.has(entry[0]) || acks.some((ack) => ack.id === entry[0])) return;
-    // An entry trimmed from the stream while pending comes back without fields: nothing to deliver.
-    if (!entry[1]) {
-      acks.push({ id: entry[0] });
-      return;
-    }
-    const raw = entry[1][entry[1].indexOf("event") + 1];
-    const event = raw ? (JSON.parse(raw) as StreamEvent) : undefined;
-    const chat = event?.type === "message" ? event.message.chatId : event?.type === "draft" ? event.draft.chatId : "";
-    inFlight.add(entry[0]);
-    void lanes.run(chat, async () => {
-      try {
-        if (closed || !(await deliver(entry))) return;
-        acks.push({ id: entry[0], final: event?.type === "message" && event.message.kind === "final" && event.drafted ? event.message.id : undefined });
-      } catch (error) {
-        options.onError?.(error);
-      } finally {
-        inFlight.delete(entry[0]);
-        laneFinished?.();
-      }
-    });
-  };
-
-  // Set on every (re)connect of the reading connection and after a failed round.
-  let readOwnPending = true;
-  options.blocking.on("ready", () => {
-    readOwnPending = true;
-  });
-
-  // Entries a dead consumer left pending are looked for now and then, not on every read: they are
-  // taken over only once idle for reclaimIdleMs anyway.
-  const reclaimEveryMs = Math.min(options.reclaimIdleMs / 4, 15_000);
-  let reclaimedAt = Number.NEGATIVE_INFINITY;
-
-  const run = async () => {
-    while (!closed) {
-      try {
-        // Bounded memory: at most MAX_IN_FLIGHT entries between read and acknowledgement.
-        while (inFlight.size >= MAX_IN_FLIGHT && !closed) await new Promise<void>((resolve) => (laneFinished = resolve));
-        if (readOwnPending) {
-          readOwnPending = false;
-          const own = (await options.blocking.xreadgroup("GROUP", DELIVERY_GROUP, consumer, "COUNT", 1000, "BLOCK", 1, "STREAMS", stream, "0")) as Array<[string, Entry[]]> | null;
-          for (const [, entries] of own ?? []) {
-            for (const entry of entries) enqueue(entry);
-            if (entries.length >= 1000) readOwnPending = true;
-          }
-        }
-        if (Date.now() - reclaimedAt >= reclaimEveryMs) {
-          reclaimedAt = Date.now();
-          const reclaimed = (await redis.xautoclaim(stream, DELIVERY_GROUP, consumer, options.reclaimIdleMs, "0-0", "COUNT", 100)) as [string, Entry[]];
-          for (const entry of reclaimed[1]) enqueue(entry);
-          // A full page: there may be more, look again on the next round.
-          if (reclaimed[1].length >= 100) reclaimedAt = Number.NEGATIVE_INFINITY;
-        }
-        const result = (await options.blocking.xreadgroup("GROUP", DELIVERY_GROUP, consumer, "COUNT", 100, "BLOCK", 1000, "STREAMS", stream, ">")) as
-          | Array<[string, Entry[]]>
-          | null;
-        for (const [, entries] of result ?? []) for (const entry of entries) enqueue(entry);
-        // Give lanes that can finish at once (most of them) a turn, then acknowledge in one round trip.
-        await new Promise((resolve) => setImmediate(resolve));
-        await flushAcks();
-      } catch (error) {
-        if (closed) break;
-        readOwnPending = true;
-        options.onError?.(error);
+        if (this.closed) break;
+        this.readOwnPending = true;
+        this.options.onError?.(error);
         // A failover to a replica the stream had not reached yet: the group is created again, from
         // the stream's start (delivered entries were deleted; the finished markers skip any twice).
-        if (error instanceof Error && error.message.startsWith("NOGROUP")) await createGroup().catch((failure: unknown) => options.onError?.(failure));
+        if (error instanceof Error && error.message.startsWith("NOGROUP")) await this.createGroup().catch((failure: unknown) => this.options.onError?.(failure));
         await sleep(500);
       }
     }
-  };
-  const running = run();
+  }
 
-  return {
-    async close() {
-      closed = true;
-      laneFinished?.();
-      options.blocking.disconnect();
-      await running;
-      await lanes.idle();
-      await flushAcks().catch((error: unknown) => options.onError?.(error));
-    },
-  };
+  /** One read: own pending entries first when due, dead consumers' now and then, then new ones; then the acks. */
+  private async round(): Promise<void> {
+    const { redis, blocking, reclaimIdleMs } = this.options;
+    // Bounded memory: at most MAX_IN_FLIGHT entries between read and acknowledgement.
+    while (this.inFlight.size >= MAX_IN_FLIGHT && !this.closed) await new Promise<void>((resolve) => (this.laneFinished = resolve));
+    if (this.readOwnPending) {
+      this.readOwnPending = false;
+      const own = (await blocking.xreadgroup("GROUP", DELIVERY_GROUP, this.name, "COUNT", 1000, "BLOCK", 1, "STREAMS", this.stream, "0")) as Array<[string, Entry[]]> | null;
+      for (const [, entries] of own ?? []) {
+        for (const entry of entries) this.enqueue(entry);
+        if (entries.length >= 1000) this.readOwnPending = true;
+      }
+    }
+    if (Date.now() - this.reclaimedAt >= this.reclaimEveryMs) {
+      this.reclaimedAt = Date.now();
+      const reclaimed = (await redis.xautoclaim(this.stream, DELIVERY_GROUP, this.name, reclaimIdleMs, "0-0", "COUNT", 100)) as [string, Entry[]];
+      for (const entry of reclaimed[1]) this.enqueue(entry);
+      // A full page: there may be more, look again on the next round.
+      if (reclaimed[1].length >= 100) this.reclaimedAt = Number.NEGATIVE_INFINITY;
+    }
+    const result = (await blocking.xreadgroup("GROUP", DELIVERY_GROUP, this.name, "COUNT", 100, "BLOCK", 1000, "STREAMS", this.stream, ">")) as Array<[string, Entry[]]> | null;
+    for (const [, entries] of result ?? []) for (const entry of entries) this.enqueue(entry);
+    // Give lanes that can finish at once (most of them) a turn, then acknowledge in one round trip.
+    await new Promise((resolve) => setImmediate(resolve));
+    await this.flushAcks();
+  }
+
+  private enqueue(entry: Entry): void {
+    if (!entry || this.inFlight.has(entry[0]) || this.acks.some((ack) => ack.id === entry[0])) return;
+    // An entry trimmed from the stream while pending comes back without fields: nothing to deliver.
+    if (!entry[1]) {
+      this.acks.push({ id: entry[0] });
+      return;
+    }
+    const event = eventOf(entry);
+    const chat = event?.type === "message" ? event.message.chatId : event?.type === "draft" ? event.draft.chatId : "";
+    this.inFlight.add(entry[0]);
+    void this.lanes.run(chat, async () => {
+      try {
+        if (this.closed || !(await this.deliver(event))) return;
+        this.acks.push({ id: entry[0], final: event?.type === "message" && event.message.kind === "final" && event.drafted ? event.message.id : undefined });
+      } catch (error) {
+        this.options.onError?.(error);
+      } finally {
+        this.inFlight.delete(entry[0]);
+        this.laneFinished?.();
+      }
+    });
+  }
+
+  /** Hands one event to the handler; false when closing interrupted a final's delivery. */
+  private async deliver(event: StreamEvent | undefined): Promise<boolean> {
+    let failures = 0;
+    while (event && !this.closed) {
+      try {
+        const resolved = await resolve(this.options.redis, this.options.keys, event, this.finished);
+        if (resolved) await this.options.handler(resolved);
+        if (event.type === "message" && event.message.kind === "final") {
+          this.finished.add(event.message.id);
+          if (this.finished.size > 10_000) this.finished.delete(this.finished.values().next().value!);
+        }
+        return true;
+      } catch (error) {
+        this.options.onError?.(error);
+        if (event.type === "draft") return true;
+        failures += 1;
+        await sleep(Math.min(this.options.redeliveryDelayMs * 2 ** (failures - 1), 30_000));
+      }
+    }
+    // Closing mid-retry leaves the final pending: another consumer takes it over.
+    return !(this.closed && event?.type === "message");
+  }
+
+  private async flushAcks(): Promise<void> {
+    if (this.acks.length === 0) return;
+    const batch = this.acks;
+    this.acks = [];
+    const ids = batch.map((ack) => ack.id);
+    const finals = batch.flatMap((ack) => (ack.final ? [ack.final] : []));
+    // One round trip per batch: XACK, XDEL and the finished markers in one script.
+    await runScript(this.options.redis, ackDelivered, [this.stream], [DELIVERY_GROUP, this.options.keys.finishedPrefix, FINISHED_TTL_MS, ids.length, ...ids, ...finals]);
+  }
+}
+
+function eventOf(entry: Entry): StreamEvent | undefined {
+  const raw = entry[1][entry[1].indexOf("event") + 1];
+  return raw ? (JSON.parse(raw) as StreamEvent) : undefined;
 }
 
 async function resolve(redis: RedisClient, keys: BusKeys, event: StreamEvent, finished: Set<string>): Promise<OutboundEvent | undefined> {

@@ -36,6 +36,8 @@ export interface RedisClient {
   set(key: string, value: string): Promise<"OK">;
   set(key: string, value: string, expiryMode: "PX", milliseconds: number): Promise<"OK">;
   set(key: string, value: string, expiryMode: "PX", milliseconds: number, condition: "NX"): Promise<"OK" | null>;
+  /** Sets unless set, and says what was there: null when this call set it (Redis 7: NX with GET). */
+  set(key: string, value: string, expiryMode: "PX", milliseconds: number, condition: "NX", get: "GET"): Promise<string | null>;
   exists(...keys: string[]): Promise<number>;
   del(...keys: string[]): Promise<number>;
 

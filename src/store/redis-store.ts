@@ -36,6 +36,7 @@ import { createRedisPairingStore } from "./redis-pairing.js";
 import { createRedisTaskStore } from "./redis-tasks.js";
 import { createRedisTeamStore } from "./redis-teams.js";
 import { createRedisRunStore } from "./redis-workflow-runs.js";
+import { HistoryAppends } from "./redis-history-appends.js";
 import { type Fence, type HistoryEntry, HistoryEntriesSchema, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface RedisStoreOptions {
@@ -65,6 +66,8 @@ export interface RedisStoreKeys {
   /** ZSET session key → updatedAt. */
   sessions: string;
   session(key: string): SessionKeys;
+  /** What every session's keys start with (`<prefix><key>:meta`, ...), for the batched append which builds them. */
+  sessionPrefix: string;
   /** Marker of one write (by its id), so the write replayed is not done twice. */
   write(id: string): string;
 }
@@ -72,7 +75,7 @@ export interface RedisStoreKeys {
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
   load: loadScript(scriptsDirectory, "load-session-2.lua"),
-  append: loadScript(scriptsDirectory, "append-history-6.lua"),
+  appendMany: loadScript(scriptsDirectory, "append-history-many-4.lua"),
   compact: loadScript(scriptsDirectory, "compact-history-6.lua"),
   reset: loadScript(scriptsDirectory, "reset-session-6.lua"),
 };
@@ -92,6 +95,7 @@ export function redisStoreKeys(prefix: string): RedisStoreKeys {
   const tag = hashTag(prefix);
   return {
     sessions: `${tag}:sessions`,
+    sessionPrefix: `${tag}:session:`,
     write: (id) => `${tag}:write:${id}`,
     session(key) {
       const base = `${tag}:session:${key}`;
@@ -270,6 +274,13 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   // The scripts judge the lease by Redis's clock unless a clock was injected (tests): a write that
   // reaches Redis late must not be judged with the time it was sent.
   const scriptNow = (): number | string => (options.now ? now() : "");
+  // Appends batched per turn of the event loop: one script call for the turns saved in one moment.
+  const appends = new HistoryAppends({
+    redis,
+    script: scripts.appendMany,
+    keys: { sessions: keys.sessions, own: lease.own, workers: lease.workers, write: keys.write, sessionPrefix: keys.sessionPrefix },
+    now: scriptNow,
+  });
 
   const sessions: SessionStore = {
     load(key) {
@@ -288,9 +299,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         // Without a fence there is nothing to check and nothing to write; with one, the caller
         // still learns that its lease is gone.
         if (entries.length === 0 && fence === undefined) return;
-        await fencedWrite(key, fence, (token) =>
-          runScript(redis, scripts.append, writeKeys(key), [key, scriptNow(), token, ...entries.map(canonicalEntryJson)]),
-        );
+        await fencedWrite(key, fence, (token) => appends.append(key, token, entries.map(canonicalEntryJson)));
       });
     },
 

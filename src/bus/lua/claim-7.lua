@@ -11,7 +11,8 @@
   KEYS[2] workers    ZSET worker id -> liveness expiry (ms)
   KEYS[3] own        HASH sid -> "<token>:<worker id>"
   KEYS[4] fence      counter of tokens (strictly increasing)
-  KEYS[5] attempts   HASH first message id -> claims of that batch
+  KEYS[5] attempts   HASH first message id -> failed claims of that batch (reaped or released):
+                     read here in one HMGET for the whole call, written only by those rare paths
   KEYS[6] claimed:<claim id>  the claims this call made (JSON), kept for twice the TTL + 10 s
   KEYS[7] wake       LIST of wake-up tokens
   ARGV[1] now (ms), or "" for Redis's clock
@@ -49,7 +50,7 @@ local worker = ARGV[6]
 -- Reaped before this worker's own entry is pushed on: a worker that stalled past its TTL has lost
 -- its leases like any dead one, and starts afresh.
 if ARGV[7] == "1" then
-  reapWorkers(KEYS[2], KEYS[3], KEYS[1], KEYS[7], ARGV[3], now)
+  reapWorkers(KEYS[2], KEYS[3], KEYS[1], KEYS[7], KEYS[5], ARGV[3], now)
 end
 
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[5]) or 1)
@@ -65,12 +66,17 @@ if #due > 0 then
   if #backlogs > 0 then
     redis.call("ZADD", KEYS[2], "GT", now + tonumber(ARGV[2]), worker)
     local last = redis.call("INCRBY", KEYS[4], #backlogs)
+    local firstIds = {}
+    for index, backlog in ipairs(backlogs) do
+      firstIds[index] = cjson.decode(backlog.messages[1])["id"]
+    end
+    local failed = redis.call("HMGET", KEYS[5], unpack(firstIds))
     local leases = {}
     local reply = {}
     local made = {}
     for index, backlog in ipairs(backlogs) do
       local token = last - #backlogs + index
-      local attempt = redis.call("HINCRBY", KEYS[5], cjson.decode(backlog.messages[1])["id"], 1)
+      local attempt = (tonumber(failed[index]) or 0) + 1
       table.insert(leases, backlog.sid)
       table.insert(leases, token .. ":" .. worker)
       table.insert(made, { sid = backlog.sid, token = token, attempt = attempt })

@@ -18,12 +18,13 @@
 --- @include "includes/clock"
 
 local now = clockOf(ARGV[1])
-local everyChat = redis.call("ZSCORE", KEYS[1], ARGV[2])
-if not (everyChat and tonumber(everyChat) > now) then
-  local chat = redis.call("ZSCORE", KEYS[1], ARGV[3])
-  if not (chat and tonumber(chat) > now) then
-    return 0
-  end
+-- Both audiences in one call: the channel's (it streams to every chat) and the chat's.
+local expiries = redis.call("ZMSCORE", KEYS[1], ARGV[2], ARGV[3])
+local function watched(expiry)
+  return expiry and tonumber(expiry) > now
+end
+if not (watched(expiries[1]) or watched(expiries[2])) then
+  return 0
 end
 redis.call("SET", KEYS[2], ARGV[4], "PX", ARGV[5])
 redis.call("XADD", KEYS[3], "MAXLEN", "~", ARGV[7], "*", "event", ARGV[6])

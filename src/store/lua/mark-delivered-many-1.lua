@@ -1,7 +1,7 @@
 --[[
   Moves the delivered marks of several chats up to an event id each, never back (two gateways may
-  report deliveries out of order): mark-delivered-1 for a batch, one round trip for every chat a
-  gateway delivered to in the last moment.
+  report deliveries out of order), in one round trip for every chat a gateway delivered to in the
+  last moment.
 
   The marks' keys are built here from a prefix: they share the hash tag of the deployment's keys.
   KEYS[1] the first chat's mark (routes the script to the tag's slot; it is marked with the rest)

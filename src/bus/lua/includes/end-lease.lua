@@ -1,5 +1,5 @@
 --[[
-  Included (`--- @include`) by the scripts that end a turn (ack-7, ack-with-reply-8, dead-letter-8).
+  Included (`--- @include`) by the scripts that end a turn (ack-many-6, dead-letter-8).
 
   refusedEnd(own, workers, sid, token, now, done, callId) decides whether this call may end the
   lease: nil when it may (and `done`, done:<token>, now names this call for 10 minutes), else the
@@ -9,11 +9,13 @@
   endLease(...) drops the messages the turn consumed, releases the lease and, when more messages
   wait (they arrived mid-turn), makes the session ready at once and wakes a worker.
 
-  endLease(mailbox, ready, own, wake, attempts, sid, consumed, now, firstId)
+  endLease(mailbox, ready, own, wake, attempts, sid, consumed, now, firstId, attempt)
   mailbox   in:<sid>  the session's mailbox
   ready     ZSET sid -> due time;  own  HASH sid -> "<token>:<worker>"
-  wake      LIST of wake-up tokens;  attempts  HASH first message id -> claims
+  wake      LIST of wake-up tokens;  attempts  HASH first message id -> failed claims
   consumed  messages the turn consumed;  firstId  id of the batch's first message
+  attempt   the claim's attempt: above 1, earlier claims failed and left a count to drop (a
+            first attempt left none: counts are written only when a lease ends without an ack)
   Output: none
 ]]
 --- @include "lease-held"
@@ -31,8 +33,10 @@ local function refusedEnd(own, workers, sid, token, now, done, callId)
   return nil
 end
 
-local function endLease(mailbox, ready, own, wake, attempts, sid, consumed, now, firstId)
-  redis.call("HDEL", attempts, firstId)
+local function endLease(mailbox, ready, own, wake, attempts, sid, consumed, now, firstId, attempt)
+  if tonumber(attempt) ~= 1 then
+    redis.call("HDEL", attempts, firstId)
+  end
   if consumed > 0 then
     redis.call("LTRIM", mailbox, consumed, -1)
   end

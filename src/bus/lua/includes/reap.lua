@@ -5,12 +5,17 @@
   when a worker found a dead one (a claim asks for it at most every few hundred ms), so scanning
   `own` (the leases held now, not every session) is rare work, not per-message work.
 
-  reapWorkers(workers, own, ready, wake, mailboxPrefix, now)
+  A reaped lease counts as a failed attempt of its batch (`attempts`, keyed by the batch's first
+  message id): attempts are written only when a lease ends without an ack (here and in release-5),
+  so a claim finds the count of earlier failed claims there and the common turn writes none.
+
+  reapWorkers(workers, own, ready, wake, attempts, mailboxPrefix, now)
   Output: none
 ]]
 --- @include "wake"
+--- @include "count-attempt"
 
-local function reapWorkers(workers, own, ready, wake, mailboxPrefix, now)
+local function reapWorkers(workers, own, ready, wake, attempts, mailboxPrefix, now)
   local dead = redis.call("ZRANGEBYSCORE", workers, "-inf", now, "LIMIT", 0, 50)
   if #dead == 0 then
     return
@@ -26,7 +31,9 @@ local function reapWorkers(workers, own, ready, wake, mailboxPrefix, now)
     local separator = string.find(held, ":", 1, true)
     if separator and isDead[string.sub(held, separator + 1)] then
       redis.call("HDEL", own, sid)
-      if redis.call("LLEN", mailboxPrefix .. sid) > 0 then
+      local first = redis.call("LINDEX", mailboxPrefix .. sid, 0)
+      if first then
+        countAttempt(attempts, first)
         redis.call("ZADD", ready, "NX", now, sid)
         wakeOne(wake)
       end

@@ -1,5 +1,5 @@
 --[[
-  Included (`--- @include`) by the store's history writes (append, compact, reset): the write runs
+  Included (`--- @include`) by the store's history rewrites (compact, reset; the batched append has its own): the write runs
   once, and only while the caller holds the session's lease.
 
   fencedWriteRefused(writeKey, ownKey, leaseKey, sid, token, now)

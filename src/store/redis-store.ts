@@ -237,6 +237,15 @@ async function listSessions(redis: RedisClient, keys: ReturnType<typeof redisSto
   return metas.sort((left, right) => (left.key < right.key ? -1 : left.key > right.key ? 1 : 0));
 }
 
+/**
+ * The keys of one write. Its own `write:<id>` marker makes the write happen once even when
+ * ioredis resends it after the connection died before the reply came.
+ */
+function writeKeysOf(keys: ReturnType<typeof redisStoreKeys>, lease: ReturnType<typeof busKeys>, key: string): string[] {
+  const session = keys.session(key);
+  return [session.meta, session.history, keys.sessions, lease.own, lease.workers, keys.write(randomUUID())];
+}
+
 export function createRedisStore(options: RedisStoreOptions): Store {
   const { redis } = options;
   const now = options.now ?? Date.now;
@@ -262,14 +271,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     return queue.run(key, operation);
   }
 
-  /**
-   * The keys of one write. Its own `write:<id>` marker makes the write happen once even when
-   * ioredis resends it after the connection died before the reply came.
-   */
-  function writeKeys(key: string): string[] {
-    const session = keys.session(key);
-    return [session.meta, session.history, keys.sessions, lease.own, lease.workers, keys.write(randomUUID())];
-  }
+  const writeKeys = (key: string) => writeKeysOf(keys, lease, key);
 
   // The scripts judge the lease by Redis's clock unless a clock was injected (tests): a write that
   // reaches Redis late must not be judged with the time it was sent.

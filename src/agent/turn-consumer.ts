@@ -7,6 +7,7 @@
  */
 import type { Logger } from "pino";
 import { type InboundMessage, type OutboundMessage, SYSTEM_CHANNEL, replyTarget } from "../bus/message.js";
+import { refusedPayloadOf } from "../bus/payloads.js";
 import type { Claim, Subscription, WorkerBus } from "../bus/message-bus.js";
 import type { TurnIntercept } from "../bus/turn-intercept.js";
 import { BusError, CancelledError, errorMessage } from "../errors.js";
@@ -161,9 +162,10 @@ export class TurnConsumer {
       span.setAttribute("countbot.outcome", outcome);
       this.options.metrics?.turn(((this.options.now ?? Date.now)() - startedAt) / 1000, outcome);
     };
-    if (claim.attempt > (this.options.maxAttempts ?? 3)) {
+    if (batch.refused !== undefined || claim.attempt > (this.options.maxAttempts ?? 3)) {
       clearInterval(renewal);
-      await this.deadLetter(claim, batch.messages, log);
+      if (batch.refused === undefined) await this.deadLetter(claim, batch.messages, `its turn was interrupted ${claim.attempt - 1} times (worker crash or lost lease)`, log);
+      else await this.deadLetter(claim, batch.messages, `its payload did not match the message model (${batch.refused})`, log, "Sorry, I could not read that message. Please send it again.");
       done("dead-letter");
       return;
     }
@@ -215,12 +217,11 @@ export class TurnConsumer {
     }
   }
 
-  /** A poison turn: park its messages, tell the user once, move on to the chat's next messages. */
-  private async deadLetter(claim: Claim, messages: InboundMessage[], log: Logger): Promise<void> {
+  /** A poison turn, or a payload the bus refused: park its messages, tell the user once, move on to the chat's next messages. */
+  private async deadLetter(claim: Claim, messages: InboundMessage[], reason: string, log: Logger, apology = "Sorry, I could not process that message: it failed repeatedly. Please try again or rephrase it."): Promise<void> {
     const { bus } = this.options;
-    const reason = `its turn was interrupted ${claim.attempt - 1} times (worker crash or lost lease)`;
     log.error({ attempt: claim.attempt }, `dead-lettering messages: ${reason}`);
-    const notice = finalMessage(messages, "Sorry, I could not process that message: it failed repeatedly. Please try again or rephrase it.");
+    const notice = finalMessage(messages, apology);
     await bus.publishOutbound(answering(notice, messages), claim);
     await bus.deadLetter(claim, reason, messages.length);
   }
@@ -312,12 +313,14 @@ export class TurnConsumer {
  * A claim's leading messages that form one turn: one command, one message the intercept may take,
  * one message that asked for a turn of its own, or a run of ordinary messages.
  */
-function takeBatch(messages: InboundMessage[], mayTake?: (message: InboundMessage) => boolean): { messages: InboundMessage[]; command?: ChatCommand; interceptable?: boolean } {
+function takeBatch(messages: InboundMessage[], mayTake?: (message: InboundMessage) => boolean): { messages: InboundMessage[]; command?: ChatCommand; interceptable?: boolean; refused?: string } {
+  const refused = refusedPayloadOf(messages[0]!);
+  if (refused !== undefined) return { messages: messages.slice(0, 1), refused };
   const { command } = messages[0]!;
   if (command) return { messages: messages.slice(0, 1), command };
   if (mayTake?.(messages[0]!)) return { messages: messages.slice(0, 1), interceptable: true };
   if (wantsOwnTurn(messages[0]!)) return { messages: messages.slice(0, 1) };
-  const end = messages.findIndex((message) => message.command !== undefined || mayTake?.(message) === true || wantsOwnTurn(message));
+  const end = messages.findIndex((message) => message.command !== undefined || mayTake?.(message) === true || wantsOwnTurn(message) || refusedPayloadOf(message) !== undefined);
   return { messages: end === -1 ? messages : messages.slice(0, end) };
 }
 

@@ -46,6 +46,51 @@ export const TraceContextSchema = z.strictObject({
   sentAt: z.number().int().nonnegative().optional(),
 });
 
+/**
+ * The keys of an inbound message's metadata the core reads, typed; a platform's own keys
+ * (`qqEvent`, `slackChannel`, `wecomAgentId` …) pass through as they are.
+ */
+export const InboundMetadataSchema = z.looseObject({
+  /** The person the sender is linked to (`memory.identities`): set by the gateway's admission only. */
+  person: z.string().optional(),
+  /** The sender's display name, where the platform gives one outside `group`. */
+  senderName: z.string().optional(),
+  /** A thread's parent channel, when threads inherit its context (Discord, Slack). */
+  parentChatId: z.string().optional(),
+  /** The platform's id of the message, for replies and team triggers. */
+  platformMessageId: z.string().optional(),
+  /** A request that waits for its own answer (the OpenAI-compatible endpoint's): never coalesced. */
+  ownTurn: z.boolean().optional(),
+  /** Set by the bus on a stand-in for a payload that did not parse (payloads.ts): why. */
+  refusedPayload: z.string().optional(),
+});
+export type InboundMetadata = z.infer<typeof InboundMetadataSchema>;
+
+/** The keys of an outbound message's metadata the core and the channels read, typed; others pass through. */
+export const OutboundMetadataSchema = z.looseObject({
+  /** The inbound message ids this reply answers. */
+  answers: z.array(z.string()).optional(),
+  /** The turn's token counts, on its final. */
+  usage: z
+    .object({ inputTokens: z.number().nonnegative(), outputTokens: z.number().nonnegative(), cachedInputTokens: z.number().nonnegative().optional(), reasoningTokens: z.number().nonnegative().optional() })
+    .optional(),
+  /** A notice that relays the model's reasoning (`agent.showReasoning`). */
+  reasoning: z.boolean().optional(),
+  /** A notice about a budget (warned, or spent). */
+  budget: z.boolean().optional(),
+  /** A tool notice: the tool's name. */
+  tool: z.string().optional(),
+  /** The gateway's own reply (pairing, refusals): plain text, never a draft. */
+  gateway: z.boolean().optional(),
+  /** A notice shown only where the channel asks for them (a team agent's streamed text). */
+  transient: z.boolean().optional(),
+  /** A team run's progress (progress.ts), a background task's notice, a team's: read by the web console. */
+  workflow: z.unknown().optional(),
+  task: z.unknown().optional(),
+  team: z.unknown().optional(),
+});
+export type OutboundMetadata = z.infer<typeof OutboundMetadataSchema>;
+
 export const InboundMessageSchema = z.strictObject({
   id: z.string().min(1),
   channel: z.string().min(1).regex(/^[\w-]+$/, "letters, digits, _ and - only"),
@@ -62,7 +107,7 @@ export const InboundMessageSchema = z.strictObject({
   command: ChatCommandSchema.optional(),
   group: GroupContextSchema.optional(),
   traceContext: TraceContextSchema.optional(),
-  metadata: z.record(z.string(), z.unknown()).default({}),
+  metadata: InboundMetadataSchema.default({}),
 });
 export type InboundMessage = z.infer<typeof InboundMessageSchema>;
 export type InboundMessageInput = z.input<typeof InboundMessageSchema>;
@@ -82,7 +127,7 @@ export const OutboundMessageSchema = z.strictObject({
   chatType: ChatTypeSchema.optional(),
   media: z.array(MediaSchema).default([]),
   traceContext: TraceContextSchema.optional(),
-  metadata: z.record(z.string(), z.unknown()).default({}),
+  metadata: OutboundMetadataSchema.default({}),
 });
 export type OutboundMessage = z.infer<typeof OutboundMessageSchema>;
 export type OutboundMessageInput = z.input<typeof OutboundMessageSchema>;

@@ -163,6 +163,7 @@ class RedisBus implements MessageBus {
       now: this.now,
       clock: this.clock,
       isClosed: () => this.closed,
+      onError: options.onError,
     });
     this.inbox = new RedisInbox({ redis: this.redis, keys: this.keys, script: scripts.enqueueMany, clock: this.clock, debounceMs: this.debounceMs });
     this.acks = new RedisAcks({ redis: this.redis, keys: this.keys, script: scripts.ackMany, clock: this.clock, streamMaxLength: this.streamMaxLength });

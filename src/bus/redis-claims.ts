@@ -11,7 +11,9 @@
 import { randomUUID } from "node:crypto";
 import type { RedisClient } from "../redis/client.js";
 import { type LuaScript, runScript } from "../redis/scripts.js";
+import { BusError } from "../errors.js";
 import type { InboundMessage } from "./message.js";
+import { parseInboundPayload, refusedInbound } from "./payloads.js";
 import type { Claim, ClaimOptions } from "./message-bus.js";
 import type { BusKeys } from "./redis-keys.js";
 import type { WorkerLiveness } from "./worker-liveness.js";
@@ -27,6 +29,8 @@ export interface RedisClaimsOptions {
   /** What the scripts get as "now": the injected clock, or "" for Redis's own. */
   clock: () => string;
   isClosed: () => boolean;
+  /** A queued payload was refused (it did not parse): reported, and dead-lettered by the worker. */
+  onError?: (error: unknown) => void;
 }
 
 export class RedisClaims {
@@ -89,6 +93,14 @@ export class RedisClaims {
     )) as unknown[];
   }
 
+  /** A queued message as the model reads it, or its stand-in when the payload did not parse (payloads.ts). */
+  private inboundOf(sessionKey: string, raw: string): InboundMessage {
+    const parsed = parseInboundPayload(raw);
+    if (parsed.ok) return parsed.value;
+    this.options.onError?.(new BusError(`a queued message in ${sessionKey} was refused: ${parsed.problem}`, "invalid"));
+    return refusedInbound(sessionKey, raw, parsed.problem);
+  }
+
   private claimsOf(reply: unknown[]): Claim[] {
     const claims: Claim[] = [];
     for (let index = 0; index + 3 < reply.length; index += 4) {
@@ -97,7 +109,7 @@ export class RedisClaims {
         sessionKey: String(reply[index]),
         token: Number(reply[index + 1]),
         attempt: Number(reply[index + 2]),
-        messages: messages.map((raw) => JSON.parse(raw) as InboundMessage),
+        messages: messages.map((raw) => this.inboundOf(String(reply[index]), raw)),
       };
       this.options.liveness.claimed(claim);
       claims.push(claim);

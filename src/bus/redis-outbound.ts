@@ -17,10 +17,11 @@ import { hostname } from "node:os";
 import type { RedisClient } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
 import { sleep } from "../sleep.js";
+import { BusError } from "../errors.js";
 import { KeyedLanes } from "./chat-lane.js";
-import type { OutboundMessage } from "./message.js";
+import { type StreamEvent, parseStreamEvent } from "./payloads.js";
 import type { BusKeys } from "./redis-keys.js";
-import type { Draft, OutboundEvent, OutboundHandler, Subscription } from "./message-bus.js";
+import type { OutboundEvent, OutboundHandler, Subscription } from "./message-bus.js";
 
 export const DELIVERY_GROUP = "delivery";
 const MAX_IN_FLIGHT = 1_000;
@@ -28,12 +29,7 @@ const ackDelivered = loadScript(new URL("./lua/", import.meta.url), "ack-deliver
 /** How long a finished marker keeps drafts of a delivered reply from being shown. */
 const FINISHED_TTL_MS = 10 * 60_000;
 
-/**
- * What travels in the stream: a whole final/notice, or a pointer to a draft's newest text. A final
- * whose reply had drafts published says so (`drafted`): only then does its delivery leave a
- * finished marker for other consumers (drafts of a reply without any need none).
- */
-export type StreamEvent = { type: "message"; message: OutboundMessage; drafted?: true } | { type: "draft"; draft: Omit<Draft, "text"> };
+export type { StreamEvent } from "./payloads.js";
 
 export interface OutboundConsumerOptions {
   redis: RedisClient;
@@ -156,7 +152,7 @@ class OutboundConsumer {
       this.acks.push({ id: entry[0] });
       return;
     }
-    const event = eventOf(entry);
+    const event = eventOf(entry, this.options.onError);
     const chat = event?.type === "message" ? event.message.chatId : event?.type === "draft" ? event.draft.chatId : "";
     this.inFlight.add(entry[0]);
     void this.lanes.run(chat, async () => {
@@ -206,9 +202,14 @@ class OutboundConsumer {
   }
 }
 
-function eventOf(entry: Entry): StreamEvent | undefined {
+/** The entry's event as the model reads it; a payload that does not parse is reported and delivers nothing (payloads.ts). */
+function eventOf(entry: Entry, onError?: (error: unknown) => void): StreamEvent | undefined {
   const raw = entry[1][entry[1].indexOf("event") + 1];
-  return raw ? (JSON.parse(raw) as StreamEvent) : undefined;
+  if (!raw) return undefined;
+  const parsed = parseStreamEvent(raw);
+  if (parsed.ok) return parsed.value;
+  onError?.(new BusError(`outbound entry ${entry[0]} refused: ${parsed.problem}`, "invalid"));
+  return undefined;
 }
 
 async function resolve(redis: RedisClient, keys: BusKeys, event: StreamEvent, finished: Set<string>): Promise<OutboundEvent | undefined> {

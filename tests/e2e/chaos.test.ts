@@ -108,6 +108,16 @@ describe.each([
 
     const sent = new Map<string, string[]>();
     let killed = false;
+    // The worker killed is the one answering more so far: it holds chats mid-turn (each chat sends
+    // its messages back to back), so the survivor has interrupted turns to take over. A worker
+    // that happened to hold none when killed would prove nothing.
+    let victim = 0;
+    const turnsOf = (worker: ServiceProcess) => worker.output().split('"msg":"turn finished"').length - 1;
+    const killBusiest = async () => {
+      killed = true;
+      victim = turnsOf(workers[0]!) >= turnsOf(workers[1]!) ? 0 : 1;
+      await workers[victim]!.stop("SIGKILL");
+    };
     const send = async (chatId: string, content: string) => {
       const response = await fetch(`${base}/api/chat/${chatId}/messages`, {
         method: "POST",
@@ -127,19 +137,13 @@ describe.each([
         sent.set(chatId, []);
         for (let message = 0; message < MESSAGES_PER_CHAT; message += 1) {
           await send(chatId, `chat ${index} message ${message}`);
-          if (!killed && answeredCount() >= 40) {
-            killed = true;
-            await workers[0]!.stop("SIGKILL");
-          }
+          if (!killed && answeredCount() >= 40) await killBusiest();
         }
       }),
     );
     const deadline = Date.now() + 90_000;
     while (!killed && Date.now() < deadline) {
-      if (answeredCount() >= 40) {
-        killed = true;
-        await workers[0]!.stop("SIGKILL");
-      }
+      if (answeredCount() >= 40) await killBusiest();
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     const total = CHATS * MESSAGES_PER_CHAT;
@@ -158,8 +162,9 @@ describe.each([
     }
     expect(answeredCount()).toBe(total);
     // The survivor really took over turns the killed worker had started.
-    await workers[1]!.waitForLog(/re-running a turn that was interrupted/, 1_000);
-    await workers[1]!.stop("SIGTERM");
+    const survivor = workers[1 - victim]!;
+    await survivor.waitForLog(/re-running a turn that was interrupted/, 1_000);
+    await survivor.stop("SIGTERM");
     await gateway.stop("SIGTERM");
     await cluster?.stop();
     cluster = undefined;

@@ -271,6 +271,29 @@ describe("TurnConsumer poison turns", () => {
   });
 });
 
+describe("TurnConsumer and payloads the bus refused", () => {
+  it("dead-letters the stand-in of a payload that did not parse, tells the chat, and answers the next message", async () => {
+    const model = scriptedModel((request) => ({ text: `answer to ${lastUserText(request.messages)}` }));
+    harness = await startHarness(model);
+    const bus = harness.runtime.bus;
+    await harness.runtime.consumer.stop(0);
+    // What the Redis bus hands over in a damaged payload's place (src/bus/payloads.ts).
+    const refused = await harness.send("a", "", { metadata: { refusedPayload: "senderId: Invalid input: expected string" } });
+    const next = await harness.send("a", "two");
+    const loop = new TurnConsumer({ bus, agent: harness.runtime.agent, logger: pino({ level: "silent" }), concurrency: 1 });
+    void loop.run();
+    const finals = await harness.waitForFinals(2);
+    await loop.stop(0);
+    expect(finals.map((final) => [final.metadata.answers, final.content])).toEqual([
+      [[refused.id], "Sorry, I could not read that message. Please send it again."],
+      [[next.id], "answer to two"],
+    ]);
+    expect(model.requests.map((request) => lastUserText(request.messages))).toEqual(["two"]);
+    const [letter] = await bus.deadLetters();
+    expect(letter!.reason).toBe("its payload did not match the message model (senderId: Invalid input: expected string)");
+  });
+});
+
 describe("TurnConsumer after crashes and during shutdown", () => {
   it("repeats the saved reply for the answered part of a batch and runs a turn for the rest", async () => {
     const model = scriptedModel((request) => ({ text: `answer to ${lastUserText(request.messages)}` }));

@@ -20,6 +20,13 @@ export interface QuotaSlot {
    * unused. 0 for budgets of one chat, where a final waits behind the chat's own drafts anyway.
    */
   reserve: number;
+  /**
+   * A draft's try only: the reply it streams, counted in the budget's list of replies streaming into
+   * it, every gateway's (a hand-over splits a busy group's drafts between two); while more than one
+   * streams, the try leaves `sharedReserve` instead of `reserve`. A reply not seen for `idleMs` no
+   * longer counts.
+   */
+  stream?: { replyId: string; idleMs: number; sharedReserve: number };
 }
 
 export type TakeResult = { taken: true } | { taken: false; waitMs: number; blockedBy: number };
@@ -52,6 +59,18 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
   const now = options.now ?? Date.now;
   /** Per key: its calls, oldest first (a closed budget's filler may lie in the future). */
   const logs = new Map<string, Array<{ at: number; token?: string }>>();
+  /** Per key: the replies streaming into it, with when each was last seen. */
+  const streams = new Map<string, Map<string, number>>();
+
+  /** Counts the try's reply as streaming into the slot; the reserve the try must leave. */
+  const reserveOf = (slot: QuotaSlot, at: number, mode: "wait" | "try"): number => {
+    if (mode !== "try" || !slot.stream) return slot.reserve;
+    let replies = streams.get(slot.key);
+    if (!replies) streams.set(slot.key, (replies = new Map()));
+    for (const [id, seen] of replies) if (seen <= at - slot.stream.idleMs) replies.delete(id);
+    replies.set(slot.stream.replyId, at);
+    return replies.size > 1 ? Math.max(slot.reserve, slot.stream.sharedReserve) : slot.reserve;
+  };
   const byTime = (a: { at: number }, b: { at: number }) => a.at - b.at;
 
   const current = (slot: QuotaSlot, at: number) => {
@@ -70,7 +89,7 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
       let refused: { waitMs: number; blockedBy: number } | undefined;
       slots.forEach((slot, index) => {
         const log = current(slot, at);
-        const allowed = slot.limit - (mode === "try" ? slot.reserve : 0);
+        const allowed = slot.limit - (mode === "try" ? reserveOf(slot, at, mode) : 0);
         // A call that makes more platform calls than a budget allows at all takes the whole budget.
         const excess = log.length + Math.min(cost, slot.limit) - allowed;
         if (excess <= 0) return;

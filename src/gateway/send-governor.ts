@@ -176,6 +176,19 @@ function defaultMargin(windowMs: number): number {
   return Math.min(250, Math.max(20, Math.round(windowMs * 0.05)));
 }
 
+/** How long a reply not seen in a shared long-window budget's store list still counts as streaming there. */
+const SHARED_STREAM_IDLE_MS = 15_000;
+
+/**
+ * A long-window budget a chat's replies share (a group's minute): the draft's reply is counted in
+ * the store's list, every gateway's, and while several stream there the whole budget is kept for
+ * their finals (this gateway may see one reply where a hand-over gave the others to another).
+ */
+function sharedStream(slot: NamedSlot, replyId: string | undefined): Pick<QuotaSlot, "stream"> {
+  if (replyId === undefined || slot.windowMs < LONG_WINDOW_MS || slot.limit < 2 || (slot.per !== "chat" && slot.per !== "group")) return {};
+  return { stream: { replyId, idleMs: SHARED_STREAM_IDLE_MS, sharedReserve: slot.limit } };
+}
+
 /**
  * What a draft must leave of the budget: half of it, and one call for each reply streaming into
  * it (its final); all of a long window's while several stream (a draft spent there holds their
@@ -285,10 +298,14 @@ class QuotaSendGovernor implements SendGovernor {
     // Several replies streaming into a long-window budget (a busy group): its finals need all of it,
     // and another gateway may hold drafts of more of them than this one sees.
     const streaming = slots.map((slot) => this.streams.into(slot, call.replyId, at));
-    // Only a group's replies come in bursts: a private chat's first draft goes out at once.
-    if (GROUP_TYPES.has(call.chatType) && streaming.some((stream) => stream.settling)) return "low";
+    const reserved = slots.map((slot, index) => ({ ...slot, reserve: draftReserve(slot, streaming[index]!.count), ...sharedStream(slot, call.replyId) }));
+    // Only a group's replies come in bursts: a private chat's first draft goes out at once. While it
+    // settles, the reply is counted in the store too (taking nothing), for every gateway to see.
+    if (GROUP_TYPES.has(call.chatType) && streaming.some((stream) => stream.settling)) {
+      if (reserved.some((slot) => slot.stream)) await this.store.take(reserved, 0, "try").catch(() => undefined);
+      return "low";
+    }
     if (this.unanswered.late(slots, at).length > 0) return "low";
-    const reserved = slots.map((slot, index) => ({ ...slot, reserve: draftReserve(slot, streaming[index]!.count) }));
     const token = randomUUID();
     const cost = call.cost ?? 1;
     const result = await this.store.take(reserved, cost, "try", token, this.lag());

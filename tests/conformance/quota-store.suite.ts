@@ -129,6 +129,21 @@ export function runQuotaStoreSuite(name: string, makeHarness: () => Promise<Quot
       expect((await second.take([single], 1, "wait")).taken).toBe(true);
     });
 
+    it("counts the replies streaming into a budget across takers: with two, a try leaves the shared reserve; alone, or once the other idled out, the usual one", async () => {
+      const harness = await start();
+      const [first, second] = [await harness.open(), await harness.open()];
+      const group = (replyId: string): QuotaSlot => ({ key: "group:-5", limit: 20, windowMs: 60_000, reserve: 10, stream: { replyId, idleMs: 15_000, sharedReserve: 20 } });
+      // One taker's reply, counted without taking anything (its first draft settling).
+      expect((await first.take([group("r1")], 0, "try")).taken).toBe(true);
+      expect(await first.used(group("r1"))).toBe(0);
+      // The other taker sees only its own reply, but two stream into the budget: the whole of it is kept.
+      expect(await second.take([group("r2")], 1, "try")).toEqual({ taken: false, waitMs: 60_000, blockedBy: 0 });
+      expect((await second.take([group("r2")], 1, "wait")).taken).toBe(true); // finals are not held back
+      harness.advance(15_000);
+      // r1 went quiet: r2 streams alone and takes from the other half.
+      expect((await second.take([group("r2")], 1, "try")).taken).toBe(true);
+    });
+
     it("never moves a call back in time, nor out of a closed budget's wait", async () => {
       const harness = await start();
       const store = await harness.open();

@@ -4,7 +4,7 @@
   arrive at the platform inside the window of a call that reached it late. A call is never moved
   back in time: a closed budget's filler, or an answer older than its take, leaves it where it is.
 
-  KEYS[1..6] the budgets of the take (as take-6.lua); a slot not used repeats KEYS[1] with limit 0
+  KEYS[1..6] the budgets of the take (as take-12.lua); a slot not used repeats KEYS[1] with limit 0
   ARGV[1]    now (ms), or "" for Redis's clock
   ARGV[2]    token of the take: its members are <token>:<n>
   ARGV[3]    cost the take drew from each budget

@@ -288,6 +288,22 @@ describe("send governor on long windows", () => {
     expect(await governor.tryAcquire({ call: "send", chatId: "-4", chatType: "group", replyId: "z" })).toBe("taken");
   });
 
+  it("keeps a group's minute when a hand-over split its replies between two gateways, each seeing one", async () => {
+    const time = virtualTime();
+    const store = createMemoryQuotaStore({ now: time.now });
+    const [a, b] = [0, 1].map(() => instantPlatform(createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0 })));
+    const draft = (governor: SendGovernor, replyId: string, chatId = "-9") => governor.tryAcquire({ call: "send", chatId, chatType: "group", replyId });
+    for (const [governor, replyId] of [[a!, "ra"], [b!, "rb"]] as const) governor.streaming({ call: "send", chatId: "-9", chatType: "group", replyId });
+    expect([await draft(a!, "ra"), await draft(b!, "rb")]).toEqual(["low", "low"]); // settling, and counted in the store
+    time.advance(1_000);
+    expect([await draft(a!, "ra"), await draft(b!, "rb")]).toEqual(["low", "low"]);
+    // A gateway alone with its reply in a quiet group streams.
+    a!.streaming({ call: "send", chatId: "-10", chatType: "group", replyId: "solo" });
+    await draft(a!, "solo", "-10");
+    time.advance(1_000);
+    expect(await draft(a!, "solo", "-10")).toBe("taken");
+  });
+
   it("keeps a call of a short window for each reply streaming into it: five replies in a channel of 5 per 5 s stream nothing, two share what is left", async () => {
     const time = virtualTime();
     const store = createMemoryQuotaStore({ now: time.now });

@@ -10,6 +10,10 @@
   ARGV[3]    cost: calls taken from each budget
   ARGV[4]    "wait" (finals: up to the limit) or "try" (drafts, typing: down to the reserve)
   ARGV[5+3(i-1)..7+3(i-1)]  limit, window (ms), reserve of KEYS[i]
+  KEYS[7..12] <KEYS[i]>:streams  ZSET reply id -> last seen: the replies streaming into budget i
+  ARGV[24]   a draft's try: the reply it streams ("" none)
+  ARGV[25]   ms after which a reply not seen no longer counts as streaming
+  ARGV[26..31] budget i's reserve while more than one reply streams into it ("" not counted)
   ARGV[23]   ms ahead of now the calls are counted from (the taker's event loop is behind: it
              sends them that much later), so every gateway counts them as long as the platform will
   Output: {1} taken; {0, wait ms, i} refused: KEYS[i] stands in the way longest, for wait ms
@@ -21,6 +25,8 @@ local token = ARGV[2]
 local cost = tonumber(ARGV[3])
 local trying = ARGV[4] == "try"
 local stamp = now + tonumber(ARGV[23] or "0")
+local replyId = ARGV[24] or ""
+local idle = tonumber(ARGV[25] or "0")
 
 local blockedBy = 0
 local longest = 0
@@ -32,6 +38,14 @@ for i = 1, 6 do
     local reserve = tonumber(ARGV[7 + 3 * (i - 1)])
     redis.call("ZREMRANGEBYSCORE", KEYS[i], "-inf", now - window)
     local count = redis.call("ZCARD", KEYS[i])
+    if trying and replyId ~= "" and (ARGV[25 + i] or "") ~= "" then
+      -- Counted in the replies streaming into the budget, every gateway's: several keep it whole.
+      local streams = KEYS[6 + i]
+      redis.call("ZREMRANGEBYSCORE", streams, "-inf", now - idle)
+      redis.call("ZADD", streams, now, replyId)
+      redis.call("PEXPIRE", streams, idle + 1000)
+      if redis.call("ZCARD", streams) > 1 then reserve = math.max(reserve, tonumber(ARGV[25 + i])) end
+    end
     local allowed = limit
     if trying then allowed = limit - reserve end
     -- A call that makes more platform calls than the budget allows at all takes the whole budget.
@@ -55,6 +69,7 @@ if blockedBy > 0 then
   return { 0, longest, blockedBy }
 end
 for _, slot in ipairs(used) do
+  if slot[3] < 1 then break end
   for n = 1, slot[3] do
     redis.call("ZADD", slot[1], stamp, token .. ":" .. n)
   end

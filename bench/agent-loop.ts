@@ -9,7 +9,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pino from "pino";
-import { createEmbeddedRuntime } from "../src/app/agent.js";
+import { createEmbeddedRuntime } from "../src/app/worker.js";
 import type { OutboundMessage } from "../src/bus/message.js";
 import { loadConfig } from "../src/config/load.js";
 import type { ChatModel } from "../src/providers/chat-model.js";

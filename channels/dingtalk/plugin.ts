@@ -27,6 +27,7 @@ export const dingtalkChannel = defineChannel({
   name: "dingtalk",
   description: "DingTalk robot of an enterprise internal app: Stream mode or HTTP callback, replies streamed into an AI card.",
   configSchema: DingTalkConfigSchema,
+  webhookPath: (config) => (config.mode === "http" ? config.webhook.path : undefined),
   environment: { DINGTALK_CLIENT_ID: "appKey", DINGTALK_CLIENT_SECRET: "appSecret", DINGTALK_API_ROOT: "apiRoot" },
   policy: (config) => dingtalkPolicy(config),
   async create(config, dependencies) {

@@ -22,6 +22,7 @@ export const feishuChannel = defineChannel({
   name: "feishu",
   description: "Feishu / Lark app: long connection or webhook, streamed Markdown cards.",
   configSchema: FeishuConfigSchema,
+  webhookPath: (config) => (config.mode === "webhook" ? config.webhook.path : undefined),
   policy: (config) => feishuPolicy(config),
   environment: { FEISHU_APP_ID: "appId", FEISHU_APP_SECRET: "appSecret", FEISHU_DOMAIN: "domain" },
   async create(config, dependencies) {

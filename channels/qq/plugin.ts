@@ -27,6 +27,7 @@ export const qqChannel = defineChannel({
   name: "qq",
   description: "QQ bot (Bot API v2): groups, one-to-one and guild channels over the WebSocket gateway or the signed webhook.",
   configSchema: QQConfigSchema,
+  webhookPath: (config) => (config.mode === "webhook" ? config.webhook.path : undefined),
   environment: { QQ_BOT_APP_ID: "appId", QQ_BOT_APP_SECRET: "appSecret", QQ_BOT_API_ROOT: "apiRoot", QQ_BOT_TOKEN_URL: "tokenUrl" },
   policy: (config) => qqPolicy(config),
   async create(config, dependencies) {

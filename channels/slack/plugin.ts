@@ -32,6 +32,7 @@ export const slackChannel = defineChannel({
   name: "slack",
   description: "Slack app bot: Socket Mode or the Events API over HTTP; DMs, channels, threads and slash commands, replies streamed by editing one message.",
   configSchema: SlackConfigSchema,
+  webhookPath: (config) => (config.mode === "http" ? config.webhook.path : undefined),
   environment: { SLACK_BOT_TOKEN: "botToken", SLACK_APP_TOKEN: "appToken", SLACK_SIGNING_SECRET: "signingSecret", SLACK_API_URL: "apiUrl" },
   policy: (config) => slackPolicy(config),
   async create(config, dependencies) {

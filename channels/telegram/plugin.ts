@@ -13,6 +13,7 @@ export const telegramChannel = defineChannel({
   name: "telegram",
   description: "Telegram bot (long polling or webhook).",
   configSchema: TelegramConfigSchema,
+  webhookPath: (config) => (config.mode === "webhook" ? config.webhook?.path : undefined),
   environment: { TELEGRAM_BOT_TOKEN: "token", TELEGRAM_API_ROOT: "apiRoot" },
   policy: (config) => telegramPolicy(config),
   async create(config, { logger, dataDir }) {

@@ -84,6 +84,7 @@ export const wecomChannel = defineChannel({
     WECOM_BOT_WS_URL: "robot.wsUrl",
   },
   policy: (config) => wecomPolicy(config),
+  webhookPath: (config) => (config.mode === "robot" ? undefined : config.webhook.path),
   async create(config, dependencies) {
     if (config.mode === "robot") return createRobot(config, dependencies);
     const corpId = required(config, "corpId", "WECOM_CORP_ID");

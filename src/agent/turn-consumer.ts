@@ -38,6 +38,11 @@ const CLAIM_BATCH = 64;
 export interface TurnConsumerOptions {
   bus: WorkerBus;
   agent: Agent;
+  /**
+   * The agent a turn goes to, by its first message (an agent profile's, src/config/agents.ts), and
+   * whether the intercept (team triggers) may take its messages. Default: `agent`, intercepted.
+   */
+  agentFor?: (message: InboundMessage) => { agent: Agent; intercept: boolean };
   logger: Logger;
   /** Turns run at once (different sessions). */
   concurrency: number;
@@ -155,6 +160,7 @@ export class TurnConsumer {
     const intercept = this.options.intercept;
     let batch = takeBatch(claim.messages, intercept ? (message) => intercept.mayTake(message) : undefined);
     const first = batch.messages[0]!;
+    const { agent, intercept: intercepts } = this.options.agentFor?.(first) ?? { agent: this.options.agent, intercept: true };
     const log = lazyChild(logger, { session: claim.sessionKey, message: first.id });
     if (claim.attempt > 1) log.warn({ attempt: claim.attempt }, "re-running a turn that was interrupted (worker crash or lost lease)");
     const startedAt = (this.options.now ?? Date.now)();
@@ -173,18 +179,18 @@ export class TurnConsumer {
       let reply: string;
       let usage: Usage | undefined;
       // One read of the session serves both the crash check and the turn.
-      const snapshot = batch.command ? undefined : await this.options.agent.loadSession(claim.sessionKey);
-      const answered = snapshot && (await this.options.agent.previousAnswer(claim.sessionKey, batch.messages.map((message) => message.id), snapshot));
+      const snapshot = batch.command ? undefined : await agent.loadSession(claim.sessionKey);
+      const answered = snapshot && (await agent.previousAnswer(claim.sessionKey, batch.messages.map((message) => message.id), snapshot));
       if (answered) {
         // A crash after the history write: repeat the saved reply (same id, so delivery dedupes it).
         batch = { messages: batch.messages.slice(0, answered.count) };
         ({ reply, usage } = answered);
       } else if (batch.command) {
-        reply = await this.runCommand(batch.command, claim, batch.messages[0]!);
+        reply = await this.runCommand(agent, batch.command, claim, batch.messages[0]!);
       } else {
-        const taken = batch.interceptable ? await intercept?.take(first, claim) : undefined;
+        const taken = batch.interceptable && intercepts ? await intercept?.take(first, claim) : undefined;
         // An intercept that looked at the message may have written to the session: read it again then.
-        ({ reply, usage } = taken === undefined ? await this.answerClaim(claim, batch.messages, controller.signal, batch.interceptable ? undefined : snapshot) : { reply: taken, usage: undefined });
+        ({ reply, usage } = taken === undefined ? await this.answerClaim(agent, claim, batch.messages, controller.signal, batch.interceptable ? undefined : snapshot) : { reply: taken, usage: undefined });
       }
       if (leaseLost) return;
       if (isShutdown(controller.signal)) {
@@ -226,8 +232,7 @@ export class TurnConsumer {
     await bus.deadLetter(claim, reason, messages.length);
   }
 
-  private async runCommand(command: ChatCommand, claim: Claim, message: InboundMessage): Promise<string> {
-    const { agent } = this.options;
+  private async runCommand(agent: Agent, command: ChatCommand, claim: Claim, message: InboundMessage): Promise<string> {
     const sessionKey = claim.sessionKey;
     switch (command) {
       case "new":
@@ -244,8 +249,8 @@ export class TurnConsumer {
     }
   }
 
-  private async answerClaim(claim: Claim, messages: InboundMessage[], signal: AbortSignal, snapshot: SessionSnapshot | undefined): Promise<{ reply: string; usage: Usage }> {
-    const { bus, agent } = this.options;
+  private async answerClaim(agent: Agent, claim: Claim, messages: InboundMessage[], signal: AbortSignal, snapshot: SessionSnapshot | undefined): Promise<{ reply: string; usage: Usage }> {
+    const { bus } = this.options;
     const first = messages[0]!;
     const target = replyTarget(first);
     const messageIds = messages.map((message) => message.id);

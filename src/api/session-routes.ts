@@ -44,7 +44,7 @@ const SessionParamsSchema = z.object({
     .string()
     .min(1)
     .max(256)
-    .regex(/^[\w-]+:[\w:.@-]+$/, "a session key `channel:chat_id`"),
+    .regex(/^[\w.-]+:[\w:.@-]+$/, "a session key `channel:chat_id`"),
 });
 
 /** `telegram:42` → channel `telegram`, chat `42`; a chat id may hold `:` itself. */

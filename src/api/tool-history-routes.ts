@@ -13,7 +13,7 @@ const ParamsSchema = z.object({
     .string()
     .min(1)
     .max(256)
-    .regex(/^[\w-]+:[\w:.@-]+$/, "a session key `channel:chat_id`"),
+    .regex(/^[\w.-]+:[\w:.@-]+$/, "a session key `channel:chat_id`"),
 });
 
 const QuerySchema = z.strictObject({

@@ -55,7 +55,7 @@ const StartRunBodySchema = z.strictObject({
     z
       .string()
       .max(256)
-      .regex(/^[\w-]+:[\w:.@-]+$/, "a session key `channel:chat_id`, e.g. web:my-chat")
+      .regex(/^[\w.-]+:[\w:.@-]+$/, "a session key `channel:chat_id`, e.g. web:my-chat")
       .optional(),
   ),
 });

@@ -1,7 +1,6 @@
 /**
  * The agent half of the composition root: the agent with its model, tools, memory and context
- * (`countbot agent`), the worker that feeds it from the bus and runs background jobs (`worker`,
- * the agent half of `start` and `chat`), and the embedded runtime of one process.
+ * (`countbot agent`, and each agent profile's in a worker: worker.ts, profiles.ts).
  */
 import { mkdir, realpath } from "node:fs/promises";
 import path from "node:path";
@@ -11,18 +10,13 @@ import { ContextBuilder } from "../agent/context-builder.js";
 import { type MemoryStore, createFileMemoryStore } from "../memory/memory.js";
 import { createMemoryTool } from "../agent/memory-tool.js";
 import { type PersonMemory, createPersonMemory } from "../memory/person-memory.js";
-import { TurnConsumer } from "../agent/turn-consumer.js";
 import type { MessageBus } from "../bus/message-bus.js";
 import { collectSecrets } from "../config/mask.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { createCronTool } from "../jobs/cron/cron-tool.js";
 import type { Jobs } from "../jobs/jobs.js";
-import { createSubagentRunner } from "../jobs/subagents/runner.js";
 import { createSpawnTool } from "../jobs/subagents/spawn-tool.js";
-import { createSubagentTools } from "../jobs/subagents/tools.js";
 import type { Metrics } from "../metrics.js";
-import { createTeamModels } from "../jobs/workflows/models.js";
-import { createTeamAgentRunner } from "../jobs/workflows/runner.js";
 import { createWorkflowRunTool } from "../jobs/workflows/workflow-run-tool.js";
 import { resolveChatModel } from "../providers/factory.js";
 import { instrumentModel } from "../providers/instrumented-model.js";
@@ -30,7 +24,7 @@ import { traceModel } from "../providers/traced-model.js";
 import type { ChatModel } from "../providers/chat-model.js";
 import { createFileStore } from "../store/file-store.js";
 import type { Store } from "../store/store.js";
-import { type AuditLineOptions, type AuditLog, auditEntryOf, createFileAuditLog } from "../tools/audit-log.js";
+import { type AuditLineOptions, type AuditLog, createFileAuditLog } from "../tools/audit-log.js";
 import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-sandbox.js";
 import { createMessageTool } from "../tools/message.js";
 import type { ToolRegistry } from "../tools/registry.js";
@@ -38,8 +32,7 @@ import { type ToolHistory, createFileToolHistory } from "../tools/tool-history.j
 import { McpServers } from "../tools/mcp/mcp-servers.js";
 import { createToolSet } from "../tools/tool-set.js";
 import type { Tool, ToolSource } from "../tools/tool.js";
-import { type Infrastructure, createInfrastructure, fileAuditOptions, ledgerFile } from "./infrastructure.js";
-import { createJobsOn } from "./jobs.js";
+import { fileAuditOptions, ledgerFile } from "./infrastructure.js";
 import { createMemoryBudgetLedger } from "../store/memory-budget-ledger.js";
 import { type ProcessBudgets, createProcessBudgets } from "./budgets.js";
 
@@ -81,6 +74,8 @@ export interface RuntimeOverrides {
   mcp?: McpServers;
   /** Budgets and the usage report; default: over this process's ledger file. */
   budgets?: ProcessBudgets;
+  /** The tool names offered (an agent profile's `tools`); default: every tool the config enables. */
+  allowTools?: readonly string[];
   now?: () => number;
 }
 
@@ -104,14 +99,14 @@ export function reloadMcpServers(mcp: McpServers, config: ResolvedConfig, logger
 }
 
 /** A tool registry's sources: the MCP servers offered to this audience. */
-function mcpSources(mcp: McpServers, audience: Parameters<McpServers["toolSource"]>[0]): ToolSource[] {
+export function mcpSources(mcp: McpServers, audience: Parameters<McpServers["toolSource"]>[0]): ToolSource[] {
   return [mcp.toolSource(audience)];
 }
 
 /** The tools the main agent gets, as the config allows them: the built-in set plus its own, and every MCP server's. */
 export function createTools(
   config: ResolvedConfig,
-  dependencies: { memory: MemoryStore; people?: PersonMemory; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics; mcp?: McpServers },
+  dependencies: { memory: MemoryStore; people?: PersonMemory; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics; mcp?: McpServers; allow?: readonly string[] },
 ): ToolRegistry {
   const { bus, jobs } = dependencies;
   const extra: Tool[] = [createMemoryTool(dependencies.memory, dependencies.people)];
@@ -126,7 +121,7 @@ export function createTools(
         : undefined,
     }),
   );
-  return createToolSet(config, { extra, metrics: dependencies.metrics, sources: dependencies.mcp ? mcpSources(dependencies.mcp, "agent") : [] });
+  return createToolSet(config, { extra, metrics: dependencies.metrics, sources: dependencies.mcp ? mcpSources(dependencies.mcp, "agent") : [], allow: dependencies.allow });
 }
 
 /** The agent and what it needs: model, tools, store, memory, context. Throws ConfigError early. */
@@ -143,7 +138,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   const memory = overrides.memory ?? createFileMemoryStore({ workspace, scope: config.memory.scope, now: overrides.now });
   const people = createPersonMemory(overrides.people ?? createFileMemoryStore({ workspace, scope: "person", now: overrides.now }), config.memory.identities);
   const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
-  const tools = createTools(config, { memory, people, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics, mcp });
+  const tools = createTools(config, { memory, people, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics, mcp, allow: overrides.allowTools });
   const sandbox = await checkExecSandbox(config, workspace, logger);
   const secrets = collectSecrets(config);
   const auditOptions: AuditLineOptions = { secrets, now: overrides.now, onError: (error) => logger.warn({ err: error }, "audit log write failed") };
@@ -202,143 +197,6 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   };
 }
 
-export interface Worker extends AgentRuntime {
-  bus: MessageBus;
-  consumer: TurnConsumer;
-  jobs: Jobs;
-  /** Consume the bus and run jobs; resolves when the loop has stopped. */
-  run(): Promise<void>;
-}
-
-/** What the job runners share with the worker that builds them. */
-interface JobRunnerParts {
-  model: ChatModel;
-  /** Absolute, realpath'd workspace root. */
-  workspace: string;
-  budgets: ProcessBudgets;
-  mcp: McpServers;
-  /** The worker's audit log, known only once its runtime exists (after the runners). */
-  auditRef: { log?: AuditLog };
-  overrides: RuntimeOverrides;
-}
-
-/**
- * The loops a worker runs jobs with: a subagent's (on the subagents' tool subset) and a team
- * agent's (the same subset, on the team's models). Both count against the worker's budgets and
- * write their tool calls to the main agent's audit log.
- */
-function createJobRunners(config: ResolvedConfig, logger: Logger, parts: JobRunnerParts) {
-  const { model, workspace, budgets, mcp, auditRef, overrides } = parts;
-  const runTask = createSubagentRunner({
-    model,
-    tools: createSubagentTools(config, { metrics: overrides.metrics, sources: mcpSources(mcp, "subagents") }),
-    workspace,
-    restrictToWorkspace: config.tools.restrictToWorkspace,
-    maxRetries: config.agent.maxRetries,
-    retryDelayMs: config.agent.retryDelay * 1000,
-    temperature: config.agent.temperature,
-    maxTokens: config.agent.maxTokens,
-    budgets: budgets.guard,
-    // Subagents' tool calls go to the same audit log as the main agent's (known once it exists below).
-    listener: (task) => async (event) => {
-      if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: task.sessionKey, channel: "subagent", chatId: task.id }));
-    },
-  });
-  // Team agents get the subagents' tool subset, and their own models (agent, team, then agent.model).
-  const teamTools = createSubagentTools(config, { sources: mcpSources(mcp, "teams") });
-  const runTeamAgent = createTeamAgentRunner({
-    resolveModel: overrides.model ? () => overrides.model! : createTeamModels(config, { logger }),
-    tools: teamTools,
-    workspace,
-    restrictToWorkspace: config.tools.restrictToWorkspace,
-    maxRetries: config.agent.maxRetries,
-    retryDelayMs: config.agent.retryDelay * 1000,
-    defaults: { temperature: config.agent.temperature, maxTokens: config.agent.maxTokens },
-    budgets: budgets.guard,
-    listener: (run, node) => async (event) => {
-      if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: run.sessionKey, channel: "workflow", chatId: `${run.id}.${node.id}` }));
-    },
-  });
-  return { runTask, runTeamAgent, teamTools };
-}
-
-/** Agent turns and background jobs from a bus: the worker process, and the agent half of `start` and `chat`. */
-export async function createWorker(config: ResolvedConfig, logger: Logger, infrastructure: Infrastructure, overrides: RuntimeOverrides = {}): Promise<Worker> {
-  const model = instrumented(overrides.model ?? resolveChatModel(config, { logger }), overrides.metrics);
-  await mkdir(config.workspace, { recursive: true });
-  const workspace = await realpath(config.workspace);
-  const auditRef: { log?: AuditLog } = {};
-  const budgets = overrides.budgets ?? createProcessBudgets(config, infrastructure.budgetLedger, logger, overrides.metrics);
-  // One connection per MCP server for the whole worker: the agent's turns, subagents and team agents.
-  const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
-  const { runTask, runTeamAgent, teamTools } = createJobRunners(config, logger, { model, workspace, budgets, mcp, auditRef, overrides });
-  const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, runTeamAgent, teamToolNames: () => teamTools.names(), now: overrides.now });
-  const memory = infrastructure.memory({ workspace, scope: config.memory.scope });
-  const runtime = await createAgentRuntime(config, logger, {
-    ...overrides,
-    model,
-    store: infrastructure.store,
-    memory,
-    people: infrastructure.memory({ workspace, scope: "person" }),
-    toolHistory: (secrets) => infrastructure.toolHistory({ secrets }),
-    audit: (options) => infrastructure.auditLog(options),
-    bus: infrastructure.bus,
-    jobs,
-    mcp,
-    budgets,
-  });
-  auditRef.log = runtime.audit;
-  const consumer = new TurnConsumer({
-    bus: infrastructure.bus,
-    agent: runtime.agent,
-    logger,
-    concurrency: config.agent.maxConcurrentTurns,
-    leaseTtlMs: infrastructure.leaseTtlMs,
-    replyFilter: (messages, reply) => jobs.replyFilter(messages, reply),
-    metrics: overrides.metrics,
-    intercept: jobs.intercept,
-    showReasoning: config.agent.showReasoning,
-  });
-  let jobsStarted: Promise<void> | undefined;
-  let running: Promise<void> | undefined;
-  return {
-    ...runtime,
-    bus: infrastructure.bus,
-    consumer,
-    jobs,
-    run() {
-      jobsStarted ??= jobs.start().catch((error: unknown) => logger.error({ err: error }, "background jobs failed to start"));
-      running ??= consumer.run();
-      return running;
-    },
-    close: async () => {
-      await consumer.stop(5_000);
-      await jobsStarted;
-      await jobs.close();
-      await runtime.close();
-      if (!overrides.mcp) await mcp.close();
-    },
-  };
-}
-
-export interface EmbeddedRuntime extends Worker {
-  infrastructure: Infrastructure;
-}
-
-/** Everything in one process on the in-memory bus and the file store: `countbot chat`, tests. */
-export async function createEmbeddedRuntime(config: ResolvedConfig, logger: Logger, overrides: RuntimeOverrides = {}): Promise<EmbeddedRuntime> {
-  const infrastructure = await createInfrastructure(config, logger, { embedded: true, now: overrides.now });
-  const worker = await createWorker(config, logger, infrastructure, overrides);
-  return {
-    ...worker,
-    infrastructure,
-    close: async () => {
-      await worker.close();
-      await infrastructure.close();
-    },
-  };
-}
-
 /** Logs what exec runs in (loudly when it runs unconfined or not at all) and says it in a few words. */
 async function checkExecSandbox(config: ResolvedConfig, workspace: string, logger: Logger): Promise<string> {
   if (!config.tools.exec.enabled) return "exec off (tools.exec.enabled is false)";
@@ -362,7 +220,7 @@ async function checkExecSandbox(config: ResolvedConfig, workspace: string, logge
 }
 
 /** The model, wrapped to trace its calls (a no-op while tracing is off) and to count them when there are metrics. */
-function instrumented(model: ChatModel, metrics: Metrics | undefined): ChatModel {
+export function instrumented(model: ChatModel, metrics: Metrics | undefined): ChatModel {
   const traced = traceModel(model);
   return metrics ? instrumentModel(traced, metrics) : traced;
 }

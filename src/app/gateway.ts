@@ -26,7 +26,9 @@ import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
 import { registerWebConsole } from "../api/web-console.js";
 import type { BudgetsConfig } from "../config/budgets.js";
 import type { ResolvedConfig } from "../config/schema.js";
+import { DEFAULT_ACCOUNT, accountsOf, splitChannel } from "../config/accounts.js";
 import { ConfigError, errorMessage } from "../errors.js";
+import { renamedAdapter } from "../gateway/renamed-adapter.js";
 import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
 import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-runtime.js";
 import { createVoiceIntake } from "../gateway/voice-intake.js";
@@ -99,8 +101,9 @@ export interface GatewayOptions {
 }
 
 /**
- * The channels whose config section says `enabled`, each built by its plugin (which imports its
- * adapter and SDK only then). Rejects with ConfigError.
+ * The channels whose config section says `enabled`, one per account (src/config/accounts.ts), each
+ * built by its plugin (which imports its adapter and SDK only then) under its bus channel name.
+ * Rejects with ConfigError.
  */
 export async function createChannels(
   config: ResolvedConfig,
@@ -112,19 +115,33 @@ export async function createChannels(
 ): Promise<ChannelInstance[]> {
   const instances: ChannelInstance[] = [];
   for (const plugin of plugins) {
+    const raw = config.channels[plugin.name];
     // Loading validated the section against the plugin's schema; a missing section takes the
     // schema's defaults when it has them (the web chat is on unless switched off).
-    const raw = config.channels[plugin.name];
-    const parsed = plugin.configSchema.safeParse(raw);
-    if (!parsed.success) {
+    const shared = plugin.configSchema.safeParse(withoutAccounts(raw));
+    if (!shared.success) {
       if (raw === undefined) continue;
-      throw new ConfigError(`channels.${plugin.name}: ${parsed.error.issues[0]?.message ?? "invalid"}`, `channels.${plugin.name}`);
+      throw new ConfigError(`channels.${plugin.name}: ${shared.error.issues[0]?.message ?? "invalid"}`, `channels.${plugin.name}`);
     }
-    const section: ChannelConfig = parsed.data;
-    if (!section.enabled) continue;
-    instances.push(await plugin.create(section, { logger, dataDir: config.dataDir, bus, events: eventLogOf(plugin.name), now }));
+    if (!(shared.data as ChannelConfig).enabled) continue;
+    for (const account of accountsOf(plugin.name, (raw ?? shared.data) as Record<string, unknown>)) {
+      const parsed = plugin.configSchema.safeParse(account.section);
+      if (!parsed.success) throw new ConfigError(`${account.path}: ${parsed.error.issues[0]?.message ?? "invalid"}`, account.path);
+      const section: ChannelConfig = parsed.data;
+      if (!section.enabled) continue;
+      const channelLogger = account.id === DEFAULT_ACCOUNT ? logger : logger.child({ account: account.id });
+      const instance = await plugin.create(section, { logger: channelLogger, dataDir: config.dataDir, bus, events: eventLogOf(account.channel), now });
+      instances.push({ ...instance, adapter: renamedAdapter(instance.adapter, account.channel) });
+    }
   }
   return instances;
+}
+
+/** A section's shared fields, which a plugin's own schema reads. */
+function withoutAccounts(raw: unknown): unknown {
+  if (typeof raw !== "object" || raw === null || !("accounts" in raw)) return raw;
+  const { accounts: _accounts, ...shared } = raw as Record<string, unknown>;
+  return shared;
 }
 
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
@@ -214,13 +231,16 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   };
 }
 
-/** A reload's new admission policy for each running channel whose plugin has one, from its new section. */
+/** A reload's new admission policy for each running channel (account) whose plugin has one, from its new section. */
 function updatePolicies(channels: readonly ChannelRuntime[], plugins: readonly ChannelPlugin[], next: ResolvedConfig): void {
   for (const channel of channels) {
-    const plugin = plugins.find((candidate) => candidate.name === channel.name);
-    if (!plugin?.policy) continue;
-    const parsed = plugin.configSchema.safeParse(next.channels[plugin.name]);
-    if (parsed.success) channel.updatePolicy(plugin.policy(parsed.data));
+    const { platform, account: id } = splitChannel(channel.name);
+    const plugin = plugins.find((candidate) => candidate.name === platform);
+    const section = next.channels[platform];
+    if (!plugin?.policy || typeof section !== "object" || section === null) continue;
+    const account = accountsOf(platform, section as Record<string, unknown>).find((candidate) => candidate.id === id);
+    const parsed = account && plugin.configSchema.safeParse(account.section);
+    if (parsed?.success) channel.updatePolicy(plugin.policy(parsed.data));
   }
 }
 

@@ -74,6 +74,8 @@ export interface MemoryOptions {
   workspace: string;
   scope: MemoryScope;
   maxBytes?: number;
+  /** A non-default agent profile's id: its memory apart from the others' (files: its own workspace already). */
+  namespace?: string;
 }
 
 export interface Infrastructure {
@@ -162,7 +164,7 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
     kind: "memory",
     bus,
     store,
-    memory: (options) => createFileMemoryStore({ ...options, now }),
+    memory: ({ namespace: _namespace, ...options }) => createFileMemoryStore({ ...options, now }),
     toolHistory: (options = {}) => createFileToolHistory({ directory: path.join(config.dataDir, "tool-history"), secrets: options.secrets, now }),
     auditLog: (options) => createFileAuditLog({ ...fileAuditOptions(config), now, ...options }),
     budgetLedger,
@@ -237,7 +239,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     checkWorkspace: (workspace) => checkWorkspaceMarkers(redis, prefix, workspace),
     bus,
     store,
-    memory: (options) => createRedisMemoryStore({ redis, prefix, scope: options.scope, maxBytes: options.maxBytes, now }),
+    memory: (options) => createRedisMemoryStore({ redis, prefix, scope: options.scope, maxBytes: options.maxBytes, namespace: options.namespace, now }),
     toolHistory: (options = {}) => createRedisToolHistory({ redis, prefix, secrets: options.secrets, now }),
     auditLog: (options) => createRedisAuditLog({ redis, prefix, now, ...options }),
     budgetLedger: createRedisBudgetLedger({ redis, prefix }),

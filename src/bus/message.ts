@@ -93,7 +93,7 @@ export type OutboundMetadata = z.infer<typeof OutboundMetadataSchema>;
 
 export const InboundMessageSchema = z.strictObject({
   id: z.string().min(1),
-  channel: z.string().min(1).regex(/^[\w-]+$/, "letters, digits, _ and - only"),
+  channel: z.string().min(1).regex(/^[\w-]+(\.[\w-]+)?$/, "letters, digits, _ and - (an account after a dot: telegram.support)"),
   chatId: z.string().min(1),
   senderId: z.string().min(1),
   content: z.string(),

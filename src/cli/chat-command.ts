@@ -6,7 +6,7 @@
  */
 import { CliChannel } from "../../channels/cli/cli-channel.js";
 import { createCliRuntime } from "./cli-runtime.js";
-import { createEmbeddedRuntime } from "../app/agent.js";
+import { createEmbeddedRuntime } from "../app/worker.js";
 import { describeConfigSource } from "../config/source.js";
 import { type CliContext, loadCliConfig } from "./setup.js";
 

@@ -5,7 +5,7 @@
  * line; a platform that cannot be connected (unreachable, a refused token) is down and retried in
  * the background while the others serve (`/ready` and `countbot status` say so).
  */
-import { type Worker, createWorker } from "../app/agent.js";
+import { type Worker, createWorker } from "../app/worker.js";
 import { type Gateway, createGateway } from "../app/gateway.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { createPrometheusMetrics } from "../app/metrics.js";

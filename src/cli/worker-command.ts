@@ -1,5 +1,5 @@
 /** `countbot worker`: agent turns from the Redis bus, as many processes as you like. */
-import { createWorker } from "../app/agent.js";
+import { createWorker } from "../app/worker.js";
 import { createInfrastructure } from "../app/infrastructure.js";
 import { workspaceWarning } from "../app/workspace-markers.js";
 import { createPrometheusMetrics, registerMetricsRoute } from "../app/metrics.js";

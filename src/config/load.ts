@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { ConfigError } from "../errors.js";
+import { profileIds, profileWorkspace, workspaceOverlaps } from "./agents.js";
 import { describeIssue, formatPath } from "./issues.js";
 import { findJsonSyntaxError } from "./json-syntax.js";
 import { isSecretField } from "./mask.js";
@@ -128,7 +129,14 @@ export function loadConfig(options: LoadConfigOptions = {}): ResolvedConfig & Wi
   const homeDir = options.homeDir ?? homedir();
   const dataDir = absolutePath(config.dataDir, cwd, homeDir);
   const workspace = config.workspace === undefined ? join(dataDir, "workspace") : absolutePath(config.workspace, cwd, homeDir);
-  return { ...config, dataDir, workspace, [unsetReferences]: missing };
+  const agents = Object.fromEntries(
+    Object.entries(config.agents).map(([id, profile]) => [id, { ...profile, workspace: absolutePath(profileWorkspace(id, profile, { dataDir, workspace }), cwd, homeDir) }]),
+  );
+  const overlaps = workspaceOverlaps(profileIds(config).map((id) => [id, id in agents ? agents[id]!.workspace : workspace] as const));
+  if (overlaps.length > 0) {
+    throw new ConfigError(`Invalid configuration:\n${overlaps.map((issue) => `  ${formatPath(issue.path)}: ${issue.message}`).join("\n")}`, formatPath(overlaps[0]!.path));
+  }
+  return { ...config, agents, dataDir, workspace, [unsetReferences]: missing };
 }
 
 interface ConfigFile {

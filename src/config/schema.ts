@@ -4,7 +4,10 @@
  */
 import { isIP } from "node:net";
 import { z } from "zod";
+import { webhookPathClashes, withAccounts } from "./accounts.js";
+import { AgentProfilesSchema, RoutingSchema, routingIssues } from "./agents.js";
 import { BudgetsSchema } from "./budgets.js";
+import { PersonaSchema } from "./persona.js";
 import { McpAllowedHostsSchema, McpServersSchema } from "./mcp.js";
 import { TeamConfigEntrySchema, TeamNameSchema, teamNameKey } from "./team.js";
 import { TranscriptionSchema } from "./transcription.js";
@@ -22,16 +25,7 @@ function isAddressOrRange(text: string): boolean {
   return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128);
 }
 
-export const personalityPresets = ["professional", "friendly", "concise", "playful", "mentor"] as const;
-
-export const PersonaSchema = z
-  .strictObject({
-    name: z.string().min(1).default("CountBot").describe("The assistant's name, used in its identity prompt."),
-    userName: z.string().optional().describe("How the assistant addresses the user."),
-    personality: z.enum(personalityPresets).default("professional").describe("A personality preset."),
-    customPrompt: z.string().optional().describe("Extra text appended to the identity section."),
-  })
-  .prefault({});
+export { PersonaSchema, personalityPresets } from "./persona.js";
 
 export const AgentSchema = z
   .strictObject({
@@ -93,7 +87,7 @@ export const MemorySchema = z
     identities: z
       .record(
         z.string().regex(/^[\w.-]{1,64}$/, "a name of 1-64 letters, digits, _ . - (no `:`)"),
-        z.array(z.string().regex(/^[\w-]+:[^\s:][^\s]*$/, "expected `channel:senderId`, e.g. telegram:123456")).min(1),
+        z.array(z.string().regex(/^[\w.-]+:[^\s:][^\s]*$/, "expected `channel:senderId`, e.g. telegram:123456")).min(1),
       )
       .default({})
       .superRefine((identities, context) => {
@@ -171,12 +165,17 @@ export interface ChannelConfigSpec {
   readonly configSchema: z.ZodType;
   /** Environment variables that set a field of the section: `{ TELEGRAM_BOT_TOKEN: "token" }`. */
   readonly environment?: Readonly<Record<string, string>>;
+  /** The path of the HTTP callback a section (one account's) is served on, when it takes one: no two accounts may share one. */
+  webhookPath?(section: never): string | undefined;
 }
 
-/** `channels` with one optional section per plugin; any other key is an error naming the field. */
+/**
+ * `channels` with one optional section per plugin, each taking `accounts` (accounts.ts); any other
+ * key is an error naming the field, and so is a webhook path two accounts share.
+ */
 function channelsSchema(channels: readonly ChannelConfigSpec[]) {
   const known = channels.map((channel) => channel.name);
-  const shape = Object.fromEntries(channels.map((channel) => [channel.name, channel.configSchema.optional().describe(channel.description)]));
+  const shape = Object.fromEntries(channels.map((channel) => [channel.name, withAccounts(channel).optional().describe(channel.description)]));
   return z
     .object(shape)
     .catchall(
@@ -184,6 +183,9 @@ function channelsSchema(channels: readonly ChannelConfigSpec[]) {
         context.addIssue({ code: "custom", message: `no channel plugin has this name (known: ${known.join(", ") || "none"}); see "Adding a platform" in the README` });
       }),
     )
+    .superRefine((sections, context) => {
+      for (const clash of webhookPathClashes(channels, sections)) context.addIssue({ code: "custom", ...clash });
+    })
     .prefault({});
 }
 
@@ -214,7 +216,7 @@ export const HeartbeatSchema = z
     dailyCap: z.number().int().min(0).default(10).describe("Heartbeat messages the owner receives per day at most (replies of HEARTBEAT_OK do not count)."),
     target: z
       .string()
-      .regex(/^[\w-]+:.+$/, "expected a session key `channel:chat_id`, e.g. telegram:123456")
+      .regex(/^[\w.-]+:.+$/, "expected a session key `channel:chat_id`, e.g. telegram:123456")
       .optional()
       .describe("Session key (`channel:chat_id`) of the owner's chat that heartbeats go to."),
   })
@@ -332,6 +334,8 @@ export const LogSchema = z
 const configShape = {
   $schema: z.string().optional().describe("Path or URL of the JSON Schema of this file, for editors."),
   agent: AgentSchema.describe("The agent loop and its model."),
+  agents: AgentProfilesSchema.describe("Agent profiles by id, each with its own persona, models, tools, workspace and memory; `routing` picks one per message (see README, Several bots)."),
+  routing: RoutingSchema,
   providers: z
     .record(z.string().regex(/^[\w.-]+$/, "expected a name of letters, digits, _ . -"), ProviderSchema)
     .default({})
@@ -404,11 +408,18 @@ const configDescription = "CountBot configuration. String values may reference e
  * The configuration without channel sections' own schemas: the type every module below the
  * composition root sees (a channel reads its section through its plugin's schema).
  */
-export const ConfigSchema = z.strictObject(configShape).describe(configDescription);
+export const ConfigSchema = z.strictObject(configShape).superRefine(checkProfiles).describe(configDescription);
+
+function checkProfiles(config: z.infer<z.ZodObject<typeof configShape>>, context: z.RefinementCtx): void {
+  for (const issue of routingIssues(config)) context.addIssue({ code: "custom", ...issue });
+}
 
 /** The whole config file's schema: {@link ConfigSchema} with `channels` assembled from the plugins'. */
 export function defineConfigSchema(channels: readonly ChannelConfigSpec[]) {
-  return z.strictObject({ ...configShape, channels: channelsSchema(channels).describe("Chat platforms, one section per channel plugin.") }).describe(configDescription);
+  return z
+    .strictObject({ ...configShape, channels: channelsSchema(channels).describe("Chat platforms, one section per channel plugin.") })
+    .superRefine(checkProfiles)
+    .describe(configDescription);
 }
 
 export type Config = z.infer<typeof ConfigSchema>;

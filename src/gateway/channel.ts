@@ -339,6 +339,8 @@ export interface ChannelPlugin<Config extends ChannelConfig = ChannelConfig> {
    * channel without reconnecting. Absent: the policy changes only with a restart.
    */
   policy?(config: Config): AdmissionPolicy;
+  /** The path of the HTTP callback a section is served on, when it takes one: config loading refuses two accounts on one path. */
+  webhookPath?(config: Config): string | undefined;
 }
 
 /** What every channel's config section has. */

@@ -31,6 +31,8 @@ export interface RedisMemoryStoreOptions extends MemoryStoreOptions {
   redis: RedisClient;
   /** The deployment's key prefix; keys live under the hash tag `{prefix}`. */
   prefix: string;
+  /** An agent profile's own memory (src/config/agents.ts): its keys apart from every other profile's. Absent: the default profile's. */
+  namespace?: string;
 }
 
 export interface RedisMemoryKeys {
@@ -46,8 +48,8 @@ const scripts = {
   archive: loadScript(scriptsDirectory, "archive-memory-2.lua"),
 };
 
-export function redisMemoryKeys(prefix: string, scope: MemoryStoreOptions["scope"]): RedisMemoryKeys {
-  const tag = hashTag(prefix);
+export function redisMemoryKeys(prefix: string, scope: MemoryStoreOptions["scope"], namespace?: string): RedisMemoryKeys {
+  const tag = namespace === undefined ? hashTag(prefix) : `${hashTag(prefix)}:agents:${namespace}`;
   const base = (sessionKey: string) => {
     if (sessionKey.length === 0) throw new Error("a session key must not be empty");
     return scope === "global" ? `${tag}:memory:global` : `${tag}:memory:${scope}:${sessionKey}`;
@@ -63,7 +65,7 @@ export function createRedisMemoryStore(options: RedisMemoryStoreOptions): Memory
   const { redis, scope } = options;
   const maxBytes = options.maxBytes ?? DEFAULT_MEMORY_MAX_BYTES;
   const now = options.now ?? Date.now;
-  const keys = redisMemoryKeys(options.prefix, scope);
+  const keys = redisMemoryKeys(options.prefix, scope, options.namespace);
   const location = (sessionKey: string) => `redis:${memoryPathOf(scope, sessionKey)}`;
 
   const read = async (sessionKey: string) => (await redis.get(keys.current(sessionKey))) ?? "";

@@ -33,7 +33,7 @@ export function normalizePairingCode(input: string): string {
 
 const SenderShape = {
   // The bus's rule for channel names; it also keeps `<channel>:<senderId>` unambiguous.
-  channel: z.string().regex(/^[\w-]+$/, "letters, digits, _ and - only"),
+  channel: z.string().regex(/^[\w-]+(\.[\w-]+)?$/, "letters, digits, _ and - (an account after a dot: telegram.support)"),
   senderId: z.string().min(1),
   senderName: z.string().optional(),
   chatId: z.string().min(1),

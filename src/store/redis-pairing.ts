@@ -51,7 +51,7 @@ const scripts = {
   approve: loadScript(scriptsDirectory, "approve-pairing-4.lua"),
 };
 
-const CHANNEL_NAME = /^[\w-]+$/;
+const CHANNEL_NAME = /^[\w-]+(\.[\w-]+)?$/;
 const MAX_CODE_ATTEMPTS = 100;
 
 function senderField(channel: string, senderId: string): string {

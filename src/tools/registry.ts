@@ -25,6 +25,16 @@ export interface ToolRegistryOptions {
   maxResultChars?: number;
   /** Sees every call's outcome (metrics). */
   onOutcome?: (tool: string, outcome: ToolOutcome) => void;
+  /**
+   * The tool names offered (an agent profile's `tools`): exact names, or prefixes ending in `*`.
+   * A tool registered or loaded under any other name is left out. Default: every tool.
+   */
+  allow?: readonly string[];
+}
+
+/** Whether `name` is among `allowed` (exact, or a `prefix*`); no list allows all. */
+export function toolAllowed(allowed: readonly string[] | undefined, name: string): boolean {
+  return allowed === undefined || allowed.some((entry) => (entry.endsWith("*") ? name.startsWith(entry.slice(0, -1)) : entry === name));
 }
 
 export class ToolRegistry {
@@ -35,13 +45,16 @@ export class ToolRegistry {
   private readonly maxResultChars: number;
   private readonly onOutcome: ToolRegistryOptions["onOutcome"];
   private cachedDefinitions: ToolDefinition[] | undefined;
+  private readonly allow: readonly string[] | undefined;
 
   constructor(options: ToolRegistryOptions = {}) {
     this.maxResultChars = options.maxResultChars ?? 16_000;
     this.onOutcome = options.onOutcome;
+    this.allow = options.allow;
   }
 
   register(tool: Tool): this {
+    if (!toolAllowed(this.allow, tool.name)) return this;
     if (this.tools.has(tool.name)) throw new Error(`tool "${tool.name}" is registered twice`);
     this.tools.set(tool.name, tool);
     this.cachedDefinitions = undefined;
@@ -64,7 +77,7 @@ export class ToolRegistry {
     const offered = await Promise.all(this.sources.map((source) => source.load(signal)));
     const next = new Map<string, Tool>();
     for (const tool of offered.flat()) {
-      if (!this.tools.has(tool.name) && !next.has(tool.name)) next.set(tool.name, tool);
+      if (!this.tools.has(tool.name) && !next.has(tool.name) && toolAllowed(this.allow, tool.name)) next.set(tool.name, tool);
     }
     const unchanged = next.size === this.loaded.size && [...next].every(([name, tool]) => this.loaded.get(name) === tool);
     if (unchanged) return;

@@ -28,6 +28,8 @@ export interface ToolSetOptions {
   fetch?: typeof fetch;
   /** Counts tool calls by tool and outcome. */
   metrics?: Pick<Metrics, "toolCall">;
+  /** The tool names offered (an agent profile's `tools`, see ToolRegistryOptions.allow). Default: all. */
+  allow?: readonly string[];
 }
 
 /** Throws ConfigError when a configured exec pattern is not a valid regular expression. */
@@ -35,7 +37,7 @@ export function createToolSet(config: Pick<ResolvedConfig, "tools">, options: To
   const { tools } = config;
   const metrics = options.metrics;
   const onOutcome = metrics && ((tool: string, outcome: { success: boolean }) => metrics.toolCall(tool, outcome.success ? "ok" : "error"));
-  const registry = new ToolRegistry({ maxResultChars: tools.maxResultChars, onOutcome })
+  const registry = new ToolRegistry({ maxResultChars: tools.maxResultChars, onOutcome, allow: options.allow })
     .register(createReadFileTool({ maxBytes: tools.maxReadBytes }))
     .register(createListDirTool())
     .register(createWriteFileTool({ maxBytes: tools.maxWriteBytes }))

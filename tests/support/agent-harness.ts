@@ -6,7 +6,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pino from "pino";
-import { type EmbeddedRuntime, createEmbeddedRuntime } from "../../src/app/agent.js";
+import { type EmbeddedRuntime, createEmbeddedRuntime } from "../../src/app/worker.js";
 import type { InboundMessage, OutboundMessage } from "../../src/bus/message.js";
 import { parseCommand } from "../../src/bus/commands.js";
 import type { Draft, Subscription } from "../../src/bus/message-bus.js";

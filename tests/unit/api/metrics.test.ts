@@ -8,7 +8,7 @@ import path from "node:path";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { webChannel } from "../../../channels/web/plugin.js";
-import { type Worker, createWorker } from "../../../src/app/agent.js";
+import { type Worker, createWorker } from "../../../src/app/worker.js";
 import { type Gateway, createGateway } from "../../../src/app/gateway.js";
 import { type Infrastructure, createInfrastructure } from "../../../src/app/infrastructure.js";
 import { createPrometheusMetrics } from "../../../src/app/metrics.js";

@@ -12,7 +12,7 @@ import { Redis } from "ioredis";
 import OpenAI, { type APIError, AuthenticationError, BadRequestError, InternalServerError, NotFoundError } from "openai";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Worker, createWorker } from "../../../src/app/agent.js";
+import { type Worker, createWorker } from "../../../src/app/worker.js";
 import { type Gateway, createGateway } from "../../../src/app/gateway.js";
 import { type Infrastructure, createInfrastructure } from "../../../src/app/infrastructure.js";
 import { loadConfig } from "../../../src/config/load.js";

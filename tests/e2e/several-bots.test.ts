@@ -1,0 +1,227 @@
+/**
+ * Several bots and agents in one deployment (issue 33), end to end: two Telegram bots (two fake Bot
+ * API servers, driven by telegraf) and one Discord bot (the fake gateway and REST, driven by
+ * discord.js), three agent profiles with their own personas and models (as the fake model server
+ * sees them), routed by account and platform. Once in one process (`countbot start`, no Redis), once
+ * as a gateway and two workers over Redis.
+ *
+ * - each chat reaches its profile;
+ * - both Telegram bots sit in one group, and each answers only its own mentions;
+ * - a fact remembered through one profile is in no prompt of another, though `memory.identities`
+ *   makes the speaker one person on both bots;
+ * - a file one profile's tools wrote is not readable by another's, by name or by its absolute path.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeDiscordServer, type FakeUser as DiscordUser, startFakeDiscord } from "../support/fake-discord-server.js";
+import { type FakeOpenAIServer, type FakeOpenAIStep, startFakeOpenAI } from "../support/fake-openai-server.js";
+import { type FakeTelegramServer, type FakeUser, startFakeTelegram } from "../support/fake-telegram-server.js";
+import { systemOf, textOf, userTexts } from "../support/group-chat-model.js";
+import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
+import { deleteKeys, redisUrl } from "../support/redis.js";
+
+const ALPHA_TOKEN = "7001:alpha-bot-secret-token";
+const BETA_TOKEN = "7002:beta-bot-secret-token";
+const DISCORD_TOKEN = "MTA1NDI.several-bots.secret-token-value";
+const PERSON_FACT = "PERSON-FACT-several-bots: this person is vegetarian";
+const SECRET = "TOP-SECRET-of-the-default-profile";
+const GROUP = -100700;
+
+type Message = { role: string; content: unknown };
+
+/** The fake model: remembers, writes and reads files on request, repeats a tool's answer, echoes the rest with the model's name. */
+function script(body: Record<string, unknown>): FakeOpenAIStep {
+  const messages = body.messages as Message[];
+  const last = messages.at(-1)!;
+  if (last.role === "tool") return { text: `tool said: ${textOf(last)}` };
+  const text = textOf([...messages].reverse().find((message) => message.role === "user"));
+  if (text.includes("remember that I am vegetarian")) return { toolCalls: [{ name: "memory", arguments: JSON.stringify({ action: "append", scope: "person", content: PERSON_FACT }) }] };
+  if (text.includes("write the secret")) return { toolCalls: [{ name: "write_file", arguments: JSON.stringify({ path: "secret.txt", content: SECRET }) }] };
+  const read = /read the file (\S+)/.exec(text);
+  if (read) return { toolCalls: [{ name: "read_file", arguments: JSON.stringify({ path: read[1] }) }] };
+  return { text: `echo from ${String(body.model)}: ${text}` };
+}
+
+interface Deployment {
+  root: string;
+  alpha: FakeTelegramServer;
+  beta: FakeTelegramServer;
+  discord: FakeDiscordServer;
+  llm: FakeOpenAIServer;
+  alice: FakeUser;
+  dave: DiscordUser;
+  services: ServiceProcess[];
+  close(): Promise<void>;
+}
+
+async function deploy(mode: "one process" | "redis"): Promise<Deployment> {
+  const root = await mkdtemp(path.join(tmpdir(), "countbot-several-bots-"));
+  const alpha = await startFakeTelegram({ token: ALPHA_TOKEN, bot: { username: "AlphaBot", first_name: "Alpha" } });
+  const beta = await startFakeTelegram({ token: BETA_TOKEN, bot: { username: "BetaBot", first_name: "Beta" } });
+  const discord = await startFakeDiscord({ token: DISCORD_TOKEN });
+  const llm = await startFakeOpenAI({ script });
+  const alice = alpha.user({ id: 501, first_name: "Alice", username: "alice" });
+  beta.user({ ...alice });
+  for (const bot of [alpha, beta]) bot.addChat({ id: GROUP, type: "supergroup", title: "Both bots" });
+  const dave = discord.user({ username: "dave", globalName: "Dave" });
+  const prefix = `countbot-several-bots-${randomUUID()}`;
+  const configFile = path.join(root, "countbot.json");
+  await writeFile(
+    configFile,
+    JSON.stringify({
+      ...(mode === "redis" ? { redis: { prefix, leaseTtlMs: 2_000 } } : {}),
+      agent: { providerRetries: 0, model: "openai/model-general", persona: { name: "Generalist" } },
+      agents: {
+        support: { persona: { name: "Helpdesk" }, model: "openai/model-support" },
+        engineering: { persona: { name: "Engineer" }, model: "openai/model-engineering" },
+      },
+      routing: [
+        { match: { channel: "telegram", account: "support" }, agent: "support" },
+        { match: { channel: "discord" }, agent: "engineering" },
+      ],
+      memory: { identities: { alice: ["telegram:501", "telegram.support:501"] } },
+      channels: {
+        telegram: {
+          enabled: true,
+          allowFrom: [String(alice.id)],
+          groupPolicy: "mention",
+          rateLimitPerMinute: 100,
+          accounts: [
+            { id: "default", token: ALPHA_TOKEN, apiRoot: alpha.apiRoot },
+            { id: "support", token: BETA_TOKEN, apiRoot: beta.apiRoot },
+          ],
+        },
+        discord: { enabled: true, token: DISCORD_TOKEN, apiRoot: discord.apiRoot, allowFrom: [dave.id], rateLimitPerMinute: 100 },
+      },
+    }),
+  );
+  const env = {
+    HOME: root,
+    COUNTBOT_CONFIG: configFile,
+    COUNTBOT_DATA_DIR: path.join(root, "data"),
+    COUNTBOT_API_PORT: "0",
+    OPENAI_API_KEY: "sk-several-bots-0123456789",
+    OPENAI_BASE_URL: llm.url,
+    LOG_LEVEL: "info",
+    ...(mode === "redis" ? { REDIS_URL: redisUrl } : {}),
+  };
+  const gateway = startService([mode === "redis" ? "gateway" : "start"], env);
+  const services = [gateway];
+  if (mode === "redis") {
+    for (let started = 0; started < 2; started += 1) {
+      const worker = startService(["worker"], env);
+      services.push(worker);
+      await worker.waitForLog(/worker started/, 60_000);
+    }
+  }
+  // Three platform accounts, each connected on its own, under its own channel name.
+  const connected = () => new Set(gateway.output().split("\n").filter((line) => line.includes('"msg":"channel connected"')).map((line) => (JSON.parse(line) as { channel: string }).channel));
+  await alpha.waitFor(() => ["telegram", "telegram.support", "discord"].every((channel) => connected().has(channel)), { timeoutMs: 60_000, what: `the three accounts connected:\n${gateway.output()}` });
+  return {
+    root,
+    alpha,
+    beta,
+    discord,
+    llm,
+    alice,
+    dave,
+    services,
+    async close() {
+      await stopAllServices();
+      await Promise.all([alpha.close(), beta.close(), discord.close(), llm.close()]);
+      if (mode === "redis") {
+        const redis = new Redis(redisUrl);
+        await deleteKeys(redis, prefix);
+        await redis.quit();
+      }
+      await rm(root, { recursive: true, force: true });
+    },
+  };
+}
+
+describe.each(["one process", "redis"] as const)("several bots and agent profiles (%s)", (mode) => {
+  let deployment: Deployment;
+
+  beforeAll(async () => {
+    deployment = await deploy(mode);
+  }, 120_000);
+
+  afterAll(async () => {
+    await deployment?.close();
+  });
+
+  const requestsFor = (text: string) => deployment.llm.requests.filter((request) => (userTexts(request.body).at(-1) ?? "").includes(text)).map((request) => request.body);
+  /** The final a Telegram bot sent to `chatId` whose text includes `text`. */
+  const finalIn = (bot: FakeTelegramServer, chatId: number, text: string) =>
+    bot.waitFor(() => bot.sent.find((item) => item.method === "sendMessage" && item.chatId === chatId && (item.text ?? "").includes(text)), {
+      timeoutMs: 40_000,
+      what: `a reply holding "${text}" in ${chatId}: ${JSON.stringify(bot.sent.filter((item) => item.method === "sendMessage").map((item) => item.text))}\n${deployment.services.map((service) => service.output().slice(-3_000)).join("\n")}`,
+    });
+  const dm = (bot: FakeTelegramServer, text: string) => bot.sendText({ chatId: deployment.alice.id, from: deployment.alice, text });
+
+  it("sends each chat to its profile: its persona and its model", { timeout: 120_000 }, async () => {
+    const { alpha, beta, discord, dave } = deployment;
+    dm(alpha, "hello alpha");
+    dm(beta, "hello beta");
+    discord.sendDM({ from: dave, content: "hello discord" });
+    await finalIn(alpha, deployment.alice.id, "echo from model-general: hello alpha");
+    await finalIn(beta, deployment.alice.id, "echo from model-support: hello beta");
+    await discord.waitFor(() => discord.sentIn(discord.dmChannelId(dave)).find((message) => message.content.includes("echo from model-engineering: hello discord")), { timeoutMs: 40_000, what: "the Discord reply" });
+    expect(systemOf(requestsFor("hello alpha")[0]!)).toContain("Generalist");
+    expect(systemOf(requestsFor("hello beta")[0]!)).toContain("Helpdesk");
+    expect(systemOf(requestsFor("hello discord")[0]!)).toContain("Engineer");
+    expect(systemOf(requestsFor("hello beta")[0]!)).not.toContain("Generalist");
+  });
+
+  it("has both Telegram bots in one group answer only their own mentions, as two sessions", { timeout: 120_000 }, async () => {
+    const { alpha, beta, alice } = deployment;
+    // Both bots see every message of the group (privacy mode off), as Telegram delivers them.
+    const say = (text: string) => {
+      for (const bot of [alpha, beta]) bot.sendText({ chatId: GROUP, from: alice, text });
+    };
+    say("@AlphaBot first question");
+    say("@BetaBot second question");
+    await finalIn(alpha, GROUP, "first question");
+    await finalIn(beta, GROUP, "second question");
+    // Each bot's lane is in order: its answer to the later message means it judged the earlier one.
+    const groupFinals = (bot: FakeTelegramServer) => bot.sent.filter((item) => item.method === "sendMessage" && item.chatId === GROUP).map((item) => item.text);
+    expect(groupFinals(alpha)).toEqual(["echo from model-general: [Alice (telegram:501)] first question"]);
+    expect(groupFinals(beta)).toEqual(["echo from model-support: [Alice (telegram.support:501)] second question"]);
+    // Two sessions: the support bot's turn did not see the other bot's exchange.
+    expect(JSON.stringify(requestsFor("second question")[0])).not.toContain("first question");
+  });
+
+  it("keeps a fact remembered through one profile out of every prompt of another, for the same person", { timeout: 120_000 }, async () => {
+    const { alpha, beta } = deployment;
+    dm(alpha, "remember that I am vegetarian");
+    await finalIn(alpha, deployment.alice.id, "tool said:");
+    dm(alpha, "what do you know about me?");
+    await finalIn(alpha, deployment.alice.id, "echo from model-general: what do you know about me?");
+    // The control: the same profile has it in its prompt.
+    expect(systemOf(requestsFor("what do you know about me?")[0]!)).toContain(PERSON_FACT);
+    dm(beta, "and what do you know about me?");
+    await finalIn(beta, deployment.alice.id, "echo from model-support: and what do you know about me?");
+    for (const request of requestsFor("and what do you know about me?")) expect(JSON.stringify(request)).not.toContain(PERSON_FACT);
+  });
+
+  it("keeps a file one profile's tools wrote unreadable by another's, by name and by absolute path", { timeout: 120_000 }, async () => {
+    const { alpha, beta, root } = deployment;
+    dm(alpha, "write the secret");
+    await finalIn(alpha, deployment.alice.id, "tool said: Wrote");
+    dm(alpha, "read the file secret.txt");
+    await finalIn(alpha, deployment.alice.id, SECRET);
+    dm(beta, "read the file secret.txt please");
+    const byName = await finalIn(beta, deployment.alice.id, "tool said:");
+    const absolute = path.join(root, "data", "workspace", "secret.txt");
+    dm(beta, `read the file ${absolute}`);
+    const byPath = await beta.waitFor(() => beta.sent.filter((item) => item.method === "sendMessage" && (item.text ?? "").includes("tool said:"))[1], { timeoutMs: 40_000, what: "the second read's answer" });
+    for (const reply of [byName, byPath]) {
+      expect(reply.text).not.toContain(SECRET);
+      expect(reply.text).toMatch(/error|not found|outside|no such/i);
+    }
+  });
+});

@@ -6,9 +6,8 @@
  * Isolation: a profile's file tools stay inside its own workspace (workspaces may not overlap:
  * config loading refuses it), its long-term and person memory live in its own namespace (Redis
  * keys `{prefix}:agents:<id>:memory:…`; files under its workspace), and its MCP connections are
- * its own. Subagents and team runs still run in the default profile's workspace, so a non-default
- * profile offers neither (no spawn or team tools, no `@team` triggers): closed until they inherit
- * the profile.
+ * its own. The subagents and team runs it starts run as it too (job-runners.ts): in its workspace,
+ * on its tools and models.
  */
 import { mkdir, realpath } from "node:fs/promises";
 import path from "node:path";
@@ -19,7 +18,11 @@ import { SYSTEM_CHANNEL } from "../bus/message.js";
 import { DEFAULT_PROFILE, type RoutedMessage, profileIds, routeProfile } from "../config/agents.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { resolveChatModel } from "../providers/factory.js";
-import { type AgentRuntime, type RuntimeOverrides, createAgentRuntime, instrumented } from "./agent.js";
+import type { Jobs } from "../jobs/jobs.js";
+import type { AuditLog } from "../tools/audit-log.js";
+import type { McpServers } from "../tools/mcp/mcp-servers.js";
+import { type AgentRuntime, type RuntimeOverrides, createAgentRuntime, createMcpServers, instrumented } from "./agent.js";
+import { type JobRunners, createJobRunners } from "./job-runners.js";
 import type { Infrastructure } from "./infrastructure.js";
 
 /** The deployment's config as profile `id` sees it. `default` without `agents.default`: the config itself. */
@@ -56,6 +59,8 @@ export function routedMessageOf(message: InboundMessage): RoutedMessage {
 export interface ProfileAgents {
   /** The agent a turn goes to, and whether team triggers may take its messages (the default profile's only). */
   agentFor(message: InboundMessage): { agent: Agent; intercept: boolean; profile: string };
+  /** Each non-default profile's job runners: its subagents and team agents run with these. */
+  runners: ReadonlyMap<string, JobRunners>;
   /** Applies a reloaded config's persona and MCP servers to each profile's agent. */
   reload(config: ResolvedConfig): void;
   close(): Promise<void>;
@@ -69,45 +74,56 @@ export async function createProfileAgents(
   config: ResolvedConfig,
   logger: Logger,
   infrastructure: Infrastructure,
-  parts: { main: Agent; overrides: RuntimeOverrides },
+  parts: { main: Agent; jobs: Jobs; overrides: RuntimeOverrides },
 ): Promise<ProfileAgents> {
   const { overrides } = parts;
   const runtimes = new Map<string, AgentRuntime>();
+  const runners = new Map<string, JobRunners>();
+  const connections: McpServers[] = [];
   for (const id of profileIds(config).filter((candidate) => candidate !== DEFAULT_PROFILE)) {
     const own = profileConfig(config, id);
     const profileLogger = logger.child({ agent: id });
     await mkdir(own.workspace, { recursive: true });
     const workspace = await realpath(own.workspace);
+    const model = overrides.model ?? instrumented(resolveChatModel(own, { logger: profileLogger }), overrides.metrics);
+    const mcp = createMcpServers(own, workspace, profileLogger);
+    connections.push(mcp);
+    const auditRef: { log?: AuditLog } = {};
+    runners.set(id, createJobRunners({ ...own, workspace }, profileLogger, { model, workspace, budgets: overrides.budgets!, mcp, auditRef, overrides }));
     runtimes.set(
       id,
       await createAgentRuntime({ ...own, workspace }, profileLogger, {
         ...overrides,
-        model: overrides.model ?? instrumented(resolveChatModel(own, { logger: profileLogger }), overrides.metrics),
+        model,
         store: infrastructure.store,
         memory: infrastructure.memory({ workspace, scope: own.memory.scope, namespace: id }),
         people: infrastructure.memory({ workspace, scope: "person", namespace: id }),
         toolHistory: (secrets) => infrastructure.toolHistory({ secrets }),
         audit: (options) => infrastructure.auditLog(options),
         bus: infrastructure.bus,
-        jobs: undefined,
-        mcp: undefined,
+        jobs: parts.jobs,
+        mcp,
         allowTools: config.agents[id]?.tools,
+        profile: id,
       }),
     );
+    auditRef.log = runtimes.get(id)!.audit;
   }
   let rules = config.routing;
   return {
     agentFor(message) {
       const profile = routeProfile(rules, routedMessageOf(message));
       const runtime = runtimes.get(profile);
-      return runtime ? { agent: runtime.agent, intercept: false, profile } : { agent: parts.main, intercept: true, profile: DEFAULT_PROFILE };
+      return runtime ? { agent: runtime.agent, intercept: true, profile } : { agent: parts.main, intercept: true, profile: DEFAULT_PROFILE };
     },
+    runners,
     reload(next) {
       rules = next.routing;
       for (const [id, runtime] of runtimes) if (id in next.agents) runtime.reload(profileConfig(next, id));
     },
     async close() {
       for (const runtime of runtimes.values()) await runtime.close();
+      for (const mcp of connections) await mcp.close();
     },
   };
 }

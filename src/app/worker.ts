@@ -6,23 +6,17 @@ import { mkdir, realpath } from "node:fs/promises";
 import type { Logger } from "pino";
 import { TurnConsumer } from "../agent/turn-consumer.js";
 import type { MessageBus } from "../bus/message-bus.js";
-import { DEFAULT_PROFILE } from "../config/agents.js";
+import { DEFAULT_PROFILE, routeProfile } from "../config/agents.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import type { Jobs } from "../jobs/jobs.js";
-import { createSubagentRunner } from "../jobs/subagents/runner.js";
-import { createSubagentTools } from "../jobs/subagents/tools.js";
-import { createTeamModels } from "../jobs/workflows/models.js";
-import { createTeamAgentRunner } from "../jobs/workflows/runner.js";
-import type { ChatModel } from "../providers/chat-model.js";
 import { resolveChatModel } from "../providers/factory.js";
-import type { McpServers } from "../tools/mcp/mcp-servers.js";
-import { type AuditLog, auditEntryOf } from "../tools/audit-log.js";
-import { type AgentRuntime, type RuntimeOverrides, createAgentRuntime, createMcpServers, instrumented, mcpSources } from "./agent.js";
-import type { ProcessBudgets } from "./budgets.js";
+import type { AuditLog } from "../tools/audit-log.js";
+import { type AgentRuntime, type RuntimeOverrides, createAgentRuntime, createMcpServers, instrumented } from "./agent.js";
 import { createProcessBudgets } from "./budgets.js";
 import { type Infrastructure, createInfrastructure } from "./infrastructure.js";
 import { createJobsOn } from "./jobs.js";
-import { createProfileAgents, profileConfig } from "./profiles.js";
+import { type JobRunners, createJobRunners } from "./job-runners.js";
+import { createProfileAgents, profileConfig, routedMessageOf } from "./profiles.js";
 
 export interface Worker extends AgentRuntime {
   bus: MessageBus;
@@ -32,62 +26,11 @@ export interface Worker extends AgentRuntime {
   run(): Promise<void>;
 }
 
-/** What the job runners share with the worker that builds them. */
-interface JobRunnerParts {
-  model: ChatModel;
-  /** Absolute, realpath'd workspace root. */
-  workspace: string;
-  budgets: ProcessBudgets;
-  mcp: McpServers;
-  /** The worker's audit log, known only once its runtime exists (after the runners). */
-  auditRef: { log?: AuditLog };
-  overrides: RuntimeOverrides;
-}
-
-/**
- * The loops a worker runs jobs with: a subagent's (on the subagents' tool subset) and a team
- * agent's (the same subset, on the team's models). Both count against the worker's budgets and
- * write their tool calls to the main agent's audit log.
- */
-function createJobRunners(config: ResolvedConfig, logger: Logger, parts: JobRunnerParts) {
-  const { model, workspace, budgets, mcp, auditRef, overrides } = parts;
-  const runTask = createSubagentRunner({
-    model,
-    tools: createSubagentTools(config, { metrics: overrides.metrics, sources: mcpSources(mcp, "subagents") }),
-    workspace,
-    restrictToWorkspace: config.tools.restrictToWorkspace,
-    maxRetries: config.agent.maxRetries,
-    retryDelayMs: config.agent.retryDelay * 1000,
-    temperature: config.agent.temperature,
-    maxTokens: config.agent.maxTokens,
-    budgets: budgets.guard,
-    // Subagents' tool calls go to the same audit log as the main agent's (known once it exists below).
-    listener: (task) => async (event) => {
-      if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: task.sessionKey, channel: "subagent", chatId: task.id }));
-    },
-  });
-  // Team agents get the subagents' tool subset, and their own models (agent, team, then agent.model).
-  const teamTools = createSubagentTools(config, { sources: mcpSources(mcp, "teams") });
-  const runTeamAgent = createTeamAgentRunner({
-    resolveModel: overrides.model ? () => overrides.model! : createTeamModels(config, { logger }),
-    tools: teamTools,
-    workspace,
-    restrictToWorkspace: config.tools.restrictToWorkspace,
-    maxRetries: config.agent.maxRetries,
-    retryDelayMs: config.agent.retryDelay * 1000,
-    defaults: { temperature: config.agent.temperature, maxTokens: config.agent.maxTokens },
-    budgets: budgets.guard,
-    listener: (run, node) => async (event) => {
-      if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: run.sessionKey, channel: "workflow", chatId: `${run.id}.${node.id}` }));
-    },
-  });
-  return { runTask, runTeamAgent, teamTools };
-}
-
 /** Agent turns and background jobs from a bus: the worker process, and the agent half of `start` and `chat`. */
 export async function createWorker(deployment: ResolvedConfig, logger: Logger, infrastructure: Infrastructure, overrides: RuntimeOverrides = {}): Promise<Worker> {
   // The default profile's agent is the worker's own, with jobs; the other profiles' come after it.
   const config = profileConfig(deployment, DEFAULT_PROFILE);
+  let routing = deployment.routing;
   const model = instrumented(overrides.model ?? resolveChatModel(config, { logger }), overrides.metrics);
   await mkdir(config.workspace, { recursive: true });
   const workspace = await realpath(config.workspace);
@@ -95,8 +38,21 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
   const budgets = overrides.budgets ?? createProcessBudgets(config, infrastructure.budgetLedger, logger, overrides.metrics);
   // One connection per MCP server for the whole worker: the agent's turns, subagents and team agents.
   const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
-  const { runTask, runTeamAgent, teamTools } = createJobRunners(config, logger, { model, workspace, budgets, mcp, auditRef, overrides });
-  const jobs = createJobsOn(infrastructure, config, logger, { workspace, runTask, runTeamAgent, teamToolNames: () => teamTools.names(), now: overrides.now });
+  const runners = new Map<string, JobRunners>([[DEFAULT_PROFILE, createJobRunners(config, logger, { model, workspace, budgets, mcp, auditRef, overrides })]]);
+  // A job runs as the profile that started it (its runners exist once the profiles' agents do).
+  const runnersOf = (profile = DEFAULT_PROFILE): JobRunners => {
+    const found = runners.get(profile);
+    if (!found) throw new Error(`it runs as agent profile "${profile}", which this worker's config does not have`);
+    return found;
+  };
+  const jobs = createJobsOn(infrastructure, config, logger, {
+    workspace,
+    runTask: (task, signal, onProgress) => runnersOf(task.profile).runTask(task, signal, onProgress),
+    runTeamAgent: (request) => runnersOf(request.run.profile).runTeamAgent(request),
+    teamToolNames: () => runnersOf().teamTools.names(),
+    profileOf: (message) => routeProfile(routing, routedMessageOf(message)),
+    now: overrides.now,
+  });
   const memory = infrastructure.memory({ workspace, scope: config.memory.scope });
   const runtime = await createAgentRuntime(config, logger, {
     ...overrides,
@@ -113,7 +69,8 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
     allowTools: deployment.agents[DEFAULT_PROFILE]?.tools,
   });
   auditRef.log = runtime.audit;
-  const profiles = await createProfileAgents(deployment, logger, infrastructure, { main: runtime.agent, overrides: { ...overrides, budgets } });
+  const profiles = await createProfileAgents(deployment, logger, infrastructure, { main: runtime.agent, jobs, overrides: { ...overrides, budgets } });
+  for (const [id, profileRunners] of profiles.runners) runners.set(id, profileRunners);
   const consumer = new TurnConsumer({
     bus: infrastructure.bus,
     agent: runtime.agent,
@@ -136,6 +93,7 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
     reload(next) {
       runtime.reload(profileConfig(next, DEFAULT_PROFILE));
       profiles.reload(next);
+      routing = next.routing;
     },
     run() {
       jobsStarted ??= jobs.start().catch((error: unknown) => logger.error({ err: error }, "background jobs failed to start"));

@@ -69,6 +69,8 @@ export interface JobsOptions {
   runTeamAgent?: RunTeamAgent;
   /** The tools team agents have, for their prompt (asked each time: MCP servers' tools join at run time). */
   teamToolNames?: () => string[];
+  /** The agent profile a message's chat is routed to: a team it triggers runs as that profile. */
+  profileOf?: (message: InboundMessage) => string;
   now?: () => number;
 }
 
@@ -79,7 +81,7 @@ export function createJobs(options: JobsOptions): Jobs {
   const { manager, queue } = createSubagents(options, publishSystem, now);
   const teams = createTeamCatalog({ store: store.teams, teams: config.teams, now });
   const { workflows, workflowQueue } = createWorkflows(options, publishSystem, now);
-  const intercept = createTeamTrigger({ catalog: teams, engine: workflows, sessions: store.sessions, now, logger });
+  const intercept = createTeamTrigger({ catalog: teams, engine: workflows, sessions: store.sessions, now, logger, ...(options.profileOf ? { profileOf: options.profileOf } : {}) });
   let cancelSubscription: Subscription | undefined;
   const { scheduler } = options;
   const heartbeat = configuredHeartbeat(options, publishSystem, now);

@@ -28,6 +28,8 @@ export const SubagentTaskSchema = z.object({
   sessionKey: z.string(),
   /** `channel:senderId` of the person who asked for it: its model calls count against their budget. */
   person: z.string().optional(),
+  /** The agent profile (src/config/agents.ts) of the chat that started it: it runs in that profile's workspace, on its tools. Absent: `default`. */
+  profile: z.string().optional(),
   status: TaskStatusSchema,
   progress: z.number().int().min(0).max(100),
   result: z.string().optional(),

@@ -90,6 +90,8 @@ export const WorkflowRunSchema = z.strictObject({
   replyTo: z.string().optional(),
   /** `channel:senderId` of the person who started it: its model calls count against their budget. */
   person: z.string().optional(),
+  /** The agent profile (src/config/agents.ts) of the chat that started it: it runs in that profile's workspace, on its tools. Absent: `default`. */
+  profile: z.string().optional(),
   status: RunStatusSchema,
   /** The team as it was when the run started: later edits do not reach a running run. */
   team: TeamRecordSchema,

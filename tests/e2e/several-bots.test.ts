@@ -9,9 +9,11 @@
  * - both Telegram bots sit in one group, and each answers only its own mentions;
  * - a fact remembered through one profile is in no prompt of another, though `memory.identities`
  *   makes the speaker one person on both bots;
- * - a file one profile's tools wrote is not readable by another's, by name or by its absolute path.
+ * - a file one profile's tools wrote is not readable by another's, by name or by its absolute path;
+ * - a subagent inherits the profile of the chat that spawned it: its model, its workspace.
  */
 import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -40,6 +42,8 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   if (last.role === "tool") return { text: `tool said: ${textOf(last)}` };
   const text = textOf([...messages].reverse().find((message) => message.role === "user"));
   if (text.includes("remember that I am vegetarian")) return { toolCalls: [{ name: "memory", arguments: JSON.stringify({ action: "append", scope: "person", content: PERSON_FACT }) }] };
+  if (text.includes("spawn a helper")) return { toolCalls: [{ name: "spawn", arguments: JSON.stringify({ task: "write the support note", label: "note" }) }] };
+  if (text.includes("write the support note")) return { toolCalls: [{ name: "write_file", arguments: JSON.stringify({ path: "note.txt", content: "written by a subagent" }) }] };
   if (text.includes("write the secret")) return { toolCalls: [{ name: "write_file", arguments: JSON.stringify({ path: "secret.txt", content: SECRET }) }] };
   const read = /read the file (\S+)/.exec(text);
   if (read) return { toolCalls: [{ name: "read_file", arguments: JSON.stringify({ path: read[1] }) }] };
@@ -223,5 +227,17 @@ describe.each(["one process", "redis"] as const)("several bots and agent profile
       expect(reply.text).not.toContain(SECRET);
       expect(reply.text).toMatch(/error|not found|outside|no such/i);
     }
+  });
+
+  it("runs a subagent as the profile of the chat that spawned it: its model, its workspace", { timeout: 120_000 }, async () => {
+    const { beta, root, llm } = deployment;
+    dm(beta, "spawn a helper");
+    await finalIn(beta, deployment.alice.id, "tool said: Subagent [note] started");
+    const own = path.join(root, "data", "agents", "support", "workspace", "note.txt");
+    await beta.waitFor(() => existsSync(own), { timeoutMs: 40_000, what: `the subagent's file at ${own}` });
+    expect(existsSync(path.join(root, "data", "workspace", "note.txt"))).toBe(false);
+    const subagentCalls = llm.requests.filter((request) => (userTexts(request.body).at(-1) ?? "").includes("write the support note"));
+    // Its first call (the write) and the one after the tool's answer: both on the support profile's model.
+    expect(subagentCalls.map((request) => request.body.model)).toEqual(["model-support", "model-support"]);
   });
 });

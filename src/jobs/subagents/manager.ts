@@ -77,7 +77,8 @@ export interface SubagentManagerOptions {
 export interface SubagentManager {
   /** Creates a pending task and queues it. ToolError when the session or the deployment is at its limit. */
   /** `person`: whose budget the task counts against (`channel:senderId`), when a person asked for it. */
-  create(sessionKey: string, task: string, label?: string, person?: string): Promise<SubagentTask>;
+  /** `profile`: the agent profile it runs as (its workspace, tools and models), that of the chat that spawned it. */
+  create(sessionKey: string, task: string, label?: string, person?: string, profile?: string): Promise<SubagentTask>;
   /** The queue's job handler: runs the task and records how it ended. */
   execute(job: Job<SubagentJobData>): Promise<void>;
   /** The queue's onFailed: ends the task the handler could not (lost, error, cancelled). */
@@ -208,10 +209,10 @@ async function unfinishedCount(store: TaskStore, sessionKey: string): Promise<nu
  * Creates a pending task and queues its job, within the session's and the deployment's limits (a
  * ToolError the model reads when one is reached). A task that cannot be queued is failed at once.
  */
-async function createTask(context: ManagerContext, newId: () => string, request: { sessionKey: string; text: string; label?: string; person?: string }): Promise<SubagentTask> {
+async function createTask(context: ManagerContext, newId: () => string, request: { sessionKey: string; text: string; label?: string; person?: string; profile?: string }): Promise<SubagentTask> {
   const { options, now } = context;
   const { store, queue, logger } = options;
-  const { sessionKey, text, label, person } = request;
+  const { sessionKey, text, label, person, profile } = request;
   const { perSession, total } = options.limits;
   if ((await unfinishedCount(store, sessionKey)) >= perSession) {
     throw new ToolError(
@@ -231,6 +232,7 @@ async function createTask(context: ManagerContext, newId: () => string, request:
     task: text,
     sessionKey,
     ...(person ? { person } : {}),
+    ...(profile ? { profile } : {}),
     status: "pending",
     progress: 0,
     toolCalls: [],
@@ -321,11 +323,11 @@ export function createSubagentManager(options: SubagentManagerOptions): Subagent
   const context: ManagerContext = { options, now, emit, end };
 
   const manager: SubagentManager = {
-    create(sessionKey, task, label, person) {
+    create(sessionKey, task, label, person, profile) {
       const text = task.trim();
       if (sessionKey === "") return Promise.reject(new Error("a subagent needs the session key it reports to"));
       if (text === "") return Promise.reject(new ToolError("the task is empty", "Describe the work for the subagent in `task`."));
-      const created = creating.then(() => createTask(context, newId, { sessionKey, text, label, person }));
+      const created = creating.then(() => createTask(context, newId, { sessionKey, text, label, person, profile }));
       creating = created.catch(() => undefined);
       return created;
     },

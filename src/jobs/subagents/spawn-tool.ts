@@ -12,7 +12,8 @@ const parameters = z.object({
   label: z.string().trim().min(1).max(100).optional().describe("A short name for the task, shown to the user. Default: the first 30 characters of the task."),
 });
 
-export function createSpawnTool(manager: Pick<SubagentManager, "create">): Tool<typeof parameters> {
+/** `profile`: the agent profile whose agent offers the tool; its subagents run as that profile. */
+export function createSpawnTool(manager: Pick<SubagentManager, "create">, profile?: string): Tool<typeof parameters> {
   return defineTool({
     name: "spawn",
     description:
@@ -21,7 +22,7 @@ export function createSpawnTool(manager: Pick<SubagentManager, "create">): Tool<
       "You get its ID at once; its result arrives later as a system message in this chat. Do not wait for it or poll it.",
     parameters,
     async execute(args, context) {
-      const task = await manager.create(context.sessionKey, args.task, args.label, context.person);
+      const task = await manager.create(context.sessionKey, args.task, args.label, context.person, profile);
       return `Subagent [${task.label}] started (ID: ${task.id}). I'll tell you when it is done.`;
     },
   });

@@ -71,6 +71,8 @@ export interface StartRequest {
   sessionKey: string;
   /** `channel:senderId` of the person who started it (their budget counts its calls). */
   person?: string;
+  /** The agent profile of the chat that started it (absent: `default`). */
+  profile?: string;
   /** A run id derived from what started it (the trigger message), so a retried start finds its run. */
   runId?: string;
   /** What started it, for the operator's list of runs. */
@@ -133,6 +135,7 @@ async function createRun(context: RunContext, options: Pick<WorkflowEngineOption
     ...(request.origin ? { origin: request.origin } : {}),
     ...(request.replyTo ? { replyTo: request.replyTo } : {}),
     ...(request.person ? { person: request.person } : {}),
+    ...(request.profile ? { profile: request.profile } : {}),
     status: "running",
     team,
     nodes: initialNodes(planNodes(team)),

@@ -93,6 +93,8 @@ export interface TeamTriggerOptions {
   engine: Pick<WorkflowEngine, "start" | "get">;
   /** Where the exchange is recorded, fenced by the turn's lease. */
   sessions: Pick<SessionStore, "append">;
+  /** The agent profile a message's chat is routed to (src/config/agents.ts): the run runs as it. Default: none recorded (`default`). */
+  profileOf?: (message: InboundMessage) => string;
   now?: () => number;
   logger?: Logger;
 }
@@ -114,7 +116,7 @@ export function createTeamTrigger(options: TeamTriggerOptions): TurnIntercept {
         const runId = triggerRunId(message);
         try {
           const replyTo = platformMessageIdOf(message);
-          const run = (await options.engine.get(runId)) ?? (await options.engine.start({ team: recognized.team, goal: recognized.goal, sessionKey: claim.sessionKey, runId, origin: "mention", ...(replyTo ? { replyTo } : {}), person: personOf(message) }));
+          const run = (await options.engine.get(runId)) ?? (await options.engine.start({ team: recognized.team, goal: recognized.goal, sessionKey: claim.sessionKey, runId, origin: "mention", ...(replyTo ? { replyTo } : {}), person: personOf(message), ...profileField(options.profileOf?.(message)) }));
           reply = startedReply(run);
         } catch (error) {
           if (!(error instanceof ToolError)) throw error;
@@ -140,4 +142,9 @@ export function createTeamTrigger(options: TeamTriggerOptions): TurnIntercept {
 function platformMessageIdOf(message: InboundMessage): string | undefined {
   const value = message.metadata.platformMessageId;
   return typeof value === "string" || typeof value === "number" ? String(value) : undefined;
+}
+
+/** A run's `profile`, recorded only for a profile besides `default`. */
+function profileField(profile: string | undefined): { profile?: string } {
+  return profile === undefined || profile === "default" ? {} : { profile };
 }

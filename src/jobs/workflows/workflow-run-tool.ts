@@ -16,7 +16,8 @@ const parameters = z.object({
   goal: z.string().trim().min(1).max(20_000).describe("What the team should achieve: complete and self-contained (the team sees nothing of this conversation)."),
 });
 
-export function createWorkflowRunTool(options: { catalog: Pick<TeamCatalog, "findByName" | "enabled">; engine: Pick<WorkflowEngine, "start"> }): Tool<typeof parameters> {
+/** `profile`: the agent profile whose agent offers the tool; its runs run as that profile. */
+export function createWorkflowRunTool(options: { catalog: Pick<TeamCatalog, "findByName" | "enabled">; engine: Pick<WorkflowEngine, "start">; profile?: string }): Tool<typeof parameters> {
   return defineTool({
     name: "workflow_run",
     description:
@@ -29,7 +30,7 @@ export function createWorkflowRunTool(options: { catalog: Pick<TeamCatalog, "fin
         const names = (await options.catalog.enabled()).map((candidate) => candidate.name);
         throw new ToolError(`no enabled team is called "${args.team}"`, names.length > 0 ? `Use one of: ${names.join(", ")}.` : "No team is enabled; do the work yourself.");
       }
-      const run = await options.engine.start({ team, goal: args.goal, sessionKey: context.sessionKey, origin: "tool", ...(context.person ? { person: context.person } : {}) });
+      const run = await options.engine.start({ team, goal: args.goal, sessionKey: context.sessionKey, origin: "tool", ...(context.person ? { person: context.person } : {}), ...(options.profile ? { profile: options.profile } : {}) });
       return startedReply(run);
     },
   });

@@ -17,7 +17,8 @@ export interface Metrics {
   /** A streamed draft left out (the budgets were low): the next one, or the final, shows its text. */
   draftSkipped(channel: string): void;
   /** A turn from claim to ack. */
-  turn(seconds: number, outcome: "answered" | "failed" | "cancelled" | "dead-letter"): void;
+  /** `profile`: the agent profile the turn ran as (src/config/agents.ts). Default `default`. */
+  turn(seconds: number, outcome: "answered" | "failed" | "cancelled" | "dead-letter", profile?: string): void;
   /** One model call (a stream), by `provider/model`. */
   modelCall(model: string, seconds: number, outcome: "ok" | "error"): void;
   toolCall(tool: string, outcome: "ok" | "error"): void;

@@ -42,7 +42,7 @@ export interface TurnConsumerOptions {
    * The agent a turn goes to, by its first message (an agent profile's, src/config/agents.ts), and
    * whether the intercept (team triggers) may take its messages. Default: `agent`, intercepted.
    */
-  agentFor?: (message: InboundMessage) => { agent: Agent; intercept: boolean };
+  agentFor?: (message: InboundMessage) => { agent: Agent; intercept: boolean; profile?: string };
   logger: Logger;
   /** Turns run at once (different sessions). */
   concurrency: number;
@@ -160,13 +160,13 @@ export class TurnConsumer {
     const intercept = this.options.intercept;
     let batch = takeBatch(claim.messages, intercept ? (message) => intercept.mayTake(message) : undefined);
     const first = batch.messages[0]!;
-    const { agent, intercept: intercepts } = this.options.agentFor?.(first) ?? { agent: this.options.agent, intercept: true };
+    const { agent, intercept: intercepts, profile } = this.options.agentFor?.(first) ?? { agent: this.options.agent, intercept: true };
     const log = lazyChild(logger, { session: claim.sessionKey, message: first.id });
     if (claim.attempt > 1) log.warn({ attempt: claim.attempt }, "re-running a turn that was interrupted (worker crash or lost lease)");
     const startedAt = (this.options.now ?? Date.now)();
     const done = (outcome: Parameters<Metrics["turn"]>[1]) => {
       span.setAttribute("countbot.outcome", outcome);
-      this.options.metrics?.turn(((this.options.now ?? Date.now)() - startedAt) / 1000, outcome);
+      this.options.metrics?.turn(((this.options.now ?? Date.now)() - startedAt) / 1000, outcome, profile);
     };
     if (batch.refused !== undefined || claim.attempt > (this.options.maxAttempts ?? 3)) {
       clearInterval(renewal);

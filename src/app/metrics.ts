@@ -3,6 +3,8 @@
  * contract, gauges read at scrape time (the bus's ready and leased sessions and dead letters, the
  * leader leases this process holds), and the process's own (CPU, memory, event loop).
  */
+import { splitChannel } from "../config/accounts.js";
+import { DEFAULT_PROFILE } from "../config/agents.js";
 import type { FastifyInstance } from "fastify";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { MessageBus } from "../bus/message-bus.js";
@@ -28,16 +30,16 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
   // Node's default metrics keep their usual names (process_*, nodejs_*): the dashboards and alerts
   // people already have ask for those; CountBot's own metrics are the ones prefixed countbot_.
   collectDefaultMetrics({ register: registry });
-  const messagesIn = new Counter({ name: "countbot_messages_in_total", help: "Platform events, by what admission did with them.", labelNames: ["channel", "outcome"], registers: [registry] });
-  const messagesOut = new Counter({ name: "countbot_messages_out_total", help: "Chunks delivered to a platform.", labelNames: ["channel", "kind"], registers: [registry] });
-  const retried = new Counter({ name: "countbot_deliveries_retried_total", help: "Platform calls tried again: rate limits waited out, network failures, refused markup.", labelNames: ["channel", "reason"], registers: [registry] });
-  const rateLimited = new Counter({ name: "countbot_platform_rate_limited_total", help: "Platform calls answered with the platform's rate limit (429, or its code for one).", labelNames: ["channel"], registers: [registry] });
-  const deferred = new Counter({ name: "countbot_sends_deferred_total", help: "Platform calls the send governor held back until the platform's budget had room.", labelNames: ["channel"], registers: [registry] });
-  const draftsSkipped = new Counter({ name: "countbot_draft_edits_skipped_total", help: "Streamed drafts left out because a platform budget ran low (the next draft or the final shows their text).", labelNames: ["channel"], registers: [registry] });
+  const messagesIn = new Counter({ name: "countbot_messages_in_total", help: "Platform events, by what admission did with them.", labelNames: ["channel", "account", "outcome"], registers: [registry] });
+  const messagesOut = new Counter({ name: "countbot_messages_out_total", help: "Chunks delivered to a platform.", labelNames: ["channel", "account", "kind"], registers: [registry] });
+  const retried = new Counter({ name: "countbot_deliveries_retried_total", help: "Platform calls tried again: rate limits waited out, network failures, refused markup.", labelNames: ["channel", "account", "reason"], registers: [registry] });
+  const rateLimited = new Counter({ name: "countbot_platform_rate_limited_total", help: "Platform calls answered with the platform's rate limit (429, or its code for one).", labelNames: ["channel", "account"], registers: [registry] });
+  const deferred = new Counter({ name: "countbot_sends_deferred_total", help: "Platform calls the send governor held back until the platform's budget had room.", labelNames: ["channel", "account"], registers: [registry] });
+  const draftsSkipped = new Counter({ name: "countbot_draft_edits_skipped_total", help: "Streamed drafts left out because a platform budget ran low (the next draft or the final shows their text).", labelNames: ["channel", "account"], registers: [registry] });
   const turns = new Histogram({
     name: "countbot_turn_duration_seconds",
     help: "Turns from claim to acknowledgement.",
-    labelNames: ["outcome"],
+    labelNames: ["outcome", "profile"],
     buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160],
     registers: [registry],
   });
@@ -59,13 +61,13 @@ export function createPrometheusMetrics(options: { role: string }): PrometheusMe
     registry,
     render: () => registry.metrics(),
     watch: (added) => Object.assign(sources, added),
-    inbound: (channel, outcome) => messagesIn.inc({ channel, outcome }),
-    outbound: (channel, kind) => messagesOut.inc({ channel, kind }),
-    deliveryRetried: (channel, reason) => retried.inc({ channel, reason }),
-    rateLimited: (channel) => rateLimited.inc({ channel }),
-    sendDeferred: (channel) => deferred.inc({ channel }),
-    draftSkipped: (channel) => draftsSkipped.inc({ channel }),
-    turn: (seconds, outcome) => turns.observe({ outcome }, seconds),
+    inbound: (channel, outcome) => messagesIn.inc({ ...channelLabels(channel), outcome }),
+    outbound: (channel, kind) => messagesOut.inc({ ...channelLabels(channel), kind }),
+    deliveryRetried: (channel, reason) => retried.inc({ ...channelLabels(channel), reason }),
+    rateLimited: (channel) => rateLimited.inc(channelLabels(channel)),
+    sendDeferred: (channel) => deferred.inc(channelLabels(channel)),
+    draftSkipped: (channel) => draftsSkipped.inc(channelLabels(channel)),
+    turn: (seconds, outcome, profile = DEFAULT_PROFILE) => turns.observe({ outcome, profile }, seconds),
     modelCall: (model, seconds, outcome) => {
       modelCalls.observe({ model, outcome }, seconds);
       if (outcome === "error") modelErrors.inc({ model });
@@ -126,21 +128,21 @@ function registerScrapeGauges(registry: Registry, sources: ScrapeSources): void 
   new Gauge({
     name: "countbot_channel_up",
     help: "1 while a channel this process runs is up (or degraded but working), 0 while it is starting or down.",
-    labelNames: ["channel"],
+    labelNames: ["channel", "account"],
     registers: [registry],
     collect() {
       this.reset();
-      for (const channel of sources.channels?.() ?? []) this.set({ channel: channel.name }, channel.state === "up" || channel.state === "degraded" ? 1 : 0);
+      for (const channel of sources.channels?.() ?? []) this.set(channelLabels(channel.name), channel.state === "up" || channel.state === "degraded" ? 1 : 0);
     },
   });
   new Gauge({
     name: "countbot_channel_state",
     help: "1 for each channel's current state (starting, up, degraded, down, standby) in this process.",
-    labelNames: ["channel", "state"],
+    labelNames: ["channel", "account", "state"],
     registers: [registry],
     collect() {
       this.reset();
-      for (const channel of sources.channels?.() ?? []) this.set({ channel: channel.name, state: channel.state }, 1);
+      for (const channel of sources.channels?.() ?? []) this.set({ ...channelLabels(channel.name), state: channel.state }, 1);
     },
   });
   new Gauge({
@@ -160,4 +162,10 @@ function registerScrapeGauges(registry: Registry, sources: ScrapeSources): void 
 /** `GET /metrics`; register it behind the API token. */
 export function registerMetricsRoute(scope: FastifyInstance, metrics: Pick<PrometheusMetrics, "render" | "registry">): void {
   scope.get("/metrics", async (_request, reply) => reply.header("content-type", metrics.registry.contentType).send(await metrics.render()));
+}
+
+/** A bus channel's labels: the platform (`channel`) and its account (`default` for a section without `accounts`). */
+function channelLabels(name: string): { channel: string; account: string } {
+  const { platform, account } = splitChannel(name);
+  return { channel: platform, account };
 }

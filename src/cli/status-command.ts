@@ -15,12 +15,13 @@ import type { ResolvedConfig } from "../config/schema.js";
 import { describeConfigSource } from "../config/source.js";
 import { type ProcessApiOptions, ProcessApiUnreachable, callProcessApi } from "./process-api.js";
 import { type CliContext, loadCliConfig } from "./setup.js";
+import { accountLines, profileLines } from "./status-profiles.js";
 
 export interface StatusCommandOptions extends CliContext, ProcessApiOptions {}
 
 export async function runStatusCommand(options: StatusCommandOptions = {}): Promise<number> {
   const { config, logger, source } = loadCliConfig(options);
-  const lines = [`config: ${describeConfigSource(source)}`];
+  const lines = [`config: ${describeConfigSource(source)}`, ...accountLines(config), ...profileLines(config)];
   if (!config.redis.url) return statusInProcess(config, lines, options);
   const infrastructure = await createInfrastructure(config, logger, { requireRedis: "status" });
   try {

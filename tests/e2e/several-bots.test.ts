@@ -14,7 +14,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
@@ -25,6 +25,7 @@ import { type FakeTelegramServer, type FakeUser, startFakeTelegram } from "../su
 import { systemOf, textOf, userTexts } from "../support/group-chat-model.js";
 import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
+import { runCli } from "../support/run-cli.js";
 
 const ALPHA_TOKEN = "7001:alpha-bot-secret-token";
 const BETA_TOKEN = "7002:beta-bot-secret-token";
@@ -59,6 +60,9 @@ interface Deployment {
   alice: FakeUser;
   dave: DiscordUser;
   services: ServiceProcess[];
+  env: Record<string, string>;
+  /** The API of the process serving the channels: base URL. */
+  api: string;
   close(): Promise<void>;
 }
 
@@ -115,6 +119,7 @@ async function deploy(mode: "one process" | "redis"): Promise<Deployment> {
   };
   const gateway = startService([mode === "redis" ? "gateway" : "start"], env);
   const services = [gateway];
+  const listening = await gateway.waitForLog(mode === "redis" ? /gateway listening/ : /countbot started/, 60_000);
   if (mode === "redis") {
     for (let started = 0; started < 2; started += 1) {
       const worker = startService(["worker"], env);
@@ -134,6 +139,8 @@ async function deploy(mode: "one process" | "redis"): Promise<Deployment> {
     alice,
     dave,
     services,
+    env,
+    api: String(listening.url),
     async close() {
       await stopAllServices();
       await Promise.all([alpha.close(), beta.close(), discord.close(), llm.close()]);
@@ -239,5 +246,23 @@ describe.each(["one process", "redis"] as const)("several bots and agent profile
     const subagentCalls = llm.requests.filter((request) => (userTexts(request.body).at(-1) ?? "").includes("write the support note"));
     // Its first call (the write) and the one after the tool's answer: both on the support profile's model.
     expect(subagentCalls.map((request) => request.body.model)).toEqual(["model-support", "model-support"]);
+  });
+
+  it("shows each account and profile to the operator: status, and /metrics by account and profile", { timeout: 120_000 }, async () => {
+    const { env, api, root, beta } = deployment;
+    dm(beta, "counted once more");
+    await finalIn(beta, deployment.alice.id, "counted once more");
+    const status = await runCli(["status"], { env, timeoutMs: 60_000 });
+    expect(status.stdout).toContain("accounts: telegram (default, support)");
+    expect(status.stdout).toContain("agent profiles (3):");
+    expect(status.stdout).toMatch(/ {2}support +openai\/model-support {2}workspace \S+agents\/support\/workspace {2}from: routing\[0\] \(channel telegram, account support\)/);
+    expect(status.stdout).toMatch(/ {2}default +openai\/model-general .* from: every message no rule takes/);
+    const token = (await readFile(path.join(root, "data", "api-token"), "utf8")).trim();
+    const metrics = await (await fetch(`${api}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text();
+    expect(metrics).toMatch(/countbot_messages_in_total\{[^}]*channel="telegram",account="support",outcome="published"[^}]*\} [1-9]/);
+    expect(metrics).toMatch(/countbot_channel_up\{[^}]*channel="telegram",account="support"[^}]*\} 1/);
+    expect(metrics).toMatch(/countbot_channel_up\{[^}]*channel="discord",account="default"[^}]*\} 1/);
+    // Turns are counted where they run: in this process when it is the one; in the workers otherwise.
+    if (mode === "one process") expect(metrics).toMatch(/countbot_turn_duration_seconds_count\{[^}]*outcome="answered",profile="support"[^}]*\} [1-9]/);
   });
 });

@@ -66,13 +66,13 @@ describe("/metrics", () => {
     const deadline = Date.now() + 10_000;
     while (Date.now() < deadline) {
       samples = parse(await (await fetch(`${url}/metrics`, { headers })).text());
-      if ((samples.get('countbot_messages_out_total{channel="web",kind="final"}') ?? 0) >= 2) break;
+      if ((samples.get('countbot_messages_out_total{channel="web",account="default",kind="final"}') ?? 0) >= 2) break;
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    expect(samples.get('countbot_messages_in_total{channel="web",outcome="published"}')).toBe(2);
-    expect(samples.get('countbot_messages_out_total{channel="web",kind="final"}')).toBe(2);
-    expect(samples.get('countbot_messages_out_total{channel="web",kind="notice"}')).toBe(1);
-    expect(samples.get('countbot_turn_duration_seconds_count{outcome="answered"}')).toBe(2);
+    expect(samples.get('countbot_messages_in_total{channel="web",account="default",outcome="published"}')).toBe(2);
+    expect(samples.get('countbot_messages_out_total{channel="web",account="default",kind="final"}')).toBe(2);
+    expect(samples.get('countbot_messages_out_total{channel="web",account="default",kind="notice"}')).toBe(1);
+    expect(samples.get('countbot_turn_duration_seconds_count{outcome="answered",profile="default"}')).toBe(2);
     expect(samples.get('countbot_model_call_duration_seconds_count{model="scripted/model",outcome="ok"}')).toBe(3);
     expect(samples.get('countbot_tool_calls_total{tool="list_dir",outcome="ok"}')).toBe(1);
     expect(samples.get('countbot_bus_sessions{state="ready"}')).toBe(0);

@@ -2,7 +2,9 @@
  * The sessions API, read-only: the chats the deployment knows, by channel, with their history and
  * long-term memory (what the web console's Sessions view and the chat page's first screen show).
  *
- *   GET /api/sessions?channel=&limit=        newest activity first: `{ key, channel, chatId, createdAt, updatedAt, generation }`
+ *   GET /api/sessions?channel=&profile=&limit=   newest activity first: `{ key, channel, account, profile, chatId, createdAt, updatedAt, generation }`
+ *                                             (`account`: the platform account, `default` for a section without accounts;
+ *                                             `profile`: the agent profile the routing rules give the chat, sender rules aside)
  *   GET /api/sessions/:sessionKey             the session with its current history (an unknown key: an empty one)
  *   GET /api/sessions/:sessionKey/memory      `{ key, scope, location, content, people }`; in global scope every key names the one
  *                                             memory; `people`: the person memory of everyone who spoke in the history,
@@ -14,6 +16,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { MemoryStore } from "../memory/memory.js";
 import type { PersonMemory } from "../memory/person-memory.js";
+import { splitChannel } from "../config/accounts.js";
 import { parseRequest } from "../gateway/http-request.js";
 import type { SessionMeta, SessionStore } from "../store/store.js";
 
@@ -22,12 +25,15 @@ export interface SessionRoutesOptions {
   memory: Pick<MemoryStore, "scope" | "location" | "read">;
   /** Person memory; absent, `people` is always empty. */
   people?: PersonMemory;
+  /** The agent profile a chat is routed to (src/config/agents.ts). Default: `default` for every chat. */
+  profileOf?: (channel: string, chatId: string) => string;
 }
 
 const emptyAsMissing = (value: unknown) => (value === "" ? undefined : value);
 
 const SessionListQuerySchema = z.strictObject({
-  channel: z.preprocess(emptyAsMissing, z.string().regex(/^[\w-]{1,64}$/, "a channel name (letters, digits, _ and -)").optional()),
+  channel: z.preprocess(emptyAsMissing, z.string().regex(/^[\w-]{1,64}(\.[\w-]{1,32})?$/, "a channel name (letters, digits, _ and -; an account after a dot)").optional()),
+  profile: z.preprocess(emptyAsMissing, z.string().regex(/^[\w-]{1,32}$/, "an agent profile id").optional()),
   limit: z.preprocess(
     emptyAsMissing,
     z
@@ -48,12 +54,16 @@ const SessionParamsSchema = z.object({
 });
 
 /** `telegram:42` → channel `telegram`, chat `42`; a chat id may hold `:` itself. */
-function sessionJson(meta: SessionMeta) {
+function sessionJson(meta: SessionMeta, profileOf: (channel: string, chatId: string) => string = () => "default") {
   const separator = meta.key.indexOf(":");
+  const channel = separator > 0 ? meta.key.slice(0, separator) : meta.key;
+  const chatId = separator > 0 ? meta.key.slice(separator + 1) : "";
   return {
     key: meta.key,
-    channel: separator > 0 ? meta.key.slice(0, separator) : meta.key,
-    chatId: separator > 0 ? meta.key.slice(separator + 1) : "",
+    channel,
+    account: splitChannel(channel).account,
+    profile: profileOf(channel, chatId),
+    chatId,
     createdAt: new Date(meta.createdAt).toISOString(),
     updatedAt: new Date(meta.updatedAt).toISOString(),
     generation: meta.generation,
@@ -66,8 +76,8 @@ export function registerSessionRoutes(scope: FastifyInstance, options: SessionRo
   scope.get("/api/sessions", async (request) => {
     const query = parseRequest(SessionListQuerySchema, request.query, "query");
     const found = (await sessions.list())
-      .map(sessionJson)
-      .filter((session) => query.channel === undefined || session.channel === query.channel)
+      .map((meta) => sessionJson(meta, options.profileOf))
+      .filter((session) => (query.channel === undefined || session.channel === query.channel) && (query.profile === undefined || session.profile === query.profile))
       .sort((a, b) => b.updatedAt.localeCompare(a.updatedAt) || a.key.localeCompare(b.key));
     return found.slice(0, query.limit);
   });
@@ -76,7 +86,7 @@ export function registerSessionRoutes(scope: FastifyInstance, options: SessionRo
     const { sessionKey } = parseRequest(SessionParamsSchema, request.params, "params");
     const { meta, history } = await sessions.load(sessionKey);
     return {
-      ...sessionJson({ ...meta, key: sessionKey }),
+      ...sessionJson({ ...meta, key: sessionKey }, options.profileOf),
       history: history.map((entry) => ({
         role: entry.role,
         content: entry.content,

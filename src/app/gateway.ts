@@ -27,6 +27,7 @@ import { registerWebConsole } from "../api/web-console.js";
 import type { BudgetsConfig } from "../config/budgets.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { DEFAULT_ACCOUNT, accountsOf, splitChannel } from "../config/accounts.js";
+import { routeProfile } from "../config/agents.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import { renamedAdapter } from "../gateway/renamed-adapter.js";
 import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
@@ -164,6 +165,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const board = infrastructure.bullmq && createQueueBoard({ ...infrastructure.bullmq, queues: [SUBAGENT_QUEUE, WORKFLOW_QUEUE] });
   const quotaStore = infrastructure.quotaStore?.bind(infrastructure);
   let budgets = config.budgets;
+  let routing = config.routing;
   const usage = (scope: { person: string; chat: string }) => describeUsage(infrastructure.budgetLedger, budgets, scope, (options.now ?? Date.now)());
   const voice = createVoiceIntake({
     transcriber: resolveTranscriber(config, { env: options.env ?? process.env }),
@@ -193,7 +195,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     routes: [
       ...instances.flatMap((channel) => (channel.routes ? [channel.routes] : [])),
       ...(openai ? [openai.routes] : []),
-      coreRoutes(options, { readiness, toolHistory, board, budgets: () => budgets }),
+      coreRoutes(options, { readiness, toolHistory, board, budgets: () => budgets, profileOf: (channel, chatId) => routeProfile(routing, { channel, chatId }) }),
     ],
   });
   return {
@@ -202,6 +204,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     openai,
     reload(next) {
       budgets = next.budgets;
+      routing = next.routing;
       linked = linkedAccounts(next.memory.identities);
       updatePolicies(channels, plugins, next);
     },
@@ -251,6 +254,8 @@ interface CoreRouteParts {
   board: QueueBoard | undefined;
   /** The current `budgets` section (a reload replaces it). */
   budgets: () => BudgetsConfig;
+  /** The agent profile a chat is routed to, by the current `routing` (sender rules aside). */
+  profileOf: (channel: string, chatId: string) => string;
 }
 
 /**
@@ -270,7 +275,7 @@ function coreRoutes(options: GatewayOptions, parts: CoreRouteParts): (scope: Fas
     registerWorkflowRunRoutes(scope, { workflows: options.workflows, teams: options.teams });
     registerToolHistoryRoutes(scope, toolHistory);
     registerUsageRoutes(scope, { ledger: infrastructure.budgetLedger, config: budgets, now: options.now });
-    registerSessionRoutes(scope, { sessions: store.sessions, memory, people });
+    registerSessionRoutes(scope, { sessions: store.sessions, memory, people, profileOf: parts.profileOf });
     registerOperationRoutes(scope, {
       kind: infrastructure.kind,
       bus,

@@ -112,7 +112,9 @@ export async function createProfileAgents(
   let rules = config.routing;
   return {
     agentFor(message) {
-      const profile = routeProfile(rules, routedMessageOf(message));
+      // A job's end goes to the profile that ran the job; anything else as the rules say.
+      const own = message.channel === SYSTEM_CHANNEL ? message.metadata.profile : undefined;
+      const profile = own !== undefined && (own === DEFAULT_PROFILE || runtimes.has(own)) ? own : routeProfile(rules, routedMessageOf(message));
       const runtime = runtimes.get(profile);
       return runtime ? { agent: runtime.agent, intercept: true, profile } : { agent: parts.main, intercept: true, profile: DEFAULT_PROFILE };
     },

@@ -63,6 +63,8 @@ export const InboundMetadataSchema = z.looseObject({
   ownTurn: z.boolean().optional(),
   /** Set by the bus on a stand-in for a payload that did not parse (payloads.ts): why. */
   refusedPayload: z.string().optional(),
+  /** On a background event (`system`): the agent profile of the job it is about, which answers it. */
+  profile: z.string().optional(),
 });
 export type InboundMetadata = z.infer<typeof InboundMetadataSchema>;
 

@@ -72,7 +72,8 @@ export interface RoutedMessage {
 /** The profile the first matching rule names, or `default`. */
 export function routeProfile(rules: readonly RoutingRule[], message: RoutedMessage): string {
   const { platform, account } = splitChannel(message.channel);
-  const groupIds = message.chatType === "group" || message.chatType === "thread" ? [message.chatId, message.parentChatId] : [];
+  // A chat of unknown type (a background event's, the operator's list) may be the group a rule names.
+  const groupIds = message.chatType === "private" ? [] : [message.chatId, message.parentChatId];
   const facts: Record<MatchField, ReadonlyArray<string | undefined>> = {
     channel: [platform],
     account: [account],

@@ -148,11 +148,12 @@ export function createJobs(options: JobsOptions): Jobs {
 }
 
 /** Publishes an inbound `system` message (a background result, a firing) for the agent to answer. */
-type PublishSystem = (sessionKey: string, content: string, id?: string, replyTo?: string) => Promise<void>;
+/** `profile`: the agent profile of the job the event is about, so the same profile answers it. */
+type PublishSystem = (sessionKey: string, content: string, id?: string, replyTo?: string, profile?: string) => Promise<void>;
 
 /** `replyTo`: the platform message the answer threads to (a team run's trigger). */
 function systemPublisher(bus: JobsOptions["bus"], now: () => number): PublishSystem {
-  return async (sessionKey, content, id = `system-${randomUUID()}`, replyTo) => {
+  return async (sessionKey, content, id = `system-${randomUUID()}`, replyTo, profile) => {
     await bus.publishInbound({
       id,
       channel: SYSTEM_CHANNEL,
@@ -163,7 +164,7 @@ function systemPublisher(bus: JobsOptions["bus"], now: () => number): PublishSys
       mentions: [],
       receivedAt: now(),
       platformEventId: id,
-      metadata: replyTo ? { platformMessageId: replyTo } : {},
+      metadata: { ...(replyTo ? { platformMessageId: replyTo } : {}), ...(profile ? { profile } : {}) },
     });
   };
 }
@@ -185,7 +186,7 @@ function createSubagents(options: JobsOptions, publishSystem: PublishSystem, now
       (async () => {
         throw new Error("this process does not run subagents");
       }),
-    publishSystem: (sessionKey, content) => publishSystem(sessionKey, content),
+    publishSystem: (sessionKey, content, profile) => publishSystem(sessionKey, content, undefined, undefined, profile),
     notify: (notice) => {
       const separator = notice.task.sessionKey.indexOf(":");
       if (separator <= 0) return;
@@ -226,7 +227,7 @@ function createWorkflows(options: JobsOptions, publishSystem: PublishSystem, now
       (async () => {
         throw new Error("this process does not run team agents");
       }),
-    publishSystem: (sessionKey, content, id, replyTo) => publishSystem(sessionKey, content, id, replyTo),
+    publishSystem: (sessionKey, content, id, replyTo, profile) => publishSystem(sessionKey, content, id, replyTo, profile),
     notify: (notice) => {
       const message = progressNotice(notice);
       if (!message) return;

@@ -26,6 +26,8 @@ import { systemOf, textOf, userTexts } from "../support/group-chat-model.js";
 import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 import { runCli } from "../support/run-cli.js";
+import { launchBrowser, loopbackContext } from "../support/browser.js";
+import { signIn } from "../support/console-page.js";
 
 const ALPHA_TOKEN = "7001:alpha-bot-secret-token";
 const BETA_TOKEN = "7002:beta-bot-secret-token";
@@ -264,5 +266,25 @@ describe.each(["one process", "redis"] as const)("several bots and agent profile
     expect(metrics).toMatch(/countbot_channel_up\{[^}]*channel="discord",account="default"[^}]*\} 1/);
     // Turns are counted where they run: in this process when it is the one; in the workers otherwise.
     if (mode === "one process") expect(metrics).toMatch(/countbot_turn_duration_seconds_count\{[^}]*outcome="answered",profile="support"[^}]*\} [1-9]/);
+  });
+
+  it("lists each chat with its account and agent in the console's Sessions view, filtered by agent", { timeout: 120_000 }, async () => {
+    const { api, root } = deployment;
+    const token = (await readFile(path.join(root, "data", "api-token"), "utf8")).trim();
+    const browser = await launchBrowser();
+    try {
+      const { context, refused } = await loopbackContext(browser);
+      const page = await context.newPage();
+      await signIn(page, api, token, "sessions");
+      const support = page.getByRole("region", { name: "telegram.support chats" });
+      await support.getByText("agent support", { exact: false }).first().waitFor();
+      await page.getByLabel("Agent").selectOption("support");
+      await page.getByRole("region", { name: "discord chats" }).waitFor({ state: "detached" });
+      expect(await page.locator("li[data-profile]").evaluateAll((items) => items.map((item) => item.getAttribute("data-profile")))).toEqual(expect.arrayContaining(["support"]));
+      expect(new Set(await page.locator("li[data-profile]").evaluateAll((items) => items.map((item) => item.getAttribute("data-profile"))))).toEqual(new Set(["support"]));
+      expect(refused).toEqual([]);
+    } finally {
+      await browser.close();
+    }
   });
 });

@@ -110,6 +110,8 @@ describe("agent profiles and routing", () => {
     expect(routeProfile(routing, { channel: "discord", chatId: "thread-1", parentChatId: "900", senderId: "7", chatType: "thread" })).toBe("engineering");
     expect(routeProfile(routing, { channel: "discord", chatId: "900", senderId: "7", chatType: "private" })).toBe("default");
     expect(routeProfile(routing, { channel: "web", chatId: "x", senderId: "42" })).toBe("engineering");
+    // A chat whose type is not known (a background event's) may be the group a rule names.
+    expect(routeProfile(routing, { channel: "discord", chatId: "900" })).toBe("engineering");
   });
 
   it("gives each profile its config: persona, model, its own workspace under the data directory, memory scope", () => {

@@ -99,7 +99,11 @@ export interface Run {
 
 export interface SessionSummary {
   key: string;
+  /** The bus channel: the platform, and `.<account>` for an account besides `default`. */
   channel: string;
+  account: string;
+  /** The agent profile the routing rules give the chat. */
+  profile: string;
   chatId: string;
   createdAt: string;
   updatedAt: string;

@@ -61,7 +61,8 @@ export interface SubagentManagerOptions {
   queue: JobQueue<SubagentJobData>;
   runTask: RunSubagentTask;
   /** Posts a `system` message whose chatId is the session key, so the origin chat hears of it. */
-  publishSystem: (sessionKey: string, content: string) => Promise<void>;
+  /** `profile`: the task's agent profile, so the chat's answer to its end comes from the same one. */
+  publishSystem: (sessionKey: string, content: string, profile?: string) => Promise<void>;
   /** Told of every start, progress step and end (WebSocket notices); must not throw. */
   notify?: SubagentNotify;
   limits: SubagentLimits;
@@ -173,7 +174,7 @@ function createEndings(options: SubagentManagerOptions, now: () => number, liste
     const content = subagentEndMessage(task);
     for (let attempt = 0; ; attempt++) {
       try {
-        await options.publishSystem(task.sessionKey, content);
+        await options.publishSystem(task.sessionKey, content, task.profile);
         return;
       } catch (error) {
         const delay = retryDelays[attempt];

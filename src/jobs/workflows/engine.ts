@@ -45,7 +45,7 @@ export interface WorkflowEngineOptions {
    * Posts a `system` message whose chatId is the session key, so the origin chat hears of the
    * result; `replyTo` is the platform message the answer threads to (the run's trigger).
    */
-  publishSystem: (sessionKey: string, content: string, id: string, replyTo?: string) => Promise<void>;
+  publishSystem: (sessionKey: string, content: string, id: string, replyTo?: string, profile?: string) => Promise<void>;
   /** Told of every start, node change and end (progress notices); must not throw. */
   notify?: (notice: WorkflowNotice) => void;
   limits: {

@@ -19,7 +19,7 @@ export interface RunContext {
   runs: WorkflowRunStore;
   queue: JobQueue<WorkflowJobData>;
   /** Posts a `system` message to the origin chat (see WorkflowEngineOptions.publishSystem). */
-  publishSystem: (sessionKey: string, content: string, id: string, replyTo?: string) => Promise<void>;
+  publishSystem: (sessionKey: string, content: string, id: string, replyTo?: string, profile?: string) => Promise<void>;
   notify?: (notice: WorkflowNotice) => void;
   /** Nodes of one run queued or running at once, unless the team sets `maxParallel`. */
   perRun: number;
@@ -50,7 +50,7 @@ async function announce(context: RunContext, run: WorkflowRun): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
       // The id makes a repeated announcement (a retry after a lost answer) one message on the bus.
-      await context.publishSystem(run.sessionKey, content, `workflow-${run.id}-${run.status}`, run.replyTo);
+      await context.publishSystem(run.sessionKey, content, `workflow-${run.id}-${run.status}`, run.replyTo, run.profile);
       return;
     } catch (error) {
       const delay = context.retryDelays[attempt];

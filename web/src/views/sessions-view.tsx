@@ -1,4 +1,4 @@
-/** Sessions: the chats the deployment knows, by channel; one chat's history, long-term memory and tool calls. */
+/** Sessions: the chats the deployment knows, by channel (an account is a channel of its own) and agent profile; one chat's history, long-term memory and tool calls. */
 import { useState } from "preact/hooks";
 import { api } from "../api";
 import { duration, time } from "../format";
@@ -13,9 +13,11 @@ export function SessionsView(props: { sessionKey?: string }) {
 
 function SessionList() {
   const [channel, setChannel] = useState("");
+  const [profile, setProfile] = useState("");
   const sessions = usePoll(() => api<SessionSummary[]>("/api/sessions?limit=500"), 5_000);
   const channels = [...new Set(sessions.data?.map((session) => session.channel) ?? [])].sort();
-  const shown = sessions.data?.filter((session) => channel === "" || session.channel === channel) ?? [];
+  const profiles = [...new Set(sessions.data?.map((session) => session.profile) ?? [])].sort();
+  const shown = sessions.data?.filter((session) => (channel === "" || session.channel === channel) && (profile === "" || session.profile === profile)) ?? [];
   const groups = new Map<string, SessionSummary[]>();
   for (const session of shown) groups.set(session.channel, [...(groups.get(session.channel) ?? []), session]);
 
@@ -32,6 +34,19 @@ function SessionList() {
             </option>
           ))}
         </select>
+        {profiles.length > 1 && (
+          <>
+            <label for="session-profile">Agent</label>
+            <select id="session-profile" value={profile} onChange={(event) => setProfile(event.currentTarget.value)}>
+              <option value="">all</option>
+              {profiles.map((name) => (
+                <option key={name} value={name}>
+                  {name}
+                </option>
+              ))}
+            </select>
+          </>
+        )}
       </div>
       {sessions.error && <p class="field-error">Could not read the sessions: {sessions.error}</p>}
       {sessions.data && shown.length === 0 && <p class="empty">No sessions yet.</p>}
@@ -42,8 +57,8 @@ function SessionList() {
           </h2>
           <ul class="plain-list">
             {list.map((session) => (
-              <li key={session.key}>
-                <a href={`#/sessions/${encodeURIComponent(session.key)}`}>{session.chatId}</a> <span class="hint">last active {time(session.updatedAt)}{session.generation > 0 ? ` · started over ${session.generation}×` : ""}</span>
+              <li key={session.key} data-profile={session.profile}>
+                <a href={`#/sessions/${encodeURIComponent(session.key)}`}>{session.chatId}</a> <span class="hint">agent {session.profile} · last active {time(session.updatedAt)}{session.generation > 0 ? ` · started over ${session.generation}×` : ""}</span>
               </li>
             ))}
           </ul>

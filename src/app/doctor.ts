@@ -23,7 +23,7 @@ import { brokenSandboxMessage, chooseSandbox, probeBwrap } from "../tools/exec-s
 import { type WithdrawnSecrets, exposureUnderNoSandbox } from "./secret-environment.js";
 import { createMcpServers } from "./agent.js";
 import { askModel, declaredTeams, modelUses, readTeams } from "./doctor-models.js";
-import { createChannels } from "./gateway.js";
+import { createChannels } from "./gateway-accounts.js";
 import { checkWorkspaceMarkers, workspaceWarning } from "./workspace-markers.js";
 
 export interface DoctorCheck {

@@ -26,11 +26,10 @@ import { registerToolHistoryRoutes } from "../api/tool-history-routes.js";
 import { registerWebConsole } from "../api/web-console.js";
 import type { BudgetsConfig } from "../config/budgets.js";
 import type { ResolvedConfig } from "../config/schema.js";
-import { DEFAULT_ACCOUNT, accountsOf, splitChannel } from "../config/accounts.js";
+import { accountsOf, splitChannel } from "../config/accounts.js";
 import { routeProfile } from "../config/agents.js";
-import { ConfigError, errorMessage } from "../errors.js";
-import { renamedAdapter } from "../gateway/renamed-adapter.js";
-import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
+import { errorMessage } from "../errors.js";
+import type { ChannelInstance, ChannelPlugin } from "../gateway/channel.js";
 import { type ChannelRuntime, createChannelRuntime } from "../gateway/channel-runtime.js";
 import { createVoiceIntake } from "../gateway/voice-intake.js";
 import { resolveTranscriber } from "../providers/transcription.js";
@@ -40,8 +39,8 @@ import type { SubagentManager } from "../jobs/subagents/manager.js";
 import type { WorkflowEngine } from "../jobs/workflows/engine.js";
 import type { TeamCatalog } from "../jobs/workflows/team-catalog.js";
 import { type ApiToken, assertTokenFitsBinding } from "./api-token.js";
-import { type ChatEventLog, createMemoryChatEventLog } from "../store/chat-event-log.js";
 import type { Infrastructure } from "./infrastructure.js";
+import { createAccount, createAccountSync, createChannels } from "./gateway-accounts.js";
 import { type PrometheusMetrics, registerMetricsRoute } from "./metrics.js";
 import { QUEUE_BOARD_PATH, type QueueBoard, createQueueBoard } from "./queue-board.js";
 import type { JobCounts } from "../jobs/job-queue.js";
@@ -101,86 +100,36 @@ export interface GatewayOptions {
   now?: () => number;
 }
 
-/**
- * The channels whose config section says `enabled`, one per account (src/config/accounts.ts), each
- * built by its plugin (which imports its adapter and SDK only then) under its bus channel name.
- * Rejects with ConfigError.
- */
-export async function createChannels(
-  config: ResolvedConfig,
-  logger: Logger,
-  bus: ChannelDependencies["bus"],
-  plugins: readonly ChannelPlugin[],
-  now?: () => number,
-  eventLogOf: (channel: string) => ChatEventLog = () => createMemoryChatEventLog(),
-): Promise<ChannelInstance[]> {
-  const instances: ChannelInstance[] = [];
-  for (const plugin of plugins) {
-    const raw = config.channels[plugin.name];
-    // Loading validated the section against the plugin's schema; a missing section takes the
-    // schema's defaults when it has them (the web chat is on unless switched off).
-    const shared = plugin.configSchema.safeParse(withoutAccounts(raw));
-    if (!shared.success) {
-      if (raw === undefined) continue;
-      throw new ConfigError(`channels.${plugin.name}: ${shared.error.issues[0]?.message ?? "invalid"}`, `channels.${plugin.name}`);
-    }
-    if (!(shared.data as ChannelConfig).enabled) continue;
-    for (const account of accountsOf(plugin.name, (raw ?? shared.data) as Record<string, unknown>)) {
-      const parsed = plugin.configSchema.safeParse(account.section);
-      if (!parsed.success) throw new ConfigError(`${account.path}: ${parsed.error.issues[0]?.message ?? "invalid"}`, account.path);
-      const section: ChannelConfig = parsed.data;
-      if (!section.enabled) continue;
-      const channelLogger = account.id === DEFAULT_ACCOUNT ? logger : logger.child({ account: account.id });
-      const instance = await plugin.create(section, { logger: channelLogger, dataDir: config.dataDir, bus, events: eventLogOf(account.channel), now });
-      instances.push({ ...instance, adapter: renamedAdapter(instance.adapter, account.channel) });
-    }
-  }
-  return instances;
-}
-
-/** A section's shared fields, which a plugin's own schema reads. */
-function withoutAccounts(raw: unknown): unknown {
-  if (typeof raw !== "object" || raw === null || !("accounts" in raw)) return raw;
-  const { accounts: _accounts, ...shared } = raw as Record<string, unknown>;
-  return shared;
-}
-
 export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const { config, logger, infrastructure } = options;
   const { bus, store } = infrastructure;
-  // Ready while what is shared works and at least one channel serves (or stands by for another
-  // gateway): one platform down does not take the process out of its load balancer.
-  const readiness = async (): Promise<Readiness> => {
-    const checks: Readiness["checks"] = { ...(await infrastructure.checks()), ...((await options.checks?.()) ?? {}) };
-    const health = channels.map((channel) => channel.health());
-    const serving = health.length === 0 || health.some((channel) => channel.state === "up" || channel.state === "degraded" || channel.state === "standby");
-    return { ready: serving && Object.values(checks).every((check) => check.ok), checks, channels: health.map(channelHealthJson) };
-  };
+  const readiness = () => readinessOf(options, channels);
   // Read-only here: workers write it (in Redis, or under this process's data directory when embedded).
   const toolHistory = infrastructure.toolHistory();
   const plugins = options.plugins ?? channelPlugins;
-  const instances = await createChannels(config, logger, bus, plugins, options.now, (channel) => infrastructure.chatEvents(channel));
+  const eventLogOf = (channel: string) => infrastructure.chatEvents(channel);
+  const instances = await createChannels(config, logger, bus, plugins, options.now, eventLogOf);
   const { metrics } = options;
   // The BullMQ dashboard, over Redis; behind the token like the rest of the API.
   const board = infrastructure.bullmq && createQueueBoard({ ...infrastructure.bullmq, queues: [SUBAGENT_QUEUE, WORKFLOW_QUEUE] });
   const quotaStore = infrastructure.quotaStore?.bind(infrastructure);
   let budgets = config.budgets;
   let routing = config.routing;
+  let accountsSynced = Promise.resolve();
   const usage = (scope: { person: string; chat: string }) => describeUsage(infrastructure.budgetLedger, budgets, scope, (options.now ?? Date.now)());
-  const voice = createVoiceIntake({
-    transcriber: resolveTranscriber(config, { env: options.env ?? process.env }),
-    maxBytes: config.transcription.maxBytes,
-    maxSeconds: config.transcription.maxSeconds,
-  });
+  const voice = createVoiceIntake({ transcriber: resolveTranscriber(config, { env: options.env ?? process.env }), maxBytes: config.transcription.maxBytes, maxSeconds: config.transcription.maxSeconds });
   // One person across the accounts `memory.identities` links (budgets, /usage, team runs).
   let linked = linkedAccounts(config.memory.identities);
   const linkedPerson = (speakerId: string) => linked.get(speakerId);
-  const channels = instances.map((channel) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, usage, linkedPerson, voice, now: options.now }));
-  metrics?.watch({
-    bus,
-    leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })),
-    channels: () => channels.map((channel) => channel.health()),
+  const runtimeOf = (channel: ChannelInstance) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, usage, linkedPerson, voice, now: options.now });
+  const channels = instances.map(runtimeOf);
+  const accounts = createAccountSync({
+    plugins,
+    logger,
+    channels,
+    build: async (planned) => runtimeOf(await createAccount(planned, { logger, dataDir: config.dataDir, bus, now: options.now, eventLogOf })),
   });
+  metrics?.watch({ bus, leaders: () => channels.map((channel) => ({ name: channel.name, leading: channel.leading })), channels: () => channels.map((channel) => channel.health()) });
   const openai = config.api.openai.enabled
     ? createOpenAiEndpoint({ bus, teams: options.teams, workflows: options.workflows, config: config.api.openai, logger, now: options.now })
     : undefined;
@@ -190,7 +139,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
     logger,
     readiness,
     site: (app) => void registerWebConsole(app, { directory: options.webConsoleDirectory ?? WEB_CONSOLE_DIRECTORY, buildCommand: "npm run build:web", logger }),
-    webhooks: instances.flatMap((channel) => (channel.webhook ? [channel.webhook] : [])),
+    webhooks: instances.flatMap((channel) => (channel.webhook ? [accounts.guardWebhook(channel.adapter.name, channel.webhook)] : [])),
     families: openai ? [openai.family] : [],
     routes: [
       ...instances.flatMap((channel) => (channel.routes ? [channel.routes] : [])),
@@ -207,6 +156,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       routing = next.routing;
       linked = linkedAccounts(next.memory.identities);
       updatePolicies(channels, plugins, next);
+      accountsSynced = accountsSynced.then(() => accounts.sync(next));
     },
     async start() {
       if (options.apiToken) assertTokenFitsBinding(config, options.apiToken);
@@ -224,6 +174,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       return address;
     },
     async close() {
+      await accountsSynced;
       for (const channel of channels) await channel.stop();
       // Before the server: requests still waiting for the agent are answered (503), not held open.
       await openai?.stop();
@@ -232,6 +183,17 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
       await toolHistory.close();
     },
   };
+}
+
+/**
+ * Ready while what is shared works and at least one channel serves (or stands by for another
+ * gateway): one platform down does not take the process out of its load balancer.
+ */
+async function readinessOf(options: GatewayOptions, channels: readonly ChannelRuntime[]): Promise<Readiness> {
+  const checks: Readiness["checks"] = { ...(await options.infrastructure.checks()), ...((await options.checks?.()) ?? {}) };
+  const health = channels.map((channel) => channel.health());
+  const serving = health.length === 0 || health.some((channel) => channel.state === "up" || channel.state === "degraded" || channel.state === "standby");
+  return { ready: serving && Object.values(checks).every((check) => check.ok), checks, channels: health.map(channelHealthJson) };
 }
 
 /** A reload's new admission policy for each running channel (account) whose plugin has one, from its new section. */

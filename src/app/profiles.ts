@@ -57,75 +57,118 @@ export function routedMessageOf(message: InboundMessage): RoutedMessage {
 }
 
 export interface ProfileAgents {
-  /** The agent a turn goes to, and whether team triggers may take its messages (the default profile's only). */
+  /** The agent a turn goes to, and whether team triggers may take its messages. */
   agentFor(message: InboundMessage): { agent: Agent; intercept: boolean; profile: string };
-  /** Each non-default profile's job runners: its subagents and team agents run with these. */
-  runners: ReadonlyMap<string, JobRunners>;
-  /** Applies a reloaded config's persona and MCP servers to each profile's agent. */
-  reload(config: ResolvedConfig): void;
+  /** A non-default profile's job runners (its subagents and team agents run with these), while it is configured. */
+  runnersOf(profile: string): JobRunners | undefined;
+  /**
+   * Applies a reloaded config: the routing rules and each profile's persona and MCP servers at
+   * once; a profile added is built, one removed closed, one changed otherwise rebuilt, each alone
+   * (the others' turns go on). Resolves once every profile is in place.
+   */
+  reload(config: ResolvedConfig): Promise<void>;
   close(): Promise<void>;
 }
+
+/** One non-default profile's agent and job runners, and what it was built from. */
+interface BuiltProfile {
+  runtime: AgentRuntime;
+  runners: JobRunners;
+  mcp: McpServers;
+  /** The profile's section without its persona (which a reload applies in place). */
+  fingerprint: string;
+}
+
+type ProfileParts = { main: Agent; jobs: Jobs; overrides: RuntimeOverrides };
 
 /**
  * The agents of the profiles besides `default` (whose agent the worker builds as before), each
  * over the shared store, bus, budgets and audit log, with its own workspace, memory and MCP.
  */
-export async function createProfileAgents(
-  config: ResolvedConfig,
-  logger: Logger,
-  infrastructure: Infrastructure,
-  parts: { main: Agent; jobs: Jobs; overrides: RuntimeOverrides },
-): Promise<ProfileAgents> {
-  const { overrides } = parts;
-  const runtimes = new Map<string, AgentRuntime>();
-  const runners = new Map<string, JobRunners>();
-  const connections: McpServers[] = [];
-  for (const id of profileIds(config).filter((candidate) => candidate !== DEFAULT_PROFILE)) {
-    const own = profileConfig(config, id);
-    const profileLogger = logger.child({ agent: id });
-    await mkdir(own.workspace, { recursive: true });
-    const workspace = await realpath(own.workspace);
-    const model = overrides.model ?? instrumented(resolveChatModel(own, { logger: profileLogger }), overrides.metrics);
-    const mcp = createMcpServers(own, workspace, profileLogger);
-    connections.push(mcp);
-    const auditRef: { log?: AuditLog } = {};
-    runners.set(id, createJobRunners({ ...own, workspace }, profileLogger, { model, workspace, budgets: overrides.budgets!, mcp, auditRef, overrides }));
-    runtimes.set(
-      id,
-      await createAgentRuntime({ ...own, workspace }, profileLogger, {
-        ...overrides,
-        model,
-        store: infrastructure.store,
-        memory: infrastructure.memory({ workspace, scope: own.memory.scope, namespace: id }),
-        people: infrastructure.memory({ workspace, scope: "person", namespace: id }),
-        toolHistory: (secrets) => infrastructure.toolHistory({ secrets }),
-        audit: (options) => infrastructure.auditLog(options),
-        bus: infrastructure.bus,
-        jobs: parts.jobs,
-        mcp,
-        allowTools: config.agents[id]?.tools,
-        profile: id,
-      }),
-    );
-    auditRef.log = runtimes.get(id)!.audit;
-  }
+export async function createProfileAgents(config: ResolvedConfig, logger: Logger, infrastructure: Infrastructure, parts: ProfileParts): Promise<ProfileAgents> {
+  const built = new Map<string, BuiltProfile>();
+  for (const id of otherProfiles(config)) built.set(id, await buildProfile(config, id, logger, infrastructure, parts));
   let rules = config.routing;
   return {
     agentFor(message) {
       // A job's end goes to the profile that ran the job; anything else as the rules say.
       const own = message.channel === SYSTEM_CHANNEL ? message.metadata.profile : undefined;
-      const profile = own !== undefined && (own === DEFAULT_PROFILE || runtimes.has(own)) ? own : routeProfile(rules, routedMessageOf(message));
-      const runtime = runtimes.get(profile);
-      return runtime ? { agent: runtime.agent, intercept: true, profile } : { agent: parts.main, intercept: true, profile: DEFAULT_PROFILE };
+      const profile = own !== undefined && (own === DEFAULT_PROFILE || built.has(own)) ? own : routeProfile(rules, routedMessageOf(message));
+      const found = built.get(profile);
+      return found ? { agent: found.runtime.agent, intercept: true, profile } : { agent: parts.main, intercept: true, profile: DEFAULT_PROFILE };
     },
-    runners,
-    reload(next) {
+    runnersOf: (profile) => built.get(profile)?.runners,
+    async reload(next) {
+      // New and changed profiles are built first, while the old ones serve; then the rules and the
+      // profiles change together, so no chat meets a rule whose profile is not there yet.
+      const wanted = new Set(otherProfiles(next));
+      const fresh = new Map<string, BuiltProfile>();
+      for (const id of wanted) {
+        const current = built.get(id);
+        if (current?.fingerprint === fingerprintOf(next, id)) continue;
+        try {
+          fresh.set(id, await buildProfile(next, id, logger, infrastructure, parts));
+        } catch (error) {
+          logger.error({ agent: id, err: error }, "agent profile could not be built; the old config stays in force for it");
+        }
+      }
+      const retired = [...built].filter(([id]) => !wanted.has(id) || fresh.has(id));
+      for (const [id] of retired) built.delete(id);
+      for (const [id, profile] of fresh) built.set(id, profile);
       rules = next.routing;
-      for (const [id, runtime] of runtimes) if (id in next.agents) runtime.reload(profileConfig(next, id));
+      for (const [id, profile] of built) if (!fresh.has(id)) profile.runtime.reload(profileConfig(next, id));
+      for (const [id, profile] of retired) {
+        await closeProfile(profile);
+        logger.info({ agent: id }, wanted.has(id) ? "agent profile rebuilt" : "agent profile removed");
+      }
+      for (const id of fresh.keys()) logger.info({ agent: id }, "agent profile ready");
     },
     async close() {
-      for (const runtime of runtimes.values()) await runtime.close();
-      for (const mcp of connections) await mcp.close();
+      for (const profile of built.values()) await closeProfile(profile);
+      built.clear();
     },
   };
+}
+
+function otherProfiles(config: ResolvedConfig): string[] {
+  return profileIds(config).filter((id) => id !== DEFAULT_PROFILE);
+}
+
+function fingerprintOf(config: ResolvedConfig, id: string): string {
+  const { persona: _persona, ...rest } = config.agents[id] ?? {};
+  const servers = profileConfig(config, id).tools.mcpServers;
+  return JSON.stringify([rest, Object.keys(servers).sort()]);
+}
+
+async function closeProfile(profile: BuiltProfile): Promise<void> {
+  await profile.runtime.close();
+  await profile.mcp.close();
+}
+
+async function buildProfile(config: ResolvedConfig, id: string, logger: Logger, infrastructure: Infrastructure, parts: ProfileParts): Promise<BuiltProfile> {
+  const { overrides } = parts;
+  const own = profileConfig(config, id);
+  const profileLogger = logger.child({ agent: id });
+  await mkdir(own.workspace, { recursive: true });
+  const workspace = await realpath(own.workspace);
+  const model = overrides.model ?? instrumented(resolveChatModel(own, { logger: profileLogger }), overrides.metrics);
+  const mcp = createMcpServers(own, workspace, profileLogger);
+  const auditRef: { log?: AuditLog } = {};
+  const runners = createJobRunners({ ...own, workspace }, profileLogger, { model, workspace, budgets: overrides.budgets!, mcp, auditRef, overrides });
+  const runtime = await createAgentRuntime({ ...own, workspace }, profileLogger, {
+    ...overrides,
+    model,
+    store: infrastructure.store,
+    memory: infrastructure.memory({ workspace, scope: own.memory.scope, namespace: id }),
+    people: infrastructure.memory({ workspace, scope: "person", namespace: id }),
+    toolHistory: (secrets) => infrastructure.toolHistory({ secrets }),
+    audit: (options) => infrastructure.auditLog(options),
+    bus: infrastructure.bus,
+    jobs: parts.jobs,
+    mcp,
+    allowTools: config.agents[id]?.tools,
+    profile: id,
+  });
+  auditRef.log = runtime.audit;
+  return { runtime, runners, mcp, fingerprint: fingerprintOf(config, id) };
 }

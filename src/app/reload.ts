@@ -5,6 +5,8 @@
  * reads its own config too (gateways and workers may run on other machines with their own files).
  *
  * What changes live: each channel's admission policy (allowlists, group policy, rate limit), the
+ * platform accounts that take no webhook (added ones connect, removed ones stop), the routing rules,
+ * the agent profiles besides `default` (added, removed or rebuilt, each alone), the
  * persona and the MCP servers (`tools.mcpServers`, `tools.mcpAllowedHosts`: added, removed or
  * changed servers are connected, closed or replaced) and the budgets and prices (`budgets`, from the
  * next model call on). Skills are read from the workspace as they
@@ -72,7 +74,14 @@ export async function createConfigReloader(options: ConfigReloaderOptions): Prom
 function changedSections(before: ResolvedConfig, after: ResolvedConfig): string[] {
   const changed: string[] = [];
   for (const key of Object.keys(after) as Array<keyof ResolvedConfig>) {
-    if (key === "channels" || key === "budgets") continue;
+    if (key === "channels" || key === "budgets" || key === "routing") continue;
+    if (key === "agents") {
+      // Profiles besides `default` are added, removed and rebuilt live; the default one's persona too.
+      const { persona: _before, ...defaultBefore } = before.agents.default ?? {};
+      const { persona: _after, ...defaultAfter } = after.agents.default ?? {};
+      if (JSON.stringify(defaultBefore) !== JSON.stringify(defaultAfter)) changed.push("agents.default");
+      continue;
+    }
     if (key === "agent") {
       const { persona: _before, ...agentBefore } = before.agent;
       const { persona: _after, ...agentAfter } = after.agent;

@@ -16,7 +16,7 @@ import { createProcessBudgets } from "./budgets.js";
 import { type Infrastructure, createInfrastructure } from "./infrastructure.js";
 import { createJobsOn } from "./jobs.js";
 import { type JobRunners, createJobRunners } from "./job-runners.js";
-import { createProfileAgents, profileConfig, routedMessageOf } from "./profiles.js";
+import { type ProfileAgents, createProfileAgents, profileConfig, routedMessageOf } from "./profiles.js";
 
 export interface Worker extends AgentRuntime {
   bus: MessageBus;
@@ -38,10 +38,11 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
   const budgets = overrides.budgets ?? createProcessBudgets(config, infrastructure.budgetLedger, logger, overrides.metrics);
   // One connection per MCP server for the whole worker: the agent's turns, subagents and team agents.
   const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
-  const runners = new Map<string, JobRunners>([[DEFAULT_PROFILE, createJobRunners(config, logger, { model, workspace, budgets, mcp, auditRef, overrides })]]);
-  // A job runs as the profile that started it (its runners exist once the profiles' agents do).
+  const defaultRunners = createJobRunners(config, logger, { model, workspace, budgets, mcp, auditRef, overrides });
+  // A job runs as the profile that started it (the profiles' runners exist once their agents do).
+  const late: { profiles?: ProfileAgents } = {};
   const runnersOf = (profile = DEFAULT_PROFILE): JobRunners => {
-    const found = runners.get(profile);
+    const found = profile === DEFAULT_PROFILE ? defaultRunners : late.profiles?.runnersOf(profile);
     if (!found) throw new Error(`it runs as agent profile "${profile}", which this worker's config does not have`);
     return found;
   };
@@ -53,12 +54,11 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
     profileOf: (message) => routeProfile(routing, routedMessageOf(message)),
     now: overrides.now,
   });
-  const memory = infrastructure.memory({ workspace, scope: config.memory.scope });
   const runtime = await createAgentRuntime(config, logger, {
     ...overrides,
     model,
     store: infrastructure.store,
-    memory,
+    memory: infrastructure.memory({ workspace, scope: config.memory.scope }),
     people: infrastructure.memory({ workspace, scope: "person" }),
     toolHistory: (secrets) => infrastructure.toolHistory({ secrets }),
     audit: (options) => infrastructure.auditLog(options),
@@ -69,12 +69,11 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
     allowTools: deployment.agents[DEFAULT_PROFILE]?.tools,
   });
   auditRef.log = runtime.audit;
-  const profiles = await createProfileAgents(deployment, logger, infrastructure, { main: runtime.agent, jobs, overrides: { ...overrides, budgets } });
-  for (const [id, profileRunners] of profiles.runners) runners.set(id, profileRunners);
+  const agents = (late.profiles = await createProfileAgents(deployment, logger, infrastructure, { main: runtime.agent, jobs, overrides: { ...overrides, budgets } }));
   const consumer = new TurnConsumer({
     bus: infrastructure.bus,
     agent: runtime.agent,
-    agentFor: (message) => profiles.agentFor(message),
+    agentFor: (message) => agents.agentFor(message),
     logger,
     concurrency: config.agent.maxConcurrentTurns,
     leaseTtlMs: infrastructure.leaseTtlMs,
@@ -92,7 +91,7 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
     jobs,
     reload(next) {
       runtime.reload(profileConfig(next, DEFAULT_PROFILE));
-      profiles.reload(next);
+      agents.reload(next).catch((error: unknown) => logger.error({ err: error }, "agent profiles could not be reloaded"));
       routing = next.routing;
     },
     run() {
@@ -104,7 +103,7 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
       await consumer.stop(5_000);
       await jobsStarted;
       await jobs.close();
-      await profiles.close();
+      await agents.close();
       await runtime.close();
       if (!overrides.mcp) await mcp.close();
     },

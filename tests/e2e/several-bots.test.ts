@@ -63,6 +63,9 @@ interface Deployment {
   dave: DiscordUser;
   services: ServiceProcess[];
   env: Record<string, string>;
+  /** The config as written to `configFile`: a test rewrites it and asks for a reload. */
+  config: Record<string, any>;
+  configFile: string;
   /** The API of the process serving the channels: base URL. */
   api: string;
   close(): Promise<void>;
@@ -80,9 +83,7 @@ async function deploy(mode: "one process" | "redis"): Promise<Deployment> {
   const dave = discord.user({ username: "dave", globalName: "Dave" });
   const prefix = `countbot-several-bots-${randomUUID()}`;
   const configFile = path.join(root, "countbot.json");
-  await writeFile(
-    configFile,
-    JSON.stringify({
+  const config = {
       ...(mode === "redis" ? { redis: { prefix, leaseTtlMs: 2_000 } } : {}),
       agent: { providerRetries: 0, model: "openai/model-general", persona: { name: "Generalist" } },
       agents: {
@@ -107,8 +108,8 @@ async function deploy(mode: "one process" | "redis"): Promise<Deployment> {
         },
         discord: { enabled: true, token: DISCORD_TOKEN, apiRoot: discord.apiRoot, allowFrom: [dave.id], rateLimitPerMinute: 100 },
       },
-    }),
-  );
+  };
+  await writeFile(configFile, JSON.stringify(config));
   const env = {
     HOME: root,
     COUNTBOT_CONFIG: configFile,
@@ -142,6 +143,8 @@ async function deploy(mode: "one process" | "redis"): Promise<Deployment> {
     dave,
     services,
     env,
+    config,
+    configFile,
     api: String(listening.url),
     async close() {
       await stopAllServices();
@@ -285,6 +288,51 @@ describe.each(["one process", "redis"] as const)("several bots and agent profile
       expect(refused).toEqual([]);
     } finally {
       await browser.close();
+    }
+  });
+
+  it("adds an account and a profile by a config reload, and removes them again, without touching the other accounts", { timeout: 120_000 }, async () => {
+    const { config, configFile, api, root, alice, services } = deployment;
+    const gateway = services[0]!;
+    const token = (await readFile(path.join(root, "data", "api-token"), "utf8")).trim();
+    const reload = async () => {
+      const answer = await fetch(`${api}/api/config/reload`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
+      expect(answer.status).toBe(200);
+    };
+    const connections = (channel: string) => gateway.output().split("\n").filter((line) => line.includes('"msg":"channel connected"') && line.includes(`"channel":"${channel}"`)).length;
+    const gamma = await startFakeTelegram({ token: "7003:gamma-bot-secret-token", bot: { username: "GammaBot", first_name: "Gamma" } });
+    try {
+      gamma.user({ ...alice });
+      const before = { telegram: connections("telegram"), support: connections("telegram.support") };
+      config.agents.sales = { persona: { name: "Salesperson" }, model: "openai/model-sales" };
+      config.routing.unshift({ match: { channel: "telegram", account: "sales" }, agent: "sales" });
+      config.channels.telegram.accounts.push({ id: "sales", token: "7003:gamma-bot-secret-token", apiRoot: gamma.apiRoot });
+      await writeFile(configFile, JSON.stringify(config));
+      await reload();
+      await gamma.waitFor(() => connections("telegram.sales") === 1, { timeoutMs: 40_000, what: "the added account connected" });
+      // Over Redis the workers reload on the gateway's word, a moment later: until then the rules
+      // they know send the account's chats to `default`. Ask until the new profile answers.
+      let reply = "";
+      for (let attempt = 0; attempt < 20 && !reply.startsWith("echo from model-sales"); attempt += 1) {
+        const text = `hello sales ${attempt}`;
+        gamma.sendText({ chatId: alice.id, from: alice, text });
+        reply = (await finalIn(gamma, alice.id, text)).text ?? "";
+      }
+      expect(reply).toMatch(/^echo from model-sales: hello sales \d+$/);
+      expect(systemOf(requestsFor(reply.slice("echo from model-sales: ".length))[0]!)).toContain("Salesperson");
+      expect({ telegram: connections("telegram"), support: connections("telegram.support") }).toEqual(before);
+
+      config.channels.telegram.accounts.pop();
+      config.routing.shift();
+      delete config.agents.sales;
+      await writeFile(configFile, JSON.stringify(config));
+      await reload();
+      await gamma.waitFor(() => gateway.output().includes('"msg":"account removed by a config reload: stopped"'), { timeoutMs: 40_000, what: "the removed account stopped" });
+      const ready = (await (await fetch(`${api}/ready`, { headers: { authorization: `Bearer ${token}` } })).json()) as { channels: Array<{ name: string }> };
+      expect(ready.channels.map((channel) => channel.name).sort()).toEqual(["discord", "telegram", "telegram.support", "web"]);
+      expect({ telegram: connections("telegram"), support: connections("telegram.support") }).toEqual(before);
+    } finally {
+      await gamma.close();
     }
   });
 });

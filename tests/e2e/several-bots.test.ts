@@ -53,6 +53,13 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
   return { text: `echo from ${String(body.model)}: ${text}` };
 }
 
+/** The parts of the written config a test changes. */
+interface DeployedConfig {
+  agents: Record<string, unknown>;
+  routing: unknown[];
+  channels: { telegram: { accounts: unknown[] } };
+}
+
 interface Deployment {
   root: string;
   alpha: FakeTelegramServer;
@@ -64,7 +71,7 @@ interface Deployment {
   services: ServiceProcess[];
   env: Record<string, string>;
   /** The config as written to `configFile`: a test rewrites it and asks for a reload. */
-  config: Record<string, any>;
+  config: DeployedConfig;
   configFile: string;
   /** The API of the process serving the channels: base URL. */
   api: string;
@@ -83,7 +90,7 @@ async function deploy(mode: "one process" | "redis"): Promise<Deployment> {
   const dave = discord.user({ username: "dave", globalName: "Dave" });
   const prefix = `countbot-several-bots-${randomUUID()}`;
   const configFile = path.join(root, "countbot.json");
-  const config = {
+  const config: DeployedConfig & Record<string, unknown> = {
       ...(mode === "redis" ? { redis: { prefix, leaseTtlMs: 2_000 } } : {}),
       agent: { providerRetries: 0, model: "openai/model-general", persona: { name: "Generalist" } },
       agents: {

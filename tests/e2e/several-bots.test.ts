@@ -57,7 +57,7 @@ function script(body: Record<string, unknown>): FakeOpenAIStep {
 interface DeployedConfig {
   agents: Record<string, unknown>;
   routing: unknown[];
-  channels: { telegram: { accounts: unknown[] } };
+  channels: { telegram: { accounts: unknown[] } & Record<string, unknown> } & Record<string, unknown>;
 }
 
 interface Deployment {

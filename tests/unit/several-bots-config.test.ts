@@ -2,7 +2,7 @@
  * Several bots and agents in one config (issue 33): accounts per platform, agent profiles, routing
  * rules; what loading accepts, and the errors it names.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -147,5 +147,22 @@ describe("agent profiles and routing", () => {
     expect(nested).toContain(`agents.support.workspace: ${join(root, "ws", "support")} overlaps profile "default"'s workspace ${join(root, "ws")}`);
     const shared = loadError({ agents: { a: { workspace: join(root, "same") }, b: { workspace: join(root, "same") } } });
     expect(shared).toContain('agents.b.workspace');
+  });
+});
+
+describe("the README's worked example", () => {
+  it("loads, and routes as the README says", () => {
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    const section = readme.slice(readme.indexOf("## Several bots"));
+    const example = /```json\n([\s\S]*?)\n```/.exec(section)?.[1];
+    expect(example).toBeDefined();
+    const file = join(root, "example.json");
+    writeFileSync(file, example!);
+    const env = { TELEGRAM_BOT_TOKEN: "111:aaa", TELEGRAM_SUPPORT_BOT_TOKEN: "222:bbb", DISCORD_BOT_TOKEN: "discord-token" };
+    const config = loadConfig({ env, cwd: root, homeDir: root, file, channels: channelPlugins });
+    expect(accountsOf("telegram", config.channels.telegram as Record<string, unknown>).map((account) => account.channel)).toEqual(["telegram", "telegram.support"]);
+    expect(routeProfile(config.routing, { channel: "telegram.support", chatId: "5", chatType: "private" })).toBe("support");
+    expect(routeProfile(config.routing, { channel: "discord", chatId: "5", chatType: "group" })).toBe("engineering");
+    expect(routeProfile(config.routing, { channel: "telegram", chatId: "5", chatType: "private" })).toBe("default");
   });
 });

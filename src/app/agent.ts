@@ -78,6 +78,8 @@ export interface RuntimeOverrides {
   allowTools?: readonly string[];
   /** The agent profile this runtime is (absent: `default`): its subagents and team runs run as it. */
   profile?: string;
+  /** The teams its workflow_run tool may start (a profile's `teams`); default all. */
+  allowTeams?: readonly string[];
   now?: () => number;
 }
 
@@ -108,11 +110,11 @@ export function mcpSources(mcp: McpServers, audience: Parameters<McpServers["too
 /** The tools the main agent gets, as the config allows them: the built-in set plus its own, and every MCP server's. */
 export function createTools(
   config: ResolvedConfig,
-  dependencies: { memory: MemoryStore; people?: PersonMemory; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics; mcp?: McpServers; allow?: readonly string[]; profile?: string },
+  dependencies: { memory: MemoryStore; people?: PersonMemory; bus?: MessageBus; jobs?: Jobs; metrics?: Metrics; mcp?: McpServers; allow?: readonly string[]; profile?: string; teams?: readonly string[] },
 ): ToolRegistry {
   const { bus, jobs, profile } = dependencies;
   const extra: Tool[] = [createMemoryTool(dependencies.memory, dependencies.people)];
-  if (jobs) extra.push(createSpawnTool(jobs.subagents, profile), createCronTool(jobs.scheduler), createWorkflowRunTool({ catalog: jobs.teams, engine: jobs.workflows, profile }));
+  if (jobs) extra.push(createSpawnTool(jobs.subagents, profile), createCronTool(jobs.scheduler), createWorkflowRunTool({ catalog: jobs.teams, engine: jobs.workflows, profile, teams: dependencies.teams }));
   extra.push(
     createMessageTool({
       allowedTargets: config.tools.message.allowedTargets,
@@ -140,7 +142,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
   const memory = overrides.memory ?? createFileMemoryStore({ workspace, scope: config.memory.scope, now: overrides.now });
   const people = createPersonMemory(overrides.people ?? createFileMemoryStore({ workspace, scope: "person", now: overrides.now }), config.memory.identities);
   const mcp = overrides.mcp ?? createMcpServers(config, workspace, logger);
-  const tools = createTools(config, { memory, people, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics, mcp, allow: overrides.allowTools, profile: overrides.profile });
+  const tools = createTools(config, { memory, people, bus: overrides.bus, jobs: overrides.jobs, metrics: overrides.metrics, mcp, allow: overrides.allowTools, profile: overrides.profile, teams: overrides.allowTeams });
   const sandbox = await checkExecSandbox(config, workspace, logger);
   const secrets = collectSecrets(config);
   const auditOptions: AuditLineOptions = { secrets, now: overrides.now, onError: (error) => logger.warn({ err: error }, "audit log write failed") };

@@ -13,7 +13,7 @@ export function createJobsOn(
   infrastructure: Infrastructure,
   config: ResolvedConfig,
   logger: Logger,
-  options: Pick<Parameters<typeof createJobs>[0], "workspace" | "runTask" | "runTeamAgent" | "teamToolNames" | "profileOf" | "now">,
+  options: Pick<Parameters<typeof createJobs>[0], "workspace" | "runTask" | "runTeamAgent" | "teamToolNames" | "profileOf" | "teamsOf" | "now">,
 ): Jobs {
   const { counters } = infrastructure;
   const heartbeatKey = (day: string) => `heartbeat:delivered:${day}`;

@@ -167,6 +167,7 @@ async function buildProfile(config: ResolvedConfig, id: string, logger: Logger, 
     jobs: parts.jobs,
     mcp,
     allowTools: config.agents[id]?.tools,
+    allowTeams: config.agents[id]?.teams,
     profile: id,
   });
   auditRef.log = runtime.audit;

@@ -30,7 +30,7 @@ export interface Worker extends AgentRuntime {
 export async function createWorker(deployment: ResolvedConfig, logger: Logger, infrastructure: Infrastructure, overrides: RuntimeOverrides = {}): Promise<Worker> {
   // The default profile's agent is the worker's own, with jobs; the other profiles' come after it.
   const config = profileConfig(deployment, DEFAULT_PROFILE);
-  let routing = deployment.routing;
+  let current = deployment;
   const model = instrumented(overrides.model ?? resolveChatModel(config, { logger }), overrides.metrics);
   await mkdir(config.workspace, { recursive: true });
   const workspace = await realpath(config.workspace);
@@ -41,17 +41,14 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
   const defaultRunners = createJobRunners(config, logger, { model, workspace, budgets, mcp, auditRef, overrides });
   // A job runs as the profile that started it (the profiles' runners exist once their agents do).
   const late: { profiles?: ProfileAgents } = {};
-  const runnersOf = (profile = DEFAULT_PROFILE): JobRunners => {
-    const found = profile === DEFAULT_PROFILE ? defaultRunners : late.profiles?.runnersOf(profile);
-    if (!found) throw new Error(`it runs as agent profile "${profile}", which this worker's config does not have`);
-    return found;
-  };
+  const runnersOf = runnersFinder(defaultRunners, late);
   const jobs = createJobsOn(infrastructure, config, logger, {
     workspace,
     runTask: (task, signal, onProgress) => runnersOf(task.profile).runTask(task, signal, onProgress),
     runTeamAgent: (request) => runnersOf(request.run.profile).runTeamAgent(request),
     teamToolNames: () => runnersOf().teamTools.names(),
-    profileOf: (message) => routeProfile(routing, routedMessageOf(message)),
+    profileOf: (message) => routeProfile(current.routing, routedMessageOf(message)),
+    teamsOf: (message) => current.agents[routeProfile(current.routing, routedMessageOf(message))]?.teams,
     now: overrides.now,
   });
   const runtime = await createAgentRuntime(config, logger, {
@@ -67,6 +64,7 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
     mcp,
     budgets,
     allowTools: deployment.agents[DEFAULT_PROFILE]?.tools,
+    allowTeams: deployment.agents[DEFAULT_PROFILE]?.teams,
   });
   auditRef.log = runtime.audit;
   const agents = (late.profiles = await createProfileAgents(deployment, logger, infrastructure, { main: runtime.agent, jobs, overrides: { ...overrides, budgets } }));
@@ -92,7 +90,7 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
     reload(next) {
       runtime.reload(profileConfig(next, DEFAULT_PROFILE));
       agents.reload(next).catch((error: unknown) => logger.error({ err: error }, "agent profiles could not be reloaded"));
-      routing = next.routing;
+      current = next;
     },
     run() {
       jobsStarted ??= jobs.start().catch((error: unknown) => logger.error({ err: error }, "background jobs failed to start"));
@@ -107,6 +105,15 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
       await runtime.close();
       if (!overrides.mcp) await mcp.close();
     },
+  };
+}
+
+/** The job runners of a job's profile: the default one's, or another's while it is configured. */
+function runnersFinder(defaultRunners: JobRunners, late: { profiles?: ProfileAgents }): (profile?: string) => JobRunners {
+  return (profile = DEFAULT_PROFILE) => {
+    const found = profile === DEFAULT_PROFILE ? defaultRunners : late.profiles?.runnersOf(profile);
+    if (!found) throw new Error(`it runs as agent profile "${profile}", which this worker's config does not have`);
+    return found;
   };
 }
 

@@ -23,6 +23,7 @@ export const AgentProfileSchema = z.strictObject({
     .optional()
     .describe("The tools this profile offers, by name (`read_file`, `exec`, `mcp_github_*`). Default: every tool the config enables."),
   mcpServers: z.array(z.string()).optional().describe("The MCP servers (keys of `tools.mcpServers`) this profile connects to. Default: all."),
+  teams: z.array(z.string().min(1)).optional().describe("The teams (by name, as `teams` or the API names them) this profile's chats may start, with `@name` or the workflow_run tool. Default: all."),
   workspace: z
     .string()
     .optional()

@@ -71,6 +71,8 @@ export interface JobsOptions {
   teamToolNames?: () => string[];
   /** The agent profile a message's chat is routed to: a team it triggers runs as that profile. */
   profileOf?: (message: InboundMessage) => string;
+  /** The teams a message's chat may start (its profile's `teams`); undefined: every team. */
+  teamsOf?: (message: InboundMessage) => readonly string[] | undefined;
   now?: () => number;
 }
 
@@ -81,7 +83,7 @@ export function createJobs(options: JobsOptions): Jobs {
   const { manager, queue } = createSubagents(options, publishSystem, now);
   const teams = createTeamCatalog({ store: store.teams, teams: config.teams, now });
   const { workflows, workflowQueue } = createWorkflows(options, publishSystem, now);
-  const intercept = createTeamTrigger({ catalog: teams, engine: workflows, sessions: store.sessions, now, logger, ...(options.profileOf ? { profileOf: options.profileOf } : {}) });
+  const intercept = createTeamTrigger({ catalog: teams, engine: workflows, sessions: store.sessions, now, logger, ...(options.profileOf ? { profileOf: options.profileOf } : {}), ...(options.teamsOf ? { teamsOf: options.teamsOf } : {}) });
   let cancelSubscription: Subscription | undefined;
   const { scheduler } = options;
   const heartbeat = configuredHeartbeat(options, publishSystem, now);

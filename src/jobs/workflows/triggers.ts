@@ -24,6 +24,7 @@ import type { SessionStore } from "../../store/store.js";
 import type { TeamRecord } from "../../store/team-record.js";
 import type { WorkflowEngine } from "./engine.js";
 import { startedReply } from "./messages.js";
+import { allowedTeams } from "./team-allowance.js";
 import type { TeamCatalog } from "./team-catalog.js";
 
 export type Recognized = { kind: "run"; team: TeamRecord; goal: string } | { kind: "reply"; text: string };
@@ -89,12 +90,14 @@ export function triggerRunId(message: Pick<InboundMessage, "channel" | "chatId" 
 }
 
 export interface TeamTriggerOptions {
-  catalog: Pick<TeamCatalog, "enabled">;
+  catalog: Pick<TeamCatalog, "enabled" | "findByName">;
   engine: Pick<WorkflowEngine, "start" | "get">;
   /** Where the exchange is recorded, fenced by the turn's lease. */
   sessions: Pick<SessionStore, "append">;
   /** The agent profile a message's chat is routed to (src/config/agents.ts): the run runs as it. Default: none recorded (`default`). */
   profileOf?: (message: InboundMessage) => string;
+  /** The team names a message's chat may start (its profile's `teams`); undefined: every team. */
+  teamsOf?: (message: InboundMessage) => readonly string[] | undefined;
   now?: () => number;
   logger?: Logger;
 }
@@ -107,7 +110,7 @@ export function createTeamTrigger(options: TeamTriggerOptions): TurnIntercept {
 
     async take(message, claim) {
       if (message.channel === SYSTEM_CHANNEL) return undefined;
-      const recognized = recognizeTrigger(message.content, await options.catalog.enabled());
+      const recognized = recognizeTrigger(message.content, await allowedTeams(options.catalog, options.teamsOf?.(message)).enabled());
       if (!recognized) return undefined;
       let reply: string;
       if (recognized.kind === "reply") {

@@ -4,6 +4,7 @@
  * Chats can start teams without the model (`@TeamName goal`, ./triggers.ts); this is for when the
  * model decides a team should take the work.
  */
+import { allowedTeams } from "./team-allowance.js";
 import { z } from "zod";
 import { ToolError } from "../../errors.js";
 import { defineTool, type Tool } from "../../tools/tool.js";
@@ -16,8 +17,9 @@ const parameters = z.object({
   goal: z.string().trim().min(1).max(20_000).describe("What the team should achieve: complete and self-contained (the team sees nothing of this conversation)."),
 });
 
-/** `profile`: the agent profile whose agent offers the tool; its runs run as that profile. */
-export function createWorkflowRunTool(options: { catalog: Pick<TeamCatalog, "findByName" | "enabled">; engine: Pick<WorkflowEngine, "start">; profile?: string }): Tool<typeof parameters> {
+/** `profile`: the agent profile whose agent offers the tool; its runs run as that profile. `teams`: the ones it may start (default all). */
+export function createWorkflowRunTool(options: { catalog: Pick<TeamCatalog, "findByName" | "enabled">; engine: Pick<WorkflowEngine, "start">; profile?: string; teams?: readonly string[] }): Tool<typeof parameters> {
+  const catalog = allowedTeams(options.catalog, options.teams);
   return defineTool({
     name: "workflow_run",
     description:
@@ -25,9 +27,9 @@ export function createWorkflowRunTool(options: { catalog: Pick<TeamCatalog, "fin
       "You get the run id at once; the team's result arrives later as a system message in this chat. Do not wait for it or poll it.",
     parameters,
     async execute(args, context) {
-      const team = await options.catalog.findByName(args.team);
+      const team = await catalog.findByName(args.team);
       if (!team || !team.enabled) {
-        const names = (await options.catalog.enabled()).map((candidate) => candidate.name);
+        const names = (await catalog.enabled()).map((candidate) => candidate.name);
         throw new ToolError(`no enabled team is called "${args.team}"`, names.length > 0 ? `Use one of: ${names.join(", ")}.` : "No team is enabled; do the work yourself.");
       }
       const run = await options.engine.start({ team, goal: args.goal, sessionKey: context.sessionKey, origin: "tool", ...(context.person ? { person: context.person } : {}), ...(options.profile ? { profile: options.profile } : {}) });

@@ -98,6 +98,37 @@ afterEach(async () => {
   harness = undefined;
 });
 
+describe("team triggers and agent profiles (embedded)", () => {
+  const profilesConfig = {
+    ...teamsConfig,
+    agents: { support: { teams: ["Sleepers"] }, eng: { teams: ["analysts"] } },
+    routing: [
+      { match: { chat: "b" }, agent: "support" },
+      { match: { chat: "c" }, agent: "eng" },
+    ],
+  };
+
+  it("starts only the teams a chat's profile names, and runs them as that profile", async () => {
+    const model = chatModel();
+    harness = await startHarness(model, { config: profilesConfig });
+    // Not a team of the support profile: the message is the model's, and so is its tool's refusal.
+    await harness.send("b", "@analysts review the checkout page");
+    const [echoed] = await harness.waitForFinals(1);
+    expect(echoed!.content).toBe("echo: @analysts review the checkout page");
+    await harness.send("b", "use the team");
+    const [, refused] = await harness.waitForFinals(2);
+    expect(refused!.content).toMatch(/^tool said: .*no enabled team is called "analysts".*Use one of: Sleepers\./s);
+    // The eng profile's team: started, recorded as the profile's run, and its result brought back.
+    await harness.send("c", "@analysts review the checkout page");
+    const [, , started] = await harness.waitForFinals(3);
+    expect(started!.content).toMatch(/^Team \[Analysts\] started/);
+    await harness.waitForFinals(4);
+    const [run] = await harness.runtime.jobs.workflows.list({ sessionKey: "test:c" });
+    expect(run).toMatchObject({ status: "completed", profile: "eng", teamName: "Analysts" });
+    expect(await harness.runtime.jobs.workflows.list({ sessionKey: "test:b" })).toEqual([]);
+  });
+});
+
 describe("team triggers in a chat (embedded)", () => {
   it("answers @Team at once without the model, then brings the result back through the agent", async () => {
     const model = chatModel();

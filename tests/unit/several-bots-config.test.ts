@@ -10,6 +10,7 @@ import { channelPlugins } from "../../channels/index.js";
 import { accountChannel, accountsOf, splitChannel } from "../../src/config/accounts.js";
 import { routeProfile } from "../../src/config/agents.js";
 import { loadConfig } from "../../src/config/load.js";
+import { collectSecrets, maskSecrets } from "../../src/config/mask.js";
 import { profileConfig } from "../../src/app/profiles.js";
 import { ConfigError } from "../../src/errors.js";
 
@@ -62,6 +63,13 @@ describe("accounts", () => {
     expect(splitChannel("telegram.support")).toEqual({ platform: "telegram", account: "support" });
     expect(splitChannel("telegram")).toEqual({ platform: "telegram", account: "default" });
     expect(accountChannel("discord", "default")).toBe("discord");
+  });
+
+  it("counts every account's credentials as secrets: masked in what is shown, redacted from logs", () => {
+    const config = load({ channels: twoBots });
+    expect(collectSecrets(config)).toEqual(expect.arrayContaining(["111:aaa", "222:bbb"]));
+    const masked = maskSecrets(config).channels.telegram as { accounts: Array<{ token: string }> };
+    expect(masked.accounts.map((account) => account.token)).toEqual(["****", "****"]);
   });
 
   it("names an account's bad field by its path, and refuses a second account with the same id", () => {

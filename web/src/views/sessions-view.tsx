@@ -1,4 +1,5 @@
 /** Sessions: the chats the deployment knows, by channel (an account is a channel of its own) and agent profile; one chat's history, long-term memory and tool calls. */
+import { FilterSelect } from "../filter-select";
 import { useState } from "preact/hooks";
 import { api } from "../api";
 import { duration, time } from "../format";
@@ -25,28 +26,8 @@ function SessionList() {
     <section aria-labelledby="sessions-title">
       <div class="view-head">
         <h1 id="sessions-title">Sessions</h1>
-        <label for="session-channel">Channel</label>
-        <select id="session-channel" value={channel} onChange={(event) => setChannel(event.currentTarget.value)}>
-          <option value="">all</option>
-          {channels.map((name) => (
-            <option key={name} value={name}>
-              {name}
-            </option>
-          ))}
-        </select>
-        {profiles.length > 1 && (
-          <>
-            <label for="session-profile">Agent</label>
-            <select id="session-profile" value={profile} onChange={(event) => setProfile(event.currentTarget.value)}>
-              <option value="">all</option>
-              {profiles.map((name) => (
-                <option key={name} value={name}>
-                  {name}
-                </option>
-              ))}
-            </select>
-          </>
-        )}
+        <FilterSelect id="session-channel" label="Channel" value={channel} all="all" options={channels} onChange={setChannel} />
+        {profiles.length > 1 && <FilterSelect id="session-profile" label="Agent" value={profile} all="all" options={profiles} onChange={setProfile} />}
       </div>
       {sessions.error && <p class="field-error">Could not read the sessions: {sessions.error}</p>}
       {sessions.data && shown.length === 0 && <p class="empty">No sessions yet.</p>}

@@ -2,6 +2,7 @@
  * Subagent tasks: live progress bars (read every second while shown), status, the result as
  * sanitized Markdown, cancel while pending or running, delete once finished.
  */
+import { FilterSelect } from "../filter-select";
 import { useState } from "preact/hooks";
 import { api, errorText } from "../api";
 import { StatusBadge, elapsed, time } from "../format";
@@ -36,15 +37,7 @@ export function TasksView() {
             {stats.data.running} running · {stats.data.pending} pending · {stats.data.completed} completed · {stats.data.failed} failed · {stats.data.cancelled} cancelled
           </p>
         )}
-        <label for="task-status">Status</label>
-        <select id="task-status" value={status} onChange={(event) => setStatus(event.currentTarget.value)}>
-          <option value="">any</option>
-          {STATUSES.map((value) => (
-            <option key={value} value={value}>
-              {value}
-            </option>
-          ))}
-        </select>
+        <FilterSelect id="task-status" label="Status" value={status} all="any" options={STATUSES} onChange={setStatus} />
       </div>
       {problem && (
         <p class="field-error" role="alert">

@@ -17,6 +17,7 @@ import type { InboundMessage } from "../bus/message.js";
 import { SYSTEM_CHANNEL } from "../bus/message.js";
 import { DEFAULT_PROFILE, type RoutedMessage, profileIds, routeProfile } from "../config/agents.js";
 import type { ResolvedConfig } from "../config/schema.js";
+import { ConfigError } from "../errors.js";
 import { resolveChatModel } from "../providers/factory.js";
 import type { Jobs } from "../jobs/jobs.js";
 import type { AuditLog } from "../tools/audit-log.js";
@@ -87,7 +88,12 @@ type ProfileParts = { main: Agent; jobs: Jobs; overrides: RuntimeOverrides };
  */
 export async function createProfileAgents(config: ResolvedConfig, logger: Logger, infrastructure: Infrastructure, parts: ProfileParts): Promise<ProfileAgents> {
   const built = new Map<string, BuiltProfile>();
-  for (const id of otherProfiles(config)) built.set(id, await buildProfile(config, id, logger, infrastructure, parts));
+  try {
+    for (const id of otherProfiles(config)) built.set(id, await buildProfile(config, id, logger, infrastructure, parts));
+  } catch (error) {
+    for (const profile of built.values()) await closeProfile(profile);
+    throw error;
+  }
   let rules = config.routing;
   return {
     agentFor(message) {
@@ -151,7 +157,7 @@ async function buildProfile(config: ResolvedConfig, id: string, logger: Logger, 
   const profileLogger = logger.child({ agent: id });
   await mkdir(own.workspace, { recursive: true });
   const workspace = await realpath(own.workspace);
-  const model = overrides.model ?? instrumented(resolveChatModel(own, { logger: profileLogger }), overrides.metrics);
+  const model = overrides.model ?? instrumented(inProfile(id, () => resolveChatModel(own, { logger: profileLogger })), overrides.metrics);
   const mcp = createMcpServers(own, workspace, profileLogger);
   const auditRef: { log?: AuditLog } = {};
   const runners = createJobRunners({ ...own, workspace }, profileLogger, { model, workspace, budgets: overrides.budgets!, mcp, auditRef, overrides });
@@ -172,4 +178,14 @@ async function buildProfile(config: ResolvedConfig, id: string, logger: Logger, 
   });
   auditRef.log = runtime.audit;
   return { runtime, runners, mcp, fingerprint: fingerprintOf(config, id) };
+}
+
+/** A config error met while building profile `id`, said as that profile's: `agents.support: Unknown provider …`. */
+function inProfile<T>(id: string, build: () => T): T {
+  try {
+    return build();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    throw new ConfigError(`agents.${id}: ${error.message}`, `agents.${id}.${error.path?.replace(/^agent\./, "") ?? "model"}`, { cause: error });
+  }
 }

@@ -67,7 +67,10 @@ export async function createWorker(deployment: ResolvedConfig, logger: Logger, i
     allowTeams: deployment.agents[DEFAULT_PROFILE]?.teams,
   });
   auditRef.log = runtime.audit;
-  const agents = (late.profiles = await createProfileAgents(deployment, logger, infrastructure, { main: runtime.agent, jobs, overrides: { ...overrides, budgets } }));
+  const agents = (late.profiles = await createProfileAgents(deployment, logger, infrastructure, { main: runtime.agent, jobs, overrides: { ...overrides, budgets } }).catch(async (error: unknown) => {
+    await Promise.allSettled([jobs.close(), runtime.close(), overrides.mcp ? undefined : mcp.close()]);
+    throw error;
+  }));
   const consumer = new TurnConsumer({
     bus: infrastructure.bus,
     agent: runtime.agent,
@@ -124,7 +127,10 @@ export interface EmbeddedRuntime extends Worker {
 /** Everything in one process on the in-memory bus and the file store: `countbot chat`, tests. */
 export async function createEmbeddedRuntime(config: ResolvedConfig, logger: Logger, overrides: RuntimeOverrides = {}): Promise<EmbeddedRuntime> {
   const infrastructure = await createInfrastructure(config, logger, { embedded: true, now: overrides.now });
-  const worker = await createWorker(config, logger, infrastructure, overrides);
+  const worker = await createWorker(config, logger, infrastructure, overrides).catch(async (error: unknown) => {
+    await infrastructure.close();
+    throw error;
+  });
   return {
     ...worker,
     infrastructure,

@@ -13,6 +13,7 @@ import { loadConfig } from "../../src/config/load.js";
 import { collectSecrets, maskSecrets } from "../../src/config/mask.js";
 import { profileConfig } from "../../src/app/profiles.js";
 import { ConfigError } from "../../src/errors.js";
+import { startHarness } from "../support/agent-harness.js";
 
 let root: string;
 
@@ -172,5 +173,13 @@ describe("the README's worked example", () => {
     expect(routeProfile(config.routing, { channel: "telegram.support", chatId: "5", chatType: "private" })).toBe("support");
     expect(routeProfile(config.routing, { channel: "discord", chatId: "5", chatType: "group" })).toBe("engineering");
     expect(routeProfile(config.routing, { channel: "telegram", chatId: "5", chatType: "private" })).toBe("default");
+  });
+});
+
+describe("a profile that cannot be built", () => {
+  it("stops the start with the profile's field named", async () => {
+    const starting = startHarness(undefined, { config: { agents: { support: { model: "nosuch/model-x" } } }, env: { OPENAI_API_KEY: "sk-test-0123456789" } });
+    await expect(starting).rejects.toThrow(/^agents\.support: Unknown provider "nosuch" in model "nosuch\/model-x"/);
+    await expect(starting).rejects.toMatchObject({ path: "agents.support.model" });
   });
 });

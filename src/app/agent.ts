@@ -2,6 +2,8 @@
  * The agent half of the composition root: the agent with its model, tools, memory and context
  * (`countbot agent`, and each agent profile's in a worker: worker.ts, profiles.ts).
  */
+import { guardForAgent } from "../budget/guard.js";
+import { DEFAULT_PROFILE } from "../config/agents.js";
 import { mkdir, realpath } from "node:fs/promises";
 import path from "node:path";
 import type { Logger } from "pino";
@@ -170,7 +172,7 @@ export async function createAgentRuntime(config: ResolvedConfig, logger: Logger,
     logger,
     audit,
     toolHistory,
-    budgets: budgets.guard,
+    budgets: guardForAgent(budgets.guard, overrides.profile ?? DEFAULT_PROFILE),
     now: overrides.now,
   });
   return {

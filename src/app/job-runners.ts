@@ -2,6 +2,8 @@
  * The loops a worker runs background jobs with, one set per agent profile: subagents and team
  * agents run in the workspace, on the tools and models, of the profile that started them.
  */
+import { guardForAgent } from "../budget/guard.js";
+import { DEFAULT_PROFILE } from "../config/agents.js";
 import type { Logger } from "pino";
 import type { ResolvedConfig } from "../config/schema.js";
 import { createSubagentRunner } from "../jobs/subagents/runner.js";
@@ -24,6 +26,8 @@ export interface JobRunnerParts {
   /** The worker's audit log, known only once its runtime exists (after the runners). */
   auditRef: { log?: AuditLog };
   overrides: RuntimeOverrides;
+  /** The agent profile the jobs run as (absent: `default`). */
+  profile?: string;
 }
 
 /**
@@ -33,6 +37,8 @@ export interface JobRunnerParts {
  */
 export function createJobRunners(config: ResolvedConfig, logger: Logger, parts: JobRunnerParts) {
   const { model, workspace, budgets, mcp, auditRef, overrides } = parts;
+  // Their calls count against the budget of the profile that started them too.
+  const guard = guardForAgent(budgets.guard, parts.profile ?? DEFAULT_PROFILE);
   const runTask = createSubagentRunner({
     model,
     tools: createSubagentTools(config, { metrics: overrides.metrics, sources: mcpSources(mcp, "subagents") }),
@@ -42,7 +48,7 @@ export function createJobRunners(config: ResolvedConfig, logger: Logger, parts: 
     retryDelayMs: config.agent.retryDelay * 1000,
     temperature: config.agent.temperature,
     maxTokens: config.agent.maxTokens,
-    budgets: budgets.guard,
+    budgets: guard,
     // Subagents' tool calls go to the same audit log as the main agent's (known once it exists below).
     listener: (task) => async (event) => {
       if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: task.sessionKey, channel: "subagent", chatId: task.id }));
@@ -58,7 +64,7 @@ export function createJobRunners(config: ResolvedConfig, logger: Logger, parts: 
     maxRetries: config.agent.maxRetries,
     retryDelayMs: config.agent.retryDelay * 1000,
     defaults: { temperature: config.agent.temperature, maxTokens: config.agent.maxTokens },
-    budgets: budgets.guard,
+    budgets: guard,
     listener: (run, node) => async (event) => {
       if (event.type === "tool-result") void auditRef.log?.record(auditEntryOf(event.record, { sessionKey: run.sessionKey, channel: "workflow", chatId: `${run.id}.${node.id}` }));
     },

@@ -160,7 +160,7 @@ async function buildProfile(config: ResolvedConfig, id: string, logger: Logger, 
   const model = overrides.model ?? instrumented(inProfile(id, () => resolveChatModel(own, { logger: profileLogger })), overrides.metrics);
   const mcp = createMcpServers(own, workspace, profileLogger);
   const auditRef: { log?: AuditLog } = {};
-  const runners = createJobRunners({ ...own, workspace }, profileLogger, { model, workspace, budgets: overrides.budgets!, mcp, auditRef, overrides });
+  const runners = createJobRunners({ ...own, workspace }, profileLogger, { model, workspace, budgets: overrides.budgets!, mcp, auditRef, overrides, profile: id });
   const runtime = await createAgentRuntime({ ...own, workspace }, profileLogger, {
     ...overrides,
     model,

@@ -187,3 +187,11 @@ async function warn(context: GuardContext, budgets: AppliedBudget[], after: Budg
     if (budget.kind === "person" || budget.kind === "chat") await hooks?.onWarning?.(warningText(budget, state.used, config.currency));
   }
 }
+
+/** `guard`, each call also counted against agent profile `agent`'s budget (`budgets.agent`, `budgets.agents`). */
+export function guardForAgent(guard: BudgetGuard, agent: string): BudgetGuard {
+  return {
+    bind: (model, scope, hooks) => guard.bind(model, { ...scope, agent }, hooks),
+    describe: (scope) => guard.describe(scope),
+  };
+}

@@ -1,7 +1,8 @@
 /**
  * Which budgets a model call counts against: its person's, its chat's, its team run's, its
- * channel's and the deployment's, each the named one (`people`, `chats`, `teams`, `channels`) or
- * else the default (`person`, `chat`, `teamRun`, `channel`); a named `null` exempts it.
+ * channel's, its agent profile's and the deployment's, each the named one (`people`, `chats`,
+ * `teams`, `channels`, `agents`) or else the default (`person`, `chat`, `teamRun`, `channel`,
+ * `agent`); a named `null` exempts it.
  */
 import type { BudgetsConfig, PeriodBudgetConfig, RunBudgetConfig } from "../config/budgets.js";
 import type { BudgetUnit, BudgetWindow } from "../store/budget-ledger.js";
@@ -17,10 +18,12 @@ export interface CallScope {
   channel?: string;
   /** A team agent's call: its run and the team's name. */
   teamRun?: { id: string; team: string };
+  /** The agent profile the call is made for (src/config/agents.ts). */
+  agent?: string;
 }
 
-export type BudgetKind = "person" | "chat" | "team" | "channel" | "deployment";
-export const BUDGET_KINDS: readonly BudgetKind[] = ["person", "chat", "team", "channel", "deployment"];
+export type BudgetKind = "person" | "chat" | "team" | "channel" | "agent" | "deployment";
+export const BUDGET_KINDS: readonly BudgetKind[] = ["person", "chat", "team", "channel", "agent", "deployment"];
 
 export interface AppliedBudget extends BudgetWindow {
   kind: BudgetKind;
@@ -65,6 +68,7 @@ export function budgetsFor(config: BudgetsConfig, scope: CallScope, now: number)
   if (scope.teamRun) add("team", scope.teamRun.id, named(config.teams, scope.teamRun.team, config.teamRun));
   const channel = scope.channel ?? (scope.chat ? channelOfChat(scope.chat) : undefined);
   if (channel) add("channel", channel, named(config.channels, channel, config.channel));
+  if (scope.agent) add("agent", scope.agent, named(config.agents, scope.agent, config.agent));
   add("deployment", "deployment", config.deployment);
   return applied;
 }
@@ -77,7 +81,7 @@ function named<T>(overrides: Record<string, T | null>, name: string, fallback: T
 /** Whether any budget is configured at all (else no call needs a reservation). */
 export function anyBudget(config: BudgetsConfig): boolean {
   return Boolean(
-    config.person || config.chat || config.channel || config.teamRun || config.deployment ||
-      [config.people, config.chats, config.channels, config.teams].some((overrides) => Object.values(overrides).some((budget) => budget !== null)),
+    config.person || config.chat || config.channel || config.teamRun || config.agent || config.deployment ||
+      [config.people, config.chats, config.channels, config.teams, config.agents].some((overrides) => Object.values(overrides).some((budget) => budget !== null)),
   );
 }

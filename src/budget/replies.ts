@@ -15,6 +15,7 @@ export function budgetName(budget: Pick<AppliedBudget, "kind" | "subject" | "spe
     chat: "this chat's",
     team: "the team run's",
     channel: `the ${budget.subject} channel's`,
+    agent: `the ${budget.subject} agent's`,
     deployment: "this bot's",
   };
   return `${owner[budget.kind]} ${span}budget`;

@@ -95,6 +95,8 @@ export const BudgetsSchema = z
     channels: z.record(z.string().regex(/^[\w.-]+$/, "expected a channel name, e.g. telegram"), PeriodBudgetSchema.nullable()).default({}).describe("Budgets of named channels; `null` exempts one from `channel`."),
     teamRun: RunBudgetSchema.optional().describe("Every team run's budget, from its start to its end, unless `teams` names its team."),
     teams: z.record(z.string().min(1), RunBudgetSchema.nullable()).default({}).describe("Run budgets of named teams; `null` exempts a team from `teamRun`."),
+    agent: PeriodBudgetSchema.optional().describe("Every agent profile's budget (all the calls of its turns, subagents and team runs), unless `agents` names it (see README, Several bots)."),
+    agents: z.record(z.string().regex(/^[\w-]{1,32}$/, "expected an agent profile id, e.g. support"), PeriodBudgetSchema.nullable()).default({}).describe("Budgets of named agent profiles (`default` included); `null` exempts one from `agent`."),
     deployment: PeriodBudgetSchema.optional().describe("The whole deployment's budget: every model call counts."),
   })
   .prefault({});
@@ -102,6 +104,9 @@ export type BudgetsConfig = z.infer<typeof BudgetsSchema>;
 
 /** Whether any budget counts money (then every model used needs a price). */
 export function hasMoneyBudget(budgets: BudgetsConfig): boolean {
-  const all = [budgets.person, budgets.chat, budgets.channel, budgets.teamRun, budgets.deployment, ...Object.values(budgets.people), ...Object.values(budgets.chats), ...Object.values(budgets.channels), ...Object.values(budgets.teams)];
+  const all = [
+    ...[budgets.person, budgets.chat, budgets.channel, budgets.teamRun, budgets.agent, budgets.deployment],
+    ...[budgets.people, budgets.chats, budgets.channels, budgets.teams, budgets.agents].flatMap((named) => Object.values(named)),
+  ];
   return all.some((budget) => budget?.unit === "money");
 }

@@ -41,3 +41,28 @@ describe("turns under a budget", () => {
     expect(usage).toContain("This chat (test:a): 1,600 tokens today in 2 model calls; no budget is set.");
   });
 });
+
+describe("an agent profile's budget", () => {
+  it("counts every turn of the profile's chats, and no other profile's", async () => {
+    const model = scriptedModel(() => ({ text: "answer", usage: { inputTokens: 500, outputTokens: 300 } }));
+    const config = {
+      agents: { support: {} },
+      routing: [{ match: { chat: ["s1", "s2"] }, agent: "support" }],
+      budgets: { agents: { support: { limit: 1_000 } } },
+    };
+    harness = await startHarness(model, { config });
+    await harness.send("s1", "one", { senderId: "ada" });
+    await harness.waitForFinals(1);
+    // Another chat and another person, the same profile: the same budget.
+    await harness.send("s2", "two", { senderId: "bob" });
+    await harness.waitForFinals(2);
+    await harness.send("s1", "three", { senderId: "cy" });
+    const refused = (await harness.waitForFinals(3))[2]!.content;
+    expect(refused).toMatch(/^Sorry, I can't answer this: the support agent's daily budget is used up \(1,600 tokens of 1,000 tokens\)\./);
+    // The default profile's chats are not touched.
+    await harness.send("d1", "four", { senderId: "cy" });
+    expect((await harness.waitForFinals(4))[3]!.content).toBe("answer");
+    expect(model.requests).toHaveLength(3);
+  });
+});
+

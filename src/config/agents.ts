@@ -93,15 +93,21 @@ function matches(wanted: string | string[] | undefined, actual: ReadonlyArray<st
 }
 
 /** Config errors of `agents` and `routing` together: a rule naming no profile, a rule never reached, an unknown MCP server. */
-export function routingIssues(
-  config: { agents: Record<string, AgentProfile>; routing: readonly RoutingRule[]; tools: { mcpServers: Record<string, unknown> } },
-): Array<{ path: (string | number)[]; message: string }> {
+export function routingIssues(config: {
+  agents: Record<string, AgentProfile>;
+  routing: readonly RoutingRule[];
+  tools: { mcpServers: Record<string, unknown> };
+  teams: Record<string, { agent?: string }>;
+}): Array<{ path: (string | number)[]; message: string }> {
   const issues: Array<{ path: (string | number)[]; message: string }> = [];
   const known = [DEFAULT_PROFILE, ...Object.keys(config.agents).filter((id) => id !== DEFAULT_PROFILE)];
   for (const [index, rule] of config.routing.entries()) {
     if (!known.includes(rule.agent)) issues.push({ path: ["routing", index, "agent"], message: `no agent profile "${rule.agent}" (known: ${known.join(", ")}); add it under agents` });
     const earlier = config.routing.findIndex((candidate, at) => at < index && covers(candidate.match, rule.match));
     if (earlier >= 0) issues.push({ path: ["routing", index], message: `never reached: routing[${earlier}] comes first and matches every message this rule matches` });
+  }
+  for (const [name, team] of Object.entries(config.teams)) {
+    if (team.agent !== undefined && !known.includes(team.agent)) issues.push({ path: ["teams", name, "agent"], message: `no agent profile "${team.agent}" (known: ${known.join(", ")})` });
   }
   for (const [id, profile] of Object.entries(config.agents)) {
     for (const [index, server] of (profile.mcpServers ?? []).entries()) {

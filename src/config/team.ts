@@ -78,6 +78,11 @@ export const teamShape = {
       "The team's agents, in order (a pipeline runs them in this order): `{ id, role, systemPrompt?, task?, perspective?, dependsOn[], model?, temperature?, maxIterations?, condition?: { node, outputContains | outputNotContains } }` (README, Agent teams).",
     ),
   modelConfig: TeamModelConfigSchema.optional().describe("The team's model settings."),
+  agent: z
+    .string()
+    .regex(/^[A-Za-z0-9][\w-]{0,31}$/, "an agent profile id (a key of `agents`, or `default`)")
+    .optional()
+    .describe("The agent profile its runs run as, whichever chat starts them: that profile's workspace, tools and models (see README, Several bots). Default: the profile of the chat that starts it."),
 };
 
 type TeamShape = z.infer<z.ZodObject<typeof teamShape>>;

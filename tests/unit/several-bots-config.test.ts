@@ -149,6 +149,8 @@ describe("agent profiles and routing", () => {
     expect(message).toContain("routing[3]: never reached: routing[2] comes first");
     expect(message).not.toContain("routing[2]: never");
     expect(message).toContain('agents.support.mcpServers[0]: no MCP server "nowhere"');
+    const team = loadError({ teams: { Crew: { mode: "pipeline", agent: "nobody", agents: [{ id: "a", role: "A", task: "a" }] } } });
+    expect(team).toContain('teams.Crew.agent: no agent profile "nobody" (known: default)');
   });
 
   it("refuses profiles whose workspaces are one or nest", () => {

@@ -135,7 +135,8 @@ async function createRun(context: RunContext, options: Pick<WorkflowEngineOption
     ...(request.origin ? { origin: request.origin } : {}),
     ...(request.replyTo ? { replyTo: request.replyTo } : {}),
     ...(request.person ? { person: request.person } : {}),
-    ...(request.profile ? { profile: request.profile } : {}),
+    // A team that names a profile runs as it; any other as the profile of the chat that started it.
+    ...((team.agent ?? request.profile) ? { profile: team.agent ?? request.profile } : {}),
     status: "running",
     team,
     nodes: initialNodes(planNodes(team)),

@@ -101,6 +101,7 @@ afterEach(async () => {
 describe("team triggers and agent profiles (embedded)", () => {
   const profilesConfig = {
     ...teamsConfig,
+    teams: { ...teamsConfig.teams, Pinned: { mode: "graph", agent: "eng", agents: [{ id: "p", role: "Pinned agent", task: "pin" }] } },
     agents: { support: { teams: ["Sleepers"] }, eng: { teams: ["analysts"] } },
     routing: [
       { match: { chat: "b" }, agent: "support" },
@@ -126,6 +127,11 @@ describe("team triggers and agent profiles (embedded)", () => {
     const [run] = await harness.runtime.jobs.workflows.list({ sessionKey: "test:c" });
     expect(run).toMatchObject({ status: "completed", profile: "eng", teamName: "Analysts" });
     expect(await harness.runtime.jobs.workflows.list({ sessionKey: "test:b" })).toEqual([]);
+    // A team that names a profile runs as it, from a chat of another profile too.
+    await harness.send("a", "@pinned hold the line");
+    await harness.waitForFinals(6);
+    const [pinned] = await harness.runtime.jobs.workflows.list({ sessionKey: "test:a" });
+    expect(pinned).toMatchObject({ status: "completed", profile: "eng", teamName: "Pinned" });
   });
 });
 

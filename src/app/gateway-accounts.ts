@@ -60,8 +60,21 @@ export async function createAccount(planned: PlannedAccount, dependencies: Chann
   const { plugin, account, section } = planned;
   const logger = account.id === DEFAULT_ACCOUNT ? dependencies.logger : dependencies.logger.child({ account: account.id });
   const events = (dependencies.eventLogOf ?? (() => createMemoryChatEventLog()))(account.channel);
-  const instance = await plugin.create(section, { ...dependencies, logger, events });
+  const instance = await plugin.create(section, { ...dependencies, logger, events }).catch((error: unknown) => {
+    throw inAccount(error, plugin.name, account);
+  });
   return { ...instance, adapter: renamedAdapter(instance.adapter, account.channel) };
+}
+
+/**
+ * A plugin's config error about its section, said of the account it was building:
+ * `channels.telegram.token` becomes `channels.telegram.accounts[1].token`.
+ */
+function inAccount(error: unknown, platform: string, account: ChannelAccount): unknown {
+  const section = `channels.${platform}`;
+  if (!(error instanceof ConfigError) || account.path === section) return error;
+  const rename = (text: string) => text.split(`${section}.`).join(`${account.path}.`).split(`${section} `).join(`${account.path} `);
+  return new ConfigError(rename(error.message), error.path === undefined ? account.path : rename(`${error.path} `).trimEnd(), { cause: error });
 }
 
 /**

@@ -13,6 +13,8 @@ import { loadConfig } from "../../src/config/load.js";
 import { collectSecrets, maskSecrets } from "../../src/config/mask.js";
 import { profileConfig } from "../../src/app/profiles.js";
 import { ConfigError } from "../../src/errors.js";
+import { pino } from "pino";
+import { createChannels } from "../../src/app/gateway-accounts.js";
 import { startHarness } from "../support/agent-harness.js";
 
 let root: string;
@@ -175,6 +177,16 @@ describe("the README's worked example", () => {
     expect(routeProfile(config.routing, { channel: "telegram.support", chatId: "5", chatType: "private" })).toBe("support");
     expect(routeProfile(config.routing, { channel: "discord", chatId: "5", chatType: "group" })).toBe("engineering");
     expect(routeProfile(config.routing, { channel: "telegram", chatId: "5", chatType: "private" })).toBe("default");
+  });
+});
+
+describe("an account that cannot be built", () => {
+  it("is named by its own path in the error", async () => {
+    const config = load({ channels: { telegram: { enabled: true, accounts: [{ id: "default", token: "111:aaa" }, { id: "support" }] } } });
+    const bus = { broadcast: async () => undefined, onBroadcast: async () => ({ close: async () => undefined }), watchDrafts: async () => ({ close: async () => undefined }) };
+    const building = createChannels(config, pino({ level: "silent" }), bus, channelPlugins);
+    await expect(building).rejects.toThrow("channels.telegram.accounts[1] is enabled but has no token: set TELEGRAM_BOT_TOKEN or channels.telegram.accounts[1].token");
+    await expect(building).rejects.toMatchObject({ path: "channels.telegram.accounts[1].token" });
   });
 });
 

@@ -101,12 +101,16 @@ export interface AccountSyncOptions {
   channels: ChannelRuntime[];
   /** Builds a runtime for an account a reload added (not started). */
   build(planned: PlannedAccount): Promise<ChannelRuntime>;
+  /** The config the running channels were built from. */
+  initial: ResolvedConfig;
 }
 
 /** Applies a reloaded config's accounts: connects the added ones, stops the removed ones. */
 export function createAccountSync(options: AccountSyncOptions): { sync(next: ResolvedConfig): Promise<void>; guardWebhook(name: string, webhook: ChannelWebhook): ChannelWebhook } {
   const { channels, logger } = options;
   const removed = new Set<string>();
+  // Each running account's section as built: a reload that changes more than its admission policy says so.
+  const built = new Map(planAccounts(options.initial, options.plugins).map((account) => [account.account.channel, JSON.stringify(account.section)]));
   return {
     guardWebhook(name, webhook) {
       return { path: webhook.path, handle: (request) => (removed.has(name) ? Promise.resolve({ status: 404, body: { error: "this account was removed from the config" } }) : webhook.handle(request)) };
@@ -128,13 +132,19 @@ export function createAccountSync(options: AccountSyncOptions): { sync(next: Res
         logger.info({ channel: runtime.name }, "account removed by a config reload: stopped");
       }
       for (const [name, account] of wanted) {
-        if (channels.some((runtime) => runtime.name === name)) continue;
+        if (channels.some((runtime) => runtime.name === name)) {
+          if (built.get(name) !== JSON.stringify(account.section)) {
+            logger.warn({ channel: name }, "account changed by a config reload: its admission policy (allowlists, group policy, rate limit) applies now; a change to any other field (credentials, mode, limits) takes effect with the next restart");
+          }
+          continue;
+        }
         if (account.webhookPath !== undefined) {
           logger.warn({ channel: name, webhookPath: account.webhookPath }, "account added by a config reload takes a webhook: it starts with the next restart");
           continue;
         }
         try {
           const runtime = await options.build(account);
+          built.set(name, JSON.stringify(account.section));
           channels.push(runtime);
           removed.delete(name);
           await runtime.start();

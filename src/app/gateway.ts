@@ -124,6 +124,7 @@ export async function createGateway(options: GatewayOptions): Promise<Gateway> {
   const runtimeOf = (channel: ChannelInstance) => createChannelRuntime({ channel, bus, store, logger, elect: infrastructure.elect, metrics, quotaStore, usage, linkedPerson, voice, now: options.now });
   const channels = instances.map(runtimeOf);
   const accounts = createAccountSync({
+    initial: config,
     plugins,
     logger,
     channels,

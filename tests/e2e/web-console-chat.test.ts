@@ -242,7 +242,7 @@ describe("chat", () => {
     await until(async () => {
       session = await countbot.api<{ generation: number; history: unknown[] }>("/api/sessions/web:commands");
       return session.generation === 1;
-    }, "the session's reset to show", 5_000).catch((error: unknown) => {
+    }, "the session's reset to show", 15_000).catch((error: unknown) => {
       throw new Error(`${String(error)}; last read: ${JSON.stringify(session)}`);
     });
     expect(session).toMatchObject({ generation: 1, history: [] });

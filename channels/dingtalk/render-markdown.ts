@@ -12,7 +12,7 @@
  * Never throws: what cannot be parsed is sent as it came.
  */
 import { Lexer, type MarkedToken, type Token, type Tokens } from "marked";
-import type { RenderedText } from "../../src/gateway/kit/index.js";
+import { type RenderedText, quoteLines, renderListLines } from "../../src/gateway/kit/index.js";
 
 const LINE_BREAK = "  \n";
 
@@ -60,13 +60,9 @@ function renderBlock(generic: Token, depth: number): string | undefined {
     case "code":
       return token.raw.trimEnd();
     case "blockquote":
-      return renderBlocks(token.tokens, depth)
-        .join("\n\n")
-        .split("\n")
-        .map((line) => (line === "" ? ">" : `> ${line}`))
-        .join("\n");
+      return quoteLines(renderBlocks(token.tokens, depth));
     case "list":
-      return renderList(token, depth);
+      return renderListLines(token, depth, "- ", renderBlock);
     case "table":
       return renderTable(token);
     case "hr":
@@ -74,27 +70,6 @@ function renderBlock(generic: Token, depth: number): string | undefined {
     default:
       return generic.raw.trimEnd();
   }
-}
-
-function renderList(list: Tokens.List, depth: number): string {
-  const indent = "    ".repeat(depth);
-  const start = typeof list.start === "number" ? list.start : 1;
-  const items = list.items.map((item, index) => {
-    const head = `${indent}${list.ordered ? `${start + index}. ` : "- "}${item.task ? (item.checked ? "☑ " : "☐ ") : ""}`;
-    const lines: string[] = [];
-    for (const child of item.tokens) {
-      const block = renderBlock(child, depth + 1);
-      if (!block) continue;
-      if (child.type === "list") {
-        if (lines.length === 0) lines.push(head.trimEnd());
-        lines.push(block);
-      } else {
-        lines.push(lines.length === 0 ? head + block : `${indent}    ${block}`);
-      }
-    }
-    return lines.length === 0 ? head.trimEnd() : lines.join("\n");
-  });
-  return items.join(list.loose ? "\n\n" : "\n");
 }
 
 /** DingTalk shows no tables: a row per line, cells apart by ` | `, the header in bold. */

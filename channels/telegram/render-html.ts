@@ -10,6 +10,7 @@
  * blockquote in a blockquote), so those are written without the inner tag.
  */
 import { Lexer, type MarkedToken, type Token, type Tokens } from "marked";
+import { renderListLines } from "../../src/gateway/kit/index.js";
 
 /** Renders `text` (the model's Markdown) as Telegram HTML. Never throws. */
 export function renderTelegramHtml(text: string): string {
@@ -103,27 +104,7 @@ function renderCode(token: Tokens.Code, context: Context): string {
 }
 
 function renderList(list: Tokens.List, context: Context): string {
-  const depth = context.listDepth ?? 0;
-  const indent = "  ".repeat(depth);
-  const start = typeof list.start === "number" ? list.start : 1;
-  const items = list.items.map((item, index) => {
-    const head = `${indent}${list.ordered ? `${start + index}. ` : "• "}${item.task ? (item.checked ? "☑ " : "☐ ") : ""}`;
-    const inner = { ...context, listDepth: depth + 1 };
-    const lines: string[] = [];
-    for (const child of item.tokens) {
-      const block = renderBlock(child, inner);
-      if (!block) continue;
-      // A nested list carries its own indentation; other blocks continue the item's text.
-      if (child.type === "list") {
-        if (lines.length === 0) lines.push(head.trimEnd());
-        lines.push(block);
-      } else {
-        lines.push(lines.length === 0 ? head + block : `${indent}  ${block}`);
-      }
-    }
-    return lines.length === 0 ? head.trimEnd() : lines.join("\n");
-  });
-  return items.join(list.loose ? "\n\n" : "\n");
+  return renderListLines(list, context.listDepth ?? 0, "• ", (child, depth) => renderBlock(child, { ...context, listDepth: depth }), "  ");
 }
 
 /** A table as aligned monospace text: Telegram has no tables. */

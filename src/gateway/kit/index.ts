@@ -39,6 +39,7 @@ export {
   defineChannel,
 } from "../channel.js";
 export { type SplitOptions, splitMessage } from "../split-message.js";
+export { quoteLines, renderListLines } from "./markdown-blocks.js";
 export { type GroupContextSetting, type TeamProgressSetting, groupSettingsShape } from "../group-settings.js";
 export { type ChatCommand, helpText, parseCommand } from "../../bus/commands.js";
 export { ChatLane, KeyedLanes } from "../../bus/chat-lane.js";

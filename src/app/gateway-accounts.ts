@@ -105,12 +105,33 @@ export interface AccountSyncOptions {
   initial: ResolvedConfig;
 }
 
-/** Applies a reloaded config's accounts: connects the added ones, stops the removed ones. */
+/**
+ * Applies a reloaded config's accounts: connects the added ones, stops the removed ones, and
+ * reconnects one whose section changed beyond its admission policy (new credentials, mode,
+ * limits), each alone. A policy-only change is applied in place by the caller.
+ */
 export function createAccountSync(options: AccountSyncOptions): { sync(next: ResolvedConfig): Promise<void>; guardWebhook(name: string, webhook: ChannelWebhook): ChannelWebhook } {
   const { channels, logger } = options;
   const removed = new Set<string>();
-  // Each running account's section as built: a reload that changes more than its admission policy says so.
-  const built = new Map(planAccounts(options.initial, options.plugins).map((account) => [account.account.channel, JSON.stringify(account.section)]));
+  // Each running account's section as built, to tell what a reload changed.
+  const built = new Map(planAccounts(options.initial, options.plugins).map((account) => [account.account.channel, account]));
+  const stop = async (runtime: ChannelRuntime) => {
+    channels.splice(channels.indexOf(runtime), 1);
+    built.delete(runtime.name);
+    await runtime.stop();
+  };
+  const start = async (account: PlannedAccount, verb: string) => {
+    try {
+      const runtime = await options.build(account);
+      built.set(account.account.channel, account);
+      channels.push(runtime);
+      removed.delete(account.account.channel);
+      await runtime.start();
+      logger.info({ channel: account.account.channel }, `account ${verb} by a config reload`);
+    } catch (error) {
+      logger.error({ channel: account.account.channel, err: errorMessage(error) }, `account ${verb} by a config reload could not be built`);
+    }
+  };
   return {
     guardWebhook(name, webhook) {
       return { path: webhook.path, handle: (request) => (removed.has(name) ? Promise.resolve({ status: 404, body: { error: "this account was removed from the config" } }) : webhook.handle(request)) };
@@ -125,34 +146,46 @@ export function createAccountSync(options: AccountSyncOptions): { sync(next: Res
       }
       const wanted = new Map(planned.map((account) => [account.account.channel, account]));
       for (const runtime of [...channels]) {
-        if (wanted.has(runtime.name)) continue;
-        channels.splice(channels.indexOf(runtime), 1);
-        removed.add(runtime.name);
-        await runtime.stop();
-        logger.info({ channel: runtime.name }, "account removed by a config reload: stopped");
-      }
-      for (const [name, account] of wanted) {
-        if (channels.some((runtime) => runtime.name === name)) {
-          if (built.get(name) !== JSON.stringify(account.section)) {
-            logger.warn({ channel: name }, "account changed by a config reload: its admission policy (allowlists, group policy, rate limit) applies now; a change to any other field (credentials, mode, limits) takes effect with the next restart");
-          }
+        const account = wanted.get(runtime.name);
+        const before = built.get(runtime.name);
+        if (account && (!before || !changedBeyondPolicy(before, account))) continue;
+        if (account && (before?.webhookPath !== undefined || account.webhookPath !== undefined)) {
+          logger.warn({ channel: runtime.name }, "account changed by a config reload: it takes a webhook, so its new settings apply with the next restart (its admission policy applies now)");
           continue;
         }
+        await stop(runtime);
+        if (account) await start(account, "reconnected with new settings");
+        else {
+          removed.add(runtime.name);
+          logger.info({ channel: runtime.name }, "account removed by a config reload: stopped");
+        }
+      }
+      for (const [name, account] of wanted) {
+        if (channels.some((runtime) => runtime.name === name)) continue;
         if (account.webhookPath !== undefined) {
           logger.warn({ channel: name, webhookPath: account.webhookPath }, "account added by a config reload takes a webhook: it starts with the next restart");
           continue;
         }
-        try {
-          const runtime = await options.build(account);
-          built.set(name, JSON.stringify(account.section));
-          channels.push(runtime);
-          removed.delete(name);
-          await runtime.start();
-          logger.info({ channel: name }, "account added by a config reload");
-        } catch (error) {
-          logger.error({ channel: name, err: errorMessage(error) }, "account added by a config reload could not be built");
-        }
+        await start(account, "added");
       }
     },
   };
+}
+
+/**
+ * Whether a section changed in a field that is not only its admission policy's: each changed field
+ * is tried alone on the old section, and one that leaves the policy as it was needs a reconnect.
+ */
+function changedBeyondPolicy(before: PlannedAccount, after: PlannedAccount): boolean {
+  const old = before.account.section;
+  const changed = [...new Set([...Object.keys(old), ...Object.keys(after.account.section)])].filter((key) => JSON.stringify(old[key]) !== JSON.stringify(after.account.section[key]));
+  if (changed.length === 0) return false;
+  const policyOf = after.plugin.policy;
+  if (!policyOf) return true;
+  const parse = (section: Record<string, unknown>) => after.plugin.configSchema.safeParse(section);
+  const basePolicy = JSON.stringify(policyOf(before.section));
+  return changed.some((key) => {
+    const tried = parse({ ...old, [key]: after.account.section[key] });
+    return !tried.success || JSON.stringify(policyOf(tried.data)) === basePolicy;
+  });
 }

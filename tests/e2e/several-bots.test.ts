@@ -342,4 +342,39 @@ describe.each(["one process", "redis"] as const)("several bots and agent profile
       await gamma.close();
     }
   });
+
+  it("applies an account's new allowlist in place, and reconnects it alone when its connection settings change", { timeout: 120_000 }, async () => {
+    const { config, configFile, api, root, alice, services, beta } = deployment;
+    const gateway = services[0]!;
+    const token = (await readFile(path.join(root, "data", "api-token"), "utf8")).trim();
+    const reload = async () => expect((await fetch(`${api}/api/config/reload`, { method: "POST", headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    const connections = (channel: string) => gateway.output().split("\n").filter((line) => line.includes('"msg":"channel connected"') && line.includes(`"channel":"${channel}"`)).length;
+    const accounts = config.channels.telegram.accounts as Array<Record<string, unknown>>;
+    const support = accounts.find((account) => account.id === "support")!;
+    const before = { telegram: connections("telegram"), support: connections("telegram.support") };
+    // The same bot behind another Bot API server (a self-hosted one, say): a new apiRoot.
+    const moved = await startFakeTelegram({ token: BETA_TOKEN, bot: { username: "BetaBot", first_name: "Beta" } });
+    try {
+      moved.user({ ...alice });
+      support.allowFrom = [String(alice.id), "424242"];
+      await writeFile(configFile, JSON.stringify(config));
+      await reload();
+      support.apiRoot = moved.apiRoot;
+      await writeFile(configFile, JSON.stringify(config));
+      await reload();
+      await moved.waitFor(() => gateway.output().includes('"msg":"account reconnected with new settings by a config reload"'), { timeoutMs: 40_000, what: "the support account reconnected" });
+      // One reconnect for the two reloads: the allowlist alone reconnected nothing; the other bot was not touched.
+      expect({ telegram: connections("telegram"), support: connections("telegram.support") }).toEqual({ telegram: before.telegram, support: before.support + 1 });
+      // The bot's update ids go on where the old server left them (the runtime drops ids it has seen).
+      moved.queueUpdate({ ...moved.textUpdate({ chatId: alice.id, from: alice, text: "hello from the moved bot" }), update_id: 900_000 });
+      await finalIn(moved, alice.id, "echo from model-support: hello from the moved bot");
+      expect(beta.sent.filter((item) => (item.text ?? "").includes("hello from the moved bot"))).toEqual([]);
+    } finally {
+      support.apiRoot = beta.apiRoot;
+      support.allowFrom = undefined;
+      await writeFile(configFile, JSON.stringify(config));
+      await reload();
+      await moved.close();
+    }
+  });
 });

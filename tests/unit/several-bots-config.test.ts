@@ -82,6 +82,10 @@ describe("accounts", () => {
     expect(loadError({ channels: { telegram: { enabled: true, accounts: [{ id: "x", tokn: "1:a" }] } } })).toContain("channels.telegram.accounts[0]");
   });
 
+  it("refuses accounts on the web channel, which has no platform account (its users sign in to the API)", () => {
+    expect(loadError({ channels: { web: { accounts: [{ id: "x" }] } } })).toContain('channels.web: unknown field "accounts"');
+  });
+
   it("refuses two accounts on one webhook path, and takes them on paths of their own", () => {
     const webhook = (secret: string, path?: string) => ({ mode: "webhook", webhook: { url: "https://bots.example/hook", secret, ...(path ? { path } : {}) } });
     const clash = loadError({ channels: { telegram: { enabled: true, accounts: [{ id: "a", token: "1:a", ...webhook("s1") }, { id: "b", token: "2:b", ...webhook("s2") }] } } });

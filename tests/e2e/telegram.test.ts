@@ -9,7 +9,7 @@ import path from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
-import { type FakeTelegramServer, type SentItem, startFakeTelegram } from "../support/fake-telegram-server.js";
+import { type FakeTelegramServer, type FakeUser, type SentItem, startFakeTelegram } from "../support/fake-telegram-server.js";
 import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 
@@ -71,7 +71,7 @@ beforeAll(async () => {
     JSON.stringify({
       redis: { prefix, leaseTtlMs: 2_000 },
       agent: { providerRetries: 0 },
-      channels: { telegram: { enabled: true, allowFrom: [String(OWNER), String(SECOND), String(LISTENER)], groupPolicy: "mention" } },
+      channels: { telegram: { enabled: true, allowFrom: [String(OWNER), String(SECOND), String(LISTENER)], groupPolicy: "mention", rateLimitPerMinute: 100 } },
       transcription: { model: "openai/whisper-1", maxSeconds: 120 },
     }),
   );
@@ -109,6 +109,20 @@ const messagesTo = (chatId: number, after: number): SentItem[] =>
 
 async function replyTo(chatId: number, after: number, count = 1): Promise<SentItem[]> {
   return telegram.waitFor(() => (messagesTo(chatId, after).length >= count ? messagesTo(chatId, after) : undefined), { timeoutMs: 30_000, what: `${count} message(s) to ${chatId}` });
+}
+
+let sentinels = 0;
+
+/**
+ * The bot's messages to a chat since `after`, once a message sent after them is answered: a chat's
+ * messages are answered in order and its replies delivered in order, so anything still to come for
+ * the earlier ones (a doubled reply, a late part) is among them. The sentinel's answer is left out.
+ */
+async function settledTo(chatId: number, after: number, from: FakeUser): Promise<SentItem[]> {
+  const text = `settle ${++sentinels}`;
+  telegram.sendText({ chatId, from, text });
+  await telegram.waitFor(() => messagesTo(chatId, after).some((item) => item.text === `echo: ${text}`) || undefined, { timeoutMs: 30_000, what: `the answer to ${text}` });
+  return messagesTo(chatId, after).filter((item) => item.text !== `echo: ${text}`);
 }
 
 describe("Telegram through gateway and worker processes", () => {
@@ -151,8 +165,7 @@ describe("Telegram through gateway and worker processes", () => {
     const mark = telegram.sent.length;
     telegram.sendText({ chatId: OWNER, from: owner(), text: "give me a long reply" });
     const parts = await replyTo(OWNER, mark, 2);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    const all = messagesTo(OWNER, mark);
+    const all = await settledTo(OWNER, mark, owner());
     expect(all).toHaveLength(2);
     for (const part of all) {
       expect(part.text!.length).toBeLessThanOrEqual(4096);
@@ -170,8 +183,7 @@ describe("Telegram through gateway and worker processes", () => {
     telegram.sendText({ chatId: OWNER, from: owner(), text: "after the rate limit" });
     const [reply] = await replyTo(OWNER, mark);
     expect(reply!.text).toBe("echo: after the rate limit");
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(messagesTo(OWNER, mark)).toHaveLength(1);
+    expect(await settledTo(OWNER, mark, owner())).toHaveLength(1);
     expect(telegram.requests.some((call) => call.method === "sendMessage" && call.failed?.error_code === 429)).toBe(true);
   });
 
@@ -181,8 +193,7 @@ describe("Telegram through gateway and worker processes", () => {
     telegram.queueUpdate(update);
     telegram.queueUpdate(update);
     await replyTo(OWNER, mark);
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    expect(messagesTo(OWNER, mark).map((item) => item.text)).toEqual(["echo: delivered twice"]);
+    expect((await settledTo(OWNER, mark, owner())).map((item) => item.text)).toEqual(["echo: delivered twice"]);
   });
 
   it("/stop stops a long turn and /new forgets", async () => {
@@ -243,8 +254,7 @@ describe("Telegram through gateway and worker processes", () => {
     worker = startService(["worker"], env);
     const [reply] = await replyTo(SECOND, mark);
     expect(reply!.text).toBe("survived the crash");
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
-    expect(messagesTo(SECOND, mark).map((item) => item.text)).toEqual(["survived the crash"]);
+    expect((await settledTo(SECOND, mark, second)).map((item) => item.text)).toEqual(["survived the crash"]);
   });
 });
 
@@ -261,8 +271,8 @@ describe("Telegram voice without transcription configured", () => {
     const [reply] = await replyTo(LISTENER, mark);
     expect(reply!.text).toBe("Voice messages are not set up on this bot, so I can't listen to this one. Please type your message instead.");
     expect(reply!.parseMode).toBeUndefined();
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(messagesTo(LISTENER, mark)).toHaveLength(1);
-    expect([llm.requests.length, llm.transcriptions.length]).toEqual([calls, uploads]);
+    expect(await settledTo(LISTENER, mark, listener())).toHaveLength(1);
+    // The one model call is the settling message's.
+    expect([llm.requests.length - 1, llm.transcriptions.length]).toEqual([calls, uploads]);
   });
 });

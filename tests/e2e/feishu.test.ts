@@ -63,7 +63,7 @@ async function writeConfig(name: string, feishuSection: Record<string, unknown>,
     JSON.stringify({
       redis: { prefix, leaseTtlMs: 2_000 },
       agent: { providerRetries: 0 },
-      channels: { feishu: { enabled: true, allowFrom: [owner.openId, listener.openId], groupPolicy: "mention", ...feishuSection } },
+      channels: { feishu: { enabled: true, allowFrom: [owner.openId, listener.openId], groupPolicy: "mention", rateLimitPerMinute: 100, ...feishuSection } },
       ...more,
     }),
   );
@@ -124,7 +124,19 @@ async function answerOf(messageId: string, count = 1): Promise<BotMessage[]> {
   return feishu.waitFor(() => (repliesTo(messageId).length >= count ? repliesTo(messageId) : undefined), { timeoutMs: 30_000, what: `a reply to ${messageId}` });
 }
 
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+let sentinels = 0;
+
+/**
+ * Answers once a later message in the same chat is answered: a chat's messages are answered in
+ * order, so a reply still to come for an earlier one (a doubled one) would have come first. Sent
+ * over the long connection, or to `webhook` when given.
+ */
+async function settle(chatId: string, sender: typeof owner, webhook?: string): Promise<void> {
+  const envelope = feishu.event({ chatId, chatType: "p2p", sender, text: `settle ${++sentinels}` });
+  if (webhook) await feishu.postWebhook(webhook, envelope, { encryptKey: ENCRYPT_KEY });
+  else await feishu.push(envelope);
+  await answerOf(envelope.event.message.message_id);
+}
 
 /** A voice message from the listener, its recording stored for the resource API. */
 function voiceEnvelope(durationMs: number) {
@@ -173,7 +185,7 @@ describe("Feishu through gateway and worker processes: the long connection", () 
     // The card was there while the model was still answering: a draft, later updated in place.
     expect(seenAt - askedAt.get("stream please")!).toBeLessThan(2_500);
     await feishu.waitFor(() => llm.requests.length > 0 && Date.now() - askedAt.get("stream please")! > 3_500, { timeoutMs: 10_000, what: "the end of the turn" });
-    await pause(1_000);
+    await settle(P2P, owner);
     expect(repliesTo(messageId)).toHaveLength(1);
     expect(textOf(card!)).toBe("Streaming the answer in parts.");
   });
@@ -194,7 +206,7 @@ describe("Feishu through gateway and worker processes: the long connection", () 
     const { messageId } = send({ text: "after the rate limit" });
     const [reply] = await answerOf(messageId);
     expect(textOf(reply!)).toBe("echo: after the rate limit");
-    await pause(1_000);
+    await settle(P2P, owner);
     expect(repliesTo(messageId)).toHaveLength(1);
     expect(feishu.requests.some((call) => call.route === "reply" && call.status === 429)).toBe(true);
   });
@@ -219,7 +231,7 @@ describe("Feishu through gateway and worker processes: the long connection", () 
     await feishu.push(envelope);
     const [reply] = await answerOf(messageId);
     expect(textOf(reply!)).toBe("Your voice message is 45 s long; I can transcribe up to 30 s. Please send a shorter one or type it.");
-    await pause(300);
+    await settle(LISTENER_P2P, listener);
     expect(repliesTo(messageId)).toHaveLength(1);
     expect(llm.transcriptions.length).toBe(uploads);
   });
@@ -243,7 +255,7 @@ describe("Feishu through gateway and worker processes: the long connection", () 
     gateway = await startGateway(path.join(root, "long-connection.json"));
     await feishu.waitFor(() => feishu.liveConnections > 0, { timeoutMs: 20_000, what: "the restarted gateway's connection" });
     expect((await feishu.push(envelope)).code).toBe(200);
-    await pause(2_000);
+    await settle(P2P, owner);
     expect(repliesTo(messageId)).toHaveLength(1);
     expect(llm.requests.filter((request) => lastUser(request.body).includes("only once please"))).toHaveLength(1);
   });
@@ -282,13 +294,13 @@ describe("Feishu through gateway and worker processes: the webhook", () => {
       await feishu.postWebhook(url, wrongKey, { encryptKey: ENCRYPT_KEY, encryptWith: "another-key" }),
     ];
     expect(answers.map((answer) => answer.status)).toEqual([401, 401, 401]);
-    await pause(1_000);
-    expect(llm.requests.length).toBe(calls);
     expect(gateway.child.exitCode).toBeNull();
     const envelope = feishu.event({ chatId: P2P, chatType: "p2p", sender: owner, text: "still serving" });
     expect((await feishu.postWebhook(url, envelope, { encryptKey: ENCRYPT_KEY })).status).toBe(200);
     const [reply] = await answerOf(envelope.event.message.message_id);
     expect(textOf(reply!)).toBe("echo: still serving");
+    // The one model call since is the served message's: the refused ones never reached the bus.
+    expect(llm.requests.length).toBe(calls + 1);
   });
 
   it("answers a webhook event Feishu delivers twice once", async () => {
@@ -296,7 +308,7 @@ describe("Feishu through gateway and worker processes: the webhook", () => {
     await feishu.postWebhook(url, envelope, { encryptKey: ENCRYPT_KEY });
     await feishu.postWebhook(url, envelope, { encryptKey: ENCRYPT_KEY });
     await answerOf(envelope.event.message.message_id);
-    await pause(1_500);
+    await settle(P2P, owner, url);
     expect(repliesTo(envelope.event.message.message_id)).toHaveLength(1);
   });
 
@@ -306,9 +318,10 @@ describe("Feishu through gateway and worker processes: the webhook", () => {
     expect((await feishu.postWebhook(url, envelope, { encryptKey: ENCRYPT_KEY })).status).toBe(200);
     const [reply] = await answerOf(messageId);
     expect(textOf(reply!)).toBe("Voice messages are not set up on this bot, so I can't listen to this one. Please type your message instead.");
-    await pause(500);
+    await settle(LISTENER_P2P, listener, url);
     expect(repliesTo(messageId)).toHaveLength(1);
-    expect([llm.requests.length, llm.transcriptions.length]).toEqual([calls, uploads]);
+    // The one model call is the settling message's.
+    expect([llm.requests.length - 1, llm.transcriptions.length]).toEqual([calls, uploads]);
   });
 
   it("never logs the app secret or the encrypt key", () => {

@@ -109,7 +109,21 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+let sentinels = 0;
+
+/**
+ * What the bot showed in the owner's chat since `mark`, once a later message of the owner's is
+ * answered: a chat's messages are answered in order, its replies delivered in order, so anything
+ * still to come for the earlier ones (a doubled reply, a late part) is among them. The sentinel's
+ * own answer is left out.
+ */
+async function settledSince(mark: number): Promise<QQBotMessage[]> {
+  const text = `settle ${++sentinels}`;
+  qq.dispatch(qq.c2c({ from: owner, text }));
+  const answer = await shownWith(ownerChat, (shown) => shown === `echo: ${text}`, `the answer to ${text}`);
+  const all = shownIn(ownerChat).slice(mark);
+  return all.slice(0, all.indexOf(answer));
+}
 
 const shownIn = (chatId: string): QQBotMessage[] => qq.messages.filter((message) => message.chatId === chatId);
 
@@ -133,8 +147,7 @@ describe("QQ through gateway and worker processes: WebSocket gateway", () => {
     const event = qq.c2c({ from: owner, text: "hello bot" });
     qq.dispatch(event);
     await shownWith(ownerChat, (text) => text === "echo: hello bot", "the DM reply");
-    await pause(1_000);
-    const replies = shownIn(ownerChat).slice(mark);
+    const replies = await settledSince(mark);
     expect(replies.map((reply) => reply.text)).toEqual(["echo: hello bot"]);
     expectPassive(replies, event.d.id);
     expect(qq.gateway.sessions[0]?.intents).toBe((1 << 25) | (1 << 30) | (1 << 9));
@@ -148,9 +161,11 @@ describe("QQ through gateway and worker processes: WebSocket gateway", () => {
     const reply = await shownWith(groupChat, (text) => text.startsWith("echo: ") && text.endsWith("ping"), "the group reply");
     expect(reply.text).toContain(`qq:${owner.openid}`);
     expect(reply.msgId).toBe(event.d.id);
-    await pause(1_000);
+    // A message addressed to the bot in that guild channel, answered: the unaddressed one before it was judged.
+    qq.dispatch(qq.channel({ ...GUILD, from: owner, text: "settle the channel", atBot: true }));
+    await shownWith(`channel:${GUILD.channel}`, (text) => text.endsWith("settle the channel"), "the guild channel's answer");
     expect(modelSaw("humans talking")).toBe(false);
-    expect(shownIn(`channel:${GUILD.channel}`)).toEqual([]);
+    expect(shownIn(`channel:${GUILD.channel}`).filter((message) => !message.text.endsWith("settle the channel"))).toEqual([]);
   });
 
   it("gives a stranger a pairing code and never asks the model", async () => {
@@ -165,8 +180,7 @@ describe("QQ through gateway and worker processes: WebSocket gateway", () => {
     const event = qq.c2c({ from: owner, text: "give me the long reply" });
     qq.dispatch(event);
     await shownWith(ownerChat, (text) => text.includes("Part 23."), "the last part");
-    await pause(1_500);
-    const parts = shownIn(ownerChat).slice(mark);
+    const parts = await settledSince(mark);
     expect(parts.length).toBeGreaterThanOrEqual(2);
     expect(parts.length).toBeLessThanOrEqual(5);
     for (const part of parts) expect(part.text.length).toBeLessThanOrEqual(3_000);
@@ -180,8 +194,7 @@ describe("QQ through gateway and worker processes: WebSocket gateway", () => {
     const mark = shownIn(ownerChat).length;
     qq.dispatch(qq.c2c({ from: owner, text: "stream please" }));
     await shownWith(ownerChat, (text) => text.includes("is the rest."), "the final reply");
-    await pause(1_000);
-    const texts = shownIn(ownerChat).slice(mark).map((message) => message.text);
+    const texts = (await settledSince(mark)).map((message) => message.text);
     expect(texts.filter((text) => text.includes("is the rest."))).toHaveLength(1);
     expect(texts.join("\n")).toContain("Looking around first.");
     expect(qq.requests.filter((call) => call.route === "unknown")).toEqual([]);
@@ -191,8 +204,7 @@ describe("QQ through gateway and worker processes: WebSocket gateway", () => {
     const mark = shownIn(ownerChat).length;
     qq.dispatch(qq.c2c({ from: owner, text: "redelivered message" }), 2);
     await shownWith(ownerChat, (text) => text === "echo: redelivered message", "the reply");
-    await pause(2_000);
-    expect(shownIn(ownerChat).slice(mark).filter((message) => message.text === "echo: redelivered message")).toHaveLength(1);
+    expect((await settledSince(mark)).filter((message) => message.text === "echo: redelivered message")).toHaveLength(1);
     expect(llm.requests.filter((request) => lastUser(request.body) === "redelivered message")).toHaveLength(1);
   });
 
@@ -230,8 +242,7 @@ describe("QQ through gateway and worker processes: WebSocket gateway", () => {
     await gateway.waitForLog(qqConnected, 40_000);
     letCrashReplyEnd();
     await shownWith(ownerChat, (text) => text.includes("The end."), "the reply's last part, from the standby");
-    await pause(2_000);
-    const parts = shownIn(ownerChat).slice(mark);
+    const parts = await settledSince(mark);
     expect(parts.length).toBeGreaterThanOrEqual(2);
     const joined = parts.map((part) => part.text).join("\n\n");
     for (let index = 0; index < 30; index++) expect(joined.split(`Part ${index}. Crash`).length - 1, `part ${index}`).toBe(1);

@@ -87,7 +87,14 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+let sentinels = 0;
+
+/** Resolves with the settling answer once a later message in `chat` is answered: anything still to come for earlier ones came first (per-chat order). */
+async function settle(chat: string): Promise<string> {
+  const text = `settle ${++sentinels}`;
+  aibot.say({ from: OWNER, text, ...(chat === OWNER ? {} : { group: chat }) });
+  return shownWith(chat, (shown) => shown.endsWith(text), `the answer to ${text}`);
+}
 const modelSaw = (text: string) => llm.requests.some((request) => JSON.stringify(request.body).includes(text));
 
 async function shownWith(chatId: string, matches: (text: string) => boolean, what: string): Promise<string> {
@@ -114,11 +121,11 @@ describe("WeCom intelligent robot through gateway and worker processes", () => {
     // WeCom names no sender in a robot frame: the label is the id.
     const labelled = `echo: [wecom:${OWNER}] ping`;
     await shownWith(GROUP, (text) => text === labelled, "the group reply");
-    await pause(1_000);
+    const settled = await settle(GROUP);
     expect(modelSaw("humans talking")).toBe(false);
     // The robot's @ is taken out of what the model reads as the message.
     expect(llm.requests.some((request) => lastUser(request.body).includes(`@${ROBOT_NAME} ping`))).toBe(false);
-    expect(aibot.shown(GROUP)).toEqual([labelled]);
+    expect(aibot.shown(GROUP)).toEqual([labelled, settled]);
   });
 
   it("streams a reply into one stream message, updated in place and finished with the final text", async () => {
@@ -139,7 +146,7 @@ describe("WeCom intelligent robot through gateway and worker processes", () => {
     aibot.say({ from: OWNER, text: "delivered twice", msgId });
     aibot.say({ from: OWNER, text: "delivered twice", msgId });
     await shownWith(OWNER, (text) => text === "echo: delivered twice", "the reply");
-    await pause(1_500);
+    await settle(OWNER);
     expect(aibot.shown(OWNER).filter((text) => text === "echo: delivered twice")).toHaveLength(1);
     expect(llm.requests.filter((request) => lastUser(request.body) === "delivered twice")).toHaveLength(1);
   });

@@ -99,7 +99,14 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+let sentinels = 0;
+
+/** Resolves once a later message of the owner's is answered: a doubled answer to an earlier one would have come first (per-chat order). */
+async function settle(): Promise<void> {
+  const text = `settle ${++sentinels}`;
+  await say(text);
+  await replyTo(OWNER, (content) => content === `echo: ${text}`, `the answer to ${text}`);
+}
 const sentTo = (user: string) => wecom.messages.filter((message) => message.target === user);
 const modelSaw = (text: string) => llm.requests.some((request) => JSON.stringify(request.body).includes(text));
 
@@ -137,7 +144,7 @@ describe("WeCom self-built application through gateway and worker processes", ()
     answers.push(await wecom.postCallback(callbackUrl, xml));
     expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200]);
     await replyTo(OWNER, (text) => text === "echo: delivered thrice", "the reply");
-    await pause(2_000);
+    await settle();
     expect(sentTo(OWNER).filter((message) => message.content === "echo: delivered thrice")).toHaveLength(1);
     expect(llm.requests.filter((request) => lastUser(request.body) === "delivered thrice")).toHaveLength(1);
   });
@@ -152,7 +159,8 @@ describe("WeCom self-built application through gateway and worker processes", ()
     // Signed right but for another corp: decrypted, refused before parsing.
     const foreign = await wecom.postCallback(callbackUrl, xml, { receiveId: "wwsomeoneelse" });
     expect(foreign.status).toBe(401);
-    await pause(500);
+    // Refused at the door: nothing of it was queued, so the next message is answered and it is not.
+    await settle();
     expect(modelSaw("forged message")).toBe(false);
     expect(gateway.output()).toContain("wecom callback refused");
     expect(gateway.output()).not.toContain("wecom callback message not understood");

@@ -83,9 +83,6 @@ async function until<T>(what: string, check: () => T | undefined | false | Promi
   }
 }
 
-/** Enough time for a duplicate to arrive, were one on its way: to show that none does. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 500));
-
 async function filesUnder(directory: string): Promise<string[]> {
   const entries = await readdir(directory, { recursive: true, withFileTypes: true });
   return entries.filter((entry) => entry.isFile()).map((entry) => path.relative(directory, path.join(entry.parentPath, entry.name)));
@@ -173,13 +170,17 @@ describe("scale-out: a chat's state follows it to any machine", () => {
     // Two gateways, one page: a message posted to the other gateway is answered on this socket, once.
     await post(secondUrl, "one more");
     await until("the next reply", () => back.finals[1]);
-    await settle();
-    expect(back.finals.map((final) => final.content)).toEqual(["echo: are you still there?", "echo: one more"]);
+    // A later message's answer: a doubled final of the earlier ones would have come before it.
+    await post(secondUrl, "settle");
+    await until("the settling reply", () => back.finals.find((final) => final.content === "echo: settle"));
+    expect(back.finals.map((final) => final.content)).toEqual(["echo: are you still there?", "echo: one more", "echo: settle"]);
 
     // Resuming from the first reply's seq on the other gateway: exactly what came after it.
     const resumed = await openPage(secondUrl, saved.seq);
-    await until("the replies after the first", () => resumed.finals[2]);
-    await settle();
+    await until("the replies after the first", () => resumed.finals[3]);
+    await post(secondUrl, "settle again");
+    // Both pages are on that chat: each gets the settling reply, and nothing twice before it.
+    for (const page of [resumed, back]) await until("the settling reply", () => page.finals.find((final) => final.content === "echo: settle again"));
     expect(resumed.finals.map((final) => final.id)).toEqual([recalled.id, ...back.finals.map((final) => final.id)]);
     back.close();
     resumed.close();

@@ -226,9 +226,11 @@ describe("agent teams over Redis, through Telegram, on two workers", () => {
     expect(byWorker.every((nodes) => nodes.some((node) => ["frontend", "backend", "database"].includes(node)))).toBe(true);
     expect(byWorker.flat().sort()).toEqual(["backend", "database", "frontend", "integrator"]);
     // One result in the chat, and one status message (edited in place) instead of a message per notice.
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // A later message's answer: anything still to come for the run (a second result) came before it.
+    say(OWNER, "settle");
+    await messageTo(OWNER, mark, /^echo: settle$/, "the settling reply");
     const texts = messagesTo(OWNER, mark).map((item) => item.text ?? "");
-    expect(texts.filter((text) => !text.startsWith("Team [Analysts] ·"))).toEqual([started, result]);
+    expect(texts.filter((text) => !text.startsWith("Team [Analysts] ·"))).toEqual([started, result, "echo: settle"]);
     expect(texts.filter((text) => text.startsWith("Team [Analysts] ·"))).toHaveLength(1);
     const { body: run } = await api<RunJson>(`/api/workflow-runs/${runId}`);
     expect(run).toMatchObject({ status: "completed", chat: `telegram:${OWNER}`, goal: "review the shop" });

@@ -31,6 +31,12 @@ export interface Taken {
   slots: NamedSlot[];
   token: string;
   cost: number;
+  /**
+   * When the take was asked of the store, by this process's clock: the store counted the calls
+   * from then or later, however long its answer then took to reach this process (a loaded event
+   * loop holds it), so the time from here to the platform's answer bounds how late a call can
+   * have arrived after the time it counts from.
+   */
   at: number;
   /** Resolves once the platform answered (or the take was given up on). */
   answered: Promise<void>;

@@ -18,10 +18,15 @@
  * - A call the platform answered late is counted from its answer (`answered`): the platform counts
  *   a call when it arrives, and one taken here may sit in a loaded event loop or a slow network
  *   for longer than the margin; counted from its answer, the next call of its budget cannot arrive
- *   inside its window. A call answered within the margin costs nothing more; one still unanswered
- *   a whole window after its take holds its budgets here until its answer comes. While this
- *   process's event loop runs behind (`lagMs`), its calls are counted from that much after their
- *   take, in the shared store: the other gateways of the bot count them as late as they arrive.
+ *   inside its window. How late is measured from when the take was asked of the store, not from
+ *   when the store's answer reached this process: the store counts the call from the moment it
+ *   took it, and a loaded event loop may hand its answer over much later (in the quota bench a
+ *   call answered 44 ms after the governor heard of its take had been taken 188 ms before its
+ *   answer, and reached the platform inside the window of another gateway's next call). A call
+ *   answered within the margin costs nothing more; one still unanswered a whole window after its
+ *   take holds its budgets here until its answer comes. While this process's event loop runs
+ *   behind (`lagMs`), its calls are counted from that much after their take, in the shared store:
+ *   the other gateways of the bot count them as late as they arrive.
  * - A 429 that still arrives `rateLimited`: the budget the platform named (or the chat's, when it
  *   did not say) is closed in the store for the wait the platform asked, for every process at once.
  *
@@ -60,8 +65,9 @@ export interface SendGovernor {
   tryAcquire(call: GovernedCall): Promise<TryOutcome>;
   /**
    * The platform answered the call (with anything, or the request failed): when that was later
-   * than the margin after its take, its budgets count it from now. Pass the object given to
-   * `acquire` or `tryAcquire`; a call not taken, or answered already, changes nothing.
+   * than the margin after its take was asked of the store, its budgets count it from now. Pass
+   * the object given to `acquire` or `tryAcquire`; a call not taken, or answered already, changes
+   * nothing.
    */
   answered(call: GovernedCall): Promise<void>;
   /**
@@ -144,9 +150,10 @@ class QuotaSendGovernor implements SendGovernor {
     let waitMs = 0;
     if (blocked < 0) {
       await this.untilAnswered(slots, signal);
+      const askedAt = this.now();
       const first = await this.store.take(slots, cost, "wait", token, this.lag());
       if (first.taken) {
-        this.remember(call, { slots, token, cost });
+        this.remember(call, { slots, token, cost, at: askedAt });
         return 0;
       }
       ({ blockedBy: blocked, waitMs } = first);
@@ -155,7 +162,7 @@ class QuotaSendGovernor implements SendGovernor {
     for (;;) {
       const result = await this.waitBehind(slots, cost, token, blocked, waitMs, signal);
       if (result.taken) {
-        this.remember(call, { slots, token, cost });
+        this.remember(call, { slots, token, cost, at: result.askedAt });
         return Math.max(0, this.now() - started);
       }
       ({ blockedBy: blocked, waitMs } = result);
@@ -180,9 +187,10 @@ class QuotaSendGovernor implements SendGovernor {
     if (this.unanswered.late(slots, at).length > 0) return "low";
     const token = randomUUID();
     const cost = call.cost ?? 1;
+    const askedAt = this.now();
     const result = await this.store.take(reserved, cost, "try", token, this.lag());
     if (!result.taken) return "low";
-    this.remember(call, { slots, token, cost });
+    this.remember(call, { slots, token, cost, at: askedAt });
     return "taken";
   }
 
@@ -226,9 +234,9 @@ class QuotaSendGovernor implements SendGovernor {
     return until !== undefined && until > at;
   }
 
-  private remember(call: GovernedCall, taken: Pick<Taken, "slots" | "token" | "cost">): void {
+  private remember(call: GovernedCall, taken: Pick<Taken, "slots" | "token" | "cost" | "at">): void {
     let settle = () => {};
-    const entry: Taken = { ...taken, at: this.now(), answered: new Promise<void>((resolve) => (settle = resolve)), settle };
+    const entry: Taken = { ...taken, answered: new Promise<void>((resolve) => (settle = resolve)), settle };
     this.inFlight.set(call, entry);
     this.unanswered.add(entry);
   }
@@ -275,8 +283,9 @@ class QuotaSendGovernor implements SendGovernor {
         if (waitMs > 0) await this.sleep(waitMs, signal);
         signal?.throwIfAborted();
         await this.untilAnswered(slots, signal);
+        const askedAt = this.now();
         const result = await this.store.take(slots, cost, "wait", token, this.lag());
-        if (result.taken || result.blockedBy !== blocked) return result;
+        if (result.taken || result.blockedBy !== blocked) return { ...result, askedAt };
         roomAt = this.now() + result.waitMs;
       }
     });

@@ -18,7 +18,8 @@
  * nonce seen before in the channel returns the first message and creates none), PATCH
  * /channels/:id/messages/:id, POST /channels/:id/typing. Errors are Discord's JSON (`{ message,
  * code }`); a 429 carries Retry-After, X-RateLimit-* and a body with retry_after (sent on demand,
- * or by the `limits` the fake enforces: DISCORD_PUBLISHED_LIMITS are Discord's). Every call is
+ * or by the `limits` the fake enforces: DISCORD_PUBLISHED_LIMITS are Discord's; `FAKE_LIMIT_DEBUG=1`
+ * prints each refusal with its budget and the calls in its window, sliding-limits.ts). Every call is
  * recorded. Messages the bot creates come back to it as MESSAGE_CREATE, as on Discord. Slash
  * commands: PUT /applications/:id/commands, INTERACTION_CREATE from {@link sendCommand}, POST
  * /interactions/:id/:token/callback (once, within 3 s; `with_response` returns the message) and
@@ -46,7 +47,7 @@ import {
   snowflake,
 } from "./fake-discord-model.js";
 import { sendJson } from "./scripted-http-server.js";
-import { SlidingLimits } from "./sliding-limits.js";
+import { SlidingLimits, logRefusal } from "./sliding-limits.js";
 
 export * from "./fake-discord-model.js";
 
@@ -313,12 +314,19 @@ export async function startFakeDiscord(options: FakeDiscordOptions) {
     const limits = options.limits;
     if (limits && !tokenInUrl) {
       const inChannel = route === "createMessage" || route === "editMessage";
-      const broken = limiter.hit([
-        [`channel:${params[0]}`, inChannel ? limits.channel : undefined],
-        ["bot", limits.bot],
-      ]);
+      const now = Date.now();
+      const label = `${route} ${method} ${path}`;
+      const broken = limiter.hit(
+        [
+          [`channel:${params[0]}`, inChannel ? limits.channel : undefined],
+          ["bot", limits.bot],
+        ],
+        now,
+        label,
+      );
       if (broken) {
         rateLimitedCalls += 1;
+        logRefusal("discord", label, broken, now);
         return rateLimited(response, { status: 429, retryAfter: Math.max(0.001, broken.retryAfterMs / 1000), global: broken.key === "bot" });
       }
     }

@@ -10,6 +10,8 @@
  *   200 elements are refused with Feishu's codes; at most 5 sends and updates a second per chat
  *   (230020), the rest of the per-chat limit; with `appLimits`, the app's own (50 a second, 1,000
  *   a minute: HTTP 429, code 99991400, `x-ogw-ratelimit-reset`) and a card's updates (10 a second);
+ *   `FAKE_LIMIT_DEBUG=1` prints each refusal with its budget and the calls in its window
+ *   (sliding-limits.ts);
  * - `GET .../messages/:id/resources/:file_key?type=image|file`;
  * - `GET /open-apis/contact/v3/users/:open_id?user_id_type=open_id`: the name of a user who sent
  *   or was mentioned in an event built here; anyone else is Feishu's "user not found" (41050);
@@ -30,7 +32,7 @@ import { WebSocketServer, type WebSocket } from "ws";
 import { CONTROL, DATA, decodeFrame, encodeFrame } from "./feishu-frames.js";
 import { type SignOptions, signedRequest } from "./feishu-webhook-signer.js";
 import { type FakeEventInput, type FakeUser, type FeishuEventEnvelope, buildEvent } from "./feishu-events.js";
-import { type SlidingLimit, SlidingLimits } from "./sliding-limits.js";
+import { type SlidingLimit, SlidingLimits, logRefusal } from "./sliding-limits.js";
 
 /** Feishu's published app limits: 50 calls a second and 1,000 a minute per app, 10 updates a second per card. */
 export const FEISHU_APP_LIMITS = { second: { limit: 50, windowMs: 1_000 }, minute: { limit: 1_000, windowMs: 60_000 }, card: { limit: 10, windowMs: 1_000 } };
@@ -182,7 +184,6 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
   const byUuid = new Map<string, BotMessage>();
   const resources = new Map<string, { bytes: Buffer; mimeType: string }>();
   const failures = new Map<FeishuRoute, FeishuFailure[]>();
-  const chatCalls = new Map<string, number[]>();
   const connections = new Set<Connection>();
   const queued: Array<{ payload: Buffer; resolve: (result: PushResult) => void }> = [];
   let endpointCalls = 0;
@@ -197,13 +198,13 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
     response.end(JSON.stringify(body));
   }
 
-  function overChatLimit(chatId: string): boolean {
-    const now = Date.now();
-    const recent = (chatCalls.get(chatId) ?? []).filter((time) => now - time < 1_000);
-    if (recent.length >= perChatPerSecond) return true;
-    recent.push(now);
-    chatCalls.set(chatId, recent);
-    return false;
+  const chatLimiter = new SlidingLimits();
+
+  /** The chat's own budget (5 a second): whether this call breaks it (and counts it otherwise). */
+  function overChatLimit(chatId: string, label: string, now: number): boolean {
+    const broken = chatLimiter.hit([[`chat:${chatId}`, { limit: perChatPerSecond, windowMs: 1_000 }]], now, label);
+    if (broken) logRefusal("feishu", label, broken, now);
+    return broken !== undefined;
   }
 
   function messageData(message: BotMessage) {
@@ -223,16 +224,21 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
   }
 
   /** The app's budgets (and, for an update, the card's): the refusal when one is spent. */
-  function overAppLimit(cardId: string | undefined): { status: number; code: number; msg: string; resetSeconds: number } | undefined {
+  function overAppLimit(cardId: string | undefined, label: string, now: number): { status: number; code: number; msg: string; resetSeconds: number } | undefined {
     const limits = options.appLimits;
     if (!limits) return undefined;
-    const broken = appLimiter.hit([
-      [`card:${cardId}`, cardId ? limits.card : undefined],
-      ["second", limits.second],
-      ["minute", limits.minute],
-    ]);
+    const broken = appLimiter.hit(
+      [
+        [`card:${cardId}`, cardId ? limits.card : undefined],
+        ["second", limits.second],
+        ["minute", limits.minute],
+      ],
+      now,
+      label,
+    );
     if (!broken) return undefined;
     rateLimited += 1;
+    logRefusal("feishu", label, broken, now);
     const resetSeconds = Math.max(1, Math.ceil(broken.retryAfterMs / 1000));
     return broken.key.startsWith("card:")
       ? { status: 400, code: 230020, msg: "This operation triggers the frequency limit.", resetSeconds }
@@ -248,9 +254,11 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
     } else if (Buffer.byteLength(content) > MAX_TEXT_BYTES) {
       return { status: 400, code: 230025, msg: "The length of the message content reaches its limit." };
     }
-    const app = overAppLimit(cardId);
+    const now = Date.now();
+    const label = `${cardId === undefined ? "send" : `update ${cardId}`} chat=${chatId}`;
+    const app = overAppLimit(cardId, label, now);
     if (app) return app;
-    if (overChatLimit(chatId)) {
+    if (overChatLimit(chatId, label, now)) {
       rateLimited += 1;
       return { status: 400, code: 230020, msg: "This operation triggers the frequency limit." };
     }

@@ -21,12 +21,13 @@
  * Rate limits (`limits`, off unless given; {@link TELEGRAM_PUBLISHED_LIMITS} are Telegram's): a
  * message, edit or draft over a chat's budget, a message or edit over a group's (per minute), or any
  * send over the bot's, is answered 429 `Too Many Requests: retry after N` with `retry_after`, as
- * Telegram does; {@link FakeTelegramServer.rateLimited} counts them.
+ * Telegram does; {@link FakeTelegramServer.rateLimited} counts them, and `FAKE_LIMIT_DEBUG=1` prints
+ * each with the budget it broke and the calls in its window (sliding-limits.ts).
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { sendJson } from "./scripted-http-server.js";
-import { type SlidingLimit, SlidingLimits } from "./sliding-limits.js";
+import { type Refusal, type SlidingLimit, SlidingLimits, logRefusal } from "./sliding-limits.js";
 
 /** The budgets a fake Telegram enforces; each optional. */
 export interface TelegramLimits {
@@ -474,7 +475,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
   };
 
   /** The budget of `options.limits` this call breaks, if it breaks one (and counts it otherwise). */
-  function overBudget(method: string, chat: FakeChat | undefined): { key: string; retryAfterMs: number } | undefined {
+  function overBudget(method: string, chat: FakeChat | undefined, label: string, now: number): Refusal | undefined {
     const limits = options.limits;
     if (!limits || !chat) return undefined;
     const inChat = method === "sendMessage" || method === "editMessageText" || method === "sendMessageDraft";
@@ -485,7 +486,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
       [`chat:${chat.id}`, inChat ? limits.chat : undefined],
       [`group:${chat.id}`, inChat && group ? limits.group : undefined],
       ["bot", limits.bot],
-    ]);
+    ], now, label);
   }
 
   /** Answers one API call; returns the `{ ok, ... }` body and whether the answer is deferred (held poll). */
@@ -495,10 +496,12 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
     const ok = (result: unknown) => ({ ok: true, result });
     const chatId = Number(params.chat_id);
     const chat = chats.get(chatId);
-    const limited = overBudget(method, chat);
+    const now = Date.now();
+    const label = `${method} chat=${chatId}${params.message_id === undefined ? "" : ` msg=${String(params.message_id)}`}`;
+    const limited = overBudget(method, chat, label, now);
     if (limited) {
       rateLimited += 1;
-      if (process.env.FAKE_LIMIT_DEBUG) console.log("telegram 429", method, chatId, JSON.stringify(limited));
+      logRefusal("telegram", label, limited, now);
       const retryAfter = Math.max(1, Math.ceil(limited.retryAfterMs / 1000));
       return failure(429, `Too Many Requests: retry after ${retryAfter}`, retryAfter);
     }

@@ -242,7 +242,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     toolHistory: (options = {}) => createRedisToolHistory({ redis, prefix, secrets: options.secrets, now }),
     auditLog: (options) => createRedisAuditLog({ redis, prefix, now, ...options }),
     budgetLedger,
-    chatEvents: (channel) => createRedisChatEventLog({ redis, prefix, channel }),
+    chatEvents: (channel) => createRedisChatEventLog({ redis, prefix, channel, now }),
     leaseTtlMs,
     queue: (name, events) =>
       createBullmqQueue({

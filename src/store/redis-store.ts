@@ -37,6 +37,7 @@ import { createRedisTaskStore } from "./redis-tasks.js";
 import { createRedisTeamStore } from "./redis-teams.js";
 import { createRedisRunStore } from "./redis-workflow-runs.js";
 import { HistoryAppends } from "./redis-history-appends.js";
+import { SessionLoads } from "./redis-session-loads.js";
 import { type Fence, type HistoryEntry, HistoryEntriesSchema, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface RedisStoreOptions {
@@ -74,7 +75,7 @@ export interface RedisStoreKeys {
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
-  load: loadScript(scriptsDirectory, "load-session-2.lua"),
+  loadMany: loadScript(scriptsDirectory, "load-sessions-many-1.lua"),
   appendMany: loadScript(scriptsDirectory, "append-history-many-4.lua"),
   compact: loadScript(scriptsDirectory, "compact-history-6.lua"),
   reset: loadScript(scriptsDirectory, "reset-session-6.lua"),
@@ -284,11 +285,12 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     now: scriptNow,
   });
 
+  const loads = new SessionLoads({ redis, script: scripts.loadMany, sessionPrefix: keys.sessionPrefix });
+
   const sessions: SessionStore = {
     load(key) {
       return serialized(key, async (): Promise<SessionSnapshot> => {
-        const session = keys.session(key);
-        const [metaFields, history] = (await runScript(redis, scripts.load, [session.meta, session.history], [])) as [string[], string[]];
+        const [metaFields, history] = await loads.load(key);
         const time = now();
         const meta = parseMeta(key, pairs(metaFields)) ?? { key, createdAt: time, updatedAt: time, generation: 0 };
         return { meta, history: parseEntries(key, history, options.onSkippedEntry, parsedEntries) };

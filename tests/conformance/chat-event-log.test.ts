@@ -3,7 +3,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EVENT_OVERHEAD_BYTES, createMemoryChatEventLog } from "../../src/store/chat-event-log.js";
 import { createRedisChatEventLog, redisChatEventKeys } from "../../src/store/redis-chat-event-log.js";
-import { deleteKeys, redisUrl } from "../support/redis.js";
+import { commandsOn, deleteKeys, redisUrl } from "../support/redis.js";
 import { runChatEventLogSuite } from "./chat-event-log.suite.js";
 
 let redis: Redis;
@@ -172,6 +172,25 @@ describe("Redis chat event log", () => {
       await redis.del(keys.log);
       await log.append("busy", "d");
       expect(await redis.pttl(keys.log)).toBeGreaterThan(60_000);
+    } finally {
+      await deleteKeys(redis, prefix);
+    }
+  });
+
+  it("costs Redis, per final of a busy chat: one script call shared by the moment, XREVRANGE, XADD, and one SET for its mark", async () => {
+    const prefix = `countbot-test-${randomUUID()}`;
+    try {
+      const log = createRedisChatEventLog({ redis, prefix, channel: "web" });
+      const first = await log.append("busy", "a");
+      await log.markDelivered("busy", first.id);
+      const counts = await commandsOn(redis, prefix, async () => {
+        const { id } = await log.append("busy", "b");
+        await log.markDelivered("busy", id);
+      });
+      expect(counts).toEqual({ evalsha: 2, xrevrange: 1, xadd: 1, set: 1 });
+      // A mark never moves back: an older id leaves it where it is.
+      await log.markDelivered("busy", first.id);
+      expect((await log.since("busy")).events).toEqual([]);
     } finally {
       await deleteKeys(redis, prefix);
     }

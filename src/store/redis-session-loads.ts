@@ -11,8 +11,8 @@ import { type LuaScript, runScript } from "../redis/scripts.js";
 /** At most this many sessions per call (their whole histories come back in one reply). */
 const MOST_SESSIONS_PER_CALL = 100;
 
-/** A session as stored: its meta's field/value list (empty when unknown) and its history's entries. */
-export type StoredSession = [metaFields: string[], history: string[]];
+/** A session as stored: its meta's field/value list (empty when unknown), its history's entries, and its score in `sessions` (its last change; null when unknown). */
+export type StoredSession = [metaFields: string[], history: string[], updatedAt: string | null];
 
 interface PendingLoad {
   key: string;
@@ -25,6 +25,8 @@ export interface SessionLoadsOptions {
   script: LuaScript;
   /** What every session's keys start with (`<prefix><key>:meta`). */
   sessionPrefix: string;
+  /** ZSET session key → updatedAt. */
+  sessions: string;
 }
 
 export class SessionLoads {
@@ -42,11 +44,15 @@ export class SessionLoads {
   private flush(): void {
     const batch = this.pending;
     this.pending = [];
-    const { redis, script, sessionPrefix } = this.options;
+    const { redis, script, sessionPrefix, sessions } = this.options;
     for (let start = 0; start < batch.length; start += MOST_SESSIONS_PER_CALL) {
       const slice = batch.slice(start, start + MOST_SESSIONS_PER_CALL);
-      runScript(redis, script, [`${sessionPrefix}${slice[0]!.key}:meta`], [sessionPrefix, ...slice.map((load) => load.key)]).then(
-        (reply) => slice.forEach((load, index) => load.resolve([(reply as string[][])[2 * index]!, (reply as string[][])[2 * index + 1]!])),
+      runScript(redis, script, [sessions], [sessionPrefix, ...slice.map((load) => load.key)]).then(
+        (reply) => {
+          const parts = reply as Array<Array<string | null>>;
+          const scores = parts[2 * slice.length] ?? [];
+          slice.forEach((load, index) => load.resolve([parts[2 * index] as string[], parts[2 * index + 1] as string[], scores[index] ?? null]));
+        },
         (error: unknown) => slice.forEach((load) => load.reject(error)),
       );
     }

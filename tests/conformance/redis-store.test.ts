@@ -5,7 +5,7 @@ import { busKeys } from "../../src/bus/redis-keys.js";
 import { BusError, ConfigError } from "../../src/errors.js";
 import { createRedisStore, readRedisArchivedHistory, redisStoreKeys } from "../../src/store/redis-store.js";
 import type { HistoryEntry, Store } from "../../src/store/store.js";
-import { deleteKeys, redisUrl } from "../support/redis.js";
+import { commandsOn, deleteKeys, redisUrl } from "../support/redis.js";
 import { runSessionStoreSuite } from "./store.suite.js";
 
 let redis: Redis;
@@ -225,6 +225,19 @@ describe("redis store", () => {
     } finally {
       await reader.close();
     }
+  });
+
+  it("keeps a session's last change once, as its score in sessions: an append writes no meta, and load and list report it", async () => {
+    await store.sessions.append("web:a", [{ role: "user", content: "a1", at: 1 }]);
+    const created = (await store.sessions.load("web:a")).meta;
+    clock += 1_000;
+    const counts = await commandsOn(redis, prefix, () => store.sessions.append("web:a", [{ role: "user", content: "a2", at: 2 }]));
+    expect(counts.hset ?? 0).toBe(0);
+    expect(counts.zadd).toBe(1);
+    expect(counts.rpush).toBe(1);
+    const { meta } = await store.sessions.load("web:a");
+    expect(meta).toEqual({ ...created, updatedAt: created.updatedAt + 1_000 });
+    expect((await store.sessions.list()).find((listed) => listed.key === "web:a")).toEqual(meta);
   });
 
   it("rejects a prefix that would break the hash tag", () => {

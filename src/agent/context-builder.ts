@@ -82,17 +82,18 @@ export class ContextBuilder {
     if (skills.summary.trim()) {
       stable.push(`# Available skills\nRead a skill's SKILL.md with read_file before using it.\n${skills.summary.trim()}`);
     }
-    // A memory file the wall refuses (a link out of the workspace) must not fail every turn of the chat.
-    const memoryText = truncate(
-      await memory.read(context.sessionKey).catch((error: unknown) => {
+    // The chat's memory and its speakers' are read together (over Redis: one MGET).
+    const [chatMemory, people] = await Promise.all([
+      // A memory file the wall refuses (a link out of the workspace) must not fail every turn of the chat.
+      memory.read(context.sessionKey).catch((error: unknown) => {
         if (error instanceof ToolError) return `[the memory file cannot be read: ${error.message}]`;
         throw error;
       }),
-      MAX_MEMORY_CHARS,
-    );
+      this.personMemories(context.speakers ?? []),
+    ]);
+    const memoryText = truncate(chatMemory, MAX_MEMORY_CHARS);
     const volatile = [conversationSection({ channel: context.channel, memoryPath: memory.location(context.sessionKey), memory: memoryText })];
     if (context.group) volatile.push(groupSection(context.group, persona.name));
-    const people = await this.personMemories(context.speakers ?? []);
     if (people) volatile.push(people);
     volatile.push(timeSection(new Date(this.now())));
     return { stable: stable.join("\n\n"), volatile: volatile.join("\n\n") };

@@ -230,6 +230,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     onError: (error) => logger.warn({ err: error }, "outbound delivery problem"),
   });
   const store = createRedisStore({ redis, prefix, now });
+  const budgetLedger = createRedisBudgetLedger({ redis, prefix, onError: (error) => logger.warn({ err: error }, "the usage report's counts could not be written; they are tried again in a second") });
   return {
     kind: "redis",
     get bullmq() {
@@ -242,8 +243,8 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     memory: (options) => createRedisMemoryStore({ redis, prefix, scope: options.scope, maxBytes: options.maxBytes, namespace: options.namespace, now }),
     toolHistory: (options = {}) => createRedisToolHistory({ redis, prefix, secrets: options.secrets, now }),
     auditLog: (options) => createRedisAuditLog({ redis, prefix, now, ...options }),
-    budgetLedger: createRedisBudgetLedger({ redis, prefix }),
-    chatEvents: (channel) => createRedisChatEventLog({ redis, prefix, channel }),
+    budgetLedger,
+    chatEvents: (channel) => createRedisChatEventLog({ redis, prefix, channel, now }),
     leaseTtlMs,
     queue: (name, events) =>
       createBullmqQueue({
@@ -264,6 +265,8 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     close: async () => {
       await bus.close();
       await store.close();
+      // The usage report's counts summed since the last flush, before the connection goes.
+      await budgetLedger.close();
       await Promise.all([redis.quit().catch(() => undefined), jobsConnection?.quit().catch(() => undefined)]);
     },
   };

@@ -32,6 +32,10 @@ export class ExpiringMap<V> {
     }
   }
 
+  delete(key: string): void {
+    this.entries.delete(key);
+  }
+
   private sweep(): void {
     const now = this.now();
     for (const [key, entry] of this.entries) {

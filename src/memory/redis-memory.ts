@@ -14,6 +14,7 @@
  * so two sessions never share a key. Appends and archiving are Lua scripts (./lua): one step each,
  * so concurrent writers never lose each other's text.
  */
+import { batchedGet } from "../redis/batched-get.js";
 import { hashTag, type RedisClient } from "../redis/client.js";
 import { loadScript, runScript } from "../redis/scripts.js";
 import {
@@ -68,7 +69,8 @@ export function createRedisMemoryStore(options: RedisMemoryStoreOptions): Memory
   const keys = redisMemoryKeys(options.prefix, scope, options.namespace);
   const location = (sessionKey: string) => `redis:${memoryPathOf(scope, sessionKey)}`;
 
-  const read = async (sessionKey: string) => (await redis.get(keys.current(sessionKey))) ?? "";
+  // Batched with the other reads of the moment (a turn's chat and person memory, other turns'): one MGET.
+  const read = async (sessionKey: string) => (await batchedGet(redis, keys.current(sessionKey))) ?? "";
 
   const store: MemoryStore = {
     scope,

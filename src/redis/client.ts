@@ -50,6 +50,8 @@ export interface RedisClient {
   lrange(key: string, start: number, stop: number): Promise<string[]>;
   blpop(key: string, timeoutSeconds: number): Promise<[key: string, value: string] | null>;
   zrange(key: string, start: number, stop: number): Promise<string[]>;
+  /** Member, score, member, score, ... */
+  zrange(key: string, start: number, stop: number, withScores: "WITHSCORES"): Promise<string[]>;
   zrevrange(key: string, start: number, stop: number): Promise<string[]>;
   zrangebyscore(key: string, min: RedisArgument, max: RedisArgument): Promise<string[]>;
   zcard(key: string): Promise<number>;

@@ -13,7 +13,8 @@
  * - A reservation that is neither extended nor settled is released once it expires (a crashed
  *   worker's), by the next `reserve` or `read` of that budget.
  * - `settle` releases the reservation, if it is still held, and adds what the call really used;
- *   usage is added even when the reservation had expired (the tokens were spent).
+ *   usage is added even when the reservation had expired (the tokens were spent). Budgets see it at
+ *   once; the usage report's counts may reach other ledgers up to a second later (`flushUsage`).
  * The ledger knows no calendar: the caller says which window of a budget counts now.
  */
 
@@ -79,8 +80,17 @@ export interface BudgetLedger {
   read(budgets: BudgetWindow[], now: number): Promise<BudgetState[]>;
   /** True the first time `key` is asked until `expiresAt` (ms): "tell the person once a period". */
   firstNotice(key: string, expiresAt: number, now: number): Promise<boolean>;
-  /** The usage report's counts of these days, summed field by field. */
+  /**
+   * The usage report's counts of these days, summed field by field: this ledger's own calls
+   * included; another ledger's once it has flushed them (see `flushUsage`).
+   */
   usage(days: string[]): Promise<Record<string, number>>;
+  /**
+   * Writes the usage report's counts this ledger still holds back. The Redis ledger sums them in
+   * the process and writes them at most a second after a call (and at close); the one-process
+   * ledger has nothing to write.
+   */
+  flushUsage(): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -195,6 +195,8 @@ export function createMemoryBudgetLedger(options: MemoryBudgetLedgerOptions = {}
       }
       return totals;
     },
+    // Counted in the ledger at once: nothing held back.
+    flushUsage: async () => undefined,
     close: () => writer.flush(),
   };
 }

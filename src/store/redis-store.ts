@@ -2,11 +2,13 @@
  * The Redis store: sessions shared by every gateway and worker of a deployment.
  *
  * Layout, every key under the hash tag `{prefix}` so one deployment lives in one cluster slot:
- * - `{p}:session:<key>:meta` HASH `key`, `createdAt`, `updatedAt`, `generation`
+ * - `{p}:session:<key>:meta` HASH `key`, `createdAt`, `updatedAt` (as of creation, the last compact
+ *   or reset: an append does not write it), `generation`
  * - `{p}:session:<key>:history` LIST of the current generation's entries (JSON), oldest first
  * - `{p}:session:<key>:archive:<generation>` LIST of what `compact` and `reset` dropped from that
  *   generation, oldest first
- * - `{p}:sessions` ZSET session key → updatedAt, for `list`
+ * - `{p}:sessions` ZSET session key → updatedAt, for `list`: the session's last change, which `load`
+ *   and `list` report (an append updates only this, one command instead of two)
  * - `{p}:pairing:*` DM pairing (./redis-pairing.ts)
  * - `{p}:task:<id>`, `{p}:tasks*` subagent tasks (./redis-tasks.ts)
  * - `{p}:team:<id>`, `{p}:teams:names` agent teams (./redis-teams.ts)
@@ -37,6 +39,7 @@ import { createRedisTaskStore } from "./redis-tasks.js";
 import { createRedisTeamStore } from "./redis-teams.js";
 import { createRedisRunStore } from "./redis-workflow-runs.js";
 import { HistoryAppends } from "./redis-history-appends.js";
+import { SessionLoads } from "./redis-session-loads.js";
 import { type Fence, type HistoryEntry, HistoryEntriesSchema, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface RedisStoreOptions {
@@ -74,7 +77,7 @@ export interface RedisStoreKeys {
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
-  load: loadScript(scriptsDirectory, "load-session-2.lua"),
+  loadMany: loadScript(scriptsDirectory, "load-sessions-many-1.lua"),
   appendMany: loadScript(scriptsDirectory, "append-history-many-4.lua"),
   compact: loadScript(scriptsDirectory, "compact-history-6.lua"),
   reset: loadScript(scriptsDirectory, "reset-session-6.lua"),
@@ -223,14 +226,16 @@ async function fencedWrite(key: string, fence: Fence | undefined, run: (token: s
 
 /** Every session's meta, sorted by key, read in pipelined batches. */
 async function listSessions(redis: RedisClient, keys: ReturnType<typeof redisStoreKeys>): Promise<SessionMeta[]> {
-  const members = await redis.zrange(keys.sessions, 0, -1);
+  // Member, score (its last change), member, score, ...
+  const scored = await redis.zrange(keys.sessions, 0, -1, "WITHSCORES");
+  const members = scored.filter((_, index) => index % 2 === 0);
   const metas: SessionMeta[] = [];
   for (let start = 0; start < members.length; start += LIST_BATCH) {
     const batch = members.slice(start, start + LIST_BATCH);
     // Sent together without awaiting each: ioredis pipelines them on the one connection.
     const replies = await Promise.all(batch.map((key) => redis.hmget(keys.session(key).meta, "createdAt", "updatedAt", "generation")));
     replies.forEach(([createdAt, updatedAt, generation], index) => {
-      const meta = parseMeta(batch[index]!, { createdAt, updatedAt, generation });
+      const meta = parseMeta(batch[index]!, { createdAt, updatedAt: scored[2 * (start + index) + 1] ?? updatedAt, generation });
       if (meta) metas.push(meta);
     });
   }
@@ -284,13 +289,14 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     now: scriptNow,
   });
 
+  const loads = new SessionLoads({ redis, script: scripts.loadMany, sessionPrefix: keys.sessionPrefix, sessions: keys.sessions });
+
   const sessions: SessionStore = {
     load(key) {
       return serialized(key, async (): Promise<SessionSnapshot> => {
-        const session = keys.session(key);
-        const [metaFields, history] = (await runScript(redis, scripts.load, [session.meta, session.history], [])) as [string[], string[]];
+        const [metaFields, history, updatedAt] = await loads.load(key);
         const time = now();
-        const meta = parseMeta(key, pairs(metaFields)) ?? { key, createdAt: time, updatedAt: time, generation: 0 };
+        const meta = parseMeta(key, { ...pairs(metaFields), ...(updatedAt === null ? {} : { updatedAt }) }) ?? { key, createdAt: time, updatedAt: time, generation: 0 };
         return { meta, history: parseEntries(key, history, options.onSkippedEntry, parsedEntries) };
       });
     },

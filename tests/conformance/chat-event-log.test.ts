@@ -3,7 +3,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EVENT_OVERHEAD_BYTES, createMemoryChatEventLog } from "../../src/store/chat-event-log.js";
 import { createRedisChatEventLog, redisChatEventKeys } from "../../src/store/redis-chat-event-log.js";
-import { deleteKeys, redisUrl } from "../support/redis.js";
+import { commandsOn, deleteKeys, redisUrl } from "../support/redis.js";
 import { runChatEventLogSuite } from "./chat-event-log.suite.js";
 
 let redis: Redis;
@@ -107,9 +107,90 @@ describe("Redis chat event log", () => {
       for (const key of [keys.log, keys.delivered]) {
         const ttl = await redis.pttl(key);
         expect(ttl).toBeGreaterThan(0);
-        expect(ttl).toBeLessThanOrEqual(60_000);
+        // ttlMs and a tenth: renewed once in a while, not per event (see below).
+        expect(ttl).toBeLessThanOrEqual(66_000);
       }
       await expect(log.since("visitor", "not-an-id")).rejects.toThrow(/not an event id/);
+    } finally {
+      await deleteKeys(redis, prefix);
+    }
+  });
+
+  it("keeps the events of one moment, of many chats, in one script call, each with the newest id of its chat before it", async () => {
+    const prefix = `countbot-test-${randomUUID()}`;
+    let scripts = 0;
+    const counting = new Proxy(redis, {
+      get(target, property, receiver) {
+        if (property === "evalsha" || property === "eval") {
+          return (...args: unknown[]) => {
+            scripts += 1;
+            return (target[property] as (...rest: unknown[]) => Promise<unknown>).apply(target, args);
+          };
+        }
+        return Reflect.get(target, property, receiver);
+      },
+    });
+    try {
+      const log = createRedisChatEventLog({ redis: counting, prefix, channel: "web" });
+      const chats = Array.from({ length: 20 }, (_, index) => `chat-${index}`);
+      const appended = await Promise.all([...chats.map((chatId) => log.append(chatId, `first ${chatId}`)), log.append("chat-0", "second")]);
+      expect(scripts).toBe(1);
+      for (const event of appended.slice(0, 20)) expect(event.previous).toBeUndefined();
+      expect(appended[20]!.previous).toBe(appended[0]!.id);
+      expect((await log.since("chat-0", "0-0")).events).toEqual([
+        { id: appended[0]!.id, payload: "first chat-0" },
+        { id: appended[20]!.id, payload: "second" },
+      ]);
+      expect((await log.since("chat-7", "0-0")).events).toEqual([{ id: appended[7]!.id, payload: "first chat-7" }]);
+    } finally {
+      await deleteKeys(redis, prefix);
+    }
+  });
+
+  it("renews a chat's expiry once a tenth of ttlMs, not on every event, and always for a new log", async () => {
+    const prefix = `countbot-test-${randomUUID()}`;
+    let now = 1_000_000;
+    try {
+      const log = createRedisChatEventLog({ redis, prefix, channel: "web", ttlMs: 60_000, now: () => now });
+      const keys = redisChatEventKeys(prefix, "web", "busy");
+      const first = await log.append("busy", "a");
+      await log.markDelivered("busy", first.id);
+      expect(await redis.pttl(keys.log)).toBeGreaterThan(60_000);
+      // As if the log had aged: an event within the tenth does not renew it.
+      await redis.pexpire(keys.log, 50_000);
+      await redis.pexpire(keys.delivered, 50_000);
+      now += 5_999;
+      await log.append("busy", "b");
+      expect(await redis.pttl(keys.log)).toBeLessThanOrEqual(50_000);
+      expect(await redis.pttl(keys.delivered)).toBeLessThanOrEqual(50_000);
+      // Past the tenth the next event renews the log and its mark.
+      now += 2;
+      await log.append("busy", "c");
+      expect(await redis.pttl(keys.log)).toBeGreaterThan(60_000);
+      expect(await redis.pttl(keys.delivered)).toBeGreaterThan(60_000);
+      // A log deleted meanwhile gets its expiry with its first event, renewed or not.
+      await redis.del(keys.log);
+      await log.append("busy", "d");
+      expect(await redis.pttl(keys.log)).toBeGreaterThan(60_000);
+    } finally {
+      await deleteKeys(redis, prefix);
+    }
+  });
+
+  it("costs Redis, per final of a busy chat: one script call shared by the moment, XREVRANGE, XADD, and one SET for its mark", async () => {
+    const prefix = `countbot-test-${randomUUID()}`;
+    try {
+      const log = createRedisChatEventLog({ redis, prefix, channel: "web" });
+      const first = await log.append("busy", "a");
+      await log.markDelivered("busy", first.id);
+      const counts = await commandsOn(redis, prefix, async () => {
+        const { id } = await log.append("busy", "b");
+        await log.markDelivered("busy", id);
+      });
+      expect(counts).toEqual({ evalsha: 2, xrevrange: 1, xadd: 1, set: 1 });
+      // A mark never moves back: an older id leaves it where it is.
+      await log.markDelivered("busy", first.id);
+      expect((await log.since("busy")).events).toEqual([]);
     } finally {
       await deleteKeys(redis, prefix);
     }

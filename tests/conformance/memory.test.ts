@@ -55,4 +55,34 @@ describe("Redis memory store", () => {
       await deleteKeys(redis, prefix);
     }
   });
+
+  it("reads of several stores started in one moment go to Redis in one MGET", async () => {
+    const prefix = `countbot-test-${randomUUID()}`;
+    const sent: string[] = [];
+    const counting = new Proxy(redis, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver) as unknown;
+        if (typeof value !== "function" || typeof property !== "string") return value;
+        return (...args: unknown[]) => {
+          sent.push(property);
+          return (value as (...rest: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    try {
+      const chat = createRedisMemoryStore({ redis: counting, prefix, scope: "chat" });
+      const person = createRedisMemoryStore({ redis: counting, prefix, scope: "person" });
+      await chat.write("web:a", "the chat's");
+      await person.write("web:ada", "ada's");
+      sent.length = 0;
+      expect(await Promise.all([chat.read("web:a"), person.read("web:ada"), person.read("web:bob"), chat.read("web:none")])).toEqual(["the chat's", "ada's", "", ""]);
+      expect(sent).toEqual(["mget"]);
+      // Alone, a read is one call too.
+      sent.length = 0;
+      expect(await chat.read("web:a")).toBe("the chat's");
+      expect(sent).toEqual(["mget"]);
+    } finally {
+      await deleteKeys(redis, prefix);
+    }
+  });
 });

@@ -5,7 +5,7 @@ import { busKeys } from "../../src/bus/redis-keys.js";
 import { BusError, ConfigError } from "../../src/errors.js";
 import { createRedisStore, readRedisArchivedHistory, redisStoreKeys } from "../../src/store/redis-store.js";
 import type { HistoryEntry, Store } from "../../src/store/store.js";
-import { deleteKeys, redisUrl } from "../support/redis.js";
+import { commandsOn, deleteKeys, redisUrl } from "../support/redis.js";
 import { runSessionStoreSuite } from "./store.suite.js";
 
 let redis: Redis;
@@ -197,6 +197,47 @@ describe("redis store", () => {
       expect((await store.sessions.load(key)).history).toEqual([entry("three")]);
       expect(await readRedisArchivedHistory({ redis, prefix }, key)).toEqual([entry("one"), entry("two")]);
     }
+  });
+
+  it("loads the sessions of one moment in one script call, each with its own meta and history", async () => {
+    await store.sessions.append("web:a", [{ role: "user", content: "a1", at: 1 }]);
+    await store.sessions.append("web:b", [{ role: "user", content: "b1", at: 2 }, { role: "assistant", content: "b2", at: 3 }]);
+    let scripts = 0;
+    const counting = new Proxy(redis, {
+      get(target, property, receiver) {
+        if (property === "evalsha" || property === "eval") {
+          return (...args: unknown[]) => {
+            scripts += 1;
+            return (target[property] as (...rest: unknown[]) => Promise<unknown>).apply(target, args);
+          };
+        }
+        return Reflect.get(target, property, receiver);
+      },
+    });
+    const reader = createRedisStore({ redis: counting, prefix, now: () => clock });
+    try {
+      const [a, b, unknown] = await Promise.all(["web:a", "web:b", "web:none"].map((key) => reader.sessions.load(key)));
+      expect(scripts).toBe(1);
+      expect(a!.history.map((entry) => entry.content)).toEqual(["a1"]);
+      expect(b!.history.map((entry) => entry.content)).toEqual(["b1", "b2"]);
+      expect(b!.meta.key).toBe("web:b");
+      expect(unknown).toEqual({ meta: { key: "web:none", createdAt: clock, updatedAt: clock, generation: 0 }, history: [] });
+    } finally {
+      await reader.close();
+    }
+  });
+
+  it("keeps a session's last change once, as its score in sessions: an append writes no meta, and load and list report it", async () => {
+    await store.sessions.append("web:a", [{ role: "user", content: "a1", at: 1 }]);
+    const created = (await store.sessions.load("web:a")).meta;
+    clock += 1_000;
+    const counts = await commandsOn(redis, prefix, () => store.sessions.append("web:a", [{ role: "user", content: "a2", at: 2 }]));
+    expect(counts.hset ?? 0).toBe(0);
+    expect(counts.zadd).toBe(1);
+    expect(counts.rpush).toBe(1);
+    const { meta } = await store.sessions.load("web:a");
+    expect(meta).toEqual({ ...created, updatedAt: created.updatedAt + 1_000 });
+    expect((await store.sessions.list()).find((listed) => listed.key === "web:a")).toEqual(meta);
   });
 
   it("rejects a prefix that would break the hash tag", () => {

@@ -196,10 +196,18 @@ describe("budgets over Redis with two workers", () => {
     expect(tokensIn(usage)).toBe(served.get("alice"));
     pages.forEach((page) => page.close());
 
-    // The API and the CLI tell the same from the usage report.
-    const response = await fetch(`${base}/api/usage?by=person&period=day`, { headers: { authorization: `Bearer ${TOKEN}` } });
-    const report = (await response.json()) as { rows: Array<{ key: string; tokens: number; calls: number }> };
-    expect(report.rows.find((row) => row.key === "web:alice")).toMatchObject({ tokens: served.get("alice"), calls: aliceCalls });
+    // The API and the CLI tell the same from the usage report, once the workers have flushed their
+    // counts (each sums its calls' and adds them to Redis within a second).
+    const aliceRow = async () => {
+      const response = await fetch(`${base}/api/usage?by=person&period=day`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      const report = (await response.json()) as { rows: Array<{ key: string; tokens: number; calls: number }> };
+      return report.rows.find((row) => row.key === "web:alice");
+    };
+    const flushed = await until("alice's usage report flushed", async () => {
+      const row = await aliceRow();
+      return row?.calls === aliceCalls && row;
+    }, 30_000);
+    expect(flushed).toMatchObject({ tokens: served.get("alice"), calls: aliceCalls });
     const cli = await runCli(["usage", "--by", "person", "--json", "--person", "web:alice"], { env: environment(0) });
     expect(cli.code, cli.stderr).toBe(0);
     const printed = JSON.parse(cli.stdout) as { rows: Array<{ key: string; tokens: number }>; budgets: Array<{ kind: string; used: number; limit: number }> };

@@ -12,3 +12,31 @@ export async function deleteKeys(redis: Redis, prefix: string): Promise<void> {
     if (keys.length > 0) await redis.del(...keys);
   } while (cursor !== "0");
 }
+
+/**
+ * The commands Redis executed on keys of the hash tag `{prefix}` while `work` ran, scripts' own
+ * included (MONITOR shows those too), by name: what a change to the work per message is judged by.
+ */
+export async function commandsOn(redis: Redis, prefix: string, work: () => Promise<unknown>): Promise<Record<string, number>> {
+  const monitor = await redis.monitor();
+  const tag = `{${prefix}}`;
+  const end = `${tag}:commands-on-end`;
+  const counts: Record<string, number> = {};
+  let ended!: () => void;
+  const seen = new Promise<void>((resolve) => (ended = resolve));
+  monitor.on("monitor", (_time: string, args: string[]) => {
+    if (args.includes(end)) return ended();
+    const name = args[0]?.toLowerCase();
+    if (name === undefined || !args.some((arg) => arg.includes(tag))) return;
+    counts[name] = (counts[name] ?? 0) + 1;
+  });
+  try {
+    await work();
+    // MONITOR reports in execution order: once this is seen, everything before it was.
+    await redis.exists(end);
+    await seen;
+  } finally {
+    monitor.disconnect();
+  }
+  return counts;
+}

@@ -12,7 +12,7 @@
   replay would pass its check again). A call whose appends were all refused leaves no marker.
 
   Session keys are built here from a prefix: they share the hash tag of the other keys.
-  KEYS[1] sessions          ZSET session key -> updatedAt
+  KEYS[1] sessions          ZSET session key -> updatedAt (the meta's updatedAt is set only at creation)
   KEYS[2] own               HASH session key -> "<token>:<worker id>" of the current lease (the bus's)
   KEYS[3] workers           ZSET worker id -> liveness expiry in ms (the bus's)
   KEYS[4] write:<call id>   this call's reply (1 hour)
@@ -65,11 +65,10 @@ while index <= #ARGV do
     written = true
     -- A session's meta and its entry in `sessions` are created together (here, in compact and in
     -- reset) and neither is ever deleted: a session new to `sessions` (ZADD adds 1) has no meta yet.
-    local meta = ARGV[2] .. sessionKey .. ":meta"
+    -- The session's last change is its score there; the meta's updatedAt is not written again
+    -- (readers take the score: one command per append less).
     if redis.call("ZADD", KEYS[1], now, sessionKey) == 1 then
-      redis.call("HSET", meta, "key", sessionKey, "createdAt", now, "generation", 0, "updatedAt", now)
-    else
-      redis.call("HSET", meta, "updatedAt", now)
+      redis.call("HSET", ARGV[2] .. sessionKey .. ":meta", "key", sessionKey, "createdAt", now, "generation", 0, "updatedAt", now)
     end
     local length = 0
     -- unpack() is bounded by Lua's C stack: push in slices.

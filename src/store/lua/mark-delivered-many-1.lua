@@ -15,20 +15,23 @@ local function parts(id)
   return tonumber(time), tonumber(sequence)
 end
 
+-- Set first and put back in the rare case it moved back (SET ... GET): one call per chat, not a
+-- GET and a SET. The script is one step, so nobody sees the mark moved back in between.
 local moved = 0
 for index = 3, #ARGV - 1, 2 do
   local key = ARGV[1] .. ARGV[index] .. ":delivered"
   local id = ARGV[index + 1]
-  local current = redis.call("GET", key)
+  local previous = redis.call("SET", key, id, "PX", ARGV[2], "GET")
   local forward = true
-  if current then
-    local currentTime, currentSequence = parts(current)
+  if previous then
+    local previousTime, previousSequence = parts(previous)
     local time, sequence = parts(id)
-    forward = time > currentTime or (time == currentTime and sequence > currentSequence)
+    forward = time > previousTime or (time == previousTime and sequence > previousSequence)
   end
   if forward then
-    redis.call("SET", key, id, "PX", ARGV[2])
     moved = moved + 1
+  else
+    redis.call("SET", key, previous, "PX", ARGV[2])
   end
 end
 return moved

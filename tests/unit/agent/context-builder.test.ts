@@ -112,4 +112,25 @@ describe("ContextBuilder", () => {
     expect(parts.at(-1)!.text).toContain("missing.jpg could not be read");
     expect(parts.at(-1)!.text).toContain("report.pdf");
   });
+
+  it("reads the chat's memory and its speakers' together, not one after the other (over Redis: one MGET)", async () => {
+    const started: string[] = [];
+    let release!: () => void;
+    const allStarted = new Promise<void>((resolve) => (release = resolve));
+    // Each read answers only once both have started: one after the other would never finish.
+    const store = (scope: "chat" | "person", text: string) => ({
+      ...createFileMemoryStore({ workspace, scope }),
+      read: async (key: string) => {
+        started.push(`${scope}:${key}`);
+        if (started.length === 2) release();
+        await allStarted;
+        return text;
+      },
+    });
+    const context = new ContextBuilder({ workspace, persona, memory: store("chat", "chat memory"), people: { store: store("person", "ann's memory"), keyOf: (id) => id }, now: () => Date.UTC(2026, 10, 30) });
+    const parts = await context.buildSystemParts({ sessionKey: "telegram:42", channel: "telegram", speakers: [{ id: "telegram:7", name: "Ann" }] });
+    expect(started.sort()).toEqual(["chat:telegram:42", "person:telegram:7"]);
+    expect(parts.volatile).toContain("chat memory");
+    expect(parts.volatile).toContain("ann's memory");
+  });
 });

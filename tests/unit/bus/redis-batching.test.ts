@@ -11,7 +11,7 @@ import type { InboundMessage, OutboundMessage } from "../../../src/bus/message.j
 import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { createRedisBus } from "../../../src/bus/redis-bus.js";
 import { busKeys } from "../../../src/bus/redis-keys.js";
-import { deleteKeys, redisUrl } from "../../support/redis.js";
+import { commandsOn, deleteKeys, redisUrl } from "../../support/redis.js";
 
 let redis: Redis;
 let prefix: string;
@@ -94,5 +94,28 @@ describe("acks batched per moment", () => {
     const next = await bus.claimSessions({ max: 3, timeoutMs: 1_000 });
     expect(next.map((claim) => [claim.sessionKey, claim.messages.map((message) => message.content)])).toEqual([["test:b", ["mid-turn"]]]);
     expect(await bus.stats()).toMatchObject({ ready: 0, leased: 1 });
+  });
+});
+
+describe("what an ack costs Redis", () => {
+  it("drops a turn's messages and learns whether more wait in one command (LPOP of one more), putting back what arrived mid-turn", async () => {
+    for (const chat of ["quiet", "busy"]) {
+      await bus.publishInbound(inbound(chat, `${chat} 1`));
+      await bus.publishInbound(inbound(chat, `${chat} 2`));
+    }
+    const claims = await bus.claimSessions({ max: 2, timeoutMs: 1_000 });
+    const byKey = Object.fromEntries(claims.map((claim) => [claim.sessionKey, claim]));
+    await bus.publishInbound(inbound("busy", "busy 3, mid-turn"));
+    const quiet = await commandsOn(redis, prefix, () => bus.ack(byKey["test:quiet"]!, 2, final("quiet", "done")));
+    expect(quiet.lpop).toBe(1);
+    expect(quiet.ltrim ?? 0).toBe(0);
+    expect(quiet.llen ?? 0).toBe(0);
+    expect(quiet.lpush ?? 0).toBe(0);
+    expect(await redis.exists(busKeys(prefix).mailbox("test:quiet"))).toBe(0);
+    await bus.ack(byKey["test:busy"]!, 2, final("busy", "done"));
+    // What arrived mid-turn is the next turn, alone.
+    const [next] = await bus.claimSessions({ max: 1, timeoutMs: 1_000 });
+    expect(next?.sessionKey).toBe("test:busy");
+    expect(next?.messages.map((message) => message.content)).toEqual(["busy 3, mid-turn"]);
   });
 });

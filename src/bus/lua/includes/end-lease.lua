@@ -7,7 +7,8 @@
   must succeed without doing anything twice), or the error LEASE_LOST.
 
   endLease(...) drops the messages the turn consumed, releases the lease and, when more messages
-  wait (they arrived mid-turn), makes the session ready at once and wakes a worker.
+  wait (they arrived mid-turn), makes the session ready at once and wakes a worker. (LPOP with a
+  count: Redis 6.2, which the bus needs anyway.)
 
   endLease(mailbox, ready, own, wake, attempts, sid, consumed, now, firstId, attempt)
   mailbox   in:<sid>  the session's mailbox
@@ -37,11 +38,21 @@ local function endLease(mailbox, ready, own, wake, attempts, sid, consumed, now,
   if tonumber(attempt) ~= 1 then
     redis.call("HDEL", attempts, firstId)
   end
+  -- One more than consumed is popped: a message past them means more wait (they arrived
+  -- mid-turn), and it goes back to the head. One command where LTRIM and LLEN were two, and the
+  -- put-back only when more wait.
+  local more
   if consumed > 0 then
-    redis.call("LTRIM", mailbox, consumed, -1)
+    local popped = redis.call("LPOP", mailbox, consumed + 1)
+    more = popped and #popped > consumed
+    if more then
+      redis.call("LPUSH", mailbox, popped[#popped])
+    end
+  else
+    more = redis.call("LLEN", mailbox) > 0
   end
   redis.call("HDEL", own, sid)
-  if redis.call("LLEN", mailbox) > 0 then
+  if more then
     redis.call("ZADD", ready, "NX", now, sid)
     wakeOne(wake)
   end

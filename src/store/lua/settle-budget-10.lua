@@ -1,16 +1,14 @@
 --[[
   Settles a model call: releases its reservation where it is still held and adds what the call
-  really used to each budget's current bucket, and to the usage report's day. What was used is
-  added even when the reservation had expired meanwhile: those tokens were spent.
+  really used to each budget's current bucket. What was used is added even when the reservation
+  had expired meanwhile: those tokens were spent. (The usage report's day is not written here: the
+  process sums its calls' counts and adds them once a second, add-usage-1.lua.)
 
   KEYS[2i-1] budget:<unit>:<scope>       HASH of budget i (i = 1..5), see includes/budget-state
   KEYS[2i]   budget:<unit>:<scope>:held  ZSET of budget i
-  KEYS[11]   usage:<day>                 HASH field -> count, the usage report's day
   ARGV[1] now (ms)
   ARGV[2] reservation id
   ARGV[3 + 5(i-1) .. 7 + 5(i-1)] budget i: window start ("" unused), bucket (ms), reserved amount, used amount, keep (ms)
-  ARGV[28] how long the usage day is kept (ms), "" to add no usage
-  ARGV[29..] usage field, increment, field, increment, ...
   Output: { used, held, oldest, ... } three per slot, after the settlement (oldest -1 when none)
 ]]
 --- @include "includes/budget-state"
@@ -34,12 +32,5 @@ for slot = 1, budgetSlots do
   else
     for _, value in ipairs({ 0, 0, -1 }) do table.insert(reply, value) end
   end
-end
-
-if ARGV[28] ~= "" then
-  for index = 29, #ARGV, 2 do
-    redis.call("HINCRBY", KEYS[11], ARGV[index], ARGV[index + 1])
-  end
-  redis.call("PEXPIRE", KEYS[11], ARGV[28])
 end
 return reply

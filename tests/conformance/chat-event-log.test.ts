@@ -3,7 +3,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EVENT_OVERHEAD_BYTES, createMemoryChatEventLog } from "../../src/store/chat-event-log.js";
 import { createRedisChatEventLog, redisChatEventKeys } from "../../src/store/redis-chat-event-log.js";
-import { commandsOn, deleteKeys, redisUrl } from "../support/redis.js";
+import { commandsOn, countingScripts, deleteKeys, redisUrl } from "../support/redis.js";
 import { runChatEventLogSuite } from "./chat-event-log.suite.js";
 
 let redis: Redis;
@@ -118,23 +118,12 @@ describe("Redis chat event log", () => {
 
   it("keeps the events of one moment, of many chats, in one script call, each with the newest id of its chat before it", async () => {
     const prefix = `countbot-test-${randomUUID()}`;
-    let scripts = 0;
-    const counting = new Proxy(redis, {
-      get(target, property, receiver) {
-        if (property === "evalsha" || property === "eval") {
-          return (...args: unknown[]) => {
-            scripts += 1;
-            return (target[property] as (...rest: unknown[]) => Promise<unknown>).apply(target, args);
-          };
-        }
-        return Reflect.get(target, property, receiver);
-      },
-    });
+    const { client: counting, scripts } = countingScripts(redis);
     try {
       const log = createRedisChatEventLog({ redis: counting, prefix, channel: "web" });
       const chats = Array.from({ length: 20 }, (_, index) => `chat-${index}`);
       const appended = await Promise.all([...chats.map((chatId) => log.append(chatId, `first ${chatId}`)), log.append("chat-0", "second")]);
-      expect(scripts).toBe(1);
+      expect(scripts()).toBe(1);
       for (const event of appended.slice(0, 20)) expect(event.previous).toBeUndefined();
       expect(appended[20]!.previous).toBe(appended[0]!.id);
       expect((await log.since("chat-0", "0-0")).events).toEqual([

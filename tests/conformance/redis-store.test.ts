@@ -5,7 +5,7 @@ import { busKeys } from "../../src/bus/redis-keys.js";
 import { BusError, ConfigError } from "../../src/errors.js";
 import { createRedisStore, readRedisArchivedHistory, redisStoreKeys } from "../../src/store/redis-store.js";
 import type { HistoryEntry, Store } from "../../src/store/store.js";
-import { commandsOn, deleteKeys, redisUrl } from "../support/redis.js";
+import { commandsOn, countingScripts, deleteKeys, redisUrl } from "../support/redis.js";
 import { runSessionStoreSuite } from "./store.suite.js";
 
 let redis: Redis;
@@ -202,22 +202,11 @@ describe("redis store", () => {
   it("loads the sessions of one moment in one script call, each with its own meta and history", async () => {
     await store.sessions.append("web:a", [{ role: "user", content: "a1", at: 1 }]);
     await store.sessions.append("web:b", [{ role: "user", content: "b1", at: 2 }, { role: "assistant", content: "b2", at: 3 }]);
-    let scripts = 0;
-    const counting = new Proxy(redis, {
-      get(target, property, receiver) {
-        if (property === "evalsha" || property === "eval") {
-          return (...args: unknown[]) => {
-            scripts += 1;
-            return (target[property] as (...rest: unknown[]) => Promise<unknown>).apply(target, args);
-          };
-        }
-        return Reflect.get(target, property, receiver);
-      },
-    });
+    const { client: counting, scripts } = countingScripts(redis);
     const reader = createRedisStore({ redis: counting, prefix, now: () => clock });
     try {
       const [a, b, unknown] = await Promise.all(["web:a", "web:b", "web:none"].map((key) => reader.sessions.load(key)));
-      expect(scripts).toBe(1);
+      expect(scripts()).toBe(1);
       expect(a!.history.map((entry) => entry.content)).toEqual(["a1"]);
       expect(b!.history.map((entry) => entry.content)).toEqual(["b1", "b2"]);
       expect(b!.meta.key).toBe("web:b");

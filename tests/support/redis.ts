@@ -40,3 +40,20 @@ export async function commandsOn(redis: Redis, prefix: string, work: () => Promi
   }
   return counts;
 }
+
+/** `redis` as a client that counts the script calls (EVALSHA, EVAL) sent through it. */
+export function countingScripts(redis: Redis): { client: Redis; scripts: () => number } {
+  let scripts = 0;
+  const client = new Proxy(redis, {
+    get(target, property, receiver) {
+      if (property === "evalsha" || property === "eval") {
+        return (...args: unknown[]) => {
+          scripts += 1;
+          return (target[property] as (...rest: unknown[]) => Promise<unknown>).apply(target, args);
+        };
+      }
+      return Reflect.get(target, property, receiver);
+    },
+  });
+  return { client, scripts: () => scripts };
+}

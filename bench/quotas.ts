@@ -4,7 +4,8 @@
  * account, as during a hand-over), against fake platforms that enforce the published limits with
  * real 429 answers. Prints per platform: 429s the platform sent, finals shown once (no draft left),
  * the time from the finals' publishing to the last one shown, and beside it the least time the
- * limits allow for the finals alone (BENCH_QUOTA_CHATS and BENCH_QUOTA_GROUPED change the sizes).
+ * limits allow for the finals alone (BENCH_QUOTA_CHATS and BENCH_QUOTA_GROUPED change the sizes,
+ * BENCH_QUOTA_DRAFTS the drafts each reply streams before its final: 6, 0 for finals alone).
  */
 import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -18,6 +19,7 @@ const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 export async function benchQuotas(): Promise<void> {
   const chats = Number(process.env.BENCH_QUOTA_CHATS ?? 300);
   const grouped = Number(process.env.BENCH_QUOTA_GROUPED ?? 100);
+  const drafts = Number(process.env.BENCH_QUOTA_DRAFTS ?? 6);
   const groups = 5;
   const length = 1_800;
   const prefix = `countbot-bench-quotas-${randomUUID()}`;
@@ -27,7 +29,7 @@ export async function benchQuotas(): Promise<void> {
   try {
     const conversations = planConversations(fakes, chats, grouped, groups);
     for (const index of [0, 1]) gateways.push(await startGateway({ fakes, redisUrl, prefix, dataDir: path.join(root, `gateway-${index}`) }));
-    const finalsAt = await streamReplies(gateways[0]!.bus, conversations, { drafts: 6, draftEveryMs: 500, length });
+    const finalsAt = await streamReplies(gateways[0]!.bus, conversations, { drafts, draftEveryMs: 500, length });
     const doneAt = new Map<Platform, number>();
     const deadline = finalsAt + 300_000;
     while (doneAt.size < PLATFORMS.length && Date.now() < deadline) {

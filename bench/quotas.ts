@@ -48,6 +48,7 @@ export async function benchQuotas(): Promise<void> {
       const ratio = bound > 0 ? (took / bound).toFixed(2) : "-";
       console.log(`${platform.padEnd(10)} ${String(answered429[platform]).padStart(4)}  ${`${shown}/${conversations.length}`.padStart(17)}  ${`${(took / 1000).toFixed(1)} s`.padStart(18)}  ${`${(bound / 1000).toFixed(1)} s`.padStart(12)}  ${ratio.padStart(5)}`);
     }
+    console.log(`telegram: a busy group's calls arrived ${(busyGroupGapMs(fakes, finalsAt) / 1000).toFixed(2)} s apart on average, where its limit allows one a second (a chat's calls go one at a time, each 1 s after the previous one's answer)`);
     const counters = gateways.map((gateway) => gateway.counters);
     console.log(`governor: sends deferred ${counters.map((counter) => counter.deferred).join(" + ")}, drafts left out ${counters.map((counter) => counter.draftsSkipped).join(" + ")}, 429s seen ${counters.map((counter) => counter.rateLimited).join(" + ")}`);
     if (problems.length > 0) console.log(`problems: ${problems.slice(0, 5).join("; ")}`);
@@ -61,3 +62,16 @@ export async function benchQuotas(): Promise<void> {
     await rm(root, { recursive: true, force: true });
   }
 }
+
+/** The mean time between two calls that arrived for one Telegram group chat after the finals were published. */
+function busyGroupGapMs(fakes: Awaited<ReturnType<typeof startLimitedFakes>>, since: number): number {
+  const byChat = new Map<string, number[]>();
+  for (const call of fakes.telegram.requests) {
+    const chatId = String(call.params.chat_id ?? "");
+    if (call.at < since || !chatId.startsWith("-") || call.method === "sendChatAction") continue;
+    byChat.set(chatId, [...(byChat.get(chatId) ?? []), call.at]);
+  }
+  const gaps = [...byChat.values()].flatMap((times) => times.slice(1).map((at, index) => at - times[index]!));
+  return gaps.length === 0 ? Number.NaN : gaps.reduce((sum, gap) => sum + gap, 0) / gaps.length;
+}
+

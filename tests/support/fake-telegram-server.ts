@@ -119,6 +119,8 @@ export interface TelegramCall {
   headers: IncomingHttpHeaders;
   /** Set when the call was answered with an error. */
   failed?: { error_code: number; description: string };
+  /** When the call arrived (ms since the epoch). */
+  at: number;
 }
 
 export interface SentItem {
@@ -633,7 +635,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions): Promise<F
       } catch {
         return sendJson(response, 400, failure(400, "Bad Request: can't parse JSON object"));
       }
-      const request: TelegramCall = { method, params, headers: incoming.headers as IncomingHttpHeaders };
+      const request: TelegramCall = { method, params, headers: incoming.headers as IncomingHttpHeaders, at: Date.now() };
       requests.push(request);
       if (api[1] !== token) return sendJson(response, 401, failure(401, "Unauthorized"));
       const answer = call(method, params, response);

@@ -7,7 +7,7 @@
  * path answers 404 from then on.
  */
 import type { Logger } from "pino";
-import { type ChannelAccount, DEFAULT_ACCOUNT, accountsOf } from "../config/accounts.js";
+import { type ChannelAccount, DEFAULT_ACCOUNT, accountsOf, sharedFields } from "../config/accounts.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ChannelConfig, ChannelDependencies, ChannelInstance, ChannelPlugin, ChannelWebhook } from "../gateway/channel.js";
@@ -30,7 +30,7 @@ export function planAccounts(config: ResolvedConfig, plugins: readonly ChannelPl
     const raw = config.channels[plugin.name];
     // Loading validated the section against the plugin's schema; a missing section takes the
     // schema's defaults when it has them (the web chat is on unless switched off).
-    const shared = plugin.configSchema.safeParse(withoutAccounts(raw));
+    const shared = plugin.configSchema.safeParse(sharedFields(raw));
     if (!shared.success) {
       if (raw === undefined) continue;
       throw new ConfigError(`channels.${plugin.name}: ${shared.error.issues[0]?.message ?? "invalid"}`, `channels.${plugin.name}`);
@@ -46,13 +46,6 @@ export function planAccounts(config: ResolvedConfig, plugins: readonly ChannelPl
     }
   }
   return planned;
-}
-
-/** A section's shared fields, which a plugin's own schema reads. */
-function withoutAccounts(raw: unknown): unknown {
-  if (typeof raw !== "object" || raw === null || !("accounts" in raw)) return raw;
-  const { accounts: _accounts, ...shared } = raw as Record<string, unknown>;
-  return shared;
 }
 
 /** Builds one planned account's channel under its bus channel name. */

@@ -98,9 +98,15 @@ export function accountsOf(platform: string, section: Record<string, unknown>): 
 }
 
 function mergeAccount(section: Record<string, unknown>, account: Record<string, unknown>): Record<string, unknown> {
-  const { accounts: _accounts, ...shared } = section;
   const { id: _id, ...own } = account;
-  return { ...shared, ...own };
+  return { ...sharedFields(section), ...own };
+}
+
+/** A section's fields every account shares: all but `accounts` (anything else is returned as it is). */
+export function sharedFields<T>(section: T): T {
+  if (typeof section !== "object" || section === null || !("accounts" in section)) return section;
+  const { accounts: _accounts, ...shared } = section as Record<string, unknown>;
+  return shared as T;
 }
 
 /**

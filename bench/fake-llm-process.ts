@@ -4,11 +4,11 @@
  * every call "ok, noted." after the delay it was last told, keeps connections alive and has a long
  * listen backlog (a burst of 2,000 connections at once is accepted, not reset).
  *
- * Talks to its parent over the IPC channel: `{ id, type: "delay", ms }`, `{ id, type: "calls" }`
- * (start times of the calls since the last reset, ms since the epoch, and connections accepted),
- * `{ id, type: "reset" }`, `{ id, type: "close" }`; each is answered `{ id, ... }`.
+ * Talks to its parent over the IPC channel (./ipc-child.ts): `delay` (ms), `calls` (start times of
+ * the calls since the last reset, ms since the epoch, and connections accepted), `reset`, `close`.
  */
 import { startFakeOpenAI } from "../tests/support/fake-openai-server.js";
+import { serveIpc } from "./ipc-child.js";
 
 let delayMs = 0;
 let starts: number[] = [];
@@ -21,26 +21,12 @@ const llm = await startFakeOpenAI({
   },
 });
 
-type Request = { id: number; type: "delay"; ms: number } | { id: number; type: "calls" | "reset" | "close" };
-
-process.on("message", (raw) => {
-  const request = raw as Request;
-  const answer = (body: Record<string, unknown> = {}) => process.send!({ id: request.id, ...body });
-  switch (request.type) {
-    case "delay":
-      delayMs = request.ms;
-      return answer();
-    case "calls":
-      return answer({ starts, connections: llm.connections() });
-    case "reset":
-      starts = [];
-      return answer();
-    case "close":
-      void llm.close().finally(() => {
-        answer();
-        process.exit(0);
-      });
-  }
-});
-process.on("disconnect", () => process.exit(0));
-process.send!({ id: 0, url: llm.url });
+serveIpc(
+  { url: llm.url },
+  async (request) => {
+    if (request.type === "delay") delayMs = Number(request.ms);
+    else if (request.type === "calls") return { starts, connections: llm.connections() };
+    else if (request.type === "reset") starts = [];
+  },
+  () => llm.close(),
+);

@@ -52,7 +52,7 @@ function main(): void {
   const args = process.argv.slice(2);
   const perIndex = args.indexOf("--per");
   const per = perIndex >= 0 ? Number(args[perIndex + 1]) : undefined;
-  const files = args.filter((arg, index) => !arg.startsWith("--") && index !== perIndex + 1);
+  const files = args.filter((arg, index) => !arg.startsWith("--") && (perIndex < 0 || index !== perIndex + 1));
   for (const file of files) {
     const { total, byPlace, byFunction } = summarize(JSON.parse(readFileSync(file, "utf8")) as Profile);
     const show = (micros: number) => `${(micros / 1000).toFixed(0).padStart(6)} ms ${((micros / total) * 100).toFixed(1).padStart(5)} %${per ? `  ${(micros / 1000 / per).toFixed(4)} ms/unit` : ""}`;

@@ -2,19 +2,29 @@
  * `npm run bench -- quotas`: 300 chats (100 of them in 5 busy groups) each stream a long reply at
  * once on Telegram, Discord and Feishu, through two gateways over one Redis (both leading every
  * account, as during a hand-over), against fake platforms that enforce the published limits with
- * real 429 answers. Prints per platform: 429s the platform sent, finals shown once (no draft left),
- * the time from the finals' publishing to the last one shown, and beside it the least time the
- * limits allow for the finals alone (BENCH_QUOTA_CHATS and BENCH_QUOTA_GROUPED change the sizes,
- * BENCH_QUOTA_DRAFTS the drafts each reply streams before its final: 6, 0 for finals alone).
+ * real 429 answers, in a process of their own (./quota-fakes-process.ts). Prints per platform: 429s
+ * the platform sent, finals shown once (no draft left), the time from the finals' publishing to the
+ * last one shown, and beside it the least time the limits allow for the finals alone
+ * (BENCH_QUOTA_CHATS and BENCH_QUOTA_GROUPED change the sizes, BENCH_QUOTA_DRAFTS the drafts each
+ * reply streams before its final: 6, 0 for finals alone; BENCH_QUOTA_TRACE=1 prints the calls'
+ * arrivals per second and a busy group's calls).
  */
 import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Redis } from "ioredis";
-import { PLATFORMS, type Platform, deliveryProblems, finalsBoundMs, planConversations, rateLimitedAnswers, startGateway, startLimitedFakes, streamReplies } from "../tests/support/quota-harness.js";
+import { type Conversation, type FakeEndpoints, type Gateway, PLATFORMS, type Platform, finalsBoundMs, startGateway, streamReplies } from "../tests/support/quota-harness.js";
+import { startIpcChild } from "./ipc-child.js";
 
 const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+
+interface Watched {
+  doneAt: Partial<Record<Platform, number>>;
+  answered429: Record<Platform, number>;
+  problems: string[];
+  busyGroupGapMs: number;
+}
 
 export async function benchQuotas(): Promise<void> {
   const chats = Number(process.env.BENCH_QUOTA_CHATS ?? 300);
@@ -24,34 +34,28 @@ export async function benchQuotas(): Promise<void> {
   const length = 1_800;
   const prefix = `countbot-bench-quotas-${randomUUID()}`;
   const root = await mkdtemp(path.join(tmpdir(), "countbot-bench-quotas-"));
-  const fakes = await startLimitedFakes();
-  const gateways = [];
+  const fakes = await startIpcChild(new URL("./quota-fakes-process.ts", import.meta.url), "the fake platforms");
+  const gateways: Gateway[] = [];
   try {
-    const conversations = planConversations(fakes, chats, grouped, groups);
-    for (const index of [0, 1]) gateways.push(await startGateway({ fakes, redisUrl, prefix, dataDir: path.join(root, `gateway-${index}`) }));
+    const endpoints = fakes.ready.endpoints as FakeEndpoints;
+    const { conversations } = (await fakes.call("plan", { chats, grouped, groups })) as { conversations: Conversation[] };
+    for (const index of [0, 1]) gateways.push(await startGateway({ fakes: endpoints, redisUrl, prefix, dataDir: path.join(root, `gateway-${index}`) }));
     const finalsAt = await streamReplies(gateways[0]!.bus, conversations, { drafts, draftEveryMs: 500, length });
-    const doneAt = new Map<Platform, number>();
-    const deadline = finalsAt + 300_000;
-    while (doneAt.size < PLATFORMS.length && Date.now() < deadline) {
-      const problems = deliveryProblems(fakes, conversations, length);
-      for (const platform of PLATFORMS) if (!doneAt.has(platform) && !problems.some((problem) => problem.startsWith(`${platform} `))) doneAt.set(platform, Date.now());
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    const answered429 = rateLimitedAnswers(fakes);
-    const problems = deliveryProblems(fakes, conversations, length);
-    console.log(`\nquotas: ${chats} chats (${grouped} in ${groups} groups) per platform, a ${length}-character reply each, ${gateways.length} gateways over Redis`);
+    const watched = (await fakes.call("watch", { finalsAt, length })) as unknown as Watched;
+    console.log(`\nquotas: ${chats} chats (${grouped} in ${groups} groups) per platform, a ${length}-character reply each, ${gateways.length} gateways over Redis, the platforms in a process of their own`);
     console.log("platform   429s  finals shown once  time to last final  limits allow  ratio");
     for (const platform of PLATFORMS) {
       const bound = finalsBoundMs(platform, conversations, 1);
-      const took = doneAt.has(platform) ? doneAt.get(platform)! - finalsAt : Number.NaN;
-      const shown = conversations.length - problems.filter((problem) => problem.startsWith(`${platform} `)).length;
+      const done = watched.doneAt[platform];
+      const took = done === undefined ? Number.NaN : done - finalsAt;
+      const shown = conversations.length - watched.problems.filter((problem) => problem.startsWith(`${platform} `)).length;
       const ratio = bound > 0 ? (took / bound).toFixed(2) : "-";
-      console.log(`${platform.padEnd(10)} ${String(answered429[platform]).padStart(4)}  ${`${shown}/${conversations.length}`.padStart(17)}  ${`${(took / 1000).toFixed(1)} s`.padStart(18)}  ${`${(bound / 1000).toFixed(1)} s`.padStart(12)}  ${ratio.padStart(5)}`);
+      console.log(`${platform.padEnd(10)} ${String(watched.answered429[platform]).padStart(4)}  ${`${shown}/${conversations.length}`.padStart(17)}  ${`${(took / 1000).toFixed(1)} s`.padStart(18)}  ${`${(bound / 1000).toFixed(1)} s`.padStart(12)}  ${ratio.padStart(5)}`);
     }
-    console.log(`telegram: a busy group's calls arrived ${(busyGroupGapMs(fakes, finalsAt) / 1000).toFixed(2)} s apart on average, where its limit allows one a second (a chat's calls go one at a time, each 1 s after the previous one's answer)`);
+    console.log(`telegram: a busy group's calls arrived ${(watched.busyGroupGapMs / 1000).toFixed(2)} s apart on average, where its limit allows one a second (a chat's calls go one at a time, each 1 s after the previous one's answer)`);
     const counters = gateways.map((gateway) => gateway.counters);
     console.log(`governor: sends deferred ${counters.map((counter) => counter.deferred).join(" + ")}, drafts left out ${counters.map((counter) => counter.draftsSkipped).join(" + ")}, 429s seen ${counters.map((counter) => counter.rateLimited).join(" + ")}`);
-    if (problems.length > 0) console.log(`problems: ${problems.slice(0, 5).join("; ")}`);
+    if (watched.problems.length > 0) console.log(`problems: ${watched.problems.slice(0, 5).join("; ")}`);
   } finally {
     await Promise.all(gateways.map((gateway) => gateway.close()));
     await fakes.close();
@@ -62,16 +66,3 @@ export async function benchQuotas(): Promise<void> {
     await rm(root, { recursive: true, force: true });
   }
 }
-
-/** The mean time between two calls that arrived for one Telegram group chat after the finals were published. */
-function busyGroupGapMs(fakes: Awaited<ReturnType<typeof startLimitedFakes>>, since: number): number {
-  const byChat = new Map<string, number[]>();
-  for (const call of fakes.telegram.requests) {
-    const chatId = String(call.params.chat_id ?? "");
-    if (call.at < since || !chatId.startsWith("-") || call.method === "sendChatAction") continue;
-    byChat.set(chatId, [...(byChat.get(chatId) ?? []), call.at]);
-  }
-  const gaps = [...byChat.values()].flatMap((times) => times.slice(1).map((at, index) => at - times[index]!));
-  return gaps.length === 0 ? Number.NaN : gaps.reduce((sum, gap) => sum + gap, 0) / gaps.length;
-}
-

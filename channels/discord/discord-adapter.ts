@@ -20,8 +20,8 @@
  *   X-RateLimit headers and waits short known limits out itself; a 429 Discord still sends comes
  *   back as a ChannelError `rate-limit` (retryAfterMs, and the scope its X-RateLimit-Scope names)
  *   instead of being retried inside the REST client, so the governor closes that budget for every
- *   gateway. A known wait longer than `maxRestWaitMs` comes back the same way. `minSendIntervalMs`
- *   is only a small floor.
+ *   gateway. A known wait longer than `maxRestWaitMs` comes back the same way. No
+ *   `minSendIntervalMs`: the governor's channel budget paces.
  * - Reconnects: discord.js resumes by itself; connection-monitor.ts logs an outage when it starts
  *   and when it ends (watchConnection hears both), and makes a fresh IDENTIFY after three failed resumes.
  * - Slash commands (`registerCommands`): /new /stop /status /help, see slash-commands.ts.
@@ -44,7 +44,9 @@ export const discordCapabilities: ChannelCapabilities = {
   streaming: "edit",
   // Edits share the channel's message bucket (5 per 5 s): one a second leaves room for the finals.
   draftIntervalMs: 1_000,
-  minSendIntervalMs: 250,
+  // The send governor keeps the channel's 5 per 5 s: a floor here would only spread a busy
+  // channel's burst of five over a second, and every later five with it.
+  minSendIntervalMs: 0,
 };
 
 export interface DiscordAdapterOptions {

@@ -20,9 +20,10 @@
  *   ten minutes; a lookup that fails or takes over 1.5 s leaves the name out (the label shows the id).
  *
  * Capabilities: Feishu allows 5 messages a second per chat (and 10 updates a second per streaming
- * card), so `minSendIntervalMs` is 200 and drafts update at most twice a second; the app's budgets
- * (quotas.ts) are the send governor's. Feishu has no typing indicator
- * for bots: typing() does nothing.
+ * card); the send governor keeps those and the app's budgets (quotas.ts), so there is no
+ * `minSendIntervalMs` (a floor of 200 ms spread a busy group's five a second over the second,
+ * behind the app's other chats), and drafts update at most twice a second. Feishu has no typing
+ * indicator for bots: typing() does nothing.
  */
 import type { Readable } from "node:stream";
 import * as lark from "@larksuiteoapi/node-sdk";
@@ -47,7 +48,7 @@ export const feishuCapabilities: ChannelCapabilities = {
   maxMessageLength: 8_000,
   streaming: "edit",
   draftIntervalMs: 500,
-  minSendIntervalMs: 200,
+  minSendIntervalMs: 0,
 };
 
 export interface FeishuAdapterOptions {

@@ -98,6 +98,8 @@ class ChatOutbox {
   /** Drafts waiting in `events`, by reply id: a newer draft replaces the text in place. */
   private pendingDrafts = new Map<string, OutboundEvent & { type: "draft" }>();
   private readonly lane = new ChatLane();
+  /** When each queued event was published. */
+  private readonly publishedAt = new WeakMap<OutboundEvent, number>();
 
   constructor(
     private readonly redeliveryDelayMs: number,
@@ -119,7 +121,9 @@ class ChatOutbox {
       this.events.splice(this.events.indexOf(draft), 1);
       this.pendingDrafts.delete(message.id);
     }
-    this.events.push({ type: "message", message });
+    const event = { type: "message" as const, message };
+    this.publishedAt.set(event, performance.timeOrigin + performance.now());
+    this.events.push(event);
     this.pump();
   }
 
@@ -129,6 +133,7 @@ class ChatOutbox {
       pending.draft = draft;
     } else {
       const event = { type: "draft" as const, draft };
+      this.publishedAt.set(event, performance.timeOrigin + performance.now());
       this.pendingDrafts.set(draft.replyId, event);
       this.events.push(event);
     }
@@ -144,6 +149,13 @@ class ChatOutbox {
     });
   }
 
+  /** Replies queued behind `event`. */
+  private messagesBehind(event: OutboundEvent): number {
+    let behind = 0;
+    for (let index = this.events.indexOf(event) + 1; index < this.events.length; index++) if (this.events[index]!.type === "message") behind += 1;
+    return behind;
+  }
+
   private async run(): Promise<void> {
     let failures = 0;
     for (let handler = this.owner.handler(); handler && this.events.length > 0; handler = this.owner.handler()) {
@@ -151,7 +163,7 @@ class ChatOutbox {
       // A draft leaves the pending map when it is handed over: a newer one queues behind.
       if (event.type === "draft") this.pendingDrafts.delete(event.draft.replyId);
       try {
-        await handler(event);
+        await handler(event, { behind: this.messagesBehind(event), publishedAt: this.publishedAt.get(event) ?? Date.now() });
         failures = 0;
         if (this.events[0] === event) this.events.shift();
         else this.events.splice(this.events.indexOf(event), 1);

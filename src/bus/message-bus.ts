@@ -46,8 +46,19 @@ export interface Draft {
 
 export type OutboundEvent = { type: "message"; message: OutboundMessage } | { type: "draft"; draft: Draft };
 
+/** What the consumer knows of an outbound event's chat as it hands the event over. */
+export interface OutboundContext {
+  /** Replies (not drafts) of the same chat queued behind this event here: its backlog. */
+  behind: number;
+  /**
+   * When the event was published (ms since the epoch, fractions ordering events of one
+   * millisecond; over Redis, Redis's clock and the stream's order).
+   */
+  publishedAt: number;
+}
+
 /** Handles one outbound event. Resolving acknowledges it; throwing leaves it for redelivery. */
-export type OutboundHandler = (event: OutboundEvent) => Promise<void>;
+export type OutboundHandler = (event: OutboundEvent, context?: OutboundContext) => Promise<void>;
 
 export interface Subscription {
   close(): Promise<void>;

@@ -62,6 +62,8 @@ class OutboundConsumer {
   // One lane per chat: a chat's entries are delivered in stream order, chats concurrently. Each entry
   // is acknowledged once delivered, so a slow chat holds up neither other chats nor the reads.
   private readonly lanes = new KeyedLanes();
+  /** Replies (not drafts) queued in each chat's lane and not yet handed over: the chats' backlogs. */
+  private readonly queuedReplies = new Map<string, number>();
   private readonly inFlight = new Set<string>();
   private acks: Array<{ id: string; final?: string }> = [];
   private laneFinished: (() => void) | undefined;
@@ -155,9 +157,17 @@ class OutboundConsumer {
     const event = eventOf(entry, this.options.onError);
     const chat = event?.type === "message" ? event.message.chatId : event?.type === "draft" ? event.draft.chatId : "";
     this.inFlight.add(entry[0]);
+    const reply = event?.type === "message";
+    if (reply) this.queuedReplies.set(chat, (this.queuedReplies.get(chat) ?? 0) + 1);
     void this.lanes.run(chat, async () => {
+      let behind = 0;
+      if (reply) {
+        behind = this.queuedReplies.get(chat)! - 1;
+        if (behind === 0) this.queuedReplies.delete(chat);
+        else this.queuedReplies.set(chat, behind);
+      }
       try {
-        if (this.closed || !(await this.deliver(event))) return;
+        if (this.closed || !(await this.deliver(event, behind, publishedAt(entry[0])))) return;
         this.acks.push({ id: entry[0], final: event?.type === "message" && event.message.kind === "final" && event.drafted ? event.message.id : undefined });
       } catch (error) {
         this.options.onError?.(error);
@@ -169,12 +179,12 @@ class OutboundConsumer {
   }
 
   /** Hands one event to the handler; false when closing interrupted a final's delivery. */
-  private async deliver(event: StreamEvent | undefined): Promise<boolean> {
+  private async deliver(event: StreamEvent | undefined, behind: number, publishedAt: number): Promise<boolean> {
     let failures = 0;
     while (event && !this.closed) {
       try {
         const resolved = await resolve(this.options.redis, this.options.keys, event, this.finished);
-        if (resolved) await this.options.handler(resolved);
+        if (resolved) await this.options.handler(resolved, { behind, publishedAt });
         if (event.type === "message" && event.message.kind === "final") {
           this.finished.add(event.message.id);
           if (this.finished.size > 10_000) this.finished.delete(this.finished.values().next().value!);
@@ -218,4 +228,10 @@ async function resolve(redis: RedisClient, keys: BusKeys, event: StreamEvent, fi
   const [text, delivered] = await redis.mget(keys.draft(event.draft.replyId), keys.finished(event.draft.replyId));
   if (text === null || text === undefined || (delivered !== null && delivered !== undefined)) return undefined;
   return { type: "draft", draft: { ...event.draft, text } };
+}
+
+/** When a stream entry was added, from its id (`<ms>-<sequence>`): the sequence orders entries of one millisecond. */
+function publishedAt(id: string): number {
+  const [ms, sequence] = id.split("-");
+  return Number(ms) + Math.min(Number(sequence ?? 0), 999_999) / 1_000_000;
 }

@@ -34,7 +34,7 @@
  */
 import type { Logger } from "pino";
 import type { ChatType, OutboundMessage } from "../bus/message.js";
-import type { GatewayBus, OutboundEvent, Subscription } from "../bus/message-bus.js";
+import type { GatewayBus, OutboundContext, OutboundEvent, Subscription } from "../bus/message-bus.js";
 import { ChannelError, errorMessage } from "../errors.js";
 import type { Metrics } from "../metrics.js";
 import { sleep } from "../sleep.js";
@@ -190,7 +190,7 @@ class OutboundDispatcher implements Dispatcher {
     const { streaming, draftsWatchedPerChat } = this.adapter.capabilities;
     // Drafts are published only for an audience: here every chat of a channel that streams.
     if (streaming !== "none" && !draftsWatchedPerChat) this.draftAudience = await this.bus.watchDrafts(this.adapter.name);
-    this.subscription = await this.bus.consumeOutbound(this.adapter.name, (event) => this.handle(event));
+    this.subscription = await this.bus.consumeOutbound(this.adapter.name, (event, context) => this.handle(event, context));
   }
 
   async stop(): Promise<void> {
@@ -219,7 +219,7 @@ class OutboundDispatcher implements Dispatcher {
     await this.onMessage(message);
   }
 
-  private async handle(event: OutboundEvent): Promise<void> {
+  private async handle(event: OutboundEvent, context?: OutboundContext): Promise<void> {
     if (this.stopping) throw new StoppedError("the dispatcher is stopping");
     if (event.type === "draft") return this.drafts.show(event.draft);
     const { message } = event;
@@ -230,10 +230,12 @@ class OutboundDispatcher implements Dispatcher {
     if (this.teamStatus?.take(message)) return;
     if (message.kind === "notice" && !this.options.showNotices) return;
     if (message.kind === "notice" && message.metadata.transient === true && !this.options.showTransientNotices) return;
-    await this.onMessage(message);
+    await this.onMessage(message, context);
   }
 
-  private async onMessage(message: OutboundMessage): Promise<void> {
+  /** `context`: replies of the chat queued behind this one and when it was published, for the budgets' waiting order. */
+  private async onMessage(message: OutboundMessage, context?: OutboundContext): Promise<void> {
+    const queue = { behind: context?.behind ?? 0, since: context?.publishedAt ?? this.now() };
     this.chats.noteChatType(message.chatId, message.chatType);
     const fields = { chatId: message.chatId, sessionKey: `${message.channel}:${message.chatId}`, messageId: message.id };
     let delivery = this.deliveries.get(message.id);
@@ -249,14 +251,14 @@ class OutboundDispatcher implements Dispatcher {
     const attributes = { "countbot.channel": message.channel, "countbot.message_id": message.id, "countbot.kind": message.kind };
     const done = lane.run(() =>
       inSpan(`deliver ${message.channel}`, { kind: SpanKind.PRODUCER, attributes, ...parent }, async (span) => {
-        await this.deliver(message, delivery);
+        await this.deliver(message, delivery, queue);
         span.setAttribute("countbot.chunks_sent", delivery.sent);
       }),
     );
     await done;
   }
 
-  private async deliver(message: OutboundMessage, delivery: Delivery): Promise<void> {
+  private async deliver(message: OutboundMessage, delivery: Delivery, queue: { behind: number; since: number }): Promise<void> {
     const fields = { chatId: message.chatId, sessionKey: `${message.channel}:${message.chatId}`, messageId: message.id };
     const draft = await this.drafts.takeForFinal(message);
     try {
@@ -285,7 +287,7 @@ class OutboundDispatcher implements Dispatcher {
         }
         const outbound = this.options.annotateSends && !plain ? outboundPart(message, index, chunks.length) : undefined;
         const target = { replyTo: index === 0 ? message.replyTo : undefined, edit: editTarget?.platformMessageId, outbound, idempotencyKey: `${message.id}#${index}` };
-        const outcome = await this.sendChunk(message, chunk, target);
+        const outcome = await this.sendChunk(message, chunk, target, { backlog: queue.behind + chunks.length - index - 1, since: queue.since });
         if (outcome === "gone") {
           this.logger.warn({ ...fields, chunk: index }, "chat is gone: outbound message dropped");
           break;
@@ -318,6 +320,7 @@ class OutboundDispatcher implements Dispatcher {
     message: OutboundMessage,
     chunk: RenderedChunk,
     target: { replyTo?: string; edit?: string; outbound?: OutboundPart; idempotencyKey: string },
+    rank: { backlog: number; since: number },
   ): Promise<"sent" | "gone" | "skipped"> {
     const { chatId } = message;
     const annotation = { ...(target.outbound ? { outbound: target.outbound } : {}), ...this.chats.chatTypeOption(chatId), idempotencyKey: target.idempotencyKey };
@@ -329,7 +332,7 @@ class OutboundDispatcher implements Dispatcher {
     for (;;) {
       await this.chats.pace(lane);
       const cost = this.callsFor(text, { format, ...annotation }, edit !== undefined);
-      const call: GovernedCall = { call: edit ? "edit" : "send", chatId, chatType: annotation.chatType, messageId: edit, cost, replyId: message.id };
+      const call: GovernedCall = { call: edit ? "edit" : "send", chatId, chatType: annotation.chatType, messageId: edit, cost, replyId: message.id, ...rank };
       await this.budget(call);
       try {
         try {

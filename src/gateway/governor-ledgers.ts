@@ -88,13 +88,15 @@ export class UnansweredCalls {
 export const SHARED_STREAM_IDLE_MS = 15_000;
 
 /**
- * A long-window budget a chat's replies share (a group's minute): the draft's reply is counted in
- * the store's list, every gateway's, and while several stream there the whole budget is kept for
- * their finals (this gateway may see one reply where a hand-over gave the others to another).
+ * A budget a chat's replies share (a group's minute, a channel's five seconds): the draft's reply
+ * is counted in the store's list, every gateway's (this gateway may see one reply where a
+ * hand-over gave the others to another). While several stream into a long window the whole budget
+ * is kept for their finals; a short window keeps a call for each reply's final, as draftReserve
+ * does with the replies this gateway sees.
  */
 export function sharedStream(slot: NamedSlot, replyId: string | undefined): Pick<QuotaSlot, "stream"> {
-  if (replyId === undefined || slot.windowMs < LONG_WINDOW_MS || slot.limit < 2 || (slot.per !== "chat" && slot.per !== "group")) return {};
-  return { stream: { replyId, idleMs: SHARED_STREAM_IDLE_MS, sharedReserve: slot.limit } };
+  if (replyId === undefined || slot.limit < 2 || (slot.per !== "chat" && slot.per !== "group")) return {};
+  return { stream: { replyId, idleMs: SHARED_STREAM_IDLE_MS, sharedReserve: slot.windowMs >= LONG_WINDOW_MS ? slot.limit : -1 } };
 }
 
 /**
@@ -141,3 +143,36 @@ export class StreamingReplies {
   }
 }
 
+/** How long a chat counts as busy after it last sent with replies queued behind. */
+const BUSY_MS = 1_000;
+
+/**
+ * The chats that sent a call with more of their replies queued behind it in the last second, by
+ * platform chat: each will be back for the bot's budgets a round trip later.
+ */
+export class BusyChats {
+  private readonly lastSeen = new Map<string, number>();
+
+  /** Notes a call of `chat` with `backlog` behind it; whether the chat counts as busy for this call (it was, or is now). */
+  note(chat: string, backlog: number, at: number): boolean {
+    const seen = this.lastSeen.get(chat);
+    const was = seen !== undefined && at - seen < BUSY_MS;
+    this.lastSeen.delete(chat);
+    if (backlog > 0) {
+      this.lastSeen.set(chat, at);
+      if (this.lastSeen.size > 10_000) this.lastSeen.delete(this.lastSeen.keys().next().value!);
+    }
+    return was || backlog > 0;
+  }
+
+  /** Busy chats other than `chat`, forgetting the ones that went quiet. */
+  besides(chat: string, at: number): number {
+    let count = 0;
+    for (const [key, seen] of this.lastSeen) {
+      // Oldest first (each note moves its chat to the end): the rest are newer.
+      if (at - seen >= BUSY_MS) this.lastSeen.delete(key);
+      else if (key !== chat) count += 1;
+    }
+    return count;
+  }
+}

@@ -18,28 +18,33 @@ export interface QuotaSlot {
   /**
    * Calls kept for finals: a `try` take (a draft, typing) leaves at least this many of `limit`
    * unused. 0 for budgets of one chat, where a final waits behind the chat's own drafts anyway.
+   * A `hold` take leaves this many for the next calls of busier chats.
    */
   reserve: number;
   /**
    * A draft's try only: the reply it streams, counted in the budget's list of replies streaming into
    * it, every gateway's (a hand-over splits a busy group's drafts between two); while more than one
-   * streams, the try leaves `sharedReserve` instead of `reserve`. A reply not seen for `idleMs` no
-   * longer counts.
+   * streams, the try leaves `sharedReserve` instead of `reserve` (-1: as many calls as replies
+   * stream, up to the limit, a call for each one's final). A reply not seen for `idleMs` no longer
+   * counts.
    */
   stream?: { replyId: string; idleMs: number; sharedReserve: number };
 }
+
+export type TakeMode = "wait" | "try" | "hold";
 
 export type TakeResult = { taken: true } | { taken: false; waitMs: number; blockedBy: number };
 
 export interface QuotaStore {
   /**
    * Takes `cost` calls from every slot, or none. `wait` (finals) may use a budget to its limit;
-   * `try` (drafts, typing) only down to its reserve. Refused: the index of the slot that stands in
+   * `try` (drafts, typing) only down to its reserve; `hold` (a final that leaves room for busier
+   * chats) like `try`, but is told how long to wait like `wait`. Refused: the index of the slot that stands in
    * the way longest and how long until it has room. A cost over a budget's limit takes the whole budget.
    * `aheadMs`: the calls are counted from that long after now, when the taker will send them (its
    * event loop is behind), so every other taker counts them as long as the platform will.
    */
-  take(slots: readonly QuotaSlot[], cost: number, mode: "wait" | "try", token?: string, aheadMs?: number): Promise<TakeResult>;
+  take(slots: readonly QuotaSlot[], cost: number, mode: TakeMode, token?: string, aheadMs?: number): Promise<TakeResult>;
   /**
    * The platform answered the calls taken under `token`: they count from now, not from the take.
    * A call is counted by the platform when it arrives, which may be long after it was taken (a
@@ -63,12 +68,14 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
   const streams = new Map<string, Map<string, number>>();
 
   /** Counts the try's reply as streaming into the slot; the reserve the try must leave. */
-  const reserveOf = (slot: QuotaSlot, at: number, mode: "wait" | "try"): number => {
+  const reserveOf = (slot: QuotaSlot, at: number, mode: TakeMode): number => {
+    if (mode === "wait") return 0;
     if (mode !== "try" || !slot.stream) return slot.reserve;
     let replies = streams.get(slot.key);
     if (!replies) streams.set(slot.key, (replies = new Map()));
     for (const [id, seen] of replies) if (seen <= at - slot.stream.idleMs) replies.delete(id);
     replies.set(slot.stream.replyId, at);
+    if (slot.stream.sharedReserve < 0) return Math.max(slot.reserve, Math.min(slot.limit, replies.size));
     return replies.size > 1 ? Math.max(slot.reserve, slot.stream.sharedReserve) : slot.reserve;
   };
   const byTime = (a: { at: number }, b: { at: number }) => a.at - b.at;
@@ -89,7 +96,7 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
       let refused: { waitMs: number; blockedBy: number } | undefined;
       slots.forEach((slot, index) => {
         const log = current(slot, at);
-        const allowed = slot.limit - (mode === "try" ? reserveOf(slot, at, mode) : 0);
+        const allowed = slot.limit - reserveOf(slot, at, mode);
         // A call that makes more platform calls than a budget allows at all takes the whole budget.
         const excess = log.length + Math.min(cost, slot.limit) - allowed;
         if (excess <= 0) return;

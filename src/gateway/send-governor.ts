@@ -4,9 +4,14 @@
  *
  * - Finals, notices and the gateway's own replies `acquire`: they wait, as long as it takes, for
  *   room in every budget the call counts against, and may use a budget to its limit. Waiters on one
- *   budget queue here in order, and only the first asks the store again (when the store said room
- *   would come), so a thousand finals waiting on the bot's budget cost one store call per slot, not
- *   a thousand.
+ *   budget queue here, and only the first asks the store again (when the store said room would
+ *   come), so a thousand finals waiting on the bot's budget cost one store call per slot, not a
+ *   thousand. The queue serves the call with the longest backlog of its chat behind it first, the
+ *   oldest reply among equals (backlog-queues.ts): a busy group's finals, paced by its own chat's
+ *   window, are not each put behind every chat that queued meanwhile. And a chat with nothing
+ *   queued leaves a call of each of the bot's budgets to each busy chat (one with replies queued
+ *   behind the one it sends, seen in the last second), so that a busy chat's next call finds room
+ *   when it comes back a round trip later. Both know only this process's chats.
  * - Drafts and typing `tryAcquire`: taken now or not at all, only down to each budget's reserve,
  *   and never while a final waits here on one of its budgets or a 429 closed it ("closed": the
  *   caller shows no more drafts until the final; "low": the caller shows fewer, larger ones). The
@@ -35,11 +40,11 @@
  */
 import { randomUUID } from "node:crypto";
 import type { ChatType } from "../bus/message.js";
-import { KeyedLanes } from "../bus/chat-lane.js";
 import { sleep as defaultSleep } from "../sleep.js";
 import type { PlatformCall, PlatformQuotas, QuotaScopeKind } from "./quotas.js";
-import type { QuotaStore } from "./quota-store.js";
-import { type NamedSlot, StreamingReplies, type Taken, UnansweredCalls, draftReserve, sharedStream } from "./governor-ledgers.js";
+import type { QuotaStore, TakeResult } from "./quota-store.js";
+import { BacklogQueues, type Rank } from "./backlog-queues.js";
+import { BusyChats, type NamedSlot, StreamingReplies, type Taken, UnansweredCalls, draftReserve, sharedStream } from "./governor-ledgers.js";
 
 /** One platform call, as the budgets see it. */
 export interface GovernedCall {
@@ -53,6 +58,13 @@ export interface GovernedCall {
   cost?: number;
   /** The reply a draft streams or a final ends: counts the replies streaming into a budget. */
   replyId?: string;
+  /**
+   * Calls of the same chat queued behind this one (the rest of its final, the finals after it):
+   * among calls waiting for one budget, the longest backlog goes first. Default 0.
+   */
+  backlog?: number;
+  /** When the reply was published (ms since the epoch): among equal backlogs the oldest goes first. Default: when it asks. */
+  since?: number;
 }
 
 export type TryOutcome = "taken" | "low" | "closed";
@@ -119,13 +131,14 @@ class QuotaSendGovernor implements SendGovernor {
   private readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   private readonly share: number;
   private readonly margin: (windowMs: number) => number;
-  private readonly queues = new KeyedLanes();
+  private readonly queues = new BacklogQueues();
   /** Budgets a 429 closed, known here: drafts stop at once instead of asking the store. */
   private readonly closedUntil = new Map<string, number>();
   private readonly streams = new StreamingReplies();
   /** Calls taken and not yet answered, by the caller's call object. */
   private readonly inFlight = new WeakMap<GovernedCall, Taken>();
   private readonly unanswered = new UnansweredCalls();
+  private readonly busy = new BusyChats();
   private readonly lag: () => number;
 
   constructor(private readonly options: SendGovernorOptions) {
@@ -144,6 +157,10 @@ class QuotaSendGovernor implements SendGovernor {
     const cost = call.cost ?? 1;
     const token = randomUUID();
     const started = this.now();
+    const rank = { backlog: call.backlog ?? 0, since: call.since ?? started };
+    const chat = this.quotas.platformChatOf?.(call.chatId) ?? call.chatId;
+    const busy = this.busy.note(chat, rank.backlog, started);
+    const take = () => this.takeFinal(slots, cost, token, chat, busy);
     this.streams.finished(slots, call.replyId);
     // Behind calls already waiting here on one of these budgets: they came first.
     let blocked = slots.findIndex((slot) => this.queues.busy(slot.key));
@@ -151,7 +168,7 @@ class QuotaSendGovernor implements SendGovernor {
     if (blocked < 0) {
       await this.untilAnswered(slots, signal);
       const askedAt = this.now();
-      const first = await this.store.take(slots, cost, "wait", token, this.lag());
+      const first = await take();
       if (first.taken) {
         this.remember(call, { slots, token, cost, at: askedAt });
         return 0;
@@ -160,7 +177,7 @@ class QuotaSendGovernor implements SendGovernor {
     }
     this.options.onDeferred?.();
     for (;;) {
-      const result = await this.waitBehind(slots, cost, token, blocked, waitMs, signal);
+      const result = await this.waitBehind(slots, take, blocked, waitMs, rank, signal);
       if (result.taken) {
         this.remember(call, { slots, token, cost, at: result.askedAt });
         return Math.max(0, this.now() - started);
@@ -227,6 +244,19 @@ class QuotaSendGovernor implements SendGovernor {
     }
   }
 
+  /**
+   * Takes for a final. A chat that is not busy itself leaves a call of each of the bot's budgets
+   * to every other busy chat here (`hold`): a busy chat's next call comes one round trip after
+   * this one's answer, and by then the single finals that queued meanwhile would have filled the
+   * budget, putting each of its calls a whole window back.
+   */
+  private takeFinal(slots: NamedSlot[], cost: number, token: string, chat: string, busy: boolean): Promise<TakeResult> {
+    const held = busy ? 0 : this.busy.besides(chat, this.now());
+    if (held === 0) return this.store.take(slots, cost, "wait", token, this.lag());
+    const holding = slots.map((slot) => ({ ...slot, reserve: slot.account ? Math.min(held, slot.limit - 1) : 0 }));
+    return this.store.take(holding, cost, "hold", token, this.lag());
+  }
+
   /** Whether a 429 closed the slot's budget until after `at` (forgetting a closing that ran out). */
   private closedAt(slot: NamedSlot, at: number): boolean {
     const until = this.closedUntil.get(slot.key);
@@ -274,17 +304,23 @@ class QuotaSendGovernor implements SendGovernor {
   }
 
   /** Waits in the queue of the budget that stood in the way, until the store lets this call through or names another budget. */
-  private async waitBehind(slots: NamedSlot[], cost: number, token: string, blocked: number, firstWaitMs: number, signal?: AbortSignal) {
+  private async waitBehind(slots: NamedSlot[], take: () => Promise<TakeResult>, blocked: number, firstWaitMs: number, rank: Rank, signal?: AbortSignal) {
     // The time room was said to come: a call that had to queue behind others may find it come already.
     let roomAt = this.now() + firstWaitMs;
-    return this.queues.run(slots[blocked]!.key, async () => {
+    const key = slots[blocked]!.key;
+    return this.queues.run(key, rank, async () => {
       for (;;) {
         const waitMs = roomAt - this.now();
         if (waitMs > 0) await this.sleep(waitMs, signal);
         signal?.throwIfAborted();
+        // Woken by the room: a busier chat's call that queued meanwhile takes it first.
+        if (this.queues.outranked(key, rank)) {
+          await this.queues.yield(key, rank);
+          continue;
+        }
         await this.untilAnswered(slots, signal);
         const askedAt = this.now();
-        const result = await this.store.take(slots, cost, "wait", token, this.lag());
+        const result = await take();
         if (result.taken || result.blockedBy !== blocked) return { ...result, askedAt };
         roomAt = this.now() + result.waitMs;
       }

@@ -77,8 +77,7 @@ export function splitMessage(text: string, maxLength: number, options: SplitOpti
   const source = normalize(text);
   if (source.length === 0) return [];
   const { lines, blocks } = scanLines(source);
-  const breaks = findBreaks(source, lines);
-  const splitter = new Splitter(source, blocks, breaks, maxLength, measure);
+  const splitter = new Splitter(source, blocks, () => findBreaks(source, lines), maxLength, measure);
   return splitter.run();
 }
 
@@ -200,15 +199,23 @@ function addCodeSpaceBreaks(text: string, line: Line, add: (end: number, next: n
 let graphemes: Intl.Segmenter | undefined;
 
 class Splitter {
+  private found: Break[] | undefined;
+
   constructor(
     private readonly text: string,
     private readonly blocks: FencedBlock[],
-    private readonly breaks: Break[],
+    private readonly findBreaks: () => Break[],
     private readonly maxLength: number,
     private readonly measure: (chunk: string) => number,
   ) {}
 
+  /** Found only when the text must be cut: most replies fit in one message. */
+  private get breaks(): Break[] {
+    return (this.found ??= this.findBreaks());
+  }
+
   run(): string[] {
+    if (this.fits(0, this.text.length)) return [this.chunk(0, this.text.length)];
     const chunks: string[] = [];
     let start = 0;
     let first = 0; // index of the first break that can end a chunk starting at `start`

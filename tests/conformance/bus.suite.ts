@@ -313,6 +313,44 @@ export function runBusSuite(name: string, factory: BusFactory): void {
       expect(seen.filter((content) => content.startsWith("a"))).toEqual(["a1", "a2"]);
     });
 
+    it("tells the handler how many replies of the chat wait behind the one it hands over (drafts not counted), and when each was published", async () => {
+      await open();
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const behind: Array<[string, number | undefined]> = [];
+      const publishedAt = new Map<string, number>();
+      const started = Date.now();
+      const subscription = await bus.consumeOutbound("test", async (event, context) => {
+        if (event.type !== "message") return;
+        behind.push([event.message.content, context?.behind]);
+        publishedAt.set(event.message.content, context?.publishedAt ?? Number.NaN);
+        if (event.message.content === "a1") await held;
+      });
+      await bus.publishOutbound(outbound("a", "a1"));
+      await waitFor(() => (behind.length > 0 ? true : undefined), "chat a's first reply");
+      await bus.publishOutbound(outbound("a", "a2"));
+      await bus.publishDraft({ replyId: "out-a4", channel: "test", chatId: "a", text: "a4 so far" });
+      await bus.publishOutbound(outbound("a", "a3"));
+      await bus.publishOutbound(outbound("b", "b1"));
+      await waitFor(() => (behind.some(([content]) => content === "b1") ? true : undefined), "chat b's reply");
+      release();
+      await waitFor(() => (behind.some(([content]) => content === "a3") ? true : undefined), "chat a's last reply");
+      await subscription.close();
+      expect(behind.filter(([content]) => content.startsWith("a"))).toEqual([
+        ["a1", 0],
+        ["a2", 1],
+        ["a3", 0],
+      ]);
+      expect(behind.find(([content]) => content === "b1")).toEqual(["b1", 0]);
+      // In publish order (a1 before a2 before a3; b1 not before them, though another chat may share
+      // a3's millisecond), on the same clock as the test's, give or take.
+      const times = ["a1", "a2", "a3", "b1"].map((content) => publishedAt.get(content)!);
+      expect(times[0]).toBeLessThan(times[1]!);
+      expect(times[1]).toBeLessThan(times[2]!);
+      expect(Math.floor(times[3]!)).toBeGreaterThanOrEqual(Math.floor(times[2]!));
+      expect(Math.abs(times[0]! - started)).toBeLessThan(60_000);
+    });
+
     it("redelivers an outbound message whose handler failed", async () => {
       await open();
       let attempts = 0;

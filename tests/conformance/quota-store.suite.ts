@@ -144,6 +144,20 @@ export function runQuotaStoreSuite(name: string, makeHarness: () => Promise<Quot
       expect((await second.take([group("r2")], 1, "try")).taken).toBe(true);
     });
 
+    it("keeps a short window's call for each reply streaming into it, every taker's: a try leaves as many as stream", async () => {
+      const harness = await start();
+      const [first, second] = [await harness.open(), await harness.open()];
+      const channel = (replyId: string): QuotaSlot => ({ key: "channel:9", limit: 5, windowMs: 5_000, reserve: 2, stream: { replyId, idleMs: 15_000, sharedReserve: -1 } });
+      for (const reply of ["r1", "r2", "r3"]) expect((await first.take([channel(reply)], 0, "try")).taken).toBe(true);
+      expect((await second.take([channel("r4")], 0, "try")).taken).toBe(true);
+      // Four stream (three of them seen only by the other taker): one call is left for drafts.
+      expect((await second.take([channel("r4")], 1, "try")).taken).toBe(true);
+      expect((await second.take([channel("r4")], 1, "try")).taken).toBe(false);
+      expect((await first.take([channel("r1")], 1, "try")).taken).toBe(false);
+      expect((await second.take([channel("r4")], 4, "wait")).taken).toBe(true); // the four finals
+      expect(await first.used(channel("r1"))).toBe(5);
+    });
+
     it("never moves a call back in time, nor out of a closed budget's wait", async () => {
       const harness = await start();
       const store = await harness.open();

@@ -59,6 +59,8 @@ export interface FeishuCall {
   /** What it was answered: HTTP status and Feishu code. */
   status: number;
   code: number;
+  /** When the call arrived (ms since the epoch). */
+  at: number;
 }
 
 export interface BotMessage {
@@ -302,7 +304,7 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
       }
     }
     const { route, params } = routeOf(method, url.pathname);
-    const call: FeishuCall = { route, method, path: url.pathname, query: Object.fromEntries(url.searchParams), body, status: 200, code: 0 };
+    const call: FeishuCall = { route, method, path: url.pathname, query: Object.fromEntries(url.searchParams), body, status: 200, code: 0, at: Date.now() };
     requests.push(call);
     const reply = (status: number, payload: Record<string, unknown>, headers?: Record<string, string>) => {
       call.status = status;

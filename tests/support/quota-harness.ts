@@ -85,6 +85,13 @@ export function planConversations(fakes: Fakes, chats: number, grouped: number, 
   return conversations;
 }
 
+/** Where the fakes listen: all a gateway needs of them (they may run in another process). */
+export interface FakeEndpoints {
+  telegram: Pick<FakeTelegramServer, "apiRoot">;
+  discord: Pick<FakeDiscordServer, "apiRoot">;
+  feishu: Pick<FakeFeishuServer, "origin">;
+}
+
 export interface Gateway {
   bus: MessageBus;
   runtimes: ChannelRuntime[];
@@ -94,7 +101,7 @@ export interface Gateway {
 
 const plugins: ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel] as unknown as ChannelPlugin[];
 
-export async function startGateway(options: { fakes: Fakes; redisUrl: string; prefix: string; dataDir: string }): Promise<Gateway> {
+export async function startGateway(options: { fakes: FakeEndpoints; redisUrl: string; prefix: string; dataDir: string }): Promise<Gateway> {
   const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true });
   const bus = createRedisBus({ redis, prefix: options.prefix, leaseTtlMs: 30_000, debounceMs: 0 });
   const logger = pino({ level: process.env.QUOTA_LOG_LEVEL ?? "silent" });

@@ -8,12 +8,14 @@
   ARGV[1]    now (ms), or "" for Redis's clock (every gateway judges by one clock)
   ARGV[2]    token of this take (unique): members are <token>:<n>
   ARGV[3]    cost: calls taken from each budget
-  ARGV[4]    "wait" (finals: up to the limit) or "try" (drafts, typing: down to the reserve)
+  ARGV[4]    "wait" (finals: up to the limit), "try" (drafts, typing: down to the reserve) or
+             "hold" (a final leaving the reserve to busier chats' next calls: down to it, too)
   ARGV[5+3(i-1)..7+3(i-1)]  limit, window (ms), reserve of KEYS[i]
   KEYS[7..12] <KEYS[i]>:streams  ZSET reply id -> last seen: the replies streaming into budget i
   ARGV[24]   a draft's try: the reply it streams ("" none)
   ARGV[25]   ms after which a reply not seen no longer counts as streaming
-  ARGV[26..31] budget i's reserve while more than one reply streams into it ("" not counted)
+  ARGV[26..31] budget i's reserve while more than one reply streams into it ("" not counted; -1 as
+             many calls as replies stream, up to the limit)
   ARGV[23]   ms ahead of now the calls are counted from (the taker's event loop is behind: it
              sends them that much later), so every gateway counts them as long as the platform will
   Output: {1} taken; {0, wait ms, i} refused: KEYS[i] stands in the way longest, for wait ms
@@ -24,6 +26,7 @@ local now = clockOf(ARGV[1])
 local token = ARGV[2]
 local cost = tonumber(ARGV[3])
 local trying = ARGV[4] == "try"
+local holding = ARGV[4] == "hold"
 local stamp = now + tonumber(ARGV[23] or "0")
 local replyId = ARGV[24] or ""
 local idle = tonumber(ARGV[25] or "0")
@@ -44,10 +47,16 @@ for i = 1, 6 do
       redis.call("ZREMRANGEBYSCORE", streams, "-inf", now - idle)
       redis.call("ZADD", streams, now, replyId)
       redis.call("PEXPIRE", streams, idle + 1000)
-      if redis.call("ZCARD", streams) > 1 then reserve = math.max(reserve, tonumber(ARGV[25 + i])) end
+      local streaming = redis.call("ZCARD", streams)
+      local shared = tonumber(ARGV[25 + i])
+      if shared < 0 then
+        reserve = math.max(reserve, math.min(limit, streaming))
+      elseif streaming > 1 then
+        reserve = math.max(reserve, shared)
+      end
     end
     local allowed = limit
-    if trying then allowed = limit - reserve end
+    if trying or holding then allowed = limit - reserve end
     -- A call that makes more platform calls than the budget allows at all takes the whole budget.
     local excess = count + math.min(cost, limit) - allowed
     if excess > 0 then

@@ -129,6 +129,17 @@ describe("dispatcher under a send governor", () => {
     }
   });
 
+  it("gives the bot's budget to the chat with replies queued behind first: a busy chat's finals are not each put behind every other chat's", async () => {
+    const { bus, platform } = await setup({ account: 2, windowMs: 150 });
+    for (let index = 1; index <= 4; index++) await bus.publishOutbound(final("busy", `busy-${index}`, `busy answer ${index}`));
+    for (let index = 1; index <= 6; index++) await bus.publishOutbound(final(`single-${index}`, `single-${index}`, `single answer ${index}`));
+    await vi.waitFor(() => expect(platform.calls).toHaveLength(10), { timeout: 10_000 });
+    const order = platform.calls.map((call) => call.text);
+    expect(order.filter((text) => text.startsWith("busy"))).toEqual(["busy answer 1", "busy answer 2", "busy answer 3", "busy answer 4"]);
+    // First come first served would send the busy chat's last answer last of all, a window after the singles.
+    expect(order.indexOf("busy answer 4")).toBeLessThan(order.indexOf("single answer 6"));
+  });
+
   it("closes the budget a 429 named, for as long as the platform asked, and the chunk goes out once after", async () => {
     const { bus, platform, counted } = await setup({ account: 10, windowMs: 100 });
     let refusedAt: number | undefined;

@@ -86,6 +86,23 @@ describe("send governor", () => {
     expect(deferred()).toBe(3);
   });
 
+  it("serves the bot's budget to the chat with the longest backlog first: a busy chat's next call is not put behind chats that queued meanwhile", async () => {
+    const { time, governor } = setup();
+    const sentAt: Array<[string, number]> = [];
+    const send = (chatId: string, label: string, backlog?: number) =>
+      governor.acquire({ call: "send", chatId, chatType: "private", ...(backlog === undefined ? {} : { backlog }) }).then(() => sentAt.push([label, time.now()]));
+    // Six single finals fill the bot's second; three more queue for the next one, then a busy
+    // chat's final comes, with four more of its own behind it.
+    const finals = ["a", "b", "c", "d", "e", "f", "g", "h", "i"].map((chat) => send(chat, chat));
+    await new Promise((resolve) => setImmediate(resolve));
+    finals.push(send("busy", "busy", 4));
+    await time.run();
+    await Promise.all(finals);
+    expect(sentAt.filter(([, at]) => at === 0).map(([label]) => label)).toEqual(["a", "b", "c", "d", "e", "f"]);
+    // First come first served among equals; the backlog goes ahead of them.
+    expect(sentAt.filter(([, at]) => at === 1_000).map(([label]) => label)).toEqual(["busy", "g", "h", "i"]);
+  });
+
   it("counts a group's calls over the minute, and a topic thread in its group", async () => {
     const { time, governor } = setup();
     const sentAt: number[] = [];

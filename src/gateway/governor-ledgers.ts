@@ -4,7 +4,7 @@
  * with the reserve their drafts must leave.
  */
 import type { QuotaScopeKind } from "./quotas.js";
-import type { QuotaSlot } from "./quota-store.js";
+import type { ChatNote, QuotaSlot } from "./quota-store.js";
 
 /** Budgets whose window is this long or longer keep a call for each reply streaming into them. */
 export const LONG_WINDOW_MS = 10_000;
@@ -143,36 +143,23 @@ export class StreamingReplies {
   }
 }
 
-/** How long a chat counts as busy after it last sent with replies queued behind. */
-const BUSY_MS = 1_000;
+/** How long a chat counts as busy after it last asked with replies queued behind, or its own budget let it go on. */
+export const BUSY_IDLE_MS = 1_000;
 
-/**
- * The chats that sent a call with more of their replies queued behind it in the last second, by
- * platform chat: each will be back for the bot's budgets a round trip later.
- */
+/** This process's busy chats (more replies queued behind the call they asked for), by platform chat. */
 export class BusyChats {
   private readonly lastSeen = new Map<string, number>();
 
-  /** Notes a call of `chat` with `backlog` behind it; whether the chat counts as busy for this call (it was, or is now). */
-  note(chat: string, backlog: number, at: number): boolean {
+  /** Notes a final of `chat` with `backlog` behind it: how the store's list of busy chats must see it. */
+  note(chat: string, backlog: number, at: number): ChatNote["state"] {
     const seen = this.lastSeen.get(chat);
-    const was = seen !== undefined && at - seen < BUSY_MS;
     this.lastSeen.delete(chat);
     if (backlog > 0) {
       this.lastSeen.set(chat, at);
       if (this.lastSeen.size > 10_000) this.lastSeen.delete(this.lastSeen.keys().next().value!);
+      return "busy";
     }
-    return was || backlog > 0;
-  }
-
-  /** Busy chats other than `chat`, forgetting the ones that went quiet. */
-  besides(chat: string, at: number): number {
-    let count = 0;
-    for (const [key, seen] of this.lastSeen) {
-      // Oldest first (each note moves its chat to the end): the rest are newer.
-      if (at - seen >= BUSY_MS) this.lastSeen.delete(key);
-      else if (key !== chat) count += 1;
-    }
-    return count;
+    // Its last final: its chat's own budget may have held it back for a window or more meanwhile.
+    return seen !== undefined && at - seen < 60_000 ? "last" : "quiet";
   }
 }

@@ -18,9 +18,10 @@ export interface QuotaSlot {
   /**
    * Calls kept for finals: a `try` take (a draft, typing) leaves at least this many of `limit`
    * unused. 0 for budgets of one chat, where a final waits behind the chat's own drafts anyway.
-   * A `hold` take leaves this many for the next calls of busier chats.
    */
   reserve: number;
+  /** A budget of the whole account (the bot's, the app's): a quiet chat's final leaves calls of it to busy chats. */
+  account?: boolean;
   /**
    * A draft's try only: the reply it streams, counted in the budget's list of replies streaming into
    * it, every gateway's (a hand-over splits a busy group's drafts between two); while more than one
@@ -31,20 +32,33 @@ export interface QuotaSlot {
   stream?: { replyId: string; idleMs: number; sharedReserve: number };
 }
 
-export type TakeMode = "wait" | "try" | "hold";
+export type TakeMode = "wait" | "try";
+
+/**
+ * A final's chat, as the account's list of busy chats (every taker's) sees it. A `busy` chat (more
+ * of its replies queued behind this one) is listed, and stays listed for `idleMs` after it last
+ * asked or after its own chat's budget, having refused it, opens again; its `last` call takes it
+ * off. A `quiet` chat leaves a call of each account budget to every listed chat that may be back
+ * any moment (not waiting for its own chat's budget): a busy chat's next call comes a round trip
+ * after this one's answer, and by then the finals queued meanwhile would have filled the budget.
+ */
+export interface ChatNote {
+  chat: string;
+  state: "busy" | "last" | "quiet";
+  idleMs: number;
+}
 
 export type TakeResult = { taken: true } | { taken: false; waitMs: number; blockedBy: number };
 
 export interface QuotaStore {
   /**
-   * Takes `cost` calls from every slot, or none. `wait` (finals) may use a budget to its limit;
-   * `try` (drafts, typing) only down to its reserve; `hold` (a final that leaves room for busier
-   * chats) like `try`, but is told how long to wait like `wait`. Refused: the index of the slot that stands in
+   * Takes `cost` calls from every slot, or none. `wait` (finals) may use a budget to its limit,
+   * but for the calls `chat` leaves to busy chats; `try` (drafts, typing) only down to its reserve. Refused: the index of the slot that stands in
    * the way longest and how long until it has room. A cost over a budget's limit takes the whole budget.
    * `aheadMs`: the calls are counted from that long after now, when the taker will send them (its
    * event loop is behind), so every other taker counts them as long as the platform will.
    */
-  take(slots: readonly QuotaSlot[], cost: number, mode: TakeMode, token?: string, aheadMs?: number): Promise<TakeResult>;
+  take(slots: readonly QuotaSlot[], cost: number, mode: TakeMode, token?: string, aheadMs?: number, chat?: ChatNote): Promise<TakeResult>;
   /**
    * The platform answered the calls taken under `token`: they count from now, not from the take.
    * A call is counted by the platform when it arrives, which may be long after it was taken (a
@@ -59,6 +73,27 @@ export interface QuotaStore {
   used(slot: QuotaSlot): Promise<number>;
 }
 
+/** The account's busy chats in one process (ChatNote), with when each may be back for its budgets. */
+class BusyList {
+  private readonly readyAt = new Map<string, number>();
+
+  /** Lists or unlists the final's chat; the calls of each account budget it must leave to busy chats. */
+  note(chat: ChatNote, at: number): number {
+    for (const [key, readyAt] of this.readyAt) if (readyAt <= at - chat.idleMs) this.readyAt.delete(key);
+    if (chat.state === "busy") this.readyAt.set(chat.chat, Math.max(at, this.readyAt.get(chat.chat) ?? at));
+    if (chat.state === "last") this.readyAt.delete(chat.chat);
+    if (chat.state !== "quiet") return 0;
+    let held = 0;
+    for (const [key, readyAt] of this.readyAt) if (key !== chat.chat && readyAt <= at) held += 1;
+    return held;
+  }
+
+  /** A listed chat's own budget holds it back until `readyAt`. */
+  heldBack(chat: string, readyAt: number): void {
+    if (this.readyAt.has(chat)) this.readyAt.set(chat, readyAt);
+  }
+}
+
 /** Budgets of one process. */
 export function createMemoryQuotaStore(options: { now?: () => number } = {}): QuotaStore {
   const now = options.now ?? Date.now;
@@ -66,11 +101,11 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
   const logs = new Map<string, Array<{ at: number; token?: string }>>();
   /** Per key: the replies streaming into it, with when each was last seen. */
   const streams = new Map<string, Map<string, number>>();
+  const busyChats = new BusyList();
 
   /** Counts the try's reply as streaming into the slot; the reserve the try must leave. */
-  const reserveOf = (slot: QuotaSlot, at: number, mode: TakeMode): number => {
-    if (mode === "wait") return 0;
-    if (mode !== "try" || !slot.stream) return slot.reserve;
+  const reserveOf = (slot: QuotaSlot, at: number): number => {
+    if (!slot.stream) return slot.reserve;
     let replies = streams.get(slot.key);
     if (!replies) streams.set(slot.key, (replies = new Map()));
     for (const [id, seen] of replies) if (seen <= at - slot.stream.idleMs) replies.delete(id);
@@ -90,13 +125,14 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
   };
 
   return {
-    async take(slots, cost, mode, token, aheadMs = 0) {
+    async take(slots, cost, mode, token, aheadMs = 0, chat) {
       const at = now();
       const stamp = at + aheadMs;
+      const held = mode === "wait" && chat ? busyChats.note(chat, at) : 0;
       let refused: { waitMs: number; blockedBy: number } | undefined;
       slots.forEach((slot, index) => {
         const log = current(slot, at);
-        const allowed = slot.limit - reserveOf(slot, at, mode);
+        const allowed = slot.limit - (mode === "try" ? reserveOf(slot, at) : slot.account ? Math.min(held, slot.limit - 1) : 0);
         // A call that makes more platform calls than a budget allows at all takes the whole budget.
         const excess = log.length + Math.min(cost, slot.limit) - allowed;
         if (excess <= 0) return;
@@ -104,7 +140,12 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
         const waitMs = excess > log.length ? slot.windowMs : Math.max(1, log[excess - 1]!.at + slot.windowMs - at);
         if (!refused || waitMs > refused.waitMs) refused = { waitMs, blockedBy: index };
       });
-      if (refused) return { taken: false, ...refused };
+      if (refused) {
+        // Held back by its own chat's budget: a busy chat needs nothing of the account's until then.
+        const blocking = slots[refused.blockedBy]!;
+        if (chat?.state === "busy" && !blocking.account) busyChats.heldBack(chat.chat, at + refused.waitMs);
+        return { taken: false, ...refused };
+      }
       for (const slot of slots) {
         const log = logs.get(slot.key) ?? [];
         const taken = Math.min(cost, slot.limit);

@@ -1,7 +1,7 @@
 /**
  * The send budgets of one bot account in Redis, shared by every gateway of the deployment: two
  * gateways of one bot (a leader hand-over, a webhook answered by a follower) take from the same
- * windows, so together they never exceed them. One script call per take (take-12.lua), judged by
+ * windows, so together they never exceed them. One script call per take (take-13.lua), judged by
  * Redis's clock, one per 429 (close-1.lua), and one per call the platform answered late
  * (answered-6.lua).
  *
@@ -16,7 +16,7 @@ import { MAX_QUOTA_SCOPES } from "./quotas.js";
 import type { QuotaSlot, QuotaStore, TakeResult } from "./quota-store.js";
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
-const takeScript = loadScript(scriptsDirectory, `take-${2 * MAX_QUOTA_SCOPES}.lua`);
+const takeScript = loadScript(scriptsDirectory, `take-${2 * MAX_QUOTA_SCOPES + 1}.lua`);
 const closeScript = loadScript(scriptsDirectory, "close-1.lua");
 const answeredScript = loadScript(scriptsDirectory, `answered-${MAX_QUOTA_SCOPES}.lua`);
 
@@ -56,14 +56,16 @@ export function createRedisQuotaStore(options: RedisQuotaStoreOptions): QuotaSto
   }
 
   return {
-    async take(slots, cost, mode, token, aheadMs = 0): Promise<TakeResult> {
+    async take(slots, cost, mode, token, aheadMs = 0, chat): Promise<TakeResult> {
       if (slots.length === 0) return { taken: true };
       const { keys, limits } = scriptSlots(slots);
       const streamKeys = Array.from({ length: MAX_QUOTA_SCOPES }, (_, index) => `${keyOf(slots[index] ?? slots[0]!)}:streams`);
       const tracked = slots.find((slot) => slot.stream)?.stream;
       const shared = Array.from({ length: MAX_QUOTA_SCOPES }, (_, index) => (mode === "try" && slots[index]?.stream ? slots[index]!.stream!.sharedReserve : ""));
-      const args = [clock(), token ?? randomUUID(), cost, mode, ...limits, Math.max(0, Math.round(aheadMs)), tracked?.replyId ?? "", tracked?.idleMs ?? 0, ...shared];
-      const answer = (await runScript(redis, takeScript, [...keys, ...streamKeys], args)) as number[];
+      const accounts = Array.from({ length: MAX_QUOTA_SCOPES }, (_, index) => (slots[index]?.account ? "1" : "0")).join("");
+      const busy = [chat?.chat ?? "", chat?.state ?? "", chat?.idleMs ?? 0, accounts];
+      const args = [clock(), token ?? randomUUID(), cost, mode, ...limits, Math.max(0, Math.round(aheadMs)), tracked?.replyId ?? "", tracked?.idleMs ?? 0, ...shared, ...busy];
+      const answer = (await runScript(redis, takeScript, [...keys, ...streamKeys, `${tag}:busy`], args)) as number[];
       if (Number(answer[0]) === 1) return { taken: true };
       return { taken: false, waitMs: Number(answer[1]), blockedBy: Number(answer[2]) - 1 };
     },

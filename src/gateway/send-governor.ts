@@ -10,8 +10,9 @@
  *   oldest reply among equals (backlog-queues.ts): a busy group's finals, paced by its own chat's
  *   window, are not each put behind every chat that queued meanwhile. And a chat with nothing
  *   queued leaves a call of each of the bot's budgets to each busy chat (one with replies queued
- *   behind the one it sends, seen in the last second), so that a busy chat's next call finds room
- *   when it comes back a round trip later. Both know only this process's chats.
+ *   behind the one it sends; the store lists them for every gateway, ChatNote), so that a busy
+ *   chat's next call finds room when it comes back a round trip later. The queues know only this
+ *   process's calls.
  * - Drafts and typing `tryAcquire`: taken now or not at all, only down to each budget's reserve,
  *   and never while a final waits here on one of its budgets or a 429 closed it ("closed": the
  *   caller shows no more drafts until the final; "low": the caller shows fewer, larger ones). The
@@ -42,9 +43,9 @@ import { randomUUID } from "node:crypto";
 import type { ChatType } from "../bus/message.js";
 import { sleep as defaultSleep } from "../sleep.js";
 import type { PlatformCall, PlatformQuotas, QuotaScopeKind } from "./quotas.js";
-import type { QuotaStore, TakeResult } from "./quota-store.js";
+import type { ChatNote, QuotaStore, TakeResult } from "./quota-store.js";
 import { BacklogQueues, type Rank } from "./backlog-queues.js";
-import { BusyChats, type NamedSlot, StreamingReplies, type Taken, UnansweredCalls, draftReserve, sharedStream } from "./governor-ledgers.js";
+import { BUSY_IDLE_MS, BusyChats, type NamedSlot, StreamingReplies, type Taken, UnansweredCalls, draftReserve, sharedStream } from "./governor-ledgers.js";
 
 /** One platform call, as the budgets see it. */
 export interface GovernedCall {
@@ -159,13 +160,14 @@ class QuotaSendGovernor implements SendGovernor {
     const started = this.now();
     const rank = { backlog: call.backlog ?? 0, since: call.since ?? started };
     const chat = this.quotas.platformChatOf?.(call.chatId) ?? call.chatId;
-    const busy = this.busy.note(chat, rank.backlog, started);
-    const take = () => this.takeFinal(slots, cost, token, chat, busy);
+    const note: ChatNote = { chat, state: this.busy.note(chat, rank.backlog, started), idleMs: BUSY_IDLE_MS };
+    const take = () => this.store.take(slots, cost, "wait", token, this.lag(), note);
     this.streams.finished(slots, call.replyId);
-    // Behind calls already waiting here on one of these budgets: they came first.
+    // Behind calls already waiting here on one of these budgets: they came first. A busy chat asks
+    // the store anyway: the calls kept for it may be there.
     let blocked = slots.findIndex((slot) => this.queues.busy(slot.key));
     let waitMs = 0;
-    if (blocked < 0) {
+    if (blocked < 0 || note.state === "busy") {
       await this.untilAnswered(slots, signal);
       const askedAt = this.now();
       const first = await take();
@@ -242,19 +244,6 @@ class QuotaSendGovernor implements SendGovernor {
       if (this.closedUntil.size > 10_000) this.closedUntil.delete(this.closedUntil.keys().next().value!);
       await this.store.close(slot, retryAfterMs);
     }
-  }
-
-  /**
-   * Takes for a final. A chat that is not busy itself leaves a call of each of the bot's budgets
-   * to every other busy chat here (`hold`): a busy chat's next call comes one round trip after
-   * this one's answer, and by then the single finals that queued meanwhile would have filled the
-   * budget, putting each of its calls a whole window back.
-   */
-  private takeFinal(slots: NamedSlot[], cost: number, token: string, chat: string, busy: boolean): Promise<TakeResult> {
-    const held = busy ? 0 : this.busy.besides(chat, this.now());
-    if (held === 0) return this.store.take(slots, cost, "wait", token, this.lag());
-    const holding = slots.map((slot) => ({ ...slot, reserve: slot.account ? Math.min(held, slot.limit - 1) : 0 }));
-    return this.store.take(holding, cost, "hold", token, this.lag());
   }
 
   /** Whether a 429 closed the slot's budget until after `at` (forgetting a closing that ran out). */

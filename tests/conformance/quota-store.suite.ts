@@ -4,7 +4,7 @@
  * same process's store), all judged by one hand-moved clock.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import type { QuotaSlot, QuotaStore } from "../../src/gateway/quota-store.js";
+import type { ChatNote, QuotaSlot, QuotaStore } from "../../src/gateway/quota-store.js";
 
 export interface QuotaStoreHarness {
   open(): Promise<QuotaStore>;
@@ -156,6 +156,43 @@ export function runQuotaStoreSuite(name: string, makeHarness: () => Promise<Quot
       expect((await first.take([channel("r1")], 1, "try")).taken).toBe(false);
       expect((await second.take([channel("r4")], 4, "wait")).taken).toBe(true); // the four finals
       expect(await first.used(channel("r1"))).toBe(5);
+    });
+
+    it("keeps a call of an account budget for each busy chat, every taker's, unless its own chat's budget holds it back", async () => {
+      const harness = await start();
+      const [first, second] = [await harness.open(), await harness.open()];
+      const account: QuotaSlot = { key: "bot", limit: 3, windowMs: 1_000, reserve: 1, account: true };
+      const groupChat: QuotaSlot = { key: "chat:g", limit: 2, windowMs: 5_000, reserve: 0 };
+      const note = (chat: string, state: ChatNote["state"]): ChatNote => ({ chat, state, idleMs: 1_000 });
+      const group = (state: ChatNote["state"]) => first.take([groupChat, account], 1, "wait", undefined, 0, note("g", state));
+      const single = (chat: string) => second.take([account], 1, "wait", undefined, 0, note(chat, "quiet"));
+      expect((await group("busy")).taken).toBe(true);
+      expect((await single("p1")).taken).toBe(true);
+      // The last call of the second is the busy group's, though another taker listed it.
+      expect(await single("p2")).toEqual({ taken: false, waitMs: 1_000, blockedBy: 0 });
+      expect((await group("busy")).taken).toBe(true);
+      harness.advance(1_000);
+      // The group's own budget (2 per 5 s) holds it back 4 s: it needs nothing of the account's meanwhile.
+      expect(await group("busy")).toEqual({ taken: false, waitMs: 4_000, blockedBy: 0 });
+      for (const chat of ["p3", "p4", "p5"]) expect((await single(chat)).taken).toBe(true);
+      harness.advance(4_000);
+      // Back: a call is kept for it again, until its last call takes it off the list.
+      expect((await single("p6")).taken).toBe(true);
+      expect((await single("p7")).taken).toBe(true);
+      expect((await single("p8")).taken).toBe(false);
+      expect((await group("last")).taken).toBe(true);
+      harness.advance(1_000);
+      for (const chat of ["p9", "p10", "p11"]) expect((await single(chat)).taken).toBe(true);
+    });
+
+    it("forgets a busy chat that did not come back within its idle time", async () => {
+      const harness = await start();
+      const store = await harness.open();
+      const account: QuotaSlot = { key: "bot", limit: 2, windowMs: 1_000, reserve: 1, account: true };
+      expect((await store.take([account], 1, "wait", undefined, 0, { chat: "g", state: "busy", idleMs: 1_000 })).taken).toBe(true);
+      expect((await store.take([account], 1, "wait", undefined, 0, { chat: "p1", state: "quiet", idleMs: 1_000 })).taken).toBe(false);
+      harness.advance(1_000);
+      for (const chat of ["p2", "p3"]) expect((await store.take([account], 1, "wait", undefined, 0, { chat, state: "quiet", idleMs: 1_000 })).taken).toBe(true);
     });
 
     it("never moves a call back in time, nor out of a closed budget's wait", async () => {

@@ -101,9 +101,22 @@ export interface Gateway {
 
 const plugins: ChannelPlugin[] = [telegramChannel, discordChannel, feishuChannel] as unknown as ChannelPlugin[];
 
+/** A bus over its own Redis connection, as the gateways open it (to publish replies from outside them). */
+export function openBus(redisUrl: string, prefix: string): { bus: MessageBus; redis: Redis; close(): Promise<void> } {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true });
+  const bus = createRedisBus({ redis, prefix, leaseTtlMs: 30_000, debounceMs: 0 });
+  return {
+    bus,
+    redis,
+    async close() {
+      await bus.close();
+      await redis.quit();
+    },
+  };
+}
+
 export async function startGateway(options: { fakes: FakeEndpoints; redisUrl: string; prefix: string; dataDir: string }): Promise<Gateway> {
-  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: null, enableAutoPipelining: true });
-  const bus = createRedisBus({ redis, prefix: options.prefix, leaseTtlMs: 30_000, debounceMs: 0 });
+  const { bus, redis, close } = openBus(options.redisUrl, options.prefix);
   const logger = pino({ level: process.env.QUOTA_LOG_LEVEL ?? "silent" });
   const counters = { rateLimited: 0, deferred: 0, draftsSkipped: 0 };
   const sections: Record<string, unknown> = {
@@ -140,8 +153,7 @@ export async function startGateway(options: { fakes: FakeEndpoints; redisUrl: st
     counters,
     async close() {
       await Promise.all(runtimes.map((runtime) => runtime.stop()));
-      await bus.close();
-      await redis.quit();
+      await close();
     },
   };
 }
@@ -218,6 +230,13 @@ export function shownMessages(fakes: Fakes, platform: Platform): Map<string, Arr
   return shown;
 }
 
+/** When each message call (a send or an edit, no typing, no reads) reached the platform, in ms since the epoch, oldest first. */
+export function messageCallTimes(fakes: Fakes, platform: Platform): number[] {
+  if (platform === "telegram") return fakes.telegram.requests.filter((call) => /^(send|edit)Message/.test(call.method)).map((call) => call.at);
+  if (platform === "discord") return fakes.discord.requests.filter((call) => call.route === "createMessage" || call.route === "editMessage").map((call) => call.at);
+  return fakes.feishu.requests.filter((call) => call.route === "create" || call.route === "patch" || call.route === "reply").map((call) => call.at);
+}
+
 /** Rate-limit answers each fake gave. */
 export function rateLimitedAnswers(fakes: Fakes): Record<Platform, number> {
   return { telegram: fakes.telegram.rateLimited, discord: fakes.discord.rateLimited, feishu: fakes.feishu.rateLimited };
@@ -267,9 +286,9 @@ export function textOf(platform: Platform, shown: { text: string }): string {
  * What went wrong with what the chats show, if anything: each chat must show exactly the finals of
  * its conversations, each once, and nothing else (no draft left behind, nothing doubled).
  */
-export function deliveryProblems(fakes: Fakes, conversations: Conversation[], length: number): string[] {
+export function deliveryProblems(fakes: Fakes, conversations: Conversation[], length: number, platforms: readonly Platform[] = PLATFORMS): string[] {
   const problems: string[] = [];
-  for (const platform of PLATFORMS) {
+  for (const platform of platforms) {
     const shown = shownMessages(fakes, platform);
     const expected = new Map<string, string[]>();
     for (const conversation of conversations) {

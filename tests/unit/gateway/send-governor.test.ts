@@ -103,6 +103,24 @@ describe("send governor", () => {
     expect(sentAt.filter(([, at]) => at === 1_000).map(([label]) => label)).toEqual(["busy", "g", "h", "i"]);
   });
 
+  it("keeps a call of the bot's budget for a busy chat's next final: chats with nothing queued leave it", async () => {
+    const time = virtualTime();
+    const store = createMemoryQuotaStore({ now: time.now });
+    const small = defineQuotas({ scopes: { chat: { per: "chat", limit: 5, windowMs: 1_000 }, bot: { per: "account", limit: 3, windowMs: 1_000 } } });
+    const governor = instantPlatform(createSendGovernor({ quotas: small, store, now: time.now, sleep: time.sleep, marginMs: () => 0 }));
+    const sentAt: Array<[string, number]> = [];
+    const send = (chatId: string, label: string, backlog = 0) => governor.acquire({ call: "send", chatId, chatType: "group", backlog }).then(() => sentAt.push([label, time.now()]));
+    await send("busy", "busy 1", 2);
+    const singles = ["a", "b", "c"].map((chat) => send(chat, chat));
+    await new Promise((resolve) => setImmediate(resolve));
+    // Its next final comes back a round trip later and finds the call kept for it.
+    await send("busy", "busy 2", 1);
+    await time.run();
+    await Promise.all(singles);
+    expect(sentAt.filter(([, at]) => at === 0).map(([label]) => label)).toEqual(["busy 1", "a", "busy 2"]);
+    expect(sentAt.filter(([, at]) => at === 1_000).map(([label]) => label)).toEqual(["b", "c"]);
+  });
+
   it("counts a group's calls over the minute, and a topic thread in its group", async () => {
     const { time, governor } = setup();
     const sentAt: number[] = [];

@@ -8,8 +8,8 @@
   ARGV[1]    now (ms), or "" for Redis's clock (every gateway judges by one clock)
   ARGV[2]    token of this take (unique): members are <token>:<n>
   ARGV[3]    cost: calls taken from each budget
-  ARGV[4]    "wait" (finals: up to the limit), "try" (drafts, typing: down to the reserve) or
-             "hold" (a final leaving the reserve to busier chats' next calls: down to it, too)
+  ARGV[4]    "wait" (finals: up to the limit, but for the calls a quiet chat leaves to busy ones)
+             or "try" (drafts, typing: down to the reserve)
   ARGV[5+3(i-1)..7+3(i-1)]  limit, window (ms), reserve of KEYS[i]
   KEYS[7..12] <KEYS[i]>:streams  ZSET reply id -> last seen: the replies streaming into budget i
   ARGV[24]   a draft's try: the reply it streams ("" none)
@@ -18,6 +18,13 @@
              many calls as replies stream, up to the limit)
   ARGV[23]   ms ahead of now the calls are counted from (the taker's event loop is behind: it
              sends them that much later), so every gateway counts them as long as the platform will
+  KEYS[13]   <account tag>:busy  ZSET chat -> when it may be back for the account's budgets: the
+             busy chats (more replies queued behind the call they asked for), every gateway's
+  ARGV[32]   a final's chat ("" none)
+  ARGV[33]   "busy" (listed now), "last" (its last call: unlisted) or "quiet" (leaves a call of
+             each account budget to every listed chat that may be back by now)
+  ARGV[34]   ms after which a listed chat no longer counts
+  ARGV[35]   "1" for each of the six budgets that is the whole account's, else "0"
   Output: {1} taken; {0, wait ms, i} refused: KEYS[i] stands in the way longest, for wait ms
 ]]
 --- @include "../../bus/lua/includes/clock"
@@ -26,10 +33,30 @@ local now = clockOf(ARGV[1])
 local token = ARGV[2]
 local cost = tonumber(ARGV[3])
 local trying = ARGV[4] == "try"
-local holding = ARGV[4] == "hold"
 local stamp = now + tonumber(ARGV[23] or "0")
 local replyId = ARGV[24] or ""
 local idle = tonumber(ARGV[25] or "0")
+local chat = ARGV[32] or ""
+local chatState = ARGV[33] or ""
+local accounts = ARGV[35] or ""
+
+-- A final's chat in the account's list of busy chats; what a quiet one leaves to them.
+local held = 0
+if not trying and chat ~= "" then
+  local busyIdle = tonumber(ARGV[34])
+  redis.call("ZREMRANGEBYSCORE", KEYS[13], "-inf", now - busyIdle)
+  if chatState == "busy" then
+    local readyAt = tonumber(redis.call("ZSCORE", KEYS[13], chat) or now)
+    redis.call("ZADD", KEYS[13], math.max(readyAt, now), chat)
+    redis.call("PEXPIRE", KEYS[13], busyIdle * 2 + 1000)
+  elseif chatState == "last" then
+    redis.call("ZREM", KEYS[13], chat)
+  else
+    held = redis.call("ZCOUNT", KEYS[13], "-inf", now)
+    local own = redis.call("ZSCORE", KEYS[13], chat)
+    if own and tonumber(own) <= now then held = held - 1 end
+  end
+end
 
 local blockedBy = 0
 local longest = 0
@@ -56,7 +83,11 @@ for i = 1, 6 do
       end
     end
     local allowed = limit
-    if trying or holding then allowed = limit - reserve end
+    if trying then
+      allowed = limit - reserve
+    elseif held > 0 and string.sub(accounts, i, i) == "1" then
+      allowed = limit - math.min(held, limit - 1)
+    end
     -- A call that makes more platform calls than the budget allows at all takes the whole budget.
     local excess = count + math.min(cost, limit) - allowed
     if excess > 0 then
@@ -75,6 +106,10 @@ for i = 1, 6 do
   end
 end
 if blockedBy > 0 then
+  -- Held back by its own chat's budget: a busy chat needs nothing of the account's until then.
+  if chatState == "busy" and string.sub(accounts, blockedBy, blockedBy) ~= "1" then
+    redis.call("ZADD", KEYS[13], "XX", now + longest, chat)
+  end
   return { 0, longest, blockedBy }
 end
 for _, slot in ipairs(used) do

@@ -257,10 +257,10 @@ describe("send governor and calls still unanswered", () => {
     expect(sentAt).toEqual([2_500]);
   });
 
-  it("counts its calls from as far ahead as its event loop runs behind, so another gateway's next call waits that much more", async () => {
+  it("counts its calls from as far ahead as its event loop runs behind, half a window or more, so another gateway's next call waits that much more", async () => {
     const time = virtualTime();
     const store = createMemoryQuotaStore({ now: time.now });
-    let lag = 250;
+    let lag = 600;
     const behind = instantPlatform(createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0, lagMs: () => lag }));
     const onTime = instantPlatform(createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0 }));
     await behind.acquire({ call: "send", chatId: "q", chatType: "private" });
@@ -269,7 +269,35 @@ describe("send governor and calls still unanswered", () => {
     const next = onTime.acquire({ call: "send", chatId: "q", chatType: "private" }).then(() => sentAt.push(time.now()));
     await time.run();
     await next;
+    expect(sentAt).toEqual([1_600]);
+  });
+
+  it("counts its calls from their take while its event loop runs behind less than half a window: the late answer moves them", async () => {
+    const time = virtualTime();
+    const store = createMemoryQuotaStore({ now: time.now });
+    const behind = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0, lagMs: () => 250 });
+    const onTime = instantPlatform(createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0 }));
+    const call = { call: "send" as const, chatId: "q", chatType: "private" as const };
+    await behind.acquire(call);
+    // The call sat in the loop: its answer comes 250 ms after the take, and counts it from then.
+    time.advance(250);
+    await behind.answered(call);
+    const sentAt: number[] = [];
+    const next = onTime.acquire({ call: "send", chatId: "q", chatType: "private" }).then(() => sentAt.push(time.now()));
+    await time.run();
+    await next;
     expect(sentAt).toEqual([1_250]);
+    // Had it been answered at once, the next could have gone a window after the take.
+    const quick = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 0, lagMs: () => 250 });
+    const other = { call: "send" as const, chatId: "r", chatType: "private" as const };
+    const takenAt = time.now();
+    await quick.acquire(other);
+    await quick.answered(other);
+    const after: number[] = [];
+    const following = onTime.acquire({ call: "send", chatId: "r", chatType: "private" }).then(() => after.push(time.now()));
+    await time.run();
+    await following;
+    expect(after).toEqual([takenAt + 1_000]);
   });
 
   it("gives up on a take never answered after 30 s: a caller's slip does not close a budget for good", async () => {

@@ -73,6 +73,12 @@ export interface QuotaStore {
   used(slot: QuotaSlot): Promise<number>;
 }
 
+/**
+ * How soon a final refused only for the calls kept for busy chats asks again: a busy chat held
+ * back by its own chat's budget gives its call back at once, long before the oldest call ages out.
+ */
+const HOLD_RETRY_MS = 50;
+
 /** The account's busy chats in one process (ChatNote), with when each may be back for its budgets. */
 class BusyList {
   private readonly readyAt = new Map<string, number>();
@@ -137,7 +143,9 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
         const excess = log.length + Math.min(cost, slot.limit) - allowed;
         if (excess <= 0) return;
         // Room comes once the `excess`-th oldest call has aged out of the window.
-        const waitMs = excess > log.length ? slot.windowMs : Math.max(1, log[excess - 1]!.at + slot.windowMs - at);
+        let waitMs = excess > log.length ? slot.windowMs : Math.max(1, log[excess - 1]!.at + slot.windowMs - at);
+        // Only the calls kept for busy chats stand in the way: they may be given back soon.
+        if (mode === "wait" && log.length + Math.min(cost, slot.limit) <= slot.limit) waitMs = Math.min(waitMs, HOLD_RETRY_MS);
         if (!refused || waitMs > refused.waitMs) refused = { waitMs, blockedBy: index };
       });
       if (refused) {

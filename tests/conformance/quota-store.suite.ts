@@ -168,8 +168,9 @@ export function runQuotaStoreSuite(name: string, makeHarness: () => Promise<Quot
       const single = (chat: string) => second.take([account], 1, "wait", undefined, 0, note(chat, "quiet"));
       expect((await group("busy")).taken).toBe(true);
       expect((await single("p1")).taken).toBe(true);
-      // The last call of the second is the busy group's, though another taker listed it.
-      expect(await single("p2")).toEqual({ taken: false, waitMs: 1_000, blockedBy: 0 });
+      // The last call of the second is the busy group's, though another taker listed it; it may
+      // be given back any moment (the group held back by its own budget): ask again soon.
+      expect(await single("p2")).toEqual({ taken: false, waitMs: 50, blockedBy: 0 });
       expect((await group("busy")).taken).toBe(true);
       harness.advance(1_000);
       // The group's own budget (2 per 5 s) holds it back 4 s: it needs nothing of the account's meanwhile.

@@ -25,6 +25,7 @@
              each account budget to every listed chat that may be back by now)
   ARGV[34]   ms after which a listed chat no longer counts
   ARGV[35]   "1" for each of the six budgets that is the whole account's, else "0"
+             A final refused only for the calls kept for busy chats is told to ask again in 50 ms.
   Output: {1} taken; {0, wait ms, i} refused: KEYS[i] stands in the way longest, for wait ms
 ]]
 --- @include "../../bus/lua/includes/clock"
@@ -42,6 +43,7 @@ local accounts = ARGV[35] or ""
 
 -- A final's chat in the account's list of busy chats; what a quiet one leaves to them.
 local held = 0
+local HOLD_RETRY_MS = 50
 if not trying and chat ~= "" then
   local busyIdle = tonumber(ARGV[34])
   redis.call("ZREMRANGEBYSCORE", KEYS[13], "-inf", now - busyIdle)
@@ -97,6 +99,9 @@ for i = 1, 6 do
         local oldest = redis.call("ZRANGE", KEYS[i], excess - 1, excess - 1, "WITHSCORES")
         wait = math.max(1, tonumber(oldest[2]) + window - now)
       end
+      -- Only the calls kept for busy chats stand in the way: they may be given back (a busy chat
+      -- held back by its own budget) long before the oldest call ages out; ask again soon.
+      if not trying and count + math.min(cost, limit) <= limit then wait = math.min(wait, HOLD_RETRY_MS) end
       if wait > longest then
         longest = wait
         blockedBy = i

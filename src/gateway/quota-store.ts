@@ -79,6 +79,16 @@ export interface QuotaStore {
  */
 const HOLD_RETRY_MS = 50;
 
+/**
+ * How long until a budget has room for a take `excess` calls over it: until the `excess`-th oldest
+ * call has aged out of the window, or, when only the calls kept for busy chats stand in the way
+ * (`onlyHeld`), soon, for they may be given back.
+ */
+function roomInMs(slot: QuotaSlot, log: ReadonlyArray<{ at: number }>, excess: number, onlyHeld: boolean, at: number): number {
+  const waitMs = excess > log.length ? slot.windowMs : Math.max(1, log[excess - 1]!.at + slot.windowMs - at);
+  return onlyHeld ? Math.min(waitMs, HOLD_RETRY_MS) : waitMs;
+}
+
 /** The account's busy chats in one process (ChatNote), with when each may be back for its budgets. */
 class BusyList {
   private readonly readyAt = new Map<string, number>();
@@ -142,10 +152,7 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
         // A call that makes more platform calls than a budget allows at all takes the whole budget.
         const excess = log.length + Math.min(cost, slot.limit) - allowed;
         if (excess <= 0) return;
-        // Room comes once the `excess`-th oldest call has aged out of the window.
-        let waitMs = excess > log.length ? slot.windowMs : Math.max(1, log[excess - 1]!.at + slot.windowMs - at);
-        // Only the calls kept for busy chats stand in the way: they may be given back soon.
-        if (mode === "wait" && log.length + Math.min(cost, slot.limit) <= slot.limit) waitMs = Math.min(waitMs, HOLD_RETRY_MS);
+        const waitMs = roomInMs(slot, log, excess, mode === "wait" && log.length + Math.min(cost, slot.limit) <= slot.limit, at);
         if (!refused || waitMs > refused.waitMs) refused = { waitMs, blockedBy: index };
       });
       if (refused) {

@@ -60,13 +60,14 @@ export interface QuotaStore {
    */
   take(slots: readonly QuotaSlot[], cost: number, mode: TakeMode, token?: string, aheadMs?: number, chat?: ChatNote): Promise<TakeResult>;
   /**
-   * The platform answered the calls taken under `token`: they count from now, not from the take.
+   * The platform answered the calls taken under `token`: they count from now (or `agoMs` before
+   * now), not from the take.
    * A call is counted by the platform when it arrives, which may be long after it was taken (a
    * loaded event loop, a slow network); counted from its answer, the next call cannot arrive
    * inside its window; those that aged out of the window meanwhile count again. Never moves a
    * call back in time (a closed budget's wait stands). Only for a token whose take succeeded.
    */
-  answered(slots: readonly QuotaSlot[], token: string, cost: number): Promise<void>;
+  answered(slots: readonly QuotaSlot[], token: string, cost: number, agoMs?: number): Promise<void>;
   /** A 429 said the budget is spent: nothing more may be taken from it for `forMs`, by anyone. */
   close(slot: QuotaSlot, forMs: number): Promise<void>;
   /** Calls in the slot's current window. */
@@ -171,8 +172,8 @@ export function createMemoryQuotaStore(options: { now?: () => number } = {}): Qu
       }
       return { taken: true };
     },
-    async answered(slots, token, cost) {
-      const at = now();
+    async answered(slots, token, cost, agoMs = 0) {
+      const at = now() - Math.max(0, agoMs);
       for (const slot of slots) {
         const log = current(slot, at);
         let found = 0;

@@ -69,10 +69,10 @@ export function createRedisQuotaStore(options: RedisQuotaStoreOptions): QuotaSto
       if (Number(answer[0]) === 1) return { taken: true };
       return { taken: false, waitMs: Number(answer[1]), blockedBy: Number(answer[2]) - 1 };
     },
-    async answered(slots, token, cost) {
+    async answered(slots, token, cost, agoMs = 0) {
       if (slots.length === 0) return;
       const { keys, limits } = scriptSlots(slots);
-      await runScript(redis, answeredScript, keys, [clock(), token, cost, ...limits]);
+      await runScript(redis, answeredScript, keys, [clock(), token, cost, ...limits, Math.max(0, Math.round(agoMs))]);
     },
     async close(slot, forMs) {
       await runScript(redis, closeScript, [keyOf(slot)], [clock(), randomUUID(), Math.max(0, Math.round(forMs)), slot.limit, slot.windowMs]);

@@ -227,7 +227,9 @@ class QuotaSendGovernor implements SendGovernor {
     const late = this.now() - taken.at;
     const slots = taken.slots.filter((slot) => late > slot.marginMs);
     try {
-      if (slots.length > 0) await this.store.answered(slots, taken.token, taken.cost);
+      // From a margin before the answer: the next call of a budget is taken a window and a margin
+      // after, so it arrives a window after the answer at the earliest, and this call before it.
+      if (slots.length > 0) await this.store.answered(slots, taken.token, taken.cost, Math.min(...slots.map((slot) => slot.marginMs)));
     } finally {
       // Only now: a call waiting on this one takes from budgets that count it from its answer.
       this.unanswered.remove(taken);

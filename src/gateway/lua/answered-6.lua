@@ -9,11 +9,12 @@
   ARGV[2]    token of the take: its members are <token>:<n>
   ARGV[3]    cost the take drew from each budget
   ARGV[4+3(i-1)..6+3(i-1)]  limit, window (ms), reserve of KEYS[i]
+  ARGV[22]   ms before now they count from (the governor's margin: see send-governor.ts)
   Output: the calls moved
 ]]
 --- @include "../../bus/lua/includes/clock"
 
-local now = clockOf(ARGV[1])
+local now = clockOf(ARGV[1]) - tonumber(ARGV[22] or "0")
 local token = ARGV[2]
 local cost = tonumber(ARGV[3])
 

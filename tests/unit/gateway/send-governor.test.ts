@@ -221,6 +221,22 @@ describe("send governor and late answers", () => {
     expect(sentAt).toEqual([1_800]);
   });
 
+  it("counts a late call from a margin before its answer: the next is taken a window and a margin after, so it still arrives a window after the answer", async () => {
+    const time = virtualTime();
+    const store = createMemoryQuotaStore({ now: time.now });
+    const governor = createSendGovernor({ quotas, store, now: time.now, sleep: time.sleep, marginMs: () => 50 });
+    const first = { call: "send" as const, chatId: "a", chatType: "private" as const };
+    await governor.acquire(first);
+    time.advance(300);
+    await governor.answered(first);
+    const sentAt: number[] = [];
+    const next = governor.acquire({ call: "send", chatId: "a", chatType: "private" }).then(() => sentAt.push(time.now()));
+    await time.run();
+    await next;
+    // Counted from 250: room at 250 + 1,000 + 50, the answer's time plus the window.
+    expect(sentAt).toEqual([1_300]);
+  });
+
   it("leaves a call answered within the margin where it was taken, and forgets a draft's take once answered", async () => {
     const time = virtualTime();
     const store = createMemoryQuotaStore({ now: time.now });

@@ -32,15 +32,20 @@ let prefix: string;
 let llm: FakeOpenAIServer;
 let redis: Redis;
 let cluster: OwnCluster | undefined;
+/** Model calls in flight, by the API key that made them (each worker has its own). */
+const inFlight = new Map<string, number>();
 
 beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), "countbot-chaos-"));
   prefix = `countbot-chaos-${randomUUID()}`;
   redis = new Redis(redisUrl);
   llm = await startFakeOpenAI({
-    script: (body) => {
+    script: (body, index) => {
       const messages = body.messages as Array<{ role: string; content: unknown }>;
       const last = [...messages].reverse().find((message) => message.role === "user");
+      const key = String(llm.requests[index]?.headers.authorization ?? "");
+      inFlight.set(key, (inFlight.get(key) ?? 0) + 1);
+      setTimeout(() => inFlight.set(key, inFlight.get(key)! - 1), 150);
       return { text: `echo: ${String(last?.content)}`, delayMs: 150 };
     },
   });
@@ -70,7 +75,7 @@ describe.each([
       COUNTBOT_DATA_DIR: path.join(root, "data"),
       COUNTBOT_API_PORT: "0",
       COUNTBOT_API_TOKEN: TOKEN,
-      OPENAI_API_KEY: "sk-chaos-0123456789",
+      OPENAI_API_KEY: "sk-chaos-gateway",
       OPENAI_BASE_URL: llm.url,
       COUNTBOT_MODEL: "openai/fake-echo",
       LOG_LEVEL: "info",
@@ -84,7 +89,9 @@ describe.each([
     const gateway = startService(["gateway"], env);
     const listening = await gateway.waitForLog(/gateway listening/);
     const base = String(listening.url);
-    const workers: ServiceProcess[] = [startService(["worker"], env), startService(["worker"], env)];
+    // Each worker its own API key, so the fake model knows whose calls are in flight.
+    const keys = ["sk-chaos-worker-0", "sk-chaos-worker-1"];
+    const workers: ServiceProcess[] = keys.map((key) => startService(["worker"], { ...env, OPENAI_API_KEY: key }));
     await Promise.all(workers.map((worker) => worker.waitForLog(/worker started/)));
 
     const finals = new Map<string, Final[]>();
@@ -108,14 +115,15 @@ describe.each([
 
     const sent = new Map<string, string[]>();
     let killed = false;
-    // The worker killed is the one answering more so far: it holds chats mid-turn (each chat sends
-    // its messages back to back), so the survivor has interrupted turns to take over. A worker
-    // that happened to hold none when killed would prove nothing.
+    // The worker killed is the one with more model calls in flight: it holds chats mid-turn, so
+    // the survivor has interrupted turns to take over. A worker that happened to hold none when
+    // killed would prove nothing; while neither has a call in flight, the kill waits.
     let victim = 0;
-    const turnsOf = (worker: ServiceProcess) => worker.output().split('"msg":"turn finished"').length - 1;
+    const callsOf = (worker: number) => inFlight.get(`Bearer ${keys[worker]}`) ?? 0;
     const killBusiest = async () => {
+      if (killed || callsOf(0) + callsOf(1) === 0) return;
       killed = true;
-      victim = turnsOf(workers[0]!) >= turnsOf(workers[1]!) ? 0 : 1;
+      victim = callsOf(0) >= callsOf(1) ? 0 : 1;
       await workers[victim]!.stop("SIGKILL");
     };
     const send = async (chatId: string, content: string) => {

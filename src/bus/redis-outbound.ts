@@ -230,8 +230,11 @@ async function resolve(redis: RedisClient, keys: BusKeys, event: StreamEvent, fi
   return { type: "draft", draft: { ...event.draft, text } };
 }
 
-/** When a stream entry was added, from its id (`<ms>-<sequence>`): the sequence orders entries of one millisecond. */
+/**
+ * When a stream entry was added, from its id (`<ms>-<sequence>`): the sequence orders entries of
+ * one millisecond, in thousandths (a double near 1.8e12 holds no finer fraction than 1/4096).
+ */
 function publishedAt(id: string): number {
   const [ms, sequence] = id.split("-");
-  return Number(ms) + Math.min(Number(sequence ?? 0), 999_999) / 1_000_000;
+  return Number(ms) + Math.min(Number(sequence ?? 0), 999) / 1_000;
 }

@@ -100,6 +100,8 @@ class ChatOutbox {
   private readonly lane = new ChatLane();
   /** When each queued event was published. */
   private readonly publishedAt = new WeakMap<OutboundEvent, number>();
+  /** Replies (not drafts) in `events`. */
+  private messages = 0;
 
   constructor(
     private readonly redeliveryDelayMs: number,
@@ -124,6 +126,7 @@ class ChatOutbox {
     const event = { type: "message" as const, message };
     this.publishedAt.set(event, performance.timeOrigin + performance.now());
     this.events.push(event);
+    this.messages += 1;
     this.pump();
   }
 
@@ -149,13 +152,6 @@ class ChatOutbox {
     });
   }
 
-  /** Replies queued behind `event`. */
-  private messagesBehind(event: OutboundEvent): number {
-    let behind = 0;
-    for (let index = this.events.indexOf(event) + 1; index < this.events.length; index++) if (this.events[index]!.type === "message") behind += 1;
-    return behind;
-  }
-
   private async run(): Promise<void> {
     let failures = 0;
     for (let handler = this.owner.handler(); handler && this.events.length > 0; handler = this.owner.handler()) {
@@ -163,10 +159,12 @@ class ChatOutbox {
       // A draft leaves the pending map when it is handed over: a newer one queues behind.
       if (event.type === "draft") this.pendingDrafts.delete(event.draft.replyId);
       try {
-        await handler(event, { behind: this.messagesBehind(event), publishedAt: this.publishedAt.get(event) ?? Date.now() });
+        // The first of `events`: every other reply queued is behind it.
+        await handler(event, { behind: this.messages - (event.type === "message" ? 1 : 0), publishedAt: this.publishedAt.get(event) ?? Date.now() });
         failures = 0;
         if (this.events[0] === event) this.events.shift();
         else this.events.splice(this.events.indexOf(event), 1);
+        if (event.type === "message") this.messages -= 1;
         if (event.type === "message") this.owner.delivered();
       } catch {
         // Drafts are disposable; finals are retried with backoff until delivered or closed.

@@ -59,6 +59,11 @@ function trace(finalsAt: number): void {
   console.log(`trace calls after the finals: telegram ${routes(fakes.telegram.requests.filter((call) => call.at >= finalsAt).map((call) => call.method))}; discord ${routes(fakes.discord.requests.filter((call) => call.at >= finalsAt).map((call) => call.route))}; feishu ${routes(fakes.feishu.requests.filter((call) => call.at >= finalsAt).map((call) => call.route))}`);
   const last = fakes.feishu.requests.filter((call) => call.route === "create" || call.route === "patch").slice(-8);
   console.log(`trace feishu: last calls ${last.map((call) => `${call.route} ${String(call.body.receive_id ?? call.path.split("/")[4] ?? "")} ${call.at - finalsAt}`).join(", ")}`);
+  const feishuTimes = calls.feishu.map((call) => call.at - finalsAt).filter((at) => at >= -1_000).sort((a, b) => a - b);
+  const feishuCalls = calls.feishu.filter((call) => call.at - finalsAt >= -1_000).sort((a, b) => a.at - b.at);
+  const slow = feishuCalls.slice(50).map((call, index) => ({ index: index + 50, gap: call.at - feishuCalls[index]!.at, at: call.at - finalsAt })).sort((a, b) => b.gap - a.gap).slice(0, 8);
+  console.log(`trace feishu: slowest chains (index gap at) ${slow.map((entry) => `${entry.index}:${entry.gap}@${entry.at}`).join(" ")}`);
+  console.log(`trace feishu: every 50th call ${feishuTimes.filter((_, index) => index % 50 === 0 || index % 50 === 49).join(" ")}`);
   for (const platform of PLATFORMS) {
     console.log(`trace ${platform}: calls per second ${perSecond(calls[platform].map((call) => call.at))}`);
     console.log(`trace ${platform}: busy group ${group.chatIds[platform]} ${calls[platform].filter((call) => call.chat === group.chatIds[platform]).map((call) => call.at - finalsAt).join(" ")}`);

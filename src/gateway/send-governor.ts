@@ -120,9 +120,9 @@ export function createSendGovernor(options: SendGovernorOptions): SendGovernor {
   return new QuotaSendGovernor(options);
 }
 
-/** The default margin: 5% of the window, at least 20 ms and at most 250 ms. */
+/** The default margin: 2% of the window, at least 20 ms and at most 250 ms. */
 function defaultMargin(windowMs: number): number {
-  return Math.min(250, Math.max(20, Math.round(windowMs * 0.05)));
+  return Math.min(250, Math.max(20, Math.round(windowMs * 0.02)));
 }
 
 /** The governor over a QuotaStore: maps calls onto budget slots and orders the waiting per budget. */

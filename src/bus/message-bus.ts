@@ -76,8 +76,9 @@ export interface GatewayBus {
    * Remember a platform event that was answered without a publish (a gateway answers `/stop` and
    * `/help` itself), under the same mark a publish of it sets: true the first time, false when the
    * event was seen before, by any gateway, published or not. Lasts as long as the publish dedupe.
+   * `chatId`: the chat the event came from (a partitioned bus keeps the mark with the chat's keys).
    */
-  markEventSeen(channel: string, eventId: string): Promise<boolean>;
+  markEventSeen(channel: string, eventId: string, chatId: string): Promise<boolean>;
   /**
    * Declares that drafts of `channel` can be seen: in every chat (`chatId` omitted: a platform
    * connector that streams replies), or in the one chat `chatId` (a web page watching it). Drafts

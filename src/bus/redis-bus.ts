@@ -94,7 +94,22 @@ export function createRedisBus(options: RedisBusOptions): MessageBus {
   return new RedisBus(options);
 }
 
-class RedisBus implements MessageBus {
+/** One partition of a partitioned bus (partitioned-bus.ts): a whole Redis bus under its own hash tag, claimed without waiting. */
+export interface BusPartition extends MessageBus {
+  /** One claim call now: the claims, or when the next session is due (-1: none). */
+  claimNow(max: number, wakeTaken: number): Promise<{ claims: Claim[]; nextDue: number }>;
+  /** Blocks on this partition's wake-up list for at most `ms`: 1 when it took a token. */
+  waitForWake(ms: number): Promise<number>;
+  /** The `count` sessions ready longest, with the time each is due, and when the first worker's liveness runs out (-1: none). */
+  peek(count: number): Promise<{ ready: Array<{ sessionKey: string; dueAt: number }>; nextDeath: number }>;
+}
+
+/** A Redis bus that is one partition of a partitioned bus: its keys under `{prefix}` as for a whole bus. */
+export function createRedisBusPartition(options: RedisBusOptions): BusPartition {
+  return new RedisBus(options);
+}
+
+class RedisBus implements BusPartition {
   private readonly redis: RedisClient;
   private readonly keys: BusKeys;
   private readonly now: () => number;
@@ -198,6 +213,22 @@ class RedisBus implements MessageBus {
 
   claimSessions(options: ClaimOptions & { max: number }): Promise<Claim[]> {
     return this.claims.claimSessions(options);
+  }
+
+  claimNow(max: number, wakeTaken: number): Promise<{ claims: Claim[]; nextDue: number }> {
+    this.assertOpen();
+    return this.claims.claimNow(max, wakeTaken);
+  }
+
+  waitForWake(ms: number): Promise<number> {
+    return this.closed ? Promise.resolve(0) : this.claims.waitForWake(ms);
+  }
+
+  async peek(count: number): Promise<{ ready: Array<{ sessionKey: string; dueAt: number }>; nextDeath: number }> {
+    const [ready, first] = await Promise.all([this.redis.zrange(this.keys.ready, 0, count - 1, "WITHSCORES"), this.redis.zrange(this.keys.workers, 0, 0, "WITHSCORES")]);
+    const due: Array<{ sessionKey: string; dueAt: number }> = [];
+    for (let index = 0; index + 1 < ready.length; index += 2) due.push({ sessionKey: ready[index]!, dueAt: Number(ready[index + 1]) });
+    return { ready: due, nextDeath: first[1] === undefined ? -1 : Number(first[1]) };
   }
 
   async renew(claim: Claim): Promise<boolean> {

@@ -74,6 +74,19 @@ export class RedisClaims {
     }
   }
 
+  /**
+   * One claim call now, without waiting (a partitioned bus sweeps its partitions with it): the
+   * claims, or when this partition's next session is due (-1: none). `wakeTaken`: wake-up tokens of
+   * this partition the caller took already.
+   */
+  async claimNow(wanted: number, wakeTaken: number): Promise<{ claims: Claim[]; nextDue: number }> {
+    const reply = await this.claimOnce(Math.max(1, Math.floor(wanted)), wakeTaken);
+    if (reply[0] !== "") return { claims: this.claimsOf(reply), nextDue: -1 };
+    const nextDue = Number(reply[1]);
+    if (nextDue >= 0 && nextDue <= this.options.now()) this.reapedAt = Number.NEGATIVE_INFINITY;
+    return { claims: [], nextDue };
+  }
+
   close(): void {
     this.blocking?.disconnect();
   }
@@ -118,7 +131,7 @@ export class RedisClaims {
   }
 
   /** Blocks on the wake list (a dedicated connection) until a message arrives or the wait ends; 1 when it took a wake-up token. */
-  private async waitForWake(ms: number, signal?: AbortSignal): Promise<number> {
+  async waitForWake(ms: number, signal?: AbortSignal): Promise<number> {
     this.blocking ??= this.options.redis.duplicate();
     const wait = this.blocking.blpop(this.options.keys.wake, Math.max(0.01, ms / 1000)).then(
       (popped) => (popped ? 1 : 0),

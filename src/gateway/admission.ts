@@ -238,7 +238,7 @@ class GatewayAdmission implements Admission {
     if (!usage && command !== "stop" && command !== "help") return undefined;
     // Answered here, never published: the bus still remembers the event, for every gateway and
     // past a restart, so a redelivered `/stop` cannot cancel the turn the user started after it.
-    if (!(await bus.markEventSeen(this.channel, event.eventId))) return "duplicate";
+    if (!(await bus.markEventSeen(this.channel, event.eventId, event.chatId))) return "duplicate";
     if (usage) {
       const person = personOf({ channel: this.channel, senderId: event.senderId, metadata: this.linkedPersonOf(event) });
       await this.reply(event, "usage", await usage({ person, chat: sessionKey }), log);
@@ -331,7 +331,7 @@ class GatewayAdmission implements Admission {
     const result = await voice.take(event.media, log);
     const text = [content, ...result.transcripts].filter((part) => part.trim() !== "").join("\n\n");
     const nothingLeft = text === "" && result.media.length === 0;
-    if (nothingLeft && !(await this.options.bus.markEventSeen(this.channel, event.eventId))) return "duplicate";
+    if (nothingLeft && !(await this.options.bus.markEventSeen(this.channel, event.eventId, event.chatId))) return "duplicate";
     if (result.refusal) await this.reply(event, "voice", result.refusal, log);
     return nothingLeft ? "refused" : { event: { ...event, media: result.media }, content: text };
   }

@@ -7,7 +7,8 @@ export const redisUrl = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 export async function deleteKeys(redis: Redis, prefix: string): Promise<void> {
   let cursor = "0";
   do {
-    const [next, keys] = await redis.scan(cursor, "MATCH", `{${prefix}}*`, "COUNT", 1000);
+    // `{prefix}` and the partitions' and areas' `{prefix:...}` tags alike.
+    const [next, keys] = await redis.scan(cursor, "MATCH", `{${prefix}[}:]*`, "COUNT", 1000);
     cursor = next;
     if (keys.length > 0) await redis.del(...keys);
   } while (cursor !== "0");

@@ -14,7 +14,7 @@ import { createRedisMemoryStore } from "../memory/redis-memory.js";
 import { type ElectLeader, electLeader, soleLeader } from "../bus/leader.js";
 import { createMemoryBus } from "../bus/memory-bus.js";
 import type { MessageBus } from "../bus/message-bus.js";
-import { createRedisBus } from "../bus/redis-bus.js";
+import { createRedisBusOf } from "../bus/partitioned-bus.js";
 import type { ResolvedConfig } from "../config/schema.js";
 import { ConfigError, errorMessage } from "../errors.js";
 import type { ReadinessCheck } from "../api/server.js";
@@ -29,7 +29,7 @@ import { type QuotaStore, createMemoryQuotaStore } from "../gateway/quota-store.
 import { createRedisQuotaStore } from "../gateway/redis-quota-store.js";
 import { checkRedis } from "../redis/checks.js";
 import { type WorkspaceCheck, type WorkspaceMarker, checkWorkspaceMarkers, placeWorkspaceMarker } from "./workspace-markers.js";
-import { type BullmqConnection, connectRedis, redactedRedisUrl, topologyOf, waitUntilReady } from "../redis/client.js";
+import { type BullmqConnection, connectRedis, hashTag, redactedRedisUrl, topologyOf, waitUntilReady } from "../redis/client.js";
 import type { BudgetLedger } from "../store/budget-ledger.js";
 import { createFileStore } from "../store/file-store.js";
 import { createMemoryBudgetLedger } from "../store/memory-budget-ledger.js";
@@ -219,9 +219,11 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
   };
   redis.on("error", reportError);
   await untilUsable(redis, config, logger);
-  const bus = createRedisBus({
+  await checkPartitions(redis, prefix, config.redis.partitions);
+  const bus = createRedisBusOf({
     redis,
     prefix,
+    partitions: config.redis.partitions,
     leaseTtlMs,
     debounceMs: config.agent.debounceMs,
     acceptAfterReplicas: config.redis.acceptAfterReplicas,
@@ -229,7 +231,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     now,
     onError: (error) => logger.warn({ err: error }, "outbound delivery problem"),
   });
-  const store = createRedisStore({ redis, prefix, now });
+  const store = createRedisStore({ redis, prefix, now, partitions: config.redis.partitions });
   const budgetLedger = createRedisBudgetLedger({ redis, prefix, onError: (error) => logger.warn({ err: error }, "the usage report's counts could not be written; they are tried again in a second") });
   return {
     kind: "redis",
@@ -289,6 +291,28 @@ async function untilUsable(redis: RedisConnection, config: ResolvedConfig, logge
   } catch (error) {
     redis.disconnect();
     throw error;
+  }
+}
+
+/**
+ * Every process of a deployment must split the bus into the same partitions: the first to start
+ * records its number (`{prefix}:partitions`), and one started with another refuses to, as what is
+ * queued or stored under one layout is not found under the other. A deployment from before the
+ * record (keys under `{prefix}` alone) counts as 1.
+ */
+async function checkPartitions(redis: RedisConnection, prefix: string, partitions: number): Promise<void> {
+  const key = `${hashTag(prefix)}:partitions`;
+  let recorded = await redis.get(key);
+  if (recorded === null) {
+    const earlier = (await redis.exists(`${hashTag(prefix)}:sessions`, `${hashTag(prefix)}:fence`)) > 0 ? "1" : String(partitions);
+    recorded = (await redis.set(key, earlier, "NX", "GET")) ?? earlier;
+  }
+  if (Number(recorded) !== partitions) {
+    redis.disconnect();
+    throw new ConfigError(
+      `redis.partitions is ${partitions}, but the deployment under prefix "${prefix}" uses ${recorded} (${key}): every process must use the same number; to change it, drain the deployment and delete that key`,
+      "redis.partitions",
+    );
   }
 }
 

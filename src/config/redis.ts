@@ -30,6 +30,15 @@ export const RedisSchema = z
       .describe(
         "Redis Cluster seed nodes (any few; the rest are discovered). Every script touches keys of one hash tag (src/redis/keys.ts), so the bus, the store, memory and BullMQ work on a cluster. `redis.url` still switches Redis on and gives the password and user; its host and port are not used then. Not with `sentinels`.",
       ),
+    partitions: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_024)
+      .default(1)
+      .describe(
+        "Partitions of the bus and of the sessions' history: each chat lives in one (by its key), under a hash tag of its own (`{prefix:p<k>}`), with its own ready queue, leases and reply streams. On a Redis Cluster they spread over the shards (a few per shard); on one Redis 1 is the cheapest. Every process of a deployment uses the same number: Redis remembers it, and a process started with another refuses to start (what is queued or stored under one layout is not found under another).",
+      ),
     sentinelMaster: z.string().min(1).default("mymaster").describe("The name the sentinels monitor the primary under (`sentinel monitor <name> ...`)."),
     acceptAfterReplicas: z
       .number()

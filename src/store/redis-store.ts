@@ -32,6 +32,7 @@ import { z } from "zod";
 import { busKeys } from "../bus/redis-keys.js";
 import { BusError, ConfigError } from "../errors.js";
 import { hashTag, type RedisClient } from "../redis/client.js";
+import { partitionOf } from "../redis/keys.js";
 import { runScript, loadScript } from "../redis/scripts.js";
 import { createKeyedQueue } from "./file-io.js";
 import { createRedisPairingStore } from "./redis-pairing.js";
@@ -56,6 +57,11 @@ export interface RedisStoreOptions {
   ownsConnection?: boolean;
   /** Told about each stored entry skipped on load because it is not valid JSON or not an entry. */
   onSkippedEntry?: (details: { key: string; index: number; reason: string }) => void;
+  /**
+   * The bus's partitions (`redis.partitions`): above 1, a session's keys live under its partition's
+   * tag `{prefix:p<k>}`, beside its lease, and `sessions` is one index per partition.
+   */
+  partitions?: number;
 }
 
 /** The keys of one session. */
@@ -251,23 +257,23 @@ function writeKeysOf(keys: ReturnType<typeof redisStoreKeys>, lease: ReturnType<
   return [session.meta, session.history, keys.sessions, lease.own, lease.workers, keys.write(randomUUID())];
 }
 
-export function createRedisStore(options: RedisStoreOptions): Store {
+/** What the session stores of one Redis store (one per partition) share. */
+interface SessionsShared {
+  options: RedisStoreOptions;
+  queue: ReturnType<typeof createKeyedQueue>;
+  parsedEntries: ParsedEntries;
+  isClosed: () => boolean;
+}
+
+/** The sessions under the hash tag `{prefix}` (a whole deployment's, or one partition's). */
+function redisSessions(prefix: string, { options, queue, parsedEntries, isClosed }: SessionsShared): SessionStore {
   const { redis } = options;
   const now = options.now ?? Date.now;
-  const keys = redisStoreKeys(options.prefix);
-  const lease = busKeys(options.prefix);
-  // Lua makes each write atomic across processes; this queue keeps one process's writes to a key
-  // in call order even when a script must be re-sent after NOSCRIPT (a fresh or flushed Redis).
-  const queue = createKeyedQueue();
-  const parsedEntries = new ParsedEntries(PARSED_ENTRIES_KEPT);
-  const pairing = createRedisPairingStore({ redis, prefix: options.prefix });
-  const tasks = createRedisTaskStore({ redis, prefix: options.prefix });
-  const teams = createRedisTeamStore({ redis, prefix: options.prefix });
-  const runs = createRedisRunStore({ redis, prefix: options.prefix });
-  let closed = false;
+  const keys = redisStoreKeys(prefix);
+  const lease = busKeys(prefix);
 
   function serialized<T>(key: string, operation: () => Promise<T>): Promise<T> {
-    if (closed) return Promise.reject(new Error("the redis store is closed"));
+    if (isClosed()) return Promise.reject(new Error("the redis store is closed"));
     try {
       checkKey(key);
     } catch (error) {
@@ -325,10 +331,45 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     },
 
     async list() {
-      if (closed) throw new Error("the redis store is closed");
+      if (isClosed()) throw new Error("the redis store is closed");
       return listSessions(redis, keys);
     },
   };
+  return sessions;
+}
+
+/** Sessions over partitions: each session in the partition of its key (the one its bus lease is in), `list` over all. */
+function partitionedSessions(parts: SessionStore[]): SessionStore {
+  const of = (key: string) => parts[partitionOf(key, parts.length)]!;
+  return {
+    load: (key) => of(key).load(key),
+    append: (key, entries, fence) => of(key).append(key, entries, fence),
+    compact: (key, entries, fence) => of(key).compact(key, entries, fence),
+    reset: (key, fence) => of(key).reset(key, fence),
+    async list() {
+      const metas = (await Promise.all(parts.map((part) => part.list()))).flat();
+      return metas.sort((left, right) => (left.key < right.key ? -1 : left.key > right.key ? 1 : 0));
+    },
+  };
+}
+
+export function createRedisStore(options: RedisStoreOptions): Store {
+  const { redis } = options;
+  // Lua makes each write atomic across processes; this queue keeps one process's writes to a key
+  // in call order even when a script must be re-sent after NOSCRIPT (a fresh or flushed Redis).
+  const queue = createKeyedQueue();
+  const parsedEntries = new ParsedEntries(PARSED_ENTRIES_KEPT);
+  const pairing = createRedisPairingStore({ redis, prefix: options.prefix });
+  const tasks = createRedisTaskStore({ redis, prefix: options.prefix });
+  const teams = createRedisTeamStore({ redis, prefix: options.prefix });
+  const runs = createRedisRunStore({ redis, prefix: options.prefix });
+  let closed = false;
+  const shared: SessionsShared = { options, queue, parsedEntries, isClosed: () => closed };
+  const partitions = options.partitions ?? 1;
+  const sessions =
+    partitions <= 1
+      ? redisSessions(options.prefix, shared)
+      : partitionedSessions(Array.from({ length: partitions }, (_unused, index) => redisSessions(`${options.prefix}:p${index}`, shared)));
 
   return {
     sessions,
@@ -352,8 +393,9 @@ export function createRedisStore(options: RedisStoreOptions): Store {
  * Everything archived for a key (by `compact` and `reset`), oldest first. For operators and tests:
  * the Store contract promises dropped entries stay readable but has no read method for them.
  */
-export async function readRedisArchivedHistory(options: Pick<RedisStoreOptions, "redis" | "prefix">, key: string): Promise<HistoryEntry[]> {
-  const session = redisStoreKeys(options.prefix).session(key);
+export async function readRedisArchivedHistory(options: Pick<RedisStoreOptions, "redis" | "prefix" | "partitions">, key: string): Promise<HistoryEntry[]> {
+  const partitions = options.partitions ?? 1;
+  const session = redisStoreKeys(partitions <= 1 ? options.prefix : `${options.prefix}:p${partitionOf(key, partitions)}`).session(key);
   const generation = Number((await options.redis.hget(session.meta, "generation")) ?? 0);
   const archives = await Promise.all(Array.from({ length: generation + 1 }, (_unused, index) => options.redis.lrange(session.archive(index), 0, -1)));
   return archives.flatMap((texts) => parseEntries(key, texts, undefined));

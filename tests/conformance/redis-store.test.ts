@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { busKeys } from "../../src/bus/redis-keys.js";
+import { partitionOf } from "../../src/redis/keys.js";
 import { BusError, ConfigError } from "../../src/errors.js";
 import { createRedisStore, readRedisArchivedHistory, redisStoreKeys } from "../../src/store/redis-store.js";
 import type { HistoryEntry, Store } from "../../src/store/store.js";
@@ -19,29 +20,33 @@ afterAll(async () => {
 
 const testPrefix = () => `countbot-test-${randomUUID()}`;
 
-runSessionStoreSuite("redis store", async ({ now }) => {
-  const prefix = testPrefix();
-  const connections: Redis[] = [];
-  return {
-    store: createRedisStore({ redis, prefix, now }),
-    cleanup: async () => {
-      await Promise.all(connections.map((connection) => connection.quit()));
-      await deleteKeys(redis, prefix);
-    },
-    archived: (key) => readRedisArchivedHistory({ redis, prefix }, key),
-    // A new connection, as a restarted process would open.
-    reopen: async () => {
-      const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
-      connections.push(connection);
-      return createRedisStore({ redis: connection, prefix, now });
-    },
-    grantLease: async (key, token) => {
-      const keys = busKeys(prefix);
-      await redis.hset(keys.own, key, `${token}:test-worker`);
-      await redis.zadd(keys.workers, Number.MAX_SAFE_INTEGER, "test-worker");
-    },
-  };
-});
+for (const partitions of [1, 4]) {
+  runSessionStoreSuite(partitions === 1 ? "redis store" : `redis store, ${partitions} partitions`, async ({ now }) => {
+    const prefix = testPrefix();
+    const connections: Redis[] = [];
+    // The bus's lease keys of a session: its partition's, beside its history.
+    const leaseKeys = (key: string) => busKeys(partitions === 1 ? prefix : `${prefix}:p${partitionOf(key, partitions)}`);
+    return {
+      store: createRedisStore({ redis, prefix, now, partitions }),
+      cleanup: async () => {
+        await Promise.all(connections.map((connection) => connection.quit()));
+        await deleteKeys(redis, prefix);
+      },
+      archived: (key) => readRedisArchivedHistory({ redis, prefix, partitions }, key),
+      // A new connection, as a restarted process would open.
+      reopen: async () => {
+        const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+        connections.push(connection);
+        return createRedisStore({ redis: connection, prefix, now, partitions });
+      },
+      grantLease: async (key, token) => {
+        const keys = leaseKeys(key);
+        await redis.hset(keys.own, key, `${token}:test-worker`);
+        await redis.zadd(keys.workers, Number.MAX_SAFE_INTEGER, "test-worker");
+      },
+    };
+  });
+}
 
 const START = 1_700_000_000_000;
 const LEASE_MS = 30_000;

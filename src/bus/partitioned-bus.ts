@@ -137,19 +137,20 @@ class PartitionedBus implements MessageBus {
       });
       return this.waiting[index];
     });
-    if (!signal) {
-      await Promise.race(waits);
-      return;
-    }
+    // Ended here too when `ms` pass: a partition's wait may still be queued behind a connection
+    // that is (re)connecting, and the others may have been going since an earlier call.
+    let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
-    const aborted = new Promise<void>((resolve) => {
+    const ended = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms + 50);
       onAbort = resolve;
-      signal.addEventListener("abort", onAbort, { once: true });
+      signal?.addEventListener("abort", onAbort, { once: true });
     });
     try {
-      await Promise.race([...waits, aborted]);
+      await Promise.race([...waits, ended]);
     } finally {
-      signal.removeEventListener("abort", onAbort!);
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort!);
     }
   }
 

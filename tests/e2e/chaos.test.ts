@@ -62,7 +62,8 @@ afterAll(async () => {
 
 describe.each([
   { topology: "one Redis", clustered: false },
-  { topology: "a Redis Cluster of three shards", clustered: true },
+  // Partitioned (redis.partitions: 6): the chats' keys spread over the three shards.
+  { topology: "a Redis Cluster of three shards, the bus in 6 partitions", clustered: true },
 ])("chaos: SIGKILL a worker mid-turn, on $topology", ({ clustered }) => {
   it("answers every message exactly once, in order per chat", { timeout: 150_000 }, async () => {
     cluster = clustered ? await startRedisCluster(3) : undefined;
@@ -83,7 +84,7 @@ describe.each([
     // Every process shares this test's key prefix; a short lease makes the takeover quick.
     await writeFile(
       configFile,
-      JSON.stringify({ redis: { leaseTtlMs: 2_000, prefix, ...(cluster ? { cluster: cluster.nodes } : {}) }, agent: { providerRetries: 0 }, tools: { audit: { enabled: false } } }),
+      JSON.stringify({ redis: { leaseTtlMs: 2_000, prefix, ...(cluster ? { cluster: cluster.nodes, partitions: 6 } : {}) }, agent: { providerRetries: 0 }, tools: { audit: { enabled: false } } }),
     );
 
     const gateway = startService(["gateway"], env);
@@ -172,6 +173,21 @@ describe.each([
     // The survivor really took over turns the killed worker had started.
     const survivor = workers[1 - victim]!;
     await survivor.waitForLog(/re-running a turn that was interrupted/, 1_000);
+    if (cluster) {
+      // The chats' history lives in their partitions, and the partitions on more than one shard.
+      const shardsWithChats = await Promise.all(
+        cluster.nodes.map(async (node) => {
+          const shard = new Redis(node.port, node.host);
+          try {
+            const [, keys] = await shard.scan("0", "MATCH", `{${prefix}:p*}:session:*`, "COUNT", 10_000);
+            return keys.length > 0;
+          } finally {
+            shard.disconnect();
+          }
+        }),
+      );
+      expect(shardsWithChats.filter(Boolean).length).toBeGreaterThan(1);
+    }
     await survivor.stop("SIGTERM");
     await gateway.stop("SIGTERM");
     await cluster?.stop();

@@ -24,8 +24,8 @@ export interface ClosedLoopOptions {
   messageTimeoutMs: number;
   /** CPU ms used so far per labelled process. */
   meter?: () => Record<string, number>;
-  /** Counts the commands Redis executed in the window (INFO commandstats). */
-  redis?: Redis;
+  /** Counts the commands Redis executed in the window (INFO commandstats), summed over a cluster's nodes. */
+  redis?: Redis | Redis[];
   /** Runs once the window is measured, before the sockets close (closing 200 sockets is work of its own). */
   onMeasured?: () => Promise<void>;
   /** Told of each answered message: when it was sent (performance.now()) and how long it waited. */
@@ -55,6 +55,18 @@ export async function redisCpuMs(redis: Redis): Promise<number> {
   const info = await redis.info("cpu");
   const read = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, "m").exec(info)?.[1] ?? 0);
   return (read("used_cpu_sys") + read("used_cpu_user")) * 1000;
+}
+
+/** Redis's own CPU, ms, summed over the nodes. */
+async function cpuOn(nodes: Redis[]): Promise<number> {
+  return (await Promise.all(nodes.map(redisCpuMs))).reduce((sum, used) => sum + used, 0);
+}
+
+/** The commands the nodes executed (INFO commandstats), summed by command. */
+async function executedOn(nodes: Redis[]): Promise<Record<string, number>> {
+  const summed: Record<string, number> = {};
+  for (const counts of await Promise.all(nodes.map(executedCommands))) for (const [name, count] of Object.entries(counts)) summed[name] = (summed[name] ?? 0) + count;
+  return summed;
 }
 
 export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoopResult> {
@@ -101,8 +113,9 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
   let lost = 0;
   const limit = options.messages ?? Number.POSITIVE_INFINITY;
   try {
-    const executedBefore = options.redis ? await executedCommands(options.redis) : undefined;
-    const redisCpuBefore = options.redis ? await redisCpuMs(options.redis) : undefined;
+    const nodes = options.redis === undefined ? [] : [options.redis].flat();
+    const executedBefore = nodes.length > 0 ? await executedOn(nodes) : undefined;
+    const redisCpuBefore = nodes.length > 0 ? await cpuOn(nodes) : undefined;
     const cpuBefore = options.meter?.() ?? {};
     const startedAt = performance.now();
     const endsAt = startedAt + (options.durationMs ?? Number.POSITIVE_INFINITY);
@@ -144,8 +157,8 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
     const seconds = (performance.now() - startedAt) / 1000;
     const cpuAfter = options.meter?.() ?? {};
     const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([label, used]) => [label, used - (cpuBefore[label] ?? 0)]));
-    const executed = options.redis && executedBefore ? commandDelta(executedBefore, await executedCommands(options.redis)) : undefined;
-    const redisCpu = options.redis && redisCpuBefore !== undefined ? (await redisCpuMs(options.redis)) - redisCpuBefore : undefined;
+    const executed = executedBefore ? commandDelta(executedBefore, await executedOn(nodes)) : undefined;
+    const redisCpu = redisCpuBefore !== undefined ? (await cpuOn(nodes)) - redisCpuBefore : undefined;
     await options.onMeasured?.();
     return {
       messages: latencies.length,

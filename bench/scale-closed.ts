@@ -6,7 +6,8 @@
  * share of one core (INFO used_cpu_sys + used_cpu_user deltas), and the calls Redis executed per
  * message (INFO commandstats deltas: script calls and the commands inside them).
  */
-import type { Redis } from "ioredis";
+import { Redis as RedisClient, type Redis } from "ioredis";
+import { startRedisCluster } from "../tests/support/redis-cluster.js";
 import { type ClosedLoopResult, closedLoops } from "./closed-loop.js";
 import { describeCounts, total } from "./redis-meter.js";
 import { type BenchProcess, type BenchSetup, TOKEN, assertNoErrors, meterFor, profileWindow, spawnCountbot } from "./scale.js";
@@ -20,9 +21,18 @@ export interface ClosedRow {
   result: ClosedLoopResult;
 }
 
-export async function closedLoopRows(setup: BenchSetup, redisPid: number | undefined, label = "one Redis", extra: { redis?: Record<string, unknown> } = {}): Promise<ClosedRow[]> {
+/**
+ * `nodes`: a cluster's nodes (their CPU and commands summed) instead of the setup's one Redis;
+ * `env`: variables the processes get beside the setup's (a cluster node's URL).
+ */
+export async function closedLoopRows(
+  setup: BenchSetup,
+  redisPid: number | undefined,
+  label = "one Redis",
+  extra: { redis?: Record<string, unknown>; nodes?: Array<{ client: Redis; pid: number }>; env?: Record<string, string> } = {},
+): Promise<ClosedRow[]> {
   setup.setLlmDelay(0);
-  const env = await setup.envFor(`closed-${label.replace(/\W+/g, "-")}`, extra);
+  const env = { ...(await setup.envFor(`closed-${label.replace(/\W+/g, "-")}`, extra)), ...extra.env };
   const gateway = spawnCountbot("gateway", env, /gateway listening/);
   const base = String((await gateway.ready).url);
   const workers: BenchProcess[] = [];
@@ -44,8 +54,8 @@ export async function closedLoopRows(setup: BenchSetup, redisPid: number | undef
         chatIds: chats("measured"),
         messages: CLOSED_MESSAGES,
         messageTimeoutMs: 60_000,
-        meter: meterFor(setup, redisPid, gateway, workers),
-        redis: setup.redis as Redis,
+        meter: meterFor(setup, extra.nodes ? extra.nodes.map((node) => node.pid) : redisPid, gateway, workers),
+        redis: extra.nodes ? extra.nodes.map((node) => node.client) : (setup.redis as Redis),
         onMeasured: stopProfiles,
       });
       if (result.lost + result.duplicates + result.outOfOrder > 0) {
@@ -79,5 +89,26 @@ export function printClosedRows(label: string, rows: ClosedRow[]): void {
   }
   for (const { workers, result } of rows) {
     if (result.executed) console.log(`  ${workers} worker(s), executed per message: ${describeCounts(result.executed, result.messages, 24)}`);
+  }
+}
+
+/** The same rows on a Redis Cluster of three shards of the bench's own, the bus in 6 partitions (`BENCH_SCALE_CLUSTER=0`: not run). */
+export async function clusterRows(setup: BenchSetup): Promise<ClosedRow[]> {
+  const cluster = await startRedisCluster(3);
+  const nodes = await Promise.all(
+    cluster.nodes.map(async (node) => {
+      const client = new RedisClient(node.port, node.host);
+      return { client, pid: Number(/process_id:(\d+)/.exec(await client.info("server"))?.[1]) };
+    }),
+  );
+  try {
+    return await closedLoopRows(setup, undefined, "a 3-shard Redis Cluster, the bus in 6 partitions", {
+      redis: { cluster: cluster.nodes, partitions: 6 },
+      nodes,
+      env: { REDIS_URL: `redis://127.0.0.1:${cluster.nodes[0]!.port}` },
+    });
+  } finally {
+    for (const node of nodes) node.client.disconnect();
+    await cluster.stop();
   }
 }

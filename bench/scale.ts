@@ -38,7 +38,7 @@ import { deleteKeys, redisUrl } from "../tests/support/redis.js";
 import { cleanEnvironment, countbotBin } from "../tests/support/run-cli.js";
 import { type FakeLlmProcess, startFakeLlmProcess } from "./fake-llm.js";
 import { connectInspector, inspectorUrlIn } from "./inspector.js";
-import { closedLoopRows } from "./scale-closed.js";
+import { closedLoopRows, clusterRows } from "./scale-closed.js";
 import { type CommandCount, commandCounter, commandDelta, describeCounts, executedCommands, startBenchRedis, total } from "./redis-meter.js";
 
 const CHATS = Number(process.env.BENCH_SCALE_CHATS ?? 200);
@@ -516,11 +516,11 @@ export function assertNoErrors(processes: BenchProcess[]): void {
   }
 }
 
-export function meterFor(setup: BenchSetup, redisPid: number | undefined, gateway: BenchProcess, workers: BenchProcess[]): CpuMeter {
+export function meterFor(setup: BenchSetup, redisPid: number | number[] | undefined, gateway: BenchProcess, workers: BenchProcess[]): CpuMeter {
   return cpuMeter([
     { label: "gateway", pid: gateway.pid },
     ...workers.map((worker) => ({ label: workers.length > 1 ? "workers" : "worker", pid: worker.pid })),
-    ...(redisPid === undefined ? [] : [{ label: "redis", pid: redisPid }]),
+    ...(redisPid === undefined ? [] : [redisPid].flat().map((pid) => ({ label: "redis", pid }))),
     { label: "fake LLM", pid: setup.llm.pid },
   ]);
 }
@@ -832,6 +832,7 @@ export async function benchScale(): Promise<void> {
           scaleVariant = variant.name ? `${variant.name}${round}-` : "";
           if (other) console.log(`\n=== ${variant.name} build (${variant.bin}), round ${round + 1} of ${rounds}`);
           if (only === undefined || only === "closed") await closedLoopRows(setup, redisServer.pid);
+          if ((only === undefined || only === "closed" || only === "cluster") && process.env.BENCH_SCALE_CLUSTER !== "0") await clusterRows(setup);
           const e2e = only === undefined || only === "end-to-end" ? await endToEnd(setup, redisServer.pid) : undefined;
           const rows = only === undefined || only === "concurrency" ? await concurrency(setup, redisServer.pid) : undefined;
           results.push({ variant: variant.name, e2e, rows });

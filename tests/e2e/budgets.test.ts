@@ -197,7 +197,7 @@ describe("budgets over Redis with two workers", () => {
     pages.forEach((page) => page.close());
 
     // The API and the CLI tell the same from the usage report, once the workers have flushed their
-    // counts (each sums its calls' and adds them to Redis within a second).
+    // counts (each sums its calls' and adds them to Redis within 5 seconds).
     const aliceRow = async () => {
       const response = await fetch(`${base}/api/usage?by=person&period=day`, { headers: { authorization: `Bearer ${TOKEN}` } });
       const report = (await response.json()) as { rows: Array<{ key: string; tokens: number; calls: number }> };

@@ -2,7 +2,7 @@
   Settles a model call: releases its reservation where it is still held and adds what the call
   really used to each budget's current bucket. What was used is added even when the reservation
   had expired meanwhile: those tokens were spent. (The usage report's day is not written here: the
-  process sums its calls' counts and adds them once a second, add-usage-1.lua.)
+  process sums its calls' counts and adds them every 5 seconds, add-usage-1.lua.)
 
   KEYS[2i-1] budget:<unit>:<scope>       HASH of budget i (i = 1..5), see includes/budget-state
   KEYS[2i]   budget:<unit>:<scope>:held  ZSET of budget i

@@ -7,7 +7,7 @@
  * (sent before a kill, answered after it). Fails when anything was lost, doubled or reordered, or
  * when that p99 is over 5 s.
  *
- * BENCH_SOAK_MS (60000), BENCH_SOAK_KILL_EVERY_MS (3000), BENCH_SOAK_CHATS (100), BENCH_SOAK_WORKERS (4).
+ * BENCH_SOAK_MS (60000), BENCH_SOAK_KILL_EVERY_MS (3000), BENCH_SOAK_CHATS (100), BENCH_SOAK_WORKERS (4), BENCH_SOAK_LEASE_TTL_MS (redis.leaseTtlMs; unset: the default).
  */
 import { performance } from "node:perf_hooks";
 import { closedLoops } from "./closed-loop.js";
@@ -18,6 +18,8 @@ const SOAK_MS = Number(process.env.BENCH_SOAK_MS ?? 60_000);
 const KILL_EVERY_MS = Number(process.env.BENCH_SOAK_KILL_EVERY_MS ?? 3_000);
 const CHATS = Number(process.env.BENCH_SOAK_CHATS ?? 100);
 const WORKERS = Number(process.env.BENCH_SOAK_WORKERS ?? 4);
+/** `redis.leaseTtlMs` of every process (unset: the default). */
+const LEASE_TTL_MS = process.env.BENCH_SOAK_LEASE_TTL_MS === undefined ? undefined : Number(process.env.BENCH_SOAK_LEASE_TTL_MS);
 const HELD_P99_LIMIT_MS = 5_000;
 
 export async function benchSoak(): Promise<void> {
@@ -25,7 +27,7 @@ export async function benchSoak(): Promise<void> {
   const setup = await createBenchSetup("soak", { redisUrl: redisServer.url });
   try {
     setup.setLlmDelay(0);
-    const env = await setup.envFor("soak");
+    const env = await setup.envFor("soak", LEASE_TTL_MS === undefined ? {} : { redis: { leaseTtlMs: LEASE_TTL_MS } });
     const gateway = spawnCountbot("gateway", env, /gateway listening/);
     const base = String((await gateway.ready).url);
     const startWorker = async () => {
@@ -75,12 +77,15 @@ export async function benchSoak(): Promise<void> {
     // Held by a killed worker: sent before a kill and answered after it.
     const held = sent.filter(({ at, waited }) => kills.some((kill) => at <= kill && at + waited >= kill)).map(({ waited }) => waited);
     const heldP99 = held.length > 0 ? percentile(held, 0.99) : 0;
+    const killsDuring = (at: number, waited: number) => kills.filter((kill) => at <= kill && at + waited >= kill).length;
+    const longest = [...sent].sort((a, b) => b.waited - a.waited).slice(0, 5);
     console.log(`soak: ${WORKERS} workers, one SIGKILLed every ${KILL_EVERY_MS} ms and restarted (${kills.length} kills), ${CHATS} chats in closed loops for ${(result.seconds).toFixed(0)} s`);
     console.log(`  ${result.messages} messages (${result.perSecond.toFixed(0)}/s): ${result.lost} lost, ${result.duplicates} doubled, ${result.outOfOrder} out of order`);
     console.log(
       `  wait: p50 ${percentile(result.latencies, 0.5).toFixed(0)} ms, p99 ${percentile(result.latencies, 0.99).toFixed(0)} ms, longest ${result.longestWaitMs.toFixed(0)} ms; ` +
         `the ${held.length} messages a killed worker held: p50 ${held.length > 0 ? percentile(held, 0.5).toFixed(0) : "-"} ms, p99 ${heldP99.toFixed(0)} ms`,
     );
+    console.log(`  the longest waits, with the kills during each: ${longest.map(({ at, waited }) => `${waited.toFixed(0)} ms (${killsDuring(at, waited)})`).join(", ")}`);
     await Promise.all([gateway, ...workers].map((service) => service.stop()));
     if (result.lost + result.duplicates + result.outOfOrder > 0) throw new Error(`soak: ${result.lost} lost, ${result.duplicates} doubled, ${result.outOfOrder} out of order`);
     if (heldP99 > HELD_P99_LIMIT_MS) throw new Error(`soak: the messages a killed worker held waited ${heldP99.toFixed(0)} ms at p99 (over ${HELD_P99_LIMIT_MS} ms)`);

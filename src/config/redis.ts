@@ -10,7 +10,7 @@ export const RedisSchema = z
       .int()
       .min(1_000)
       .max(600_000)
-      .default(3_000)
+      .default(2_000)
       .describe(
         "A worker's liveness, which its leases on chats live by: renewed every third of it, one command per worker however many chats it holds. A crashed worker's chats move to another worker after at most this long plus half a second; a worker stalled longer than this loses its chats (fenced: it cannot reply for them).",
       ),

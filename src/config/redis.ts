@@ -47,7 +47,7 @@ export const RedisSchema = z
       .max(16)
       .default(0)
       .describe(
-        "Replicas that must have a message (WAIT) before it counts as accepted (the platform or the HTTP 202 is answered), and a reply's delivery mark before the reply goes out. 0: accepted once the primary has it, so a failover can lose what the primary had not yet replicated (asynchronous replication: usually well under a second). 1 or more: nothing accepted is lost and no reply sent twice by a failover, for one replica round trip more per message (WAITs of messages arriving together are shared).",
+        "Replicas that must have a message (WAIT) before it counts as accepted (the platform or the HTTP 202 is answered), and a reply's delivery mark before the reply goes out. 0: accepted once the primary has it, so a failover can lose what the primary had not yet replicated (asynchronous replication: usually well under a second). 1 or more: nothing accepted is lost and no reply sent twice by a failover, for one replica round trip more per message (WAITs of messages arriving together are shared). Not with `cluster`: WAIT confirms one node's writes, not those of the shard each message went to.",
       ),
     acceptTimeoutMs: z.number().int().min(10).max(60_000).default(2_000).describe("How long a message waits for `acceptAfterReplicas` replicas; past it the message is refused as unavailable (the platform or client retries it, and the retry is recognised)."),
   })

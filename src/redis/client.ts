@@ -134,11 +134,21 @@ export function connectRedis(
 }
 
 /** How `redis.*` says to reach Redis beyond its URL: through sentinels, or as a cluster (not both). */
-export function topologyOf(redis: { sentinels?: Array<{ host: string; port: number }>; sentinelMaster: string; cluster?: Array<{ host: string; port: number }> }): {
+export function topologyOf(redis: {
+  sentinels?: Array<{ host: string; port: number }>;
+  sentinelMaster: string;
+  cluster?: Array<{ host: string; port: number }>;
+  acceptAfterReplicas?: number;
+}): {
   sentinels?: SentinelOptions;
   cluster?: Array<{ host: string; port: number }>;
 } {
   if (redis.sentinels && redis.cluster) throw new ConfigError("redis.sentinels and redis.cluster exclude each other: a cluster fails over by itself", "redis.cluster");
+  // WAIT confirms the writes of one connection to one node; a cluster client's writes go to every
+  // shard, and its WAIT to one of them: the confirmation would be of another shard's writes.
+  if (redis.cluster && (redis.acceptAfterReplicas ?? 0) > 0) {
+    throw new ConfigError("redis.acceptAfterReplicas is not supported with redis.cluster: WAIT would confirm one shard's writes, not the shard each message went to (use redis.sentinels for confirmed writes, or 0)", "redis.acceptAfterReplicas");
+  }
   return { ...(redis.sentinels ? { sentinels: { nodes: redis.sentinels, master: redis.sentinelMaster } } : {}), ...(redis.cluster ? { cluster: redis.cluster } : {}) };
 }
 

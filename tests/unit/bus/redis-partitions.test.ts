@@ -14,6 +14,7 @@ import { createInfrastructure } from "../../../src/app/infrastructure.js";
 import { loadConfig } from "../../../src/config/load.js";
 import { ConfigError } from "../../../src/errors.js";
 import { partitionOf } from "../../../src/redis/keys.js";
+import { topologyOf } from "../../../src/redis/client.js";
 import { deleteKeys, redisUrl } from "../../support/redis.js";
 
 let redis: Redis;
@@ -93,5 +94,13 @@ describe("redis.partitions", () => {
     await redis.zadd(`{${older}}:sessions`, 1, "web:old");
     await expect(infrastructureWith(older, 4)).rejects.toThrow(/redis\.partitions is 4, but the deployment .* uses 1/);
     await (await infrastructureWith(older, 1)).close();
+  });
+});
+
+describe("redis.cluster", () => {
+  it("refuses acceptAfterReplicas, whose WAIT would confirm another shard's writes", () => {
+    const nodes = [{ host: "127.0.0.1", port: 7000 }];
+    expect(() => topologyOf({ cluster: nodes, sentinelMaster: "mymaster", acceptAfterReplicas: 1 })).toThrow(/redis\.acceptAfterReplicas is not supported with redis\.cluster/);
+    expect(topologyOf({ cluster: nodes, sentinelMaster: "mymaster", acceptAfterReplicas: 0 })).toEqual({ cluster: nodes });
   });
 });

@@ -97,7 +97,10 @@ class OutboundConsumer {
         this.closed = true;
         this.laneFinished?.();
         this.options.blocking.disconnect();
-        await running;
+        // Bounded: a cluster client may put a read that its disconnect interrupted back in its
+        // queue, where it waits for a connection that never comes. Closed, the loop does nothing
+        // with whatever that read might still bring.
+        await settledWithin(running, CLOSE_READ_WAIT_MS);
         await this.lanes.idle();
         await this.flushAcks().catch((error: unknown) => this.options.onError?.(error));
       },
@@ -237,4 +240,14 @@ async function resolve(redis: RedisClient, keys: BusKeys, event: StreamEvent, fi
 function publishedAt(id: string): number {
   const [ms, sequence] = id.split("-");
   return Number(ms) + Math.min(Number(sequence ?? 0), 999) / 1_000;
+}
+
+/** How long closing waits for the read in flight to end. */
+const CLOSE_READ_WAIT_MS = 2_000;
+
+/** Resolves when `promise` settles or `ms` pass, whichever is first. */
+async function settledWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise.catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }

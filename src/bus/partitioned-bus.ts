@@ -27,6 +27,8 @@ import type { BusStats, Claim, ClaimOptions, DeadLetter, Draft, MessageBus, Outb
 
 /** The longest a drained worker waits before it sweeps the partitions again (as one bus waits for its wake-up list). */
 const LONGEST_WAIT_MS = 1_000;
+/** How often a sweep reads when each partition's first worker dies (one bus reaps at most every half second too). */
+const DEATH_READ_EVERY_MS = 500;
 
 /**
  * The Redis bus of a deployment: one bus under `{prefix}` (partitions 1, the layout of every
@@ -43,6 +45,8 @@ export function createRedisBusOf(options: RedisBusOptions & { partitions?: numbe
 }
 
 class PartitionedBus implements MessageBus {
+  /** Per partition: when its first worker's liveness runs out (-1: none), as last read, and when that was read. */
+  private readonly deaths: Array<{ at: number; readAt: number }>;
   /** Wake-up tokens taken per partition and not yet handed to its claim. */
   private readonly taken: number[];
   /** Each partition's wait on its wake-up list, while one runs. */
@@ -57,6 +61,7 @@ class PartitionedBus implements MessageBus {
     private readonly onClose: () => Promise<void>,
   ) {
     this.taken = parts.map(() => 0);
+    this.deaths = parts.map(() => ({ at: -1, readAt: Number.NEGATIVE_INFINITY }));
     this.waiting = parts.map(() => undefined);
   }
 
@@ -104,7 +109,19 @@ class PartitionedBus implements MessageBus {
    * the read and the claim: the claim then takes the next one of that partition, or fewer.
    */
   private async sweep(wanted: number): Promise<{ claims: Claim[]; nextDue: number }> {
-    const peeks = await Promise.all(this.parts.map((part) => part.peek(wanted)));
+    // A partition's workers are read at most every DEATH_READ_EVERY_MS (and its next death once
+    // due): a dead worker's chats wait its TTL anyway, and reading them on every sweep cost a call
+    // per partition per claim.
+    const readAt = this.now();
+    const peeks = await Promise.all(
+      this.parts.map(async (part, index) => {
+        const known = this.deaths[index]!;
+        const withDeath = readAt - known.readAt >= DEATH_READ_EVERY_MS || (known.at >= 0 && known.at <= readAt);
+        const peek = await part.peek(wanted, withDeath);
+        if (peek.nextDeath !== undefined) this.deaths[index] = { at: peek.nextDeath, readAt };
+        return { ready: peek.ready, nextDeath: this.deaths[index]!.at };
+      }),
+    );
     const ready = peeks.flatMap((peek, index) => peek.ready.map((entry) => ({ ...entry, index }))).sort((left, right) => left.dueAt - right.dueAt);
     const plan = new Map<number, number>();
     for (const entry of ready.slice(0, wanted)) plan.set(entry.index, (plan.get(entry.index) ?? 0) + 1);

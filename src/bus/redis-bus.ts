@@ -100,8 +100,11 @@ export interface BusPartition extends MessageBus {
   claimNow(max: number, wakeTaken: number): Promise<{ claims: Claim[]; nextDue: number }>;
   /** Blocks on this partition's wake-up list for at most `ms`: 1 when it took a token. */
   waitForWake(ms: number): Promise<number>;
-  /** The `count` sessions ready longest, with the time each is due, and when the first worker's liveness runs out (-1: none). */
-  peek(count: number): Promise<{ ready: Array<{ sessionKey: string; dueAt: number }>; nextDeath: number }>;
+  /**
+   * The `count` sessions ready longest, with the time each is due, and, `withDeath`, when the first
+   * worker's liveness runs out (-1: none; undefined without `withDeath`).
+   */
+  peek(count: number, withDeath: boolean): Promise<{ ready: Array<{ sessionKey: string; dueAt: number }>; nextDeath?: number }>;
 }
 
 /** A Redis bus that is one partition of a partitioned bus: its keys under `{prefix}` as for a whole bus. */
@@ -224,10 +227,14 @@ class RedisBus implements BusPartition {
     return this.closed ? Promise.resolve(0) : this.claims.waitForWake(ms);
   }
 
-  async peek(count: number): Promise<{ ready: Array<{ sessionKey: string; dueAt: number }>; nextDeath: number }> {
-    const [ready, first] = await Promise.all([this.redis.zrange(this.keys.ready, 0, count - 1, "WITHSCORES"), this.redis.zrange(this.keys.workers, 0, 0, "WITHSCORES")]);
+  async peek(count: number, withDeath: boolean): Promise<{ ready: Array<{ sessionKey: string; dueAt: number }>; nextDeath?: number }> {
+    const [ready, first] = await Promise.all([
+      this.redis.zrange(this.keys.ready, 0, count - 1, "WITHSCORES"),
+      withDeath ? this.redis.zrange(this.keys.workers, 0, 0, "WITHSCORES") : undefined,
+    ]);
     const due: Array<{ sessionKey: string; dueAt: number }> = [];
     for (let index = 0; index + 1 < ready.length; index += 2) due.push({ sessionKey: ready[index]!, dueAt: Number(ready[index + 1]) });
+    if (!first) return { ready: due };
     return { ready: due, nextDeath: first[1] === undefined ? -1 : Number(first[1]) };
   }
 

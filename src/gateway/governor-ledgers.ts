@@ -17,6 +17,8 @@ export const LONG_WINDOW_MS = 10_000;
 export const SETTLE_MS = 1_000;
 /** A reply whose drafts stopped coming this long ago no longer counts as streaming. */
 export const STREAM_IDLE_MS = 120_000;
+/** How often a budget's idle streaming replies are dropped. */
+const PRUNE_EVERY_MS = 1_000;
 
 export interface NamedSlot extends QuotaSlot {
   scope: string;
@@ -101,25 +103,32 @@ export function sharedStream(slot: NamedSlot, replyId: string | undefined): Pick
 
 /**
  * What a draft must leave of the budget: half of it, and one call for each reply streaming into
- * it (its final); all of a long window's while several stream (a draft spent there holds their
- * finals back up to a whole window).
+ * it (its final); all of a chat's long window while several stream there (a draft spent there
+ * holds their finals back up to a whole window). A bot's long window (Feishu's calls a minute) is
+ * counted as a short one: every reply of the bot streams into it.
  */
 export function draftReserve(slot: NamedSlot, streaming: number): number {
-  if (slot.windowMs >= LONG_WINDOW_MS) return streaming > 1 ? slot.limit : slot.reserve;
+  if (slot.windowMs >= LONG_WINDOW_MS && slot.per !== "account") return streaming > 1 ? slot.limit : slot.reserve;
   return Math.min(slot.limit, Math.max(slot.reserve, streaming));
 }
 
 /**
- * The replies streaming drafts into each budget a chat's replies share (a group's, a channel's),
- * with when their first and last drafts came: each keeps a call of the budget for its final.
+ * The replies streaming drafts into each budget several replies share (a group's, a channel's, and
+ * the bot's own), with when their first and last drafts came: each keeps a call of the budget for
+ * its final. On the bot's budget that means drafts thin out once more replies stream than half of
+ * it, and stop until the finals once as many stream as it has calls: with 300 replies streaming
+ * into Feishu's 50 calls a second, every draft shown in the second before the finals pushed one of
+ * them into a seventh second.
  */
 export class StreamingReplies {
   private readonly streams = new Map<string, Map<string, { first: number; last: number }>>();
+  /** When each budget's idle replies were last dropped: at most once a second, not on every draft (a bot may stream thousands). */
+  private readonly prunedAt = new Map<string, number>();
 
   /** Notes the reply as streaming into the slot's budget; how many do, and whether this one only just began. */
   into(slot: NamedSlot, replyId: string | undefined, at: number): { count: number; settling: boolean } {
-    // Budgets a chat's replies share: a group's, a channel's (a message's, the bot's are not counted).
-    if ((slot.per !== "chat" && slot.per !== "group") || slot.limit < 2) return { count: 0, settling: false };
+    // Budgets several replies share (a message's budget is one reply's alone).
+    if (slot.per === "message" || slot.limit < 2) return { count: 0, settling: false };
     let replies = this.streams.get(slot.key);
     let first = at;
     if (replyId !== undefined) {
@@ -128,8 +137,14 @@ export class StreamingReplies {
       replies.set(replyId, { first, last: at });
     }
     if (!replies) return { count: 0, settling: false };
-    for (const [id, seen] of replies) if (at - seen.last > STREAM_IDLE_MS) replies.delete(id);
-    if (replies.size === 0) this.streams.delete(slot.key);
+    if (at - (this.prunedAt.get(slot.key) ?? Number.NEGATIVE_INFINITY) >= PRUNE_EVERY_MS) {
+      this.prunedAt.set(slot.key, at);
+      for (const [id, seen] of replies) if (at - seen.last > STREAM_IDLE_MS) replies.delete(id);
+    }
+    if (replies.size === 0) {
+      this.streams.delete(slot.key);
+      this.prunedAt.delete(slot.key);
+    }
     return { count: replies.size, settling: replyId !== undefined && at - first < SETTLE_MS };
   }
 
@@ -138,7 +153,10 @@ export class StreamingReplies {
     if (replyId === undefined) return;
     for (const slot of slots) {
       const replies = this.streams.get(slot.key);
-      if (replies?.delete(replyId) && replies.size === 0) this.streams.delete(slot.key);
+      if (replies?.delete(replyId) && replies.size === 0) {
+        this.streams.delete(slot.key);
+        this.prunedAt.delete(slot.key);
+      }
     }
   }
 }

@@ -34,6 +34,7 @@ import { startOutboundConsumer } from "./redis-outbound.js";
 import { RedisClaims } from "./redis-claims.js";
 import { RedisAcks } from "./redis-acks.js";
 import { RedisInbox } from "./redis-inbox.js";
+import { busStats, readDeadLetters } from "./redis-bus-ops.js";
 import {
   type BusStats,
   type BusOptions,
@@ -100,10 +101,7 @@ export interface BusPartition extends MessageBus {
   claimNow(max: number, wakeTaken: number): Promise<{ claims: Claim[]; nextDue: number }>;
   /** Blocks on this partition's wake-up list for at most `ms`: 1 when it took a token. */
   waitForWake(ms: number): Promise<number>;
-  /**
-   * The `count` sessions ready longest, with the time each is due, and, `withDeath`, when the first
-   * worker's liveness runs out (-1: none; undefined without `withDeath`).
-   */
+  /** The `count` sessions ready longest with when each is due; `withDeath`: when its first worker's liveness ends (-1: none). */
   peek(count: number, withDeath: boolean): Promise<{ ready: Array<{ sessionKey: string; dueAt: number }>; nextDeath?: number }>;
 }
 
@@ -227,15 +225,8 @@ class RedisBus implements BusPartition {
     return this.closed ? Promise.resolve(0) : this.claims.waitForWake(ms);
   }
 
-  async peek(count: number, withDeath: boolean): Promise<{ ready: Array<{ sessionKey: string; dueAt: number }>; nextDeath?: number }> {
-    const [ready, first] = await Promise.all([
-      this.redis.zrange(this.keys.ready, 0, count - 1, "WITHSCORES"),
-      withDeath ? this.redis.zrange(this.keys.workers, 0, 0, "WITHSCORES") : undefined,
-    ]);
-    const due: Array<{ sessionKey: string; dueAt: number }> = [];
-    for (let index = 0; index + 1 < ready.length; index += 2) due.push({ sessionKey: ready[index]!, dueAt: Number(ready[index + 1]) });
-    if (!first) return { ready: due };
-    return { ready: due, nextDeath: first[1] === undefined ? -1 : Number(first[1]) };
+  peek(count: number, withDeath: boolean): Promise<{ ready: Array<{ sessionKey: string; dueAt: number }>; nextDeath?: number }> {
+    return this.claims.peek(count, withDeath);
   }
 
   async renew(claim: Claim): Promise<boolean> {
@@ -276,26 +267,12 @@ class RedisBus implements BusPartition {
     this.liveness.ended(claim);
   }
 
-  async stats(): Promise<BusStats> {
-    const now = this.now();
-    const [ready, leases, alive, deadLetters] = await Promise.all([
-      this.redis.zcard(this.keys.ready),
-      this.redis.hgetall(this.keys.own),
-      this.redis.zrangebyscore(this.keys.workers, `(${now}`, "+inf"),
-      this.redis.llen(this.keys.dead),
-    ]);
-    const living = new Set(alive);
-    const leased = Object.values(leases).filter((lease) => living.has(lease.slice(lease.indexOf(":") + 1))).length;
-    return { ready, leased, deadLetters };
+  stats(): Promise<BusStats> {
+    return busStats(this.redis, this.keys, this.now());
   }
 
-  async deadLetters(limit = 100): Promise<DeadLetter[]> {
-    const raw = await this.redis.lrange(this.keys.dead, 0, limit - 1);
-    return raw.map((line) => {
-      const letter = JSON.parse(line) as Omit<DeadLetter, "messages"> & { messages: string[] | Record<string, never> };
-      const messages = Array.isArray(letter.messages) ? letter.messages : [];
-      return { ...letter, messages: messages.map((message) => JSON.parse(message) as InboundMessage) };
-    });
+  deadLetters(limit = 100): Promise<DeadLetter[]> {
+    return readDeadLetters(this.redis, this.keys, limit);
   }
 
   async publishOutbound(published: OutboundMessage, claim?: Claim): Promise<void> {

@@ -87,6 +87,16 @@ export class RedisClaims {
     return { claims: [], nextDue };
   }
 
+  /** The `count` sessions ready longest with when each is due, and, `withDeath`, when the first worker's liveness runs out (-1: none). */
+  async peek(count: number, withDeath: boolean): Promise<{ ready: Array<{ sessionKey: string; dueAt: number }>; nextDeath?: number }> {
+    const { redis, keys } = this.options;
+    const [ready, first] = await Promise.all([redis.zrange(keys.ready, 0, count - 1, "WITHSCORES"), withDeath ? redis.zrange(keys.workers, 0, 0, "WITHSCORES") : undefined]);
+    const due: Array<{ sessionKey: string; dueAt: number }> = [];
+    for (let index = 0; index + 1 < ready.length; index += 2) due.push({ sessionKey: ready[index]!, dueAt: Number(ready[index + 1]) });
+    if (!first) return { ready: due };
+    return { ready: due, nextDeath: first[1] === undefined ? -1 : Number(first[1]) };
+  }
+
   close(): void {
     this.blocking?.disconnect();
   }

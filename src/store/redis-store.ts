@@ -33,6 +33,7 @@ import { busKeys } from "../bus/redis-keys.js";
 import { BusError, ConfigError } from "../errors.js";
 import { hashTag, type RedisClient } from "../redis/client.js";
 import { partitionOf } from "../redis/keys.js";
+import { partitionedSessions } from "./partitioned-sessions.js";
 import { runScript, loadScript } from "../redis/scripts.js";
 import { createKeyedQueue } from "./file-io.js";
 import { createRedisPairingStore } from "./redis-pairing.js";
@@ -336,21 +337,6 @@ function redisSessions(prefix: string, { options, queue, parsedEntries, isClosed
     },
   };
   return sessions;
-}
-
-/** Sessions over partitions: each session in the partition of its key (the one its bus lease is in), `list` over all. */
-function partitionedSessions(parts: SessionStore[]): SessionStore {
-  const of = (key: string) => parts[partitionOf(key, parts.length)]!;
-  return {
-    load: (key) => of(key).load(key),
-    append: (key, entries, fence) => of(key).append(key, entries, fence),
-    compact: (key, entries, fence) => of(key).compact(key, entries, fence),
-    reset: (key, fence) => of(key).reset(key, fence),
-    async list() {
-      const metas = (await Promise.all(parts.map((part) => part.list()))).flat();
-      return metas.sort((left, right) => (left.key < right.key ? -1 : left.key > right.key ? 1 : 0));
-    },
-  };
 }
 
 export function createRedisStore(options: RedisStoreOptions): Store {

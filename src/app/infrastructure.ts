@@ -147,8 +147,15 @@ export async function createInfrastructure(config: ResolvedConfig, logger: Logge
   return createRedisInfrastructure(config, logger, options.now, options.requireRedis);
 }
 
+/**
+ * The lease of a turn in one process. `redis.leaseTtlMs` is how fast another worker takes a dead
+ * one's chats over; in one process there is no other worker, and a stalled event loop stalls every
+ * turn alike, so a short lease would only start a turn again beside the one that stalled.
+ */
+const MEMORY_LEASE_TTL_MS = 30_000;
+
 async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined): Promise<Infrastructure> {
-  const leaseTtlMs = config.redis.leaseTtlMs;
+  const leaseTtlMs = MEMORY_LEASE_TTL_MS;
   await mkdir(config.dataDir, { recursive: true });
   const bus = createMemoryBus({ debounceMs: config.agent.debounceMs, leaseTtlMs, now, maxQueued: config.agent.maxQueuedMessages });
   const store = createFileStore({

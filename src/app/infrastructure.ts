@@ -148,14 +148,15 @@ export async function createInfrastructure(config: ResolvedConfig, logger: Logge
 }
 
 /**
- * The lease of a turn in one process. `redis.leaseTtlMs` is how fast another worker takes a dead
- * one's chats over; in one process there is no other worker, and a stalled event loop stalls every
- * turn alike, so a short lease would only start a turn again beside the one that stalled.
+ * A turn's lease when `redis.leaseTtlMs` is unset. Over Redis it is how fast another worker takes a
+ * dead one's chats over. In one process there is no other worker, and a stalled event loop stalls
+ * every turn alike, so a short lease would only start a turn again beside the one that stalled.
  */
+const REDIS_LEASE_TTL_MS = 2_000;
 const MEMORY_LEASE_TTL_MS = 30_000;
 
 async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined): Promise<Infrastructure> {
-  const leaseTtlMs = MEMORY_LEASE_TTL_MS;
+  const leaseTtlMs = config.redis.leaseTtlMs ?? MEMORY_LEASE_TTL_MS;
   await mkdir(config.dataDir, { recursive: true });
   const bus = createMemoryBus({ debounceMs: config.agent.debounceMs, leaseTtlMs, now, maxQueued: config.agent.maxQueuedMessages });
   const store = createFileStore({
@@ -200,7 +201,8 @@ async function createMemoryInfrastructure(config: ResolvedConfig, logger: Logger
 }
 
 async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger, now: (() => number) | undefined, role: string | undefined): Promise<Infrastructure> {
-  const { prefix, leaseTtlMs } = config.redis;
+  const { prefix } = config.redis;
+  const leaseTtlMs = config.redis.leaseTtlMs ?? REDIS_LEASE_TTL_MS;
   const url = config.redis.url!;
   // Named by role, so CLIENT LIST (and the benchmarks' command counts) tell gateways from workers.
   const name = role ? `countbot-${role}` : "countbot";

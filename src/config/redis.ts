@@ -10,9 +10,9 @@ export const RedisSchema = z
       .int()
       .min(1_000)
       .max(600_000)
-      .default(2_000)
+      .optional()
       .describe(
-        "Over Redis, a worker's liveness, which its leases on chats live by (in one process, without Redis, a turn's lease is 30 s: no other worker could take it over): renewed every third of it, one command per worker however many chats it holds. A crashed worker's chats move to another worker after at most this long plus half a second; a worker stalled longer than this loses its chats (fenced: it cannot reply for them).",
+        "Over Redis (default 2000), a worker's liveness, which its leases on chats live by: renewed every third of it, one command per worker however many chats it holds. A crashed worker's chats move to another worker after at most this long plus half a second; a worker stalled longer than this loses its chats (fenced: it cannot reply for them). In one process, without Redis, a turn's lease (default 30000: no other worker could take it over).",
       ),
     connectTimeoutMs: z.number().int().min(100).max(600_000).default(5_000).describe("At start-up, a process that cannot reach Redis within this long exits with the reason."),
     evictionPolicy: z.enum(["warn", "refuse"]).default("warn").describe("When Redis' maxmemory-policy is not noeviction (it may silently drop queued messages): log a loud warning, or refuse to start."),

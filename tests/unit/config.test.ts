@@ -64,7 +64,7 @@ describe("loadConfig", () => {
     expect(config.providers).toEqual({});
     // The web chat is on unless switched off; every platform is off until configured.
     expect(config.channels).toEqual({ web: { enabled: true, showNotices: true } });
-    expect(config.redis).toEqual({ prefix: "countbot", leaseTtlMs: 2_000, connectTimeoutMs: 5_000, evictionPolicy: "warn", sentinelMaster: "mymaster", partitions: 1, acceptAfterReplicas: 0, acceptTimeoutMs: 2_000 });
+    expect(config.redis).toEqual({ prefix: "countbot", connectTimeoutMs: 5_000, evictionPolicy: "warn", sentinelMaster: "mymaster", partitions: 1, acceptAfterReplicas: 0, acceptTimeoutMs: 2_000 });
     expect(config.api).toEqual({ host: "127.0.0.1", port: 8787, allowedOrigins: [], trustProxy: [], openai: { enabled: true, apiKeys: [], timeoutSeconds: 900 } });
     expect(config.log.level).toBe("info");
     expect(config.heartbeat).toEqual({ enabled: false, intervalMinutes: 30, dailyCap: 10 });

@@ -59,7 +59,7 @@ afterAll(async () => {
 });
 
 describe("Redis killed and restarted under load", () => {
-  it(`answers every accepted message exactly once, in order, over ${RUNS} rounds of kill -9`, { timeout: 400_000 }, async () => {
+  it(`answers every accepted message exactly once, in order, over ${RUNS} rounds of kill -9`, { timeout: 110_000 }, async () => {
     const configFile = path.join(root, "countbot.json");
     const env = {
       HOME: root,
@@ -182,12 +182,8 @@ async function oneRound(base: string, run: number, faults: () => Promise<void>):
   await Promise.all([sending, faults()]);
 
   const complete = (chat: ChatOutcome) => chat.answered.length >= chat.accepted.length;
-  // Every accepted message must be answered: how soon is not what this test asks (a loaded CI
-  // machine has taken over 30 s), only that none is lost. A round slower than 30 s says so.
-  const settling = Date.now();
-  const deadline = settling + 90_000;
+  const deadline = Date.now() + 30_000;
   while ([...chats.values()].some((chat) => !complete(chat)) && Date.now() < deadline) await sleep(100);
-  if (Date.now() - settling > 30_000) console.warn(`round ${run}: the last answers came ${Date.now() - settling} ms after the faults ended`);
   // A moment more, so a reply delivered twice would show.
   await sleep(300);
   for (const socket of sockets) socket.close();

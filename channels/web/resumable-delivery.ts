@@ -23,10 +23,16 @@ interface SocketState {
   again: boolean;
   /** Events sent (type, id and part), so a duplicate in the log is sent once. */
   sent: Set<string>;
+  /** After a failed read: the next read's timer, and the wait before it (doubling). */
+  retry?: NodeJS.Timeout;
+  retryMs: number;
 }
 
 /** Events remembered per socket for the duplicate check; a log keeps far fewer than this. */
 const MAX_REMEMBERED = 1_000;
+/** A failed read is tried again after this long, doubling up to RETRY_MAX_MS while it keeps failing. */
+const RETRY_FIRST_MS = 100;
+const RETRY_MAX_MS = 5_000;
 
 export class ResumableDelivery {
   private readonly states = new WeakMap<WebSocket, SocketState>();
@@ -38,7 +44,7 @@ export class ResumableDelivery {
 
   /** Starts `socket` on `chatId` from `after` (or from what no socket was sent yet). */
   attach(chatId: string, socket: WebSocket, after: string | undefined): void {
-    const state: SocketState = { cursor: after, reading: false, again: false, sent: new Set() };
+    const state: SocketState = { cursor: after, reading: false, again: false, sent: new Set(), retryMs: RETRY_FIRST_MS };
     this.states.set(socket, state);
     this.read(chatId, socket, state);
   }
@@ -67,27 +73,47 @@ export class ResumableDelivery {
     }
   }
 
-  /** One read at a time per socket; a wake-up during one makes another after it. */
+  /**
+   * One read at a time per socket; a wake-up during one makes another after it. A read that fails
+   * (Redis away) is tried again until one succeeds while the socket is open: the event that woke it
+   * may be the chat's last, and no other would come to bring it.
+   */
   private read(chatId: string, socket: WebSocket, state: SocketState): void {
     if (state.reading) {
       state.again = true;
       return;
     }
+    clearTimeout(state.retry);
+    state.retry = undefined;
     state.reading = true;
     void (async () => {
+      let failed = false;
       do {
         state.again = false;
         try {
           const { events, cursor } = await this.events.since(chatId, state.cursor);
           for (const logged of events) this.write(chatId, socket, state, logged.id, logged.payload);
           state.cursor = cursor;
+          failed = false;
         } catch (error) {
-          // What was not read stays in the log: the next event, or a reconnect, brings it.
-          this.logger.warn({ err: error, chatId }, "could not read a web chat's kept replies");
+          failed = true;
+          this.logger.warn({ err: error, chatId }, "could not read a web chat's kept replies; reading again shortly");
         }
       } while (state.again && socket.readyState === socket.OPEN);
       state.reading = false;
+      if (!failed) state.retryMs = RETRY_FIRST_MS;
+      else if (socket.readyState === socket.OPEN) this.readLater(chatId, socket, state);
     })();
+  }
+
+  private readLater(chatId: string, socket: WebSocket, state: SocketState): void {
+    const delay = state.retryMs;
+    state.retryMs = Math.min(delay * 2, RETRY_MAX_MS);
+    state.retry = setTimeout(() => {
+      state.retry = undefined;
+      if (socket.readyState === socket.OPEN) this.read(chatId, socket, state);
+    }, delay);
+    state.retry.unref();
   }
 
   private write(chatId: string, socket: WebSocket, state: SocketState, seq: string, payload: string): void {

@@ -5,6 +5,7 @@ import { createMemoryBus } from "../../../src/bus/memory-bus.js";
 import type { OutboundMessage } from "../../../src/bus/message.js";
 import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { BusError } from "../../../src/errors.js";
+import { type ChatEventLog, createMemoryChatEventLog } from "../../../src/store/chat-event-log.js";
 import { startWebGateway } from "../../support/web-gateway.js";
 
 const TOKEN = "web-test-token";
@@ -15,7 +16,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function start(channelOptions: { maxPendingPerChat?: number; rateLimitPerMinute?: number } = {}, busOptions: { maxQueued?: number } = {}) {
+async function start(channelOptions: { maxPendingPerChat?: number; rateLimitPerMinute?: number; events?: ChatEventLog } = {}, busOptions: { maxQueued?: number } = {}) {
   const bus = createMemoryBus(busOptions);
   cleanups.push(() => bus.close());
   let counter = 0;
@@ -296,6 +297,24 @@ describe("streaming", () => {
     await publishFinal(bus, "later", "in-4:0");
     await until(() => second.events.length === 1, "the next final");
     expect(second.events.map((event) => (event.type === "message" ? event.id : event.type))).toEqual(["in-4:0"]);
+  });
+
+  it("reads the log again after a failed read, so the chat's last final still comes when the log is back (Redis away)", async () => {
+    const log = createMemoryChatEventLog({ now: () => 5_000 });
+    // The first two reads fail: the socket's first read, and the one a final kept meanwhile starts.
+    let failures = 2;
+    const events: ChatEventLog = {
+      append: (chatId, payload) => log.append(chatId, payload),
+      markDelivered: (chatId, id) => log.markDelivered(chatId, id),
+      since: (chatId, after) => (failures-- > 0 ? Promise.reject(new Error("Connection is closed.")) : log.since(chatId, after)),
+    };
+    const { bus, url } = await start({ events });
+    const client = await connect(url, "flaky");
+    await until(() => failures <= 1, "the socket's first read to fail");
+    await publishFinal(bus, "flaky", "in-1:0", ["in-1"]);
+    // No other event comes: only a read of its own brings the final.
+    await until(() => client.events.length === 1, "the final, read again once the log answers");
+    expect(client.events).toEqual([{ type: "message", id: "in-1:0", content: "reply in-1:0", answers: ["in-1"], seq: "5000-0" }]);
   });
 
   it("keeps only the newest finals of a chat when too many wait", async () => {

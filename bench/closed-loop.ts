@@ -11,7 +11,7 @@ import { performance } from "node:perf_hooks";
 import type { Redis } from "ioredis";
 import { Agent } from "undici";
 import WebSocket from "ws";
-import { commandDelta, executedCommands } from "./redis-meter.js";
+import { commandDelta, executedCommands, executedMicros, scriptTimer } from "./redis-meter.js";
 
 export interface ClosedLoopOptions {
   base: string;
@@ -45,6 +45,8 @@ export interface ClosedLoopResult {
   longestWaitMs: number;
   cpu: Record<string, number>;
   executed?: Record<string, number>;
+  /** Microseconds Redis spent executing each command in the window (a script call's include its commands'). */
+  executedMicros?: Record<string, number>;
   /** Redis's own CPU (used_cpu_sys + used_cpu_user from INFO), ms, in the window. */
   redisCpuMs?: number;
 }
@@ -62,10 +64,10 @@ async function cpuOn(nodes: Redis[]): Promise<number> {
   return (await Promise.all(nodes.map(redisCpuMs))).reduce((sum, used) => sum + used, 0);
 }
 
-/** The commands the nodes executed (INFO commandstats), summed by command. */
-async function executedOn(nodes: Redis[]): Promise<Record<string, number>> {
+/** The commands the nodes executed (INFO commandstats), summed by command: calls, or with `read` the microseconds. */
+async function executedOn(nodes: Redis[], read = executedCommands): Promise<Record<string, number>> {
   const summed: Record<string, number> = {};
-  for (const counts of await Promise.all(nodes.map(executedCommands))) for (const [name, count] of Object.entries(counts)) summed[name] = (summed[name] ?? 0) + count;
+  for (const counts of await Promise.all(nodes.map(read))) for (const [name, count] of Object.entries(counts)) summed[name] = (summed[name] ?? 0) + count;
   return summed;
 }
 
@@ -115,6 +117,9 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
   try {
     const nodes = options.redis === undefined ? [] : [options.redis].flat();
     const executedBefore = nodes.length > 0 ? await executedOn(nodes) : undefined;
+    const microsBefore = nodes.length > 0 ? await executedOn(nodes, executedMicros) : undefined;
+    const scripts = process.env.BENCH_SCALE_SCRIPTS === "1" && nodes.length > 0 ? scriptTimer(nodes) : undefined;
+    await scripts?.start();
     const redisCpuBefore = nodes.length > 0 ? await cpuOn(nodes) : undefined;
     const cpuBefore = options.meter?.() ?? {};
     const startedAt = performance.now();
@@ -158,6 +163,12 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
     const cpuAfter = options.meter?.() ?? {};
     const cpu = Object.fromEntries(Object.entries(cpuAfter).map(([label, used]) => [label, used - (cpuBefore[label] ?? 0)]));
     const executed = executedBefore ? commandDelta(executedBefore, await executedOn(nodes)) : undefined;
+    const micros = microsBefore ? commandDelta(microsBefore, await executedOn(nodes, executedMicros)) : undefined;
+    if (scripts) {
+      const times = Object.entries(await scripts.read()).sort((a, b) => b[1].micros - a[1].micros);
+      const per = latencies.length;
+      console.log(`  Redis time per message by script and command (slow log at 0; µs/msg, calls/msg, µs/call): ${times.slice(0, 16).map(([name, time]) => `${name} ${(time.micros / per).toFixed(1)} (${(time.calls / per).toFixed(2)}, ${(time.micros / time.calls).toFixed(0)})`).join("; ")}`);
+    }
     const redisCpu = redisCpuBefore !== undefined ? (await cpuOn(nodes)) - redisCpuBefore : undefined;
     await options.onMeasured?.();
     return {
@@ -171,6 +182,7 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
       longestWaitMs: Math.max(0, ...latencies),
       cpu,
       executed,
+      executedMicros: micros,
       redisCpuMs: redisCpu,
     };
   } finally {

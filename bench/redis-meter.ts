@@ -9,7 +9,11 @@
  * - `executedCommands`: INFO commandstats deltas, every command Redis executed, script calls and
  *   what the scripts ran inside them alike (the figure Redis's own load follows).
  */
+import { readdirSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
+import { loadScript } from "../src/redis/scripts.js";
 import { type OwnRedis, startRedisServer } from "../tests/support/redis-server.js";
 
 export interface BenchRedis {
@@ -110,6 +114,14 @@ export async function executedCommands(redis: Redis): Promise<Record<string, num
   return counts;
 }
 
+/** The microseconds Redis spent executing each command so far (INFO commandstats `usec`; a script call's includes the commands it ran). */
+export async function executedMicros(redis: Redis): Promise<Record<string, number>> {
+  const info = await redis.info("commandstats");
+  const micros: Record<string, number> = {};
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=\d+,usec=(\d+)/gm)) micros[match[1]!] = Number(match[2]);
+  return micros;
+}
+
 /** `after - before`, per command, leaving out the bench's own INFO and CLIENT calls. */
 export function commandDelta(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
   const delta: Record<string, number> = {};
@@ -132,4 +144,56 @@ export function describeCounts(counts: Record<string, number>, per: number, limi
     .slice(0, limit)
     .map(([command, count]) => `${command} ${(count / per).toFixed(2)}`)
     .join(", ");
+}
+
+/**
+ * Time Redis spends in each script and command, through the slow log with a threshold of 0 (every
+ * call logged, with its duration): `start` before a window, `read` after. The log costs Redis CPU
+ * of its own: measure in a run of its own (`BENCH_SCALE_SCRIPTS=1`), not one whose CPU is reported.
+ */
+export function scriptTimer(nodes: Redis[]): { start(): Promise<void>; read(): Promise<Record<string, { calls: number; micros: number }>> } {
+  const names = scriptNames();
+  return {
+    async start() {
+      for (const node of nodes) {
+        await node.config("SET", "slowlog-log-slower-than", "0");
+        await node.config("SET", "slowlog-max-len", "1000000");
+        await node.slowlog("RESET");
+      }
+    },
+    async read() {
+      const times: Record<string, { calls: number; micros: number }> = {};
+      for (const node of nodes) {
+        const entries = (await node.slowlog("GET", 1_000_000)) as Array<[number, number, number, string[]]>;
+        await node.config("SET", "slowlog-log-slower-than", "10000");
+        for (const [, , micros, args] of entries) {
+          const command = String(args[0]).toLowerCase();
+          const name = command === "evalsha" ? `script ${names.get(String(args[1])) ?? String(args[1]).slice(0, 8)}` : command;
+          if (name === "slowlog" || name === "config" || name === "info") continue;
+          const time = (times[name] ??= { calls: 0, micros: 0 });
+          time.calls += 1;
+          time.micros += micros;
+        }
+      }
+      return times;
+    },
+  };
+}
+
+/** sha → name of every script under src/ (their `lua` folders). */
+function scriptNames(): Map<string, string> {
+  const root = fileURLToPath(new URL("../src/", import.meta.url));
+  const names = new Map<string, string>();
+  const walk = (directory: string) => {
+    for (const entry of readdirSync(directory, { withFileTypes: true })) {
+      const full = path.join(directory, entry.name);
+      if (entry.isDirectory() && entry.name !== "includes") walk(full);
+      else if (entry.isFile() && /-\d+\.lua$/.test(entry.name) && path.basename(directory) === "lua") {
+        const script = loadScript(directory, entry.name);
+        names.set(script.sha, script.name);
+      }
+    }
+  };
+  walk(root);
+  return names;
 }

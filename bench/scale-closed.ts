@@ -89,6 +89,7 @@ export function printClosedRows(label: string, rows: ClosedRow[]): void {
   }
   for (const { workers, result } of rows) {
     if (result.executed) console.log(`  ${workers} worker(s), executed per message: ${describeCounts(result.executed, result.messages, 24)}`);
+    if (result.executedMicros) console.log(`  ${workers} worker(s), µs executing per message (a script call's include its commands'): ${describeCounts(result.executedMicros, result.messages, 12)}`);
   }
 }
 

@@ -41,7 +41,7 @@ import { createRedisTaskStore } from "./redis-tasks.js";
 import { createRedisTeamStore } from "./redis-teams.js";
 import { createRedisRunStore } from "./redis-workflow-runs.js";
 import { HistoryAppends } from "./redis-history-appends.js";
-import { SessionLoads } from "./redis-session-loads.js";
+import { HeldHistories, SessionLoads } from "./redis-session-loads.js";
 import { type Fence, type HistoryEntry, HistoryEntriesSchema, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
 
 export interface RedisStoreOptions {
@@ -192,9 +192,10 @@ class ParsedEntries {
 /** Entry texts remembered parsed: a few thousand chats' recent turns. */
 const PARSED_ENTRIES_KEPT = 20_000;
 
-function parseEntries(key: string, texts: string[], onSkipped: SkippedEntryListener, parsed?: ParsedEntries): HistoryEntry[] {
+function parseEntries(key: string, texts: string[], onSkipped: SkippedEntryListener, parsed?: ParsedEntries, from = 0): HistoryEntry[] {
   const entries: HistoryEntry[] = [];
-  texts.forEach((text, index) => {
+  texts.forEach((text, position) => {
+    const index = from + position;
     const known = parsed?.get(text);
     if (known) {
       entries.push(known);
@@ -263,11 +264,12 @@ interface SessionsShared {
   options: RedisStoreOptions;
   queue: ReturnType<typeof createKeyedQueue>;
   parsedEntries: ParsedEntries;
+  heldHistories: HeldHistories;
   isClosed: () => boolean;
 }
 
 /** The sessions under the hash tag `{prefix}` (a whole deployment's, or one partition's). */
-function redisSessions(prefix: string, { options, queue, parsedEntries, isClosed }: SessionsShared): SessionStore {
+function redisSessions(prefix: string, { options, queue, parsedEntries, heldHistories, isClosed }: SessionsShared): SessionStore {
   const { redis } = options;
   const now = options.now ?? Date.now;
   const keys = redisStoreKeys(prefix);
@@ -296,15 +298,22 @@ function redisSessions(prefix: string, { options, queue, parsedEntries, isClosed
     now: scriptNow,
   });
 
-  const loads = new SessionLoads({ redis, script: scripts.loadMany, sessionPrefix: keys.sessionPrefix, sessions: keys.sessions });
+  const loads = new SessionLoads({
+    redis,
+    script: scripts.loadMany,
+    sessionPrefix: keys.sessionPrefix,
+    sessions: keys.sessions,
+    parse: (key, texts, from) => parseEntries(key, texts, options.onSkippedEntry, parsedEntries, from),
+    held: heldHistories,
+  });
 
   const sessions: SessionStore = {
     load(key) {
       return serialized(key, async (): Promise<SessionSnapshot> => {
-        const [metaFields, history, updatedAt] = await loads.load(key);
+        const { metaFields, history, updatedAt } = await loads.load(key);
         const time = now();
         const meta = parseMeta(key, { ...pairs(metaFields), ...(updatedAt === null ? {} : { updatedAt }) }) ?? { key, createdAt: time, updatedAt: time, generation: 0 };
-        return { meta, history: parseEntries(key, history, options.onSkippedEntry, parsedEntries) };
+        return { meta, history };
       });
     },
 
@@ -350,7 +359,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   const teams = createRedisTeamStore({ redis, prefix: options.prefix });
   const runs = createRedisRunStore({ redis, prefix: options.prefix });
   let closed = false;
-  const shared: SessionsShared = { options, queue, parsedEntries, isClosed: () => closed };
+  const shared: SessionsShared = { options, queue, parsedEntries, heldHistories: new HeldHistories(), isClosed: () => closed };
   const partitions = options.partitions ?? 1;
   const sessions =
     partitions <= 1

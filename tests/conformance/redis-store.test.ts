@@ -221,6 +221,40 @@ describe("redis store", () => {
     }
   });
 
+  it("reads only the entries it does not hold, and a history whole again once another process compacted or reset it", async () => {
+    // The clock stands still: every write lands in the same millisecond, so only the rewrite count tells a compact apart.
+    const other = createRedisStore({ redis, prefix, now: () => clock });
+    const history = redisStoreKeys(prefix).session("web:held").history;
+    try {
+      await store.sessions.append("web:held", [entry("one"), entry("two", "assistant")]);
+      expect((await store.sessions.load("web:held")).history).toEqual([entry("one"), entry("two", "assistant")]);
+      // Changed behind the store's back: a load that read the whole history again would show it.
+      await redis.lset(history, 0, JSON.stringify(entry("changed in place")));
+      await other.sessions.append("web:held", [entry("three")]);
+      expect((await store.sessions.load("web:held")).history).toEqual([entry("one"), entry("two", "assistant"), entry("three")]);
+      // Nothing new: what is held, once more.
+      expect((await store.sessions.load("web:held")).history).toEqual([entry("one"), entry("two", "assistant"), entry("three")]);
+
+      await other.sessions.compact("web:held", [entry("three")]);
+      await other.sessions.append("web:held", [entry("four")]);
+      expect((await store.sessions.load("web:held")).history).toEqual([entry("three"), entry("four")]);
+
+      await other.sessions.reset("web:held");
+      const reset = await store.sessions.load("web:held");
+      expect(reset.history).toEqual([]);
+      expect(reset.meta.generation).toBe(1);
+      await other.sessions.append("web:held", [entry("five")]);
+      expect((await store.sessions.load("web:held")).history).toEqual([entry("five")]);
+
+      // What a load hands out is the caller's to change: the next load is not.
+      const loaded = await store.sessions.load("web:held");
+      loaded.history[0]!.content = "changed by the caller";
+      expect((await store.sessions.load("web:held")).history).toEqual([entry("five")]);
+    } finally {
+      await other.close();
+    }
+  });
+
   it("keeps a session's last change once, as its score in sessions: an append writes no meta, and load and list report it", async () => {
     await store.sessions.append("web:a", [{ role: "user", content: "a1", at: 1 }]);
     const created = (await store.sessions.load("web:a")).meta;

@@ -65,5 +65,7 @@ pushAll(archive, dropped, 1, #dropped)
 redis.call("DEL", KEYS[2])
 pushAll(KEYS[2], ARGV, 4, #ARGV)
 redis.call("HSET", KEYS[1], "updatedAt", now)
+-- A reader holding the old history's first entries must read it whole again (load-sessions-many).
+redis.call("HINCRBY", KEYS[1], "rewrites", 1)
 redis.call("ZADD", KEYS[3], now, sessionKey)
 return #dropped

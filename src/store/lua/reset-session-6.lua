@@ -53,5 +53,6 @@ if redis.call("LLEN", KEYS[2]) > 0 then
 end
 
 redis.call("HSET", KEYS[1], "generation", generation + 1, "updatedAt", now)
+redis.call("HINCRBY", KEYS[1], "rewrites", 1)
 redis.call("ZADD", KEYS[3], now, sessionKey)
 return generation + 1

@@ -63,6 +63,11 @@ export interface TurnInput {
   snapshot?: SessionSnapshot;
   /** The lease token, for stores that check it atomically with the history write. */
   fence?: Fence;
+  /**
+   * Takes the entries the turn adds to the history instead of the store: the caller saves them with
+   * the turn's ack, in one step (a bus with `historyOnAck`). Not called when the turn leaves no trace.
+   */
+  keepHistory?: (entries: HistoryEntry[]) => void;
   /** Sends a message into the chat mid-turn (the `message` tool). */
   send?: (content: string, media?: Media[]) => Promise<void>;
   /**
@@ -170,7 +175,8 @@ export class Agent {
       },
       { role: "assistant", content: result.reply, at, model: result.model, usage: { ...result.usage } },
     ];
-    await store.sessions.append(input.sessionKey, [...inherited, ...entries], input.fence);
+    if (input.keepHistory) input.keepHistory([...inherited, ...entries]);
+    else await store.sessions.append(input.sessionKey, [...inherited, ...entries], input.fence);
     log.info(
       {
         stopReason: result.stopReason,

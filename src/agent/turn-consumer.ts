@@ -19,7 +19,7 @@ import type { TurnEvent } from "./react-loop.js";
 import { lazyChild } from "../logger.js";
 import type { Metrics } from "../metrics.js";
 import type { Usage } from "../providers/chat-model.js";
-import type { SessionSnapshot } from "../store/store.js";
+import { type HistoryEntry, type SessionSnapshot, storedEntryTexts } from "../store/store.js";
 import { personOf } from "../budget/policy.js";
 import { combineContent, groupSettingOf, speakersOf } from "../prompt/speakers.js";
 import { relayingReasoning } from "./reasoning-relay.js";
@@ -175,6 +175,8 @@ export class TurnConsumer {
       done("dead-letter");
       return;
     }
+    // What the turn adds to the history, saved by its ack when the bus can (one step with the reply).
+    const history: HistoryEntry[] | undefined = bus.historyOnAck ? [] : undefined;
     try {
       let reply: string;
       let usage: Usage | undefined;
@@ -190,7 +192,7 @@ export class TurnConsumer {
       } else {
         const taken = batch.interceptable && intercepts ? await intercept?.take(first, claim) : undefined;
         // An intercept that looked at the message may have written to the session: read it again then.
-        ({ reply, usage } = taken === undefined ? await this.answerClaim(agent, claim, batch.messages, controller.signal, batch.interceptable ? undefined : snapshot) : { reply: taken, usage: undefined });
+        ({ reply, usage } = taken === undefined ? await this.answerClaim(agent, claim, batch.messages, controller.signal, batch.interceptable ? undefined : snapshot, history) : { reply: taken, usage: undefined });
       }
       if (leaseLost) return;
       if (isShutdown(controller.signal)) {
@@ -205,7 +207,7 @@ export class TurnConsumer {
         if (usage) final.metadata.usage = { ...usage };
         sent = answering(final, batch.messages);
       }
-      await bus.ack(claim, batch.messages.length, sent);
+      await bus.ack(claim, batch.messages.length, sent, history && history.length > 0 ? storedEntryTexts(history) : undefined);
       done(controller.signal.aborted ? "cancelled" : "answered");
     } catch (error) {
       if (leaseLost || (error instanceof BusError && error.code === "lease-lost")) {
@@ -249,7 +251,14 @@ export class TurnConsumer {
     }
   }
 
-  private async answerClaim(agent: Agent, claim: Claim, messages: InboundMessage[], signal: AbortSignal, snapshot: SessionSnapshot | undefined): Promise<{ reply: string; usage: Usage }> {
+  private async answerClaim(
+    agent: Agent,
+    claim: Claim,
+    messages: InboundMessage[],
+    signal: AbortSignal,
+    snapshot: SessionSnapshot | undefined,
+    history: HistoryEntry[] | undefined,
+  ): Promise<{ reply: string; usage: Usage }> {
     const { bus } = this.options;
     const first = messages[0]!;
     const target = replyTarget(first);
@@ -300,6 +309,7 @@ export class TurnConsumer {
         listener: this.options.showReasoning ? relayingReasoning(onEvent, publishReasoning) : onEvent,
         fence: { token: claim.token },
         snapshot,
+        ...(history ? { keepHistory: (entries: HistoryEntry[]) => history.push(...entries) } : {}),
         ...parentChatOf(messages),
         ...personOfTurn(messages),
         send: async (content, media = []) => {

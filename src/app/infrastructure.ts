@@ -34,7 +34,7 @@ import type { BudgetLedger } from "../store/budget-ledger.js";
 import { createFileStore } from "../store/file-store.js";
 import { createMemoryBudgetLedger } from "../store/memory-budget-ledger.js";
 import { createRedisBudgetLedger } from "../store/redis-budget-ledger.js";
-import { createRedisStore } from "../store/redis-store.js";
+import { createRedisStore, redisHistoryKeys } from "../store/redis-store.js";
 import { type ChatEventLog, createMemoryChatEventLog } from "../store/chat-event-log.js";
 import { createRedisChatEventLog } from "../store/redis-chat-event-log.js";
 import type { Store } from "../store/store.js";
@@ -239,6 +239,8 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     acceptTimeoutMs: config.redis.acceptTimeoutMs,
     now,
     onError: (error) => logger.warn({ err: error }, "outbound delivery problem"),
+    // A turn's history goes with its ack: the store's keys of a session share its lease's tag.
+    historyKeys: redisHistoryKeys,
   });
   const store = createRedisStore({ redis, prefix, now, partitions: config.redis.partitions });
   const budgetLedger = createRedisBudgetLedger({ redis, prefix, onError: (error) => logger.warn({ err: error }, "the usage report's counts could not be written; they are tried again in a second") });

@@ -185,7 +185,8 @@ class MemoryBus implements MessageBus {
     return this.isHeldBy(claim);
   }
 
-  async ack(claim: Claim, consumed = claim.messages.length, finalReply?: OutboundMessage): Promise<void> {
+  async ack(claim: Claim, consumed = claim.messages.length, finalReply?: OutboundMessage, history: string[] = []): Promise<void> {
+    if (history.length > 0) throw new BusError("the in-process bus keeps no history: append it to the store before the ack", "invalid");
     const reply = finalReply && withTraceCarrier(finalReply);
     this.assertHeld(claim);
     if (reply) {

@@ -137,7 +137,13 @@ export interface WorkerBus {
    * published in the same step (as `publishOutbound` with the claim would): either both happen or,
    * when the lease is no longer held, neither. Throws BusError("lease-lost") then.
    */
-  ack(claim: Claim, consumed?: number, reply?: OutboundMessage): Promise<void>;
+  ack(claim: Claim, consumed?: number, reply?: OutboundMessage, history?: string[]): Promise<void>;
+  /**
+   * Whether `ack` also appends the turn's history entries (stored text, as the store writes them)
+   * to the session's history, in the same step as the reply: the Redis bus beside the Redis store.
+   * Otherwise `history` must be empty, and the caller appends to the store before the ack.
+   */
+  readonly historyOnAck?: boolean;
   /** Give the lease back without consuming anything (the messages will be claimed again). */
   release(claim: Claim): Promise<void>;
   /**

@@ -54,12 +54,14 @@ class PartitionedBus implements MessageBus {
   /** The last sweep took fewer sessions than it asked for: wait for a wake-up before the next. */
   private drained = false;
   private closed = false;
+  readonly historyOnAck: boolean;
 
   constructor(
     private readonly parts: readonly BusPartition[],
     private readonly now: () => number,
     private readonly onClose: () => Promise<void>,
   ) {
+    this.historyOnAck = parts.every((part) => part.historyOnAck === true);
     this.taken = parts.map(() => 0);
     this.deaths = parts.map(() => ({ at: -1, readAt: Number.NEGATIVE_INFINITY }));
     this.waiting = parts.map(() => undefined);
@@ -179,8 +181,8 @@ class PartitionedBus implements MessageBus {
     return this.of(claim.sessionKey).holds(claim);
   }
 
-  ack(claim: Claim, consumed?: number, reply?: OutboundMessage): Promise<void> {
-    return this.of(claim.sessionKey).ack(claim, consumed, reply);
+  ack(claim: Claim, consumed?: number, reply?: OutboundMessage, history?: string[]): Promise<void> {
+    return this.of(claim.sessionKey).ack(claim, consumed, reply, history);
   }
 
   release(claim: Claim): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * Acks on the Redis bus, batched: the turns a worker ends in one moment (one turn of the event loop)
- * go to Redis in one ack-many-6.lua call, which reads the clock and the worker's liveness and writes
+ * go to Redis in one ack-many-7.lua call, each with the entries its session's history gains, which reads the clock and the worker's liveness and writes
  * its replay marker once for all of them. A worker running many turns at once ends several in the
  * same moment under load, which is exactly when Redis's work per message matters; alone, a turn
  * costs what it did with a script of its own.
@@ -23,6 +23,8 @@ export interface PendingAck {
   consumed: number;
   /** The reply's channel and stream event, when the turn ends with one. */
   reply?: { channel: string; event: string };
+  /** Entries (stored text) the session's history gains with this turn. */
+  history: string[];
   resolve: () => void;
   reject: (error: unknown) => void;
 }
@@ -34,6 +36,14 @@ export interface RedisAcksOptions {
   /** What the scripts get as "now": the injected clock, or "" for Redis's own. */
   clock: () => string;
   streamMaxLength: number;
+  /** The store's session keys under this bus's hash tag, where a turn's history goes (see MessageBus.historyOnAck). */
+  history?: HistoryKeys;
+}
+
+/** Where a Redis store keeps sessions under a hash tag: its `sessions` ZSET, and what every session's keys start with. */
+export interface HistoryKeys {
+  sessions: string;
+  sessionPrefix: string;
 }
 
 export class RedisAcks {
@@ -42,18 +52,19 @@ export class RedisAcks {
   constructor(private readonly options: RedisAcksOptions) {}
 
   /** Ends the turn of `claim` with the next batch; rejects with BusError "lease-lost" when its lease is not held. */
-  ack(claim: Claim, consumed: number, reply?: { channel: string; event: string }): Promise<void> {
+  ack(claim: Claim, consumed: number, reply?: { channel: string; event: string }, history: string[] = []): Promise<void> {
+    if (history.length > 0 && !this.options.history) return Promise.reject(new BusError("this bus keeps no history: append it to the store before the ack", "invalid"));
     return new Promise<void>((resolve, reject) => {
       if (this.pending.length === 0) setImmediate(() => void this.flush());
-      this.pending.push({ claim, consumed: Math.min(consumed, claim.messages.length), reply, resolve, reject });
+      this.pending.push({ claim, consumed: Math.min(consumed, claim.messages.length), reply, history, resolve, reject });
     });
   }
 
   private async flush(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
-    const { redis, keys, script, clock, streamMaxLength } = this.options;
-    const turns = batch.flatMap(({ claim, consumed, reply }) => [
+    const { redis, keys, script, clock, streamMaxLength, history } = this.options;
+    const turns = batch.flatMap(({ claim, consumed, reply, history: entries }) => [
       claim.sessionKey,
       claim.token,
       consumed,
@@ -61,14 +72,17 @@ export class RedisAcks {
       claim.attempt,
       reply?.channel ?? "",
       reply?.event ?? "",
+      entries.length,
+      ...entries,
     ]);
     let outcomes: unknown[];
     try {
       outcomes = (await runScript(
         redis,
         script,
-        [keys.ready, keys.workers, keys.own, keys.wake, keys.attempts, keys.done(randomUUID())],
-        [clock(), keys.mailboxPrefix, keys.outboundPrefix, streamMaxLength, ...turns],
+        // Without a store's keys no turn carries history, and KEYS[7] is never touched.
+        [keys.ready, keys.workers, keys.own, keys.wake, keys.attempts, keys.done(randomUUID()), history?.sessions ?? keys.ready],
+        [clock(), keys.mailboxPrefix, keys.outboundPrefix, streamMaxLength, history?.sessionPrefix ?? "", ...turns],
       )) as unknown[];
     } catch (error) {
       for (const turn of batch) turn.reject(error);

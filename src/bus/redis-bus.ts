@@ -32,7 +32,7 @@ import { DeliveryMarks } from "./redis-delivery-marks.js";
 import { RedisSignals } from "./redis-signals.js";
 import { startOutboundConsumer } from "./redis-outbound.js";
 import { RedisClaims } from "./redis-claims.js";
-import { RedisAcks } from "./redis-acks.js";
+import { type HistoryKeys, RedisAcks } from "./redis-acks.js";
 import { RedisInbox } from "./redis-inbox.js";
 import { busStats, readDeadLetters } from "./redis-bus-ops.js";
 import {
@@ -52,7 +52,7 @@ const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
   enqueueMany: loadScript(scriptsDirectory, "enqueue-many-2.lua"),
   claim: loadScript(scriptsDirectory, "claim-7.lua"),
-  ackMany: loadScript(scriptsDirectory, "ack-many-6.lua"),
+  ackMany: loadScript(scriptsDirectory, "ack-many-7.lua"),
   deadLetter: loadScript(scriptsDirectory, "dead-letter-8.lua"),
   renewWorker: loadScript(scriptsDirectory, "renew-worker-2.lua"),
   holds: loadScript(scriptsDirectory, "holds-2.lua"),
@@ -89,6 +89,11 @@ export interface RedisBusOptions extends BusOptions {
   /** How long a publish or a delivery mark waits for those replicas before failing as unavailable. Default 2 s. */
   acceptTimeoutMs?: number;
   onError?: (error: unknown) => void;
+  /**
+   * The store's session keys under a bus prefix (the same hash tag): given, a turn's history entries
+   * are appended by its ack, in the same step (`historyOnAck`).
+   */
+  historyKeys?: (prefix: string) => HistoryKeys;
 }
 
 export function createRedisBus(options: RedisBusOptions): MessageBus {
@@ -135,6 +140,7 @@ class RedisBus implements BusPartition {
   /** Drafts: who watches, their publish, what finals say of them. */
   private readonly drafts: RedisDrafts;
   private closed = false;
+  readonly historyOnAck: boolean;
   /** Whether the connection has been ready once: before that (start-up), commands may wait for it. */
   private connected = false;
   /** This worker's id, its leases and their batched renewal. */
@@ -182,7 +188,9 @@ class RedisBus implements BusPartition {
       onError: options.onError,
     });
     this.inbox = new RedisInbox({ redis: this.redis, keys: this.keys, script: scripts.enqueueMany, clock: this.clock, debounceMs: this.debounceMs });
-    this.acks = new RedisAcks({ redis: this.redis, keys: this.keys, script: scripts.ackMany, clock: this.clock, streamMaxLength: this.streamMaxLength });
+    const history = options.historyKeys?.(options.prefix);
+    this.historyOnAck = history !== undefined;
+    this.acks = new RedisAcks({ redis: this.redis, keys: this.keys, script: scripts.ackMany, clock: this.clock, streamMaxLength: this.streamMaxLength, history });
     this.marks = new DeliveryMarks({ redis: this.redis, keys: this.keys, replicated: this.replicated, dedupeTtlMs: this.dedupeTtlMs });
   }
 
@@ -238,10 +246,10 @@ class RedisBus implements BusPartition {
     return held === 1;
   }
 
-  async ack(claim: Claim, consumed = claim.messages.length, finalReply?: OutboundMessage): Promise<void> {
+  async ack(claim: Claim, consumed = claim.messages.length, finalReply?: OutboundMessage, history?: string[]): Promise<void> {
     const reply = finalReply && withTraceCarrier(finalReply);
     if (reply) this.assertOpen();
-    await this.acks.ack(claim, consumed, reply && { channel: reply.channel, event: this.drafts.messageEvent(reply) });
+    await this.acks.ack(claim, consumed, reply && { channel: reply.channel, event: this.drafts.messageEvent(reply) }, history);
     this.liveness.ended(claim);
   }
 

@@ -28,7 +28,6 @@
  * whatever the key order of the object the caller passes.
  */
 import { randomUUID } from "node:crypto";
-import { z } from "zod";
 import { busKeys } from "../bus/redis-keys.js";
 import { BusError, ConfigError } from "../errors.js";
 import { hashTag, type RedisClient } from "../redis/client.js";
@@ -42,7 +41,9 @@ import { createRedisTeamStore } from "./redis-teams.js";
 import { createRedisRunStore } from "./redis-workflow-runs.js";
 import { HistoryAppends } from "./redis-history-appends.js";
 import { HeldHistories, SessionLoads } from "./redis-session-loads.js";
-import { type Fence, type HistoryEntry, HistoryEntriesSchema, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store } from "./store.js";
+import { type Fence, type HistoryEntry, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store, canonicalEntryJson, validEntries } from "./store.js";
+
+export { canonicalEntryJson } from "./store.js";
 
 export interface RedisStoreOptions {
   /** Commands; may be shared with the bus (the store sends no blocking commands). */
@@ -93,6 +94,12 @@ const scripts = {
 /** Sessions whose meta `list` asks for in one batch of pipelined commands. */
 const LIST_BATCH = 500;
 
+/** Where the sessions under `prefix` are kept, for a bus that appends a turn's history with its ack (its keys share the tag). */
+export function redisHistoryKeys(prefix: string): { sessions: string; sessionPrefix: string } {
+  const keys = redisStoreKeys(prefix);
+  return { sessions: keys.sessions, sessionPrefix: keys.sessionPrefix };
+}
+
 /** Throws a ConfigError for a prefix that would break the hash tag. */
 function checkPrefix(prefix: string): void {
   if (prefix.length === 0 || /[{}]/.test(prefix)) {
@@ -114,30 +121,6 @@ export function redisStoreKeys(prefix: string): RedisStoreKeys {
   };
 }
 
-/**
- * A history entry as canonical JSON (object keys sorted at every level: one text per value,
- * whatever the key order, so `compact` recognizes a kept entry). The schema knows every key, so the
- * object is built in sorted order and serialized without a replacer (JSON.stringify's fast path; a
- * sorting replacer was about 2 % of a worker's CPU in a profile). Absent fields are left out, as
- * JSON.stringify does.
- */
-export function canonicalEntryJson(entry: HistoryEntry): string {
-  const usage = entry.usage && {
-    cacheWriteInputTokens: entry.usage.cacheWriteInputTokens,
-    cachedInputTokens: entry.usage.cachedInputTokens,
-    inputTokens: entry.usage.inputTokens,
-    outputTokens: entry.usage.outputTokens,
-    reasoningTokens: entry.usage.reasoningTokens,
-  };
-  return JSON.stringify({ at: entry.at, content: entry.content, messageIds: entry.messageIds, model: entry.model, role: entry.role, speakers: entry.speakers, usage });
-}
-
-/** Checked on the way in: an entry the loader would reject must fail now, not vanish on the next load. What is stored is the parsed copy. */
-function validEntries(entries: HistoryEntry[]): HistoryEntry[] {
-  const parsed = HistoryEntriesSchema.safeParse(entries);
-  if (!parsed.success) throw new Error(`invalid history entries: ${z.prettifyError(parsed.error)}`);
-  return parsed.data;
-}
 
 function checkKey(key: string): void {
   if (key.length === 0) throw new Error("a session key must not be empty");

@@ -3,6 +3,8 @@ import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import pino from "pino";
 import { TurnConsumer } from "../../../src/agent/turn-consumer.js";
+import type { OutboundMessage } from "../../../src/bus/message.js";
+import type { Claim, MessageBus } from "../../../src/bus/message-bus.js";
 import { createFileMemoryStore } from "../../../src/memory/memory.js";
 import type { ChatMessage } from "../../../src/providers/chat-model.js";
 import { type Harness, gate, startHarness } from "../../support/agent-harness.js";
@@ -268,6 +270,38 @@ describe("TurnConsumer poison turns", () => {
     expect(model.requests).toHaveLength(0);
     const [letter] = await bus.deadLetters();
     expect(letter!.messages.map((item) => item.id)).toEqual([message.id]);
+  });
+});
+
+describe("TurnConsumer on a bus that keeps history with the ack", () => {
+  it("hands the turn's history entries to the ack (one step with the reply) and appends none to the store itself", async () => {
+    const model = scriptedModel((request) => ({ text: `answer to ${lastUserText(request.messages)}` }));
+    harness = await startHarness(model);
+    const inner = harness.runtime.bus;
+    await harness.runtime.consumer.stop(0);
+    const acked: Array<{ reply?: string; history?: string[] }> = [];
+    // The Redis bus beside the Redis store does this in its ack script; here the entries are only recorded.
+    const bus: MessageBus = Object.assign(Object.create(inner) as MessageBus, {
+      historyOnAck: true,
+      ack: (claim: Claim, consumed?: number, reply?: OutboundMessage, history?: string[]) => {
+        acked.push({ reply: reply?.content, history });
+        return inner.ack(claim, consumed, reply);
+      },
+    });
+    const message = await harness.send("a", "keep this");
+    const loop = new TurnConsumer({ bus, agent: harness.runtime.agent, logger: pino({ level: "silent" }), concurrency: 1 });
+    void loop.run();
+    await harness.waitForFinals(1);
+    await loop.stop(0);
+    expect(acked).toHaveLength(1);
+    expect(acked[0]!.reply).toBe("answer to keep this");
+    const entries = acked[0]!.history!.map((text) => JSON.parse(text) as { role: string; content: string; messageIds?: string[] });
+    expect(entries.map((entry) => [entry.role, entry.content])).toEqual([
+      ["user", "keep this"],
+      ["assistant", "answer to keep this"],
+    ]);
+    expect(entries[0]!.messageIds).toEqual([message.id]);
+    expect((await harness.runtime.store.sessions.load("test:a")).history).toEqual([]);
   });
 });
 

@@ -13,7 +13,8 @@ import type { MessageBus } from "../../../src/bus/message-bus.js";
 import { createRedisBus } from "../../../src/bus/redis-bus.js";
 import { busKeys } from "../../../src/bus/redis-keys.js";
 import { connectRedis, type RedisConnection, waitUntilReady } from "../../../src/redis/client.js";
-import { createRedisStore } from "../../../src/store/redis-store.js";
+import { createRedisStore, redisHistoryKeys } from "../../../src/store/redis-store.js";
+import { storedEntryTexts } from "../../../src/store/store.js";
 import { type RedisProxy, startRedisProxy } from "../../support/redis-proxy.js";
 import { deleteKeys, redisUrl } from "../../support/redis.js";
 
@@ -116,6 +117,27 @@ describe("a reply lost with the connection, the command replayed", () => {
     expect(await direct.xlen(busKeys(prefix).outbound("web"))).toBe(1);
     expect(await direct.llen(busKeys(prefix).mailbox("web:chat-1"))).toBe(0);
     expect(await bus.holds(claim)).toBe(false);
+  });
+
+  it("an ack with the turn's history replayed writes the history once", async () => {
+    const historyBus = createRedisBus({ redis: connection, prefix, leaseTtlMs: 30_000, redeliveryDelayMs: 20, historyKeys: redisHistoryKeys });
+    const store = createRedisStore({ redis: connection, prefix });
+    try {
+      await historyBus.publishInbound(inbound("keep me"));
+      const claim = (await historyBus.claimSession({ timeoutMs: 2_000 }))!;
+      const lost = proxy.loseReplyTo("the kept answer");
+      const history = storedEntryTexts([
+        { role: "user", content: "keep me", at: 1 },
+        { role: "assistant", content: "the kept answer", at: 1 },
+      ]);
+      await historyBus.ack(claim, 1, final("out-5", "the kept answer"), history);
+      await lost;
+      expect((await store.sessions.load("web:chat-1")).history.map((entry) => entry.content)).toEqual(["keep me", "the kept answer"]);
+      expect(await direct.xlen(busKeys(prefix).outbound("web"))).toBe(1);
+    } finally {
+      await store.close();
+      await historyBus.close();
+    }
   });
 
   it("a fenced history append replayed writes the turn once", async () => {

@@ -15,6 +15,8 @@ const TOKENS_PER_MESSAGE = 8;
 export const DEFAULT_MAX_OUTPUT_TOKENS = 4_096;
 
 export function estimateTextTokens(text: string): number {
+  // All ASCII (one UTF-8 byte per character), the usual case: counted natively, no loop.
+  if (Buffer.byteLength(text, "utf8") === text.length) return Math.ceil(text.length / 3);
   let ascii = 0;
   let other = 0;
   for (let index = 0; index < text.length; index++) {
@@ -38,8 +40,20 @@ function messageTokens(message: ChatMessage): number {
   return tokens;
 }
 
+/** Each tool definition's tokens, estimated once: the same definitions go with every call. */
+const toolTokensKnown = new WeakMap<ToolDefinition, number>();
+
 function toolTokens(tools: readonly ToolDefinition[]): number {
-  return tools.reduce((sum, tool) => sum + estimateTextTokens(tool.name) + estimateTextTokens(tool.description) + estimateTextTokens(JSON.stringify(tool.parameters)), 0);
+  let sum = 0;
+  for (const tool of tools) {
+    let tokens = toolTokensKnown.get(tool);
+    if (tokens === undefined) {
+      tokens = estimateTextTokens(tool.name) + estimateTextTokens(tool.description) + estimateTextTokens(JSON.stringify(tool.parameters));
+      toolTokensKnown.set(tool, tokens);
+    }
+    sum += tokens;
+  }
+  return sum;
 }
 
 /** The prompt's tokens, estimated high. */

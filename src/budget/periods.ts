@@ -50,10 +50,24 @@ export function freesAt(spec: PeriodSpec, oldestBucket: number): number {
 /** A budget without a period (a team run's): one window for ever, kept a month after its last use. */
 export const WHOLE_RUN: Window = { from: 0, bucket: 0, keepMs: 30 * DAY };
 
+/** Per time zone, the day last asked for and when it begins and ends: every model call asks, and the answer changes once a day. */
+const knownDays = new Map<string, { day: string; from: number; until: number }>();
+const KNOWN_DAYS_KEPT = 64;
+
 /** `YYYY-MM-DD` of `now` in the time zone: the usage report's day. */
 export function dayIn(timeZone: string, now: number): string {
+  const known = knownDays.get(timeZone);
+  if (known && now >= known.from && now < known.until) return known.day;
   const { year, month, day } = partsIn(timeZone, now);
-  return `${year}-${pad(month)}-${pad(day)}`;
+  const text = `${year}-${pad(month)}-${pad(day)}`;
+  // Date.UTC carries day + 1 into the next month and year.
+  const from = localMidnight(timeZone, year, month, day);
+  const until = localMidnight(timeZone, year, month, day + 1);
+  if (now >= from && now < until) {
+    if (!knownDays.has(timeZone) && knownDays.size >= KNOWN_DAYS_KEPT) knownDays.delete(knownDays.keys().next().value!);
+    knownDays.set(timeZone, { day: text, from, until });
+  }
+  return text;
 }
 
 /** The usage report's days of the calendar period that holds `now`, up to `now`'s day. */

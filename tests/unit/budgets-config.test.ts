@@ -98,6 +98,23 @@ describe("periods", () => {
     expect(daysOfPeriod("week", "UTC", Date.UTC(2026, 11, 4, 12))).toEqual(["2026-11-30", "2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04"]);
   });
 
+  it("names the day of each moment right as time moves back and forth across midnights, a DST change and time zones (the day is remembered per zone)", () => {
+    // Berlin, 2026-03-29: 23:00 UTC the day before is local midnight; the day has 23 hours.
+    const moments: Array<[string, number, string]> = [
+      ["Europe/Berlin", Date.UTC(2026, 2, 28, 22, 59, 59, 999), "2026-03-28"],
+      ["Europe/Berlin", Date.UTC(2026, 2, 28, 23), "2026-03-29"],
+      ["Europe/Berlin", Date.UTC(2026, 2, 29, 21, 59, 59, 999), "2026-03-29"],
+      ["Europe/Berlin", Date.UTC(2026, 2, 29, 22), "2026-03-30"],
+      ["Europe/Berlin", Date.UTC(2026, 2, 28, 12), "2026-03-28"],
+      ["Asia/Tokyo", Date.UTC(2026, 11, 31, 14, 59), "2026-12-31"],
+      ["Asia/Tokyo", Date.UTC(2026, 11, 31, 15), "2027-01-01"],
+      ["UTC", Date.UTC(2026, 11, 31, 23, 59, 59, 999), "2026-12-31"],
+      ["UTC", Date.UTC(2027, 0, 1), "2027-01-01"],
+      ["Europe/Berlin", Date.UTC(2026, 2, 29, 12), "2026-03-29"],
+    ];
+    for (const [zone, at, day] of moments) expect(dayIn(zone, at), `${zone} ${new Date(at).toISOString()}`).toBe(day);
+  });
+
   it("counts a rolling window in 24 slices, the partly covered oldest one included", () => {
     const hour = 3_600_000;
     const now = Date.UTC(2026, 11, 4, 12, 30);

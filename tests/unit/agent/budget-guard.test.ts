@@ -142,6 +142,15 @@ describe("prompt estimate", () => {
     expect(estimateTextTokens("abcdef")).toBe(2);
     expect(estimateTextTokens("你好")).toBe(3);
     expect(estimateTextTokens("😀")).toBe(2);
+    // Mixed: the ASCII part at a third, each other character at one and a half.
+    expect(estimateTextTokens("abc你")).toBe(3);
+    expect(estimateTextTokens("é")).toBe(2);
+    expect(estimateTextTokens("")).toBe(0);
+    // A tool's definition counts the same on every call (estimated once).
+    const tool = { name: "read_file", description: "Reads a file.", parameters: { type: "object", properties: { path: { type: "string" } } } };
+    const once = estimatePromptTokens({ messages: [], tools: [tool] });
+    expect(once).toBeGreaterThan(0);
+    expect(estimatePromptTokens({ messages: [], tools: [tool, tool] })).toBe(2 * once);
     const withImage = estimatePromptTokens({ messages: [{ role: "user", content: [{ type: "text", text: "abc" }, { type: "image", mediaType: "image/png", data: "" }] }] });
     expect(withImage).toBe(8 + 1 + 2_000);
   });

@@ -32,26 +32,14 @@
   Output: one entry per turn, in order: 1, or "LEASE_LOST <why>"
 ]]
 --- @include "includes/end-lease"
+--- @include "includes/lease-held"
 --- @include "includes/clock"
 
 local now = clockOf(ARGV[1])
 -- Liveness is per worker, and a batch is one worker's: asked once.
 local alive = {}
 local function held(sid, token)
-  local lease = redis.call("HGET", KEYS[3], sid)
-  local separator = lease and string.find(lease, ":", 1, true)
-  if (not separator) or string.sub(lease, 1, separator - 1) ~= token then
-    return "the session's lease is held by another token"
-  end
-  local worker = string.sub(lease, separator + 1)
-  if alive[worker] == nil then
-    local expiry = redis.call("ZSCORE", KEYS[2], worker)
-    alive[worker] = (expiry and tonumber(expiry) > now) and true or false
-  end
-  if not alive[worker] then
-    return "the session's lease expired (its worker stopped renewing)"
-  end
-  return nil
+  return leaseLostIn(alive, KEYS[3], KEYS[2], sid, token, now)
 end
 
 -- As append-history-many does: a session new to `sessions` gets its meta; the score is its last change.

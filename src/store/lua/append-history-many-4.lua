@@ -22,6 +22,7 @@
   Output: one entry per append, in order: the history length, or "LEASE_LOST <why>"
 ]]
 --- @include "../../bus/lua/includes/clock"
+--- @include "../../bus/lua/includes/lease-held"
 
 local replayed = redis.call("SET", KEYS[4], "[]", "NX", "PX", 3600000, "GET")
 if replayed then
@@ -31,20 +32,7 @@ local now = clockOf(ARGV[1])
 -- Liveness is per worker: asked once per worker in the batch.
 local alive = {}
 local function lost(sessionKey, token)
-  local lease = redis.call("HGET", KEYS[2], sessionKey)
-  local separator = lease and string.find(lease, ":", 1, true)
-  if (not separator) or string.sub(lease, 1, separator - 1) ~= token then
-    return "the session's lease is held by another token"
-  end
-  local worker = string.sub(lease, separator + 1)
-  if alive[worker] == nil then
-    local expiry = redis.call("ZSCORE", KEYS[3], worker)
-    alive[worker] = (expiry and tonumber(expiry) > now) and true or false
-  end
-  if not alive[worker] then
-    return "the session's lease expired (its worker stopped renewing)"
-  end
-  return nil
+  return leaseLostIn(alive, KEYS[2], KEYS[3], sessionKey, token, now)
 end
 
 local results = {}

@@ -24,7 +24,7 @@ export interface DeliveryMarksOptions {
   keys: BusKeys;
   /** Waits for `acceptAfterReplicas` replicas to have this connection's writes (a no-op at 0). */
   replicated: ReplicaWait;
-  /** How long a `seen` mark keeps a platform event from being answered twice. */
+  /** How long a `seen` mark keeps a platform event from being answered twice, and a `sent` mark a reply chunk from going out twice. */
   dedupeTtlMs: number;
 }
 
@@ -42,7 +42,10 @@ export class DeliveryMarks {
 
   async markDelivered(outboundId: string): Promise<boolean> {
     const token = this.unreplicated.get(outboundId) ?? randomUUID();
-    if (!(await this.mark(this.options.keys.sent(outboundId), token, 7 * DAY_MS))) return false;
+    // Kept as long as a platform event is deduplicated (a day by default), as the in-process bus
+    // keeps it: long enough for every redelivery (a reclaimed stream entry, a re-run turn), and a
+    // busy bot's marks do not pile up for a week (one key per reply chunk).
+    if (!(await this.mark(this.options.keys.sent(outboundId), token, this.options.dedupeTtlMs))) return false;
     // Replicated before the reply goes out: a failover must not forget it was sent.
     try {
       await this.options.replicated();

@@ -120,3 +120,18 @@ async function waitUntil(condition: () => boolean): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
+
+it("keeps a reply chunk's delivery mark as long as a platform event's dedupe, not a week: marks of a busy bot do not pile up", async () => {
+  const prefix = `countbot-test-${randomUUID()}`;
+  const bus = createRedisBus({ redis, prefix, dedupeTtlMs: 60_000 });
+  try {
+    expect(await bus.markDelivered("reply-1#0")).toBe(true);
+    expect(await bus.markDelivered("reply-1#0")).toBe(false);
+    const ttl = await redis.pttl(`{${prefix}}:sent:reply-1#0`);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+  } finally {
+    await bus.close();
+    await deleteKeys(redis, prefix);
+  }
+});

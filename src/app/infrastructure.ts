@@ -242,7 +242,7 @@ async function createRedisInfrastructure(config: ResolvedConfig, logger: Logger,
     // A turn's history goes with its ack: the store's keys of a session share its lease's tag.
     historyKeys: redisHistoryKeys,
   });
-  const store = createRedisStore({ redis, prefix, now, partitions: config.redis.partitions });
+  const store = createRedisStore({ redis, prefix, now, partitions: config.redis.partitions, archiveTtlMs: config.agent.archiveRetentionDays * 24 * 60 * 60 * 1000 });
   const budgetLedger = createRedisBudgetLedger({ redis, prefix, onError: (error) => logger.warn({ err: error }, "the usage report's counts could not be written; they are tried again in a second") });
   return {
     kind: "redis",

@@ -46,6 +46,13 @@ export const AgentSchema = z
     temperature: z.number().min(0).max(2).default(0.7).describe("Sampling temperature."),
     maxTokens: positiveInt.default(4096).describe("Maximum output tokens per model call."),
     maxHistory: positiveInt.default(50).describe("Messages kept in context; older ones are summarized into memory."),
+    archiveRetentionDays: z
+      .number()
+      .int()
+      .min(0)
+      .max(3_660)
+      .default(90)
+      .describe("Days the Redis store keeps a session's archived history (what compaction and /new moved out of the context) after its last addition; 0 keeps it for ever."),
     // 2,048: a turn in flight holds about 64 KiB (a full default history of 50 entries; measured by
     // `npm run bench -- turn-memory`), so the default lets a worker's turns take about 128 MiB.
     maxConcurrentTurns: positiveInt

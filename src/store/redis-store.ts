@@ -64,6 +64,8 @@ export interface RedisStoreOptions {
    * tag `{prefix:p<k>}`, beside its lease, and `sessions` is one index per partition.
    */
   partitions?: number;
+  /** How long an archive of dropped history is kept after its last addition (ms); 0 or unset: for ever. */
+  archiveTtlMs?: number;
 }
 
 /** The keys of one session. */
@@ -269,6 +271,7 @@ function redisSessions(prefix: string, { options, queue, parsedEntries, heldHist
   }
 
   const writeKeys = (key: string) => writeKeysOf(keys, lease, key);
+  const archiveTtlMs = options.archiveTtlMs ?? 0;
 
   // The scripts judge the lease by Redis's clock unless a clock was injected (tests): a write that
   // reaches Redis late must not be judged with the time it was sent.
@@ -313,13 +316,13 @@ function redisSessions(prefix: string, { options, queue, parsedEntries, heldHist
     compact(key, input, fence) {
       return serialized(key, async () => {
         const keep = validEntries(input);
-        await fencedWrite(key, fence, (token) => runScript(redis, scripts.compact, writeKeys(key), [key, scriptNow(), token, ...keep.map(canonicalEntryJson)]));
+        await fencedWrite(key, fence, (token) => runScript(redis, scripts.compact, writeKeys(key), [key, scriptNow(), token, archiveTtlMs, ...keep.map(canonicalEntryJson)]));
       });
     },
 
     reset(key, fence) {
       return serialized(key, async () => {
-        await fencedWrite(key, fence, (token) => runScript(redis, scripts.reset, writeKeys(key), [key, scriptNow(), token]));
+        await fencedWrite(key, fence, (token) => runScript(redis, scripts.reset, writeKeys(key), [key, scriptNow(), token, archiveTtlMs]));
       });
     },
 

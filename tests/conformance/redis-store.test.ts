@@ -268,6 +268,31 @@ describe("redis store", () => {
     expect((await store.sessions.list()).find((listed) => listed.key === "web:a")).toEqual(meta);
   });
 
+  it("keeps an archive for archiveTtlMs after its last addition (compact or /new), and for ever without it", async () => {
+    const kept = createRedisStore({ redis, prefix, now: () => clock, archiveTtlMs: 60_000 });
+    const archive = (key: string, generation: number) => redisStoreKeys(prefix).session(key).archive(generation);
+    try {
+      await kept.sessions.append("web:old", [entry("one"), entry("two"), entry("three")]);
+      await kept.sessions.compact("web:old", [entry("three")]);
+      const afterCompact = await redis.pttl(archive("web:old", 0));
+      expect(afterCompact).toBeGreaterThan(0);
+      expect(afterCompact).toBeLessThanOrEqual(60_000);
+      await kept.sessions.reset("web:old");
+      expect(await redis.lrange(archive("web:old", 0), 0, -1)).toHaveLength(3);
+      expect(await redis.pttl(archive("web:old", 0))).toBeGreaterThan(0);
+      // A reset of a generation with no compaction renames the history into place: it expires too.
+      await kept.sessions.append("web:old", [entry("four")]);
+      await kept.sessions.reset("web:old");
+      expect(await redis.pttl(archive("web:old", 1))).toBeGreaterThan(0);
+
+      await store.sessions.append("web:kept", [entry("one"), entry("two")]);
+      await store.sessions.compact("web:kept", [entry("two")]);
+      expect(await redis.pttl(archive("web:kept", 0))).toBe(-1);
+    } finally {
+      await kept.close();
+    }
+  });
+
   it("rejects a prefix that would break the hash tag", () => {
     for (const bad of ["", "a{b", "a}b", "{a}"]) {
       expect(() => createRedisStore({ redis, prefix: bad })).toThrow(ConfigError);

@@ -59,7 +59,7 @@ function valueAt(value: unknown, path: readonly string[]): unknown {
 describe("loadConfig", () => {
   it("uses the defaults when there is no file", () => {
     const config = load();
-    expect(config.agent).toMatchObject({ model: "openai/gpt-4o-mini", maxIterations: 25, maxRetries: 3, temperature: 0.7, maxTokens: 4096, maxHistory: 50 });
+    expect(config.agent).toMatchObject({ model: "openai/gpt-4o-mini", maxIterations: 25, maxRetries: 3, temperature: 0.7, maxTokens: 4096, maxHistory: 50, archiveRetentionDays: 90 });
     expect(config.agent.persona).toEqual({ name: "CountBot", personality: "professional" });
     expect(config.providers).toEqual({});
     // The web chat is on unless switched off; every platform is off until configured.

@@ -14,7 +14,8 @@
   ARGV[1] session key
   ARGV[2] now (ms), or "" for Redis's clock
   ARGV[3] fencing token, or "" for an unfenced write
-  ARGV[4..] kept entries (JSON), oldest first
+  ARGV[4] how long the archive is kept after this addition (ms), or 0 for ever
+  ARGV[5..] kept entries (JSON), oldest first
   Output: how many entries were archived, or the error LEASE_LOST (then nothing was written)
 
   The archive key, session:<key>:archive:<generation>, is KEYS[2] with "history" replaced: the
@@ -47,7 +48,7 @@ end
 local generation = redis.call("HGET", KEYS[1], "generation") or "0"
 
 local kept = {}
-for index = 4, #ARGV do
+for index = 5, #ARGV do
   kept[ARGV[index]] = (kept[ARGV[index]] or 0) + 1
 end
 local dropped = {}
@@ -62,8 +63,11 @@ end
 
 local archive = string.sub(KEYS[2], 1, -#suffix - 1) .. ":archive:" .. generation
 pushAll(archive, dropped, 1, #dropped)
+if #dropped > 0 and tonumber(ARGV[4]) > 0 then
+  redis.call("PEXPIRE", archive, ARGV[4])
+end
 redis.call("DEL", KEYS[2])
-pushAll(KEYS[2], ARGV, 4, #ARGV)
+pushAll(KEYS[2], ARGV, 5, #ARGV)
 redis.call("HSET", KEYS[1], "updatedAt", now)
 -- A reader holding the old history's first entries must read it whole again (load-sessions-many).
 redis.call("HINCRBY", KEYS[1], "rewrites", 1)

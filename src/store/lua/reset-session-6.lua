@@ -13,6 +13,7 @@
   ARGV[1] session key
   ARGV[2] now (ms), or "" for Redis's clock
   ARGV[3] fencing token, or "" for an unfenced reset
+  ARGV[4] how long the archive is kept after this addition (ms), or 0 for ever
   Output: the new generation, or the error LEASE_LOST (then nothing changed)
 
   The archive key, session:<key>:archive:<generation>, is KEYS[2] with "history" replaced: the
@@ -49,6 +50,9 @@ if redis.call("LLEN", KEYS[2]) > 0 then
       redis.call("RPUSH", archive, unpack(entries, from, math.min(from + 999, #entries)))
     end
     redis.call("DEL", KEYS[2])
+  end
+  if tonumber(ARGV[4]) > 0 then
+    redis.call("PEXPIRE", archive, ARGV[4])
   end
 end
 

@@ -204,7 +204,8 @@ class RedisBus implements BusPartition {
     const eventId = message.platformEventId;
     const marker = eventId === undefined ? this.keys.queued(message.id) : this.keys.seen(message.channel, eventId);
     const queued = await withTimeout(
-      this.inbox.enqueue({ sessionKey, messageId: message.id, json: JSON.stringify(message), marker, markerTtlMs: eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs }),
+      // The id first, so the claim script reads it without decoding the message.
+      this.inbox.enqueue({ sessionKey, messageId: message.id, json: idFirstJson(message), marker, markerTtlMs: eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs }),
       this.options.publishTimeoutMs ?? 5_000,
     );
     await this.replicated();
@@ -404,4 +405,10 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new BusError(`Redis did not confirm the message within ${ms} ms`, "unavailable")), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** The message as JSON with its id first (the claim script reads it without decoding the rest). */
+function idFirstJson(message: InboundMessage): string {
+  const { id, ...rest } = message;
+  return JSON.stringify({ id, ...rest });
 }

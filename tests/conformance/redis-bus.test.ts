@@ -135,3 +135,24 @@ it("keeps a reply chunk's delivery mark as long as a platform event's dedupe, no
     await deleteKeys(redis, prefix);
   }
 });
+
+it("counts a batch's failed claims by its first message's id, an id with a quote or a backslash too", async () => {
+  const prefix = `countbot-test-${randomUUID()}`;
+  const bus = createRedisBus({ redis, prefix });
+  try {
+    for (const id of ['odd"id\\one', "plain-id"]) {
+      const chatId = `chat-${id.length}`;
+      await bus.publishInbound({ id, channel: "web", chatId, senderId: "u", content: "hi", media: [], mentions: [], receivedAt: 0, metadata: {} });
+      const first = (await bus.claimSession({ timeoutMs: 1_000 }))!;
+      expect(first.messages[0]!.id).toBe(id);
+      expect(first.attempt).toBe(1);
+      await bus.release(first);
+      const second = (await bus.claimSession({ timeoutMs: 1_000 }))!;
+      expect(second.attempt, id).toBe(2);
+      await bus.ack(second);
+    }
+  } finally {
+    await bus.close();
+    await deleteKeys(redis, prefix);
+  }
+});

@@ -68,7 +68,10 @@ if #due > 0 then
     local last = redis.call("INCRBY", KEYS[4], #backlogs)
     local firstIds = {}
     for index, backlog in ipairs(backlogs) do
-      firstIds[index] = cjson.decode(backlog.messages[1])["id"]
+      -- The bus writes a message's id first: read it without decoding the whole message (an id
+      -- with a quote or backslash in it, or a message written otherwise, is decoded).
+      local first = backlog.messages[1]
+      firstIds[index] = string.match(first, '^{"id":"([^"\\]*)"') or cjson.decode(first)["id"]
     end
     local failed = redis.call("HMGET", KEYS[5], unpack(firstIds))
     local leases = {}

@@ -184,9 +184,22 @@ async function until<T>(probe: () => Promise<T | undefined> | T | undefined, wha
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${whatWentWrong()}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+/** On a timeout: the warnings and errors the processes logged, and the model calls so far, so a failure says where it stuck. */
+function whatWentWrong(): string {
+  const problems = [gateway, ...workers].flatMap((service, index) =>
+    service
+      .output()
+      .split("\n")
+      .filter((line) => /"level":(40|50|60)/.test(line))
+      .slice(-15)
+      .map((line) => `${index === 0 ? "gateway" : `worker ${index}`}: ${line.slice(0, 400)}`),
+  );
+  const recent = calls.slice(-12).map((call) => `${call.role} (${call.goal})`);
+  return `model calls, newest last: ${recent.join(", ")}\n${problems.join("\n") || "no warnings or errors logged"}`;
 }
 const runIdOf = (text: string) => /\(run ID: (wf-[0-9a-f]+)\)/.exec(text)?.[1] ?? "";
 /** The nodes each worker process logged as started for a run. */

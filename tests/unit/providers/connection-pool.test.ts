@@ -4,7 +4,7 @@
  * arrives as multipart with its parts, not as the text "[object FormData]".
  */
 import { createServer, type IncomingMessage } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createConnectionPool } from "../../../src/providers/connection-pool.js";
 
@@ -47,5 +47,67 @@ describe("connection pool fetch", () => {
       expect(last.body).toContain('name="model"\r\n\r\nwhisper-1');
       expect(last.body).toMatch(/name="file"; filename="voice.ogg"\r\nContent-Type: audio\/ogg\r\n\r\nOggS/);
     }
+  });
+});
+
+describe("connection pool streams", () => {
+  // A server streaming a few SSE chunks per request, noting each connection it sees closed; "/endless" never ends.
+  const closed: Socket[] = [];
+  const streaming = createServer((request, response) => {
+    response.writeHead(200, { "content-type": "text/event-stream" });
+    if (request.url === "/endless") {
+      const timer = setInterval(() => response.write("data: more\n\n"), 5);
+      response.on("close", () => clearInterval(timer));
+      return;
+    }
+    let sent = 0;
+    const timer = setInterval(() => {
+      sent += 1;
+      if (sent <= 3) response.write(`data: ${sent}\n\n`);
+      else {
+        clearInterval(timer);
+        response.end("data: [DONE]\n\n");
+      }
+    }, 2);
+  });
+  streaming.on("connection", (socket) => {
+    socket.on("close", () => closed.push(socket));
+  });
+  let url: string;
+
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => streaming.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(streaming.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    streaming.closeAllConnections();
+    await new Promise((resolve) => streaming.close(resolve));
+  });
+
+  const text = async (body: AsyncIterable<Uint8Array>) => {
+    let all = "";
+    for await (const chunk of body) all += Buffer.from(chunk).toString("utf8");
+    return all;
+  };
+
+  it("reads streamed bodies to their end, and frees the connection of a stream stopped early", async () => {
+    const pool = createConnectionPool();
+    for (let call = 0; call < 3; call += 1) {
+      const response = await pool.fetch(`${url}/stream`, { method: "POST", body: "{}" });
+      expect(await text(response.body as unknown as AsyncIterable<Uint8Array>)).toBe("data: 1\n\ndata: 2\n\ndata: 3\n\ndata: [DONE]\n\n");
+    }
+    // Read to its end, a connection stays open for the next call (kept alive), none was dropped.
+    expect(closed.length).toBe(0);
+
+    const endless = await pool.fetch(`${url}/endless`, { method: "POST", body: "{}" });
+    const closedBefore = closed.length;
+    for await (const chunk of endless.body as unknown as AsyncIterable<Uint8Array>) {
+      expect(Buffer.from(chunk).toString("utf8")).toContain("data: more");
+      break;
+    }
+    // Stopped early: the connection goes (it cannot be reused mid-answer), and the next call gets another.
+    while (closed.length === closedBefore) await new Promise((resolve) => setTimeout(resolve, 5));
+    const after = await pool.fetch(`${url}/stream`, { method: "POST", body: "{}" });
+    expect(await text(after.body as unknown as AsyncIterable<Uint8Array>)).toContain("[DONE]");
   });
 });

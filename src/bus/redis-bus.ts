@@ -33,7 +33,7 @@ import { RedisSignals } from "./redis-signals.js";
 import { startOutboundConsumer } from "./redis-outbound.js";
 import { RedisClaims } from "./redis-claims.js";
 import { type HistoryKeys, RedisAcks } from "./redis-acks.js";
-import { RedisInbox } from "./redis-inbox.js";
+import { RedisInbox, confirmedWithin, mailboxJson, unavailable } from "./redis-inbox.js";
 import { busStats, readDeadLetters } from "./redis-bus-ops.js";
 import {
   type BusStats,
@@ -203,9 +203,8 @@ class RedisBus implements BusPartition {
     const sessionKey = sessionKeyOf(message);
     const eventId = message.platformEventId;
     const marker = eventId === undefined ? this.keys.queued(message.id) : this.keys.seen(message.channel, eventId);
-    const queued = await withTimeout(
-      // The id first, so the claim script reads it without decoding the message.
-      this.inbox.enqueue({ sessionKey, messageId: message.id, json: idFirstJson(message), marker, markerTtlMs: eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs }),
+    const queued = await confirmedWithin(
+      this.inbox.enqueue({ sessionKey, messageId: message.id, json: mailboxJson(message), marker, markerTtlMs: eventId === undefined ? REPLAY_WINDOW_MS : this.dedupeTtlMs }),
       this.options.publishTimeoutMs ?? 5_000,
     );
     await this.replicated();
@@ -392,23 +391,4 @@ class RedisBus implements BusPartition {
   private assertOpen(): void {
     if (this.closed) throw new BusError("the bus is closed", "closed");
   }
-}
-
-function unavailable(status: string): BusError {
-  return new BusError(`Redis is not reachable (connection ${status}); nothing was stored`, "unavailable");
-}
-
-/** The publish, or BusError "unavailable" when Redis does not confirm it in time (it may still land: retry with the same id). */
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new BusError(`Redis did not confirm the message within ${ms} ms`, "unavailable")), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** The message as JSON with its id first (the claim script reads it without decoding the rest). */
-function idFirstJson(message: InboundMessage): string {
-  const { id, ...rest } = message;
-  return JSON.stringify({ id, ...rest });
 }

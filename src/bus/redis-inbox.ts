@@ -10,8 +10,10 @@
  * message of it queued already. The call failing fails every publish of it, as their own calls
  * would have; a caller that retries publishes with the same id.
  */
+import { BusError } from "../errors.js";
 import type { RedisClient } from "../redis/client.js";
 import { type LuaScript, runScript } from "../redis/scripts.js";
+import type { InboundMessage } from "./message.js";
 import type { BusKeys } from "./redis-keys.js";
 
 /** At most this many messages per call (the script unpacks the readied sessions in one ZADD). */
@@ -69,4 +71,24 @@ export class RedisInbox {
     }
     batch.forEach((entry, index) => entry.resolve(outcomes[index] === 1));
   }
+}
+
+/** A publish refused at once: Redis is away. */
+export function unavailable(status: string): BusError {
+  return new BusError(`Redis is not reachable (connection ${status}); nothing was stored`, "unavailable");
+}
+
+/** The publish, or BusError "unavailable" when Redis does not confirm it in time (it may still land: retry with the same id). */
+export function confirmedWithin<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new BusError(`Redis did not confirm the message within ${ms} ms`, "unavailable")), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** The message as its mailbox keeps it: JSON with the id first (the claim script reads it without decoding the rest). */
+export function mailboxJson(message: InboundMessage): string {
+  const { id, ...rest } = message;
+  return JSON.stringify({ id, ...rest });
 }

@@ -32,7 +32,7 @@ export interface LoadedSession {
 }
 
 /** What this process holds of a session's history: the stamp it was read under, how many stored entries, what they parsed to. */
-interface Held {
+export interface Held {
   stamp: string;
   count: number;
   entries: HistoryEntry[];
@@ -66,6 +66,7 @@ export class HeldHistories {
 
   constructor(private readonly limitBytes = HELD_BYTES) {}
 
+  /** What is held of the session (a load keeps what it read again afterwards, which makes it the newest). */
   take(key: string): Held | undefined {
     return this.sessions.get(key);
   }
@@ -87,10 +88,6 @@ export class HeldHistories {
     if (!held) return;
     this.sessions.delete(key);
     this.bytes -= held.bytes;
-  }
-
-  get size(): number {
-    return this.sessions.size;
   }
 }
 

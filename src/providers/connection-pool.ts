@@ -33,14 +33,24 @@ export function createConnectionPool(): ConnectionPool {
       return poolFetchWhole(input, init);
     }
     const url = new URL(String(input));
-    const answer = await dispatcher.request({
+    const options = {
       origin: url.origin,
       path: `${url.pathname}${url.search}`,
       method: (init.method ?? "GET") as Dispatcher.HttpMethod,
       headers: headerRecord(init.headers),
       body: init.body ?? undefined,
       signal: init.signal ?? undefined,
-    });
+    };
+    const send = () => dispatcher.request(options);
+    let answer: Dispatcher.ResponseData;
+    try {
+      answer = await send();
+    } catch (error) {
+      // A kept-alive connection the server closed as the request went out on it ("other side
+      // closed", before any answer): sent once more, on a fresh connection.
+      if (!isClosedBeforeAnswer(error) || init.signal?.aborted) throw error;
+      answer = await send();
+    }
     // `request` does not follow redirects; fetch does, so a server that redirects gets fetch.
     if (answer.statusCode >= 300 && answer.statusCode < 400 && answer.headers.location !== undefined) {
       await answer.body.dump();
@@ -56,6 +66,10 @@ export function createConnectionPool(): ConnectionPool {
   }
 
   return { fetch: poolFetch as typeof fetch, wholeFetch: poolFetchWhole as typeof fetch };
+}
+
+function isClosedBeforeAnswer(error: unknown): boolean {
+  return error instanceof Error && (error as Error & { code?: string }).code === "UND_ERR_SOCKET";
 }
 
 /** The request headers as a plain record (what `request` takes), whatever shape the SDK built. */

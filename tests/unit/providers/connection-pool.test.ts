@@ -55,6 +55,15 @@ describe("connection pool streams", () => {
   const closed: Socket[] = [];
   const streaming = createServer((request, response) => {
     response.writeHead(200, { "content-type": "text/event-stream" });
+    if (request.url === "/dropped") {
+      request.socket.destroy();
+      return;
+    }
+    if (request.url === "/dropped-once" && !droppedOnce) {
+      droppedOnce = true;
+      request.socket.destroy();
+      return;
+    }
     if (request.url === "/endless") {
       const timer = setInterval(() => response.write("data: more\n\n"), 5);
       response.on("close", () => clearInterval(timer));
@@ -74,6 +83,7 @@ describe("connection pool streams", () => {
     socket.on("close", () => closed.push(socket));
   });
   let url: string;
+  let droppedOnce = false;
 
   beforeAll(async () => {
     await new Promise<void>((resolve) => streaming.listen(0, "127.0.0.1", resolve));
@@ -109,5 +119,12 @@ describe("connection pool streams", () => {
     while (closed.length === closedBefore) await new Promise((resolve) => setTimeout(resolve, 5));
     const after = await pool.fetch(`${url}/stream`, { method: "POST", body: "{}" });
     expect(await text(after.body as unknown as AsyncIterable<Uint8Array>)).toContain("[DONE]");
+  });
+
+  it("sends a request once more when the server closed its connection before any answer (a kept-alive connection it dropped), and only once", async () => {
+    const pool = createConnectionPool();
+    const response = await pool.fetch(`${url}/dropped-once`, { method: "POST", body: "{}" });
+    expect(await text(response.body as unknown as AsyncIterable<Uint8Array>)).toContain("[DONE]");
+    await expect(pool.fetch(`${url}/dropped`, { method: "POST", body: "{}" })).rejects.toMatchObject({ code: "UND_ERR_SOCKET" });
   });
 });

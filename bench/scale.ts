@@ -216,6 +216,18 @@ export function processCpuMs(pid: number): number | undefined {
   }
 }
 
+/** The read and write system calls a process made so far (/proc/<pid>/io syscr + syscw). */
+export function processSyscalls(pid: number): number | undefined {
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, "utf8");
+    const read = (name: string) => Number(new RegExp(`^${name}: (\\d+)`, "m").exec(io)?.[1] ?? Number.NaN);
+    const count = read("syscr") + read("syscw");
+    return Number.isNaN(count) ? undefined : count;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Linux's USER_HZ, the unit of /proc/<pid>/stat times; 100 on every mainstream kernel. */
 const CLOCK_TICKS = 100;
 
@@ -241,6 +253,8 @@ export function cpuMeter(processes: Array<{ label: string; pid: number }>): CpuM
     for (const { label, pid } of processes) {
       const used = processCpuMs(pid);
       if (used !== undefined) sample[label] = (sample[label] ?? 0) + used;
+      const calls = processSyscalls(pid);
+      if (calls !== undefined) sample[`${label} syscalls`] = (sample[`${label} syscalls`] ?? 0) + calls;
     }
     return sample;
   };
@@ -484,12 +498,13 @@ function describeRun(result: RunResult): string {
 
 /** Where the CPU went: ms per message (and per turn) for each process, and how busy the machine was. */
 function describeCpu(result: RunResult): string {
+  const cpu = Object.entries(result.cpu).filter(([label]) => !label.endsWith(" syscalls"));
   const per = (unit: number) =>
-    Object.entries(result.cpu)
+    cpu
       .map(([label, used]) => `${label} ${(used / unit).toFixed(2)}`)
       .join(", ");
   const countbot = (result.cpu.gateway ?? 0) + (result.cpu.worker ?? 0) + (result.cpu.workers ?? 0);
-  const busy = Object.values(result.cpu).reduce((sum, used) => sum + used, 0) / (result.seconds * 1000);
+  const busy = cpu.reduce((sum, [, used]) => sum + used, 0) / (result.seconds * 1000);
   return (
     `CPU ms per message: ${per(result.messages)}; gateway + worker(s) ${(countbot / result.messages).toFixed(2)} per message, ${(countbot / result.finals).toFixed(2)} per turn\n` +
     `               CPU ms per turn: ${per(result.finals)}; these processes kept ${(busy * 100).toFixed(0)}% of ${cpuCount() * 100}% busy`

@@ -146,6 +146,18 @@ describe("openai-compatible provider", () => {
     ]);
   });
 
+  it("sends each tool definition as it is on every call, and no tools field without tools", async () => {
+    const { server, provider } = await setup([{ text: "one" }, { text: "two" }, { text: "three" }]);
+    const odd = { name: "quote", description: 'Says "hi"\\n\u2028 ✓ \ud83d\ude00', parameters: { type: "object", properties: { "a\"b": { type: "string", enum: ["x", "\u0000"] } } } };
+    const plain = { name: "read_file", description: "Read a file", parameters: { type: "object" } };
+    const wire = (tool: typeof plain) => ({ type: "function", function: { name: tool.name, description: tool.description, parameters: tool.parameters } });
+    await collect(provider.stream({ model: "m", tools: [odd, plain], messages: [{ role: "user", content: "hi" }] }));
+    await collect(provider.stream({ model: "m", tools: [plain, odd], messages: [{ role: "user", content: 'again "quoted"' }] }));
+    await collect(provider.stream({ model: "m", tools: [], messages: [{ role: "user", content: "none" }] }));
+    expect(server.requests.map((request) => request.body?.tools)).toEqual([[wire(odd), wire(plain)], [wire(plain), wire(odd)], undefined]);
+    expect(server.requests[1]?.body).toMatchObject({ model: "m", stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: 'again "quoted"' }] });
+  });
+
   it("uses max_completion_tokens when told to", async () => {
     const { server, provider } = await setup([{ text: "ok" }], { maxTokensField: "max_completion_tokens" });
     await collect(provider.stream({ model: "o4-mini", messages: hello, maxTokens: 100 }));

@@ -94,6 +94,7 @@ function poolResponse(url: string, answer: Dispatcher.ResponseData): Response {
     else headers.set(name, value);
   }
   const { body, statusCode } = answer;
+  Object.defineProperty(body, Symbol.asyncIterator, { value: () => endingQuietly(body) });
   const response = {
     ok: statusCode >= 200 && statusCode < 300,
     status: statusCode,
@@ -112,6 +113,56 @@ function poolResponse(url: string, answer: Dispatcher.ResponseData): Response {
     blob: () => body.blob(),
   };
   return response as unknown as Response;
+}
+
+/**
+ * The body's chunks, for a reader that may stop early. An SSE reader stops at `[DONE]`, mostly
+ * before the body's last empty chunk has been read, and Node's own iterator then destroys the body
+ * with an AbortError (whose stack costs more than the rest of the stream's end) and, when the last
+ * chunk was not in yet, the connection with it. Here a reader that stops between reads lets the
+ * body end by itself, read on and dropped, for up to END_WAIT_MS (its connection stays kept alive),
+ * and destroys it after that. A reader that stops while a read is pending (an abort) destroys it at
+ * once; so does an aborted request (the SDK aborts it when it stops before `[DONE]`).
+ */
+function endingQuietly(body: Dispatcher.ResponseData["body"]): AsyncIterableIterator<Buffer> {
+  const chunks = body.iterator({ destroyOnReturn: false }) as AsyncIterableIterator<Buffer>;
+  let reading = false;
+  return {
+    async next() {
+      reading = true;
+      try {
+        return await chunks.next();
+      } finally {
+        reading = false;
+      }
+    },
+    async return(value?: unknown) {
+      // Nobody reads the body from here on: an error it meets (its request aborted) is nobody's.
+      body.on("error", () => {});
+      if (reading) body.destroy();
+      await chunks.return?.();
+      if (!body.readableEnded && !body.destroyed && !(await endsByItself(body))) body.destroy();
+      return { done: true, value };
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
+}
+
+/** How long a body whose reader stopped may take to end by itself before it is destroyed. */
+const END_WAIT_MS = 1_000;
+
+/** Whether the body, read on and dropped, ends within END_WAIT_MS. */
+function endsByItself(body: Dispatcher.ResponseData["body"]): Promise<boolean> {
+  return new Promise((resolve) => {
+    const late = setTimeout(() => resolve(false), END_WAIT_MS).unref();
+    body.once("end", () => {
+      clearTimeout(late);
+      resolve(true);
+    });
+    body.resume();
+  });
 }
 
 /**

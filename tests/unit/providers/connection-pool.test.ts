@@ -64,6 +64,12 @@ describe("connection pool streams", () => {
       request.socket.destroy();
       return;
     }
+    if (request.url === "/done-then-end") {
+      // `[DONE]` first, the body's end a moment later: a reader stops before the end is in.
+      response.write("data: 1\n\ndata: [DONE]\n\n");
+      setTimeout(() => response.end(), 20);
+      return;
+    }
     if (request.url === "/endless") {
       const timer = setInterval(() => response.write("data: more\n\n"), 5);
       response.on("close", () => clearInterval(timer));
@@ -79,7 +85,9 @@ describe("connection pool streams", () => {
       }
     }, 2);
   });
+  let connections = 0;
   streaming.on("connection", (socket) => {
+    connections += 1;
     socket.on("close", () => closed.push(socket));
   });
   let url: string;
@@ -119,6 +127,25 @@ describe("connection pool streams", () => {
     while (closed.length === closedBefore) await new Promise((resolve) => setTimeout(resolve, 5));
     const after = await pool.fetch(`${url}/stream`, { method: "POST", body: "{}" });
     expect(await text(after.body as unknown as AsyncIterable<Uint8Array>)).toContain("[DONE]");
+  });
+
+  it("keeps the connection of a stream whose reader stops at [DONE] before the body's end is in, with no error", async () => {
+    const pool = createConnectionPool();
+    const closedBefore = closed.length;
+    const connectionsBefore = connections;
+    for (let call = 0; call < 3; call += 1) {
+      const response = await pool.fetch(`${url}/done-then-end`, { method: "POST", body: "{}" });
+      let seen = "";
+      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+        seen += Buffer.from(chunk).toString("utf8");
+        if (seen.includes("[DONE]")) break;
+      }
+      expect(seen).toContain("data: [DONE]");
+    }
+    // No connection was dropped: each stayed kept alive (a call sent as the last body ends may find
+    // its connection not back in the pool yet and open a second one, not more).
+    expect(closed.length).toBe(closedBefore);
+    expect(connections - connectionsBefore).toBeLessThanOrEqual(2);
   });
 
   it("sends a request once more when the server closed its connection before any answer (a kept-alive connection it dropped), and only once", async () => {

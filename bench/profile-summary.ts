@@ -57,9 +57,9 @@ function main(): void {
     const { total, byPlace, byFunction } = summarize(JSON.parse(readFileSync(file, "utf8")) as Profile);
     const show = (micros: number) => `${(micros / 1000).toFixed(0).padStart(6)} ms ${((micros / total) * 100).toFixed(1).padStart(5)} %${per ? `  ${(micros / 1000 / per).toFixed(4)} ms/unit` : ""}`;
     console.log(`${file}: ${(total / 1000).toFixed(0)} ms busy${per ? `, ${(total / 1000 / per).toFixed(3)} ms per unit` : ""}`);
-    for (const [place, micros] of [...byPlace].sort((a, b) => b[1] - a[1]).slice(0, 18)) console.log(`  ${show(micros)}  ${place}`);
+    for (const [place, micros] of [...byPlace].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.PROFILE_PLACES ?? 18))) console.log(`  ${show(micros)}  ${place}`);
     console.log("  top functions:");
-    for (const [name, micros] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`  ${show(micros)}  ${name}`);
+    for (const [name, micros] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.PROFILE_FUNCTIONS ?? 15))) console.log(`  ${show(micros)}  ${name}`);
   }
 }
 

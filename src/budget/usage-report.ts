@@ -33,7 +33,8 @@ export function usageCounts(scope: CallScope, model: string, usage: Usage, cost:
   const counts: Record<string, number> = {};
   for (const [dimension, id] of subjects) {
     if (id === undefined) continue;
-    for (const metric of METRICS) if (values[metric] !== 0) counts[[dimension, id, model, metric].join(SEPARATOR)] = values[metric];
+    const prefix = `${dimension}${SEPARATOR}${id}${SEPARATOR}${model}${SEPARATOR}`;
+    for (const metric of METRICS) if (values[metric] !== 0) counts[prefix + metric] = values[metric];
   }
   return counts;
 }

@@ -25,11 +25,12 @@ const MAX_READABLE_NAME = 120;
  */
 export function safeFileName(key: string): string {
   if (key.length === 0) throw new Error("a session key must not be empty");
-  let encoded = "";
-  for (const byte of Buffer.from(key, "utf8")) {
-    const character = String.fromCharCode(byte);
-    encoded += /[a-z0-9_-]/.test(character) ? character : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
-  }
+  // Every run of other characters becomes its UTF-8 bytes as %XX (a session key has one or two).
+  const encoded = key.replace(/[^a-z0-9_-]+/g, (run) => {
+    let bytes = "";
+    for (const byte of Buffer.from(run, "utf8")) bytes += `%${byte < 16 ? "0" : ""}${byte.toString(16).toUpperCase()}`;
+    return bytes;
+  });
   if (encoded.length <= MAX_READABLE_NAME) return encoded;
   const hash = createHash("sha256").update(key).digest("hex").slice(0, 32);
   return `${encoded.slice(0, 64)}~${hash}`;

@@ -67,6 +67,9 @@ describe("file store", () => {
       expect(name).not.toMatch(/^\.+$/);
     }
     expect(safeFileName("telegram:-100123")).toBe("telegram%3A-100123");
+    // Each byte of a UTF-8 character on its own, two hex digits, upper case; runs of them one after another.
+    expect(safeFileName("Ab:\n\u00e9x\u{1F600}./")).toBe("%41b%3A%0A%C3%A9x%F0%9F%98%80%2E%2F");
+    expect(decodeURIComponent(safeFileName("feishu:oc_9 é"))).toBe("feishu:oc_9 é");
     expect(safeFileName("z".repeat(1000)).length).toBeLessThan(120);
     expect(() => safeFileName("")).toThrow(/empty/);
   });

@@ -37,7 +37,8 @@ export function summarize(profile: Profile): { total: number; byPlace: Map<strin
   let total = 0;
   profile.samples.forEach((id, index) => {
     const node = nodes.get(id);
-    const micros = profile.timeDeltas[index] ?? 0;
+    // The first sample's delta is the wait from the profiler's start to its first sample, not work.
+    const micros = index === 0 ? 0 : (profile.timeDeltas[index] ?? 0);
     if (!node || node.callFrame.functionName === "(idle)") return;
     total += micros;
     const place = placeOf(node.callFrame);

@@ -287,4 +287,28 @@ describe("operations", () => {
     expect(await page.textContent("body")).toContain("countbot_");
     await page.context().close();
   });
+
+  it("gives up a read the server never answers, says so, and polls on", async () => {
+    const { context } = await loopbackContext(browser);
+    const page = await context.newPage();
+    await signIn(page, countbot.base, TOKEN);
+    // Timers run as usual, and the test jumps the page's clock past the read's timeout.
+    await page.clock.install();
+    await page.clock.resume();
+    // The overview's first read hangs (a request the server took and never answered); the rest pass.
+    let hung = false;
+    await page.route("**/api/operations", async (route) => {
+      if (hung) return route.continue();
+      hung = true;
+      await new Promise(() => undefined);
+    });
+    await page.goto(`${countbot.base}/#/operations`);
+    await until(() => hung, "the overview's first read to be sent");
+    await page.clock.fastForward(16_000);
+    await page.getByText("Could not read the overview: no answer within 15 s").waitFor();
+    await page.clock.fastForward(4_000);
+    await page.getByText("ready", { exact: true }).waitFor();
+    expect(await page.getByText("Could not read the overview").count()).toBe(0);
+    await context.close();
+  });
 });

@@ -27,21 +27,35 @@ export interface Polled<T> {
   refresh: () => Promise<void>;
 }
 
+/** How long one read may take: a read the server never answers is given up (its signal aborted) and the polling goes on. */
+export const POLL_TIMEOUT_MS = 15_000;
+
 /**
  * Reads `load()` now and every `intervalMs` (0: once) while the view is shown; `key` changes
- * start it over. A failed read keeps the last data and says why.
+ * start it over. A failed read keeps the last data and says why; so does a read not answered
+ * within POLL_TIMEOUT_MS, which would otherwise have stopped the polling for good.
  */
-export function usePoll<T>(load: () => Promise<T>, intervalMs: number, key: unknown[] = []): Polled<T> {
+export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, intervalMs: number, key: unknown[] = []): Polled<T> {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<string | undefined>(undefined);
   const loadRef = useRef(load);
   loadRef.current = load;
   const refresh = useCallback(async () => {
+    const controller = new AbortController();
+    const timeout = new Promise<never>((_, reject) => {
+      const timer = setTimeout(() => {
+        reject(new Error(`no answer within ${POLL_TIMEOUT_MS / 1000} s`));
+        controller.abort();
+      }, POLL_TIMEOUT_MS);
+      controller.signal.addEventListener("abort", () => clearTimeout(timer));
+    });
     try {
-      setData(await loadRef.current());
+      setData(await Promise.race([loadRef.current(controller.signal), timeout]));
       setError(undefined);
     } catch (caught) {
       setError(errorText(caught));
+    } finally {
+      controller.abort();
     }
   }, []);
   useEffect(() => {

@@ -6,8 +6,8 @@ import type { DeadLetter, Operations } from "../types";
 import { ChannelsCard } from "./channels-card";
 
 export function OperationsView() {
-  const overview = usePoll(() => api<Operations>("/api/operations"), 3_000);
-  const letters = usePoll(() => api<DeadLetter[]>("/api/dead-letters?limit=20"), 10_000);
+  const overview = usePoll((signal) => api<Operations>("/api/operations", { signal }), 3_000);
+  const letters = usePoll((signal) => api<DeadLetter[]>("/api/dead-letters?limit=20", { signal }), 10_000);
   const data = overview.data;
   return (
     <section aria-labelledby="operations-title">

@@ -22,7 +22,7 @@ export function RunsView(props: { id?: string; teamId?: string }) {
 }
 
 function RunList() {
-  const runs = usePoll(() => api<Run[]>("/api/workflow-runs?limit=50"), 2_000);
+  const runs = usePoll((signal) => api<Run[]>("/api/workflow-runs?limit=50", { signal }), 2_000);
   return (
     <section aria-labelledby="runs-title">
       <div class="view-head">
@@ -79,7 +79,7 @@ function RunList() {
 }
 
 function StartRun(props: { teamId?: string }) {
-  const teams = usePoll(() => api<Team[]>("/api/agent-teams"), 0);
+  const teams = usePoll((signal) => api<Team[]>("/api/agent-teams", { signal }), 0);
   const [team, setTeam] = useState(props.teamId ?? "");
   const [goal, setGoal] = useState("");
   const [chat, setChat] = useState(() => {
@@ -137,7 +137,7 @@ function StartRun(props: { teamId?: string }) {
 
 function RunDetail(props: { id: string }) {
   const [finished, setFinished] = useState(false);
-  const run = usePoll(() => api<Run>(`/api/workflow-runs/${encodeURIComponent(props.id)}`), finished ? 0 : 1_000, [props.id, finished]);
+  const run = usePoll((signal) => api<Run>(`/api/workflow-runs/${encodeURIComponent(props.id)}`, { signal }), finished ? 0 : 1_000, [props.id, finished]);
   const [live, setLive] = useState<Record<string, string>>({});
   const [listening, setListening] = useState(false);
   const [problem, setProblem] = useState<string | undefined>(undefined);

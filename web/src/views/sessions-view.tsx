@@ -15,7 +15,7 @@ export function SessionsView(props: { sessionKey?: string }) {
 function SessionList() {
   const [channel, setChannel] = useState("");
   const [profile, setProfile] = useState("");
-  const sessions = usePoll(() => api<SessionSummary[]>("/api/sessions?limit=500"), 5_000);
+  const sessions = usePoll((signal) => api<SessionSummary[]>("/api/sessions?limit=500", { signal }), 5_000);
   const channels = [...new Set(sessions.data?.map((session) => session.channel) ?? [])].sort();
   const profiles = [...new Set(sessions.data?.map((session) => session.profile) ?? [])].sort();
   const shown = sessions.data?.filter((session) => (channel === "" || session.channel === channel) && (profile === "" || session.profile === profile)) ?? [];
@@ -51,9 +51,9 @@ function SessionList() {
 
 function Session(props: { sessionKey: string }) {
   const path = encodeURIComponent(props.sessionKey);
-  const session = usePoll(() => api<SessionDetail>(`/api/sessions/${path}`), 5_000, [path]);
-  const memory = usePoll(() => api<Memory>(`/api/sessions/${path}/memory`), 5_000, [path]);
-  const tools = usePoll(() => api<ToolHistoryEntry[]>(`/api/sessions/${path}/tool-history?limit=50`), 5_000, [path]);
+  const session = usePoll((signal) => api<SessionDetail>(`/api/sessions/${path}`, { signal }), 5_000, [path]);
+  const memory = usePoll((signal) => api<Memory>(`/api/sessions/${path}/memory`, { signal }), 5_000, [path]);
+  const tools = usePoll((signal) => api<ToolHistoryEntry[]>(`/api/sessions/${path}/tool-history?limit=50`, { signal }), 5_000, [path]);
   return (
     <section aria-labelledby="session-title">
       <div class="view-head">

@@ -14,8 +14,8 @@ const STATUSES: TaskStatus[] = ["pending", "running", "completed", "failed", "ca
 
 export function TasksView() {
   const [status, setStatus] = useState("");
-  const tasks = usePoll(() => api<Task[]>(`/api/tasks?status=${status}&limit=100`), 1_000, [status]);
-  const stats = usePoll(() => api<TaskStats>("/api/tasks/stats"), 2_000);
+  const tasks = usePoll((signal) => api<Task[]>(`/api/tasks?status=${status}&limit=100`, { signal }), 1_000, [status]);
+  const stats = usePoll((signal) => api<TaskStats>("/api/tasks/stats", { signal }), 2_000);
   const [problem, setProblem] = useState<string | undefined>(undefined);
 
   const act = async (task: Task, action: "cancel" | "delete") => {

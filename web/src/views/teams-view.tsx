@@ -12,14 +12,14 @@ export function TeamsView(props: { id?: string }) {
 }
 
 function TeamLoader(props: { id: string }) {
-  const team = usePoll(() => api<Team>(`/api/agent-teams/${encodeURIComponent(props.id)}`), 0, [props.id]);
+  const team = usePoll((signal) => api<Team>(`/api/agent-teams/${encodeURIComponent(props.id)}`, { signal }), 0, [props.id]);
   if (team.error) return <p class="field-error">Could not read the team: {team.error}</p>;
   if (!team.data) return <p class="loading">Loading…</p>;
   return <TeamEditor team={team.data} />;
 }
 
 function TeamList() {
-  const teams = usePoll(() => api<Team[]>("/api/agent-teams"), 0);
+  const teams = usePoll((signal) => api<Team[]>("/api/agent-teams", { signal }), 0);
   return (
     <section aria-labelledby="teams-title">
       <div class="view-head">

@@ -29,9 +29,9 @@ export function UsageView() {
   const [period, setPeriod] = useState<string>("day");
   const [person, setPerson] = useState("");
   const [chat, setChat] = useState("");
-  const report = usePoll(() => api<UsageReport>(`/api/usage?by=${by}&period=${period}`), 5_000, [by, period]);
+  const report = usePoll((signal) => api<UsageReport>(`/api/usage?by=${by}&period=${period}`, { signal }), 5_000, [by, period]);
   const query = new URLSearchParams({ ...(person.trim() ? { person: person.trim() } : {}), ...(chat.trim() ? { chat: chat.trim() } : {}) }).toString();
-  const budgets = usePoll(() => api<BudgetStatusList>(`/api/usage/budgets${query ? `?${query}` : ""}`), 5_000, [query]);
+  const budgets = usePoll((signal) => api<BudgetStatusList>(`/api/usage/budgets${query ? `?${query}` : ""}`, { signal }), 5_000, [query]);
   const data = report.data;
   return (
     <section aria-labelledby="usage-title">

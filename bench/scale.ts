@@ -84,6 +84,8 @@ export async function profileWindow(label: string, processes: BenchProcess[]): P
       await inspector.call("Profiler.enable");
       await inspector.call("Profiler.setSamplingInterval", { interval: 500 });
       await inspector.call("Profiler.start");
+      // BENCH_PROFILE_HEAP=1: where the window's allocations come from too (a sample every 32 KB).
+      if (process.env.BENCH_PROFILE_HEAP === "1") await inspector.call("HeapProfiler.startSampling", { samplingInterval: 32_768, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
       return { service, inspector };
     }),
   );
@@ -93,6 +95,10 @@ export async function profileWindow(label: string, processes: BenchProcess[]): P
       if (!session) continue;
       const { profile } = await session.inspector.call("Profiler.stop");
       await writeFile(path.join(directory, `${label}-${session.service.name}-${session.service.pid}.cpuprofile`), JSON.stringify(profile));
+      if (process.env.BENCH_PROFILE_HEAP === "1") {
+        const { profile: heap } = await session.inspector.call("HeapProfiler.stopSampling");
+        await writeFile(path.join(directory, `${label}-${session.service.name}-${session.service.pid}.heapprofile`), JSON.stringify(heap));
+      }
       session.inspector.close();
     }
   };

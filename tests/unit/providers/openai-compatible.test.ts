@@ -147,14 +147,29 @@ describe("openai-compatible provider", () => {
   });
 
   it("sends each tool definition as it is on every call, and no tools field without tools", async () => {
-    const { server, provider } = await setup([{ text: "one" }, { text: "two" }, { text: "three" }]);
+    const { server, provider } = await setup(["one", "two", "three", "four", "five", "six"].map((text) => ({ text })));
     const odd = { name: "quote", description: 'Says "hi"\\n\u2028 ✓ \ud83d\ude00', parameters: { type: "object", properties: { "a\"b": { type: "string", enum: ["x", "\u0000"] } } } };
     const plain = { name: "read_file", description: "Read a file", parameters: { type: "object" } };
     const wire = (tool: typeof plain) => ({ type: "function", function: { name: tool.name, description: tool.description, parameters: tool.parameters } });
-    await collect(provider.stream({ model: "m", tools: [odd, plain], messages: [{ role: "user", content: "hi" }] }));
+    // One list sent twice, then changed in place (a definition swapped, one added).
+    const list = [odd, plain];
+    const other = { name: "write_file", description: "Write a file", parameters: { type: "object" } };
+    await collect(provider.stream({ model: "m", tools: list, messages: [{ role: "user", content: "hi" }] }));
     await collect(provider.stream({ model: "m", tools: [plain, odd], messages: [{ role: "user", content: 'again "quoted"' }] }));
     await collect(provider.stream({ model: "m", tools: [], messages: [{ role: "user", content: "none" }] }));
-    expect(server.requests.map((request) => request.body?.tools)).toEqual([[wire(odd), wire(plain)], [wire(plain), wire(odd)], undefined]);
+    await collect(provider.stream({ model: "m", tools: list, messages: [{ role: "user", content: "same list" }] }));
+    list[0] = other;
+    await collect(provider.stream({ model: "m", tools: list, messages: [{ role: "user", content: "changed" }] }));
+    list.push(odd);
+    await collect(provider.stream({ model: "m", tools: list, messages: [{ role: "user", content: "longer" }] }));
+    expect(server.requests.map((request) => request.body?.tools)).toEqual([
+      [wire(odd), wire(plain)],
+      [wire(plain), wire(odd)],
+      undefined,
+      [wire(odd), wire(plain)],
+      [wire(other), wire(plain)],
+      [wire(other), wire(plain), wire(odd)],
+    ]);
     expect(server.requests[1]?.body).toMatchObject({ model: "m", stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: 'again "quoted"' }] });
   });
 

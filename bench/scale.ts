@@ -222,13 +222,13 @@ export function processCpuMs(pid: number): number | undefined {
   }
 }
 
-/** The read and write system calls a process made so far (/proc/<pid>/io syscr + syscw). */
-export function processSyscalls(pid: number): number | undefined {
+/** The read and write system calls a process made so far (/proc/<pid>/io syscr + syscw), and the bytes it wrote (wchar: files, pipes and sockets). */
+export function processIo(pid: number): { calls: number; written: number } | undefined {
   try {
     const io = readFileSync(`/proc/${pid}/io`, "utf8");
     const read = (name: string) => Number(new RegExp(`^${name}: (\\d+)`, "m").exec(io)?.[1] ?? Number.NaN);
-    const count = read("syscr") + read("syscw");
-    return Number.isNaN(count) ? undefined : count;
+    const calls = read("syscr") + read("syscw");
+    return Number.isNaN(calls) ? undefined : { calls, written: read("wchar") };
   } catch {
     return undefined;
   }
@@ -259,8 +259,11 @@ export function cpuMeter(processes: Array<{ label: string; pid: number }>): CpuM
     for (const { label, pid } of processes) {
       const used = processCpuMs(pid);
       if (used !== undefined) sample[label] = (sample[label] ?? 0) + used;
-      const calls = processSyscalls(pid);
-      if (calls !== undefined) sample[`${label} syscalls`] = (sample[`${label} syscalls`] ?? 0) + calls;
+      const io = processIo(pid);
+      if (io !== undefined) {
+        sample[`${label} syscalls`] = (sample[`${label} syscalls`] ?? 0) + io.calls;
+        sample[`${label} bytes written`] = (sample[`${label} bytes written`] ?? 0) + io.written;
+      }
     }
     return sample;
   };
@@ -504,7 +507,7 @@ function describeRun(result: RunResult): string {
 
 /** Where the CPU went: ms per message (and per turn) for each process, and how busy the machine was. */
 function describeCpu(result: RunResult): string {
-  const cpu = Object.entries(result.cpu).filter(([label]) => !label.endsWith(" syscalls"));
+  const cpu = Object.entries(result.cpu).filter(([label]) => !label.endsWith(" syscalls") && !label.endsWith(" bytes written"));
   const per = (unit: number) =>
     cpu
       .map(([label, used]) => `${label} ${(used / unit).toFixed(2)}`)

@@ -311,4 +311,26 @@ describe("operations", () => {
     expect(await page.getByText("Could not read the overview").count()).toBe(0);
     await context.close();
   });
+
+  it("asks again when the start-up check is never answered, and says so meanwhile", async () => {
+    const { context } = await loopbackContext(browser);
+    const page = await context.newPage();
+    await signIn(page, countbot.base, TOKEN);
+    await page.clock.install();
+    await page.clock.resume();
+    let hung = false;
+    await page.route("**/api/operations", async (route) => {
+      if (hung) return route.continue();
+      hung = true;
+      await new Promise(() => undefined);
+    });
+    await page.reload();
+    await until(() => hung, "the start-up check to be sent");
+    await page.clock.fastForward(16_000);
+    await page.getByText("the server did not answer (no answer within 15 s); trying again.", { exact: false }).waitFor();
+    await page.clock.fastForward(4_000);
+    // Signed in still (the cookie was good all along): the views, not the sign-in form.
+    await page.getByRole("navigation", { name: "Views" }).waitFor();
+    await context.close();
+  });
 });

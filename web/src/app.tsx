@@ -4,8 +4,8 @@
  */
 import type { ComponentChildren } from "preact";
 import { useEffect, useErrorBoundary, useState } from "preact/hooks";
-import { api, onUnauthorized } from "./api";
-import { navigate, useRoute } from "./hooks";
+import { ApiError, api, errorText, onUnauthorized } from "./api";
+import { navigate, useRoute, withTimeout } from "./hooks";
 import type { Operations } from "./types";
 import { ChatView } from "./views/chat-view";
 import { LoginView } from "./views/login-view";
@@ -30,21 +30,37 @@ type Auth = "checking" | "signed-in" | "signed-out";
 
 export function App() {
   const [auth, setAuth] = useState<Auth>("checking");
+  const [unanswered, setUnanswered] = useState<string | undefined>(undefined);
   const route = useRoute();
 
   useEffect(() => onUnauthorized(() => setAuth("signed-out")), []);
+  // Whether the cookie is good: the server's answer says (any answer but a success: sign in). No
+  // answer (the server down, or a request it never answers) is asked again every 3 s, and said.
   useEffect(() => {
-    api<Operations>("/api/operations").then(
-      () => setAuth("signed-in"),
-      () => setAuth((current) => (current === "checking" ? "signed-out" : current)),
-    );
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const check = () =>
+      withTimeout((signal) => api<Operations>("/api/operations", { signal })).then(
+        () => setAuth("signed-in"),
+        (error: unknown) => {
+          if (stopped) return;
+          if (error instanceof ApiError) return setAuth((current) => (current === "checking" ? "signed-out" : current));
+          setUnanswered(errorText(error));
+          timer = setTimeout(() => void check(), 3_000);
+        },
+      );
+    void check();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
   }, []);
 
   const [view = "chat", ...rest] = route;
   const known = VIEWS.find((candidate) => candidate.path === view);
   useTitle(auth === "signed-out" ? "Sign in" : (known?.title ?? "Not found"));
 
-  if (auth === "checking") return <p class="loading">Loading…</p>;
+  if (auth === "checking") return <p class="loading">{unanswered ? `Loading… the server did not answer (${unanswered}); trying again.` : "Loading…"}</p>;
   if (auth === "signed-out") return <LoginView onSignedIn={() => setAuth("signed-in")} />;
 
   const signOut = async () => {

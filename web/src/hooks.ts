@@ -30,6 +30,23 @@ export interface Polled<T> {
 /** How long one read may take: a read the server never answers is given up (its signal aborted) and the polling goes on. */
 export const POLL_TIMEOUT_MS = 15_000;
 
+/** What `load` gives, or an error "no answer within 15 s" after POLL_TIMEOUT_MS, its signal then aborted. */
+export async function withTimeout<T>(load: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const timeout = new Promise<never>((_, reject) => {
+    const timer = setTimeout(() => {
+      reject(new Error(`no answer within ${POLL_TIMEOUT_MS / 1000} s`));
+      controller.abort();
+    }, POLL_TIMEOUT_MS);
+    controller.signal.addEventListener("abort", () => clearTimeout(timer));
+  });
+  try {
+    return await Promise.race([load(controller.signal), timeout]);
+  } finally {
+    controller.abort();
+  }
+}
+
 /**
  * Reads `load()` now and every `intervalMs` (0: once) while the view is shown; `key` changes
  * start it over. A failed read keeps the last data and says why; so does a read not answered
@@ -41,21 +58,11 @@ export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, intervalMs
   const loadRef = useRef(load);
   loadRef.current = load;
   const refresh = useCallback(async () => {
-    const controller = new AbortController();
-    const timeout = new Promise<never>((_, reject) => {
-      const timer = setTimeout(() => {
-        reject(new Error(`no answer within ${POLL_TIMEOUT_MS / 1000} s`));
-        controller.abort();
-      }, POLL_TIMEOUT_MS);
-      controller.signal.addEventListener("abort", () => clearTimeout(timer));
-    });
     try {
-      setData(await Promise.race([loadRef.current(controller.signal), timeout]));
+      setData(await withTimeout(loadRef.current));
       setError(undefined);
     } catch (caught) {
       setError(errorText(caught));
-    } finally {
-      controller.abort();
     }
   }, []);
   useEffect(() => {

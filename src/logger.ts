@@ -18,6 +18,8 @@ export interface LoggerOptions {
   destination?: NodeJS.WritableStream;
   /** Lines for people (time, level, message, then the fields) instead of JSON. */
   pretty?: boolean;
+  /** JSON lines written once per turn of the event loop, warnings and worse at once (services): see batchedLines. */
+  batch?: boolean;
 }
 
 /** Fields whose value is a secret, at the top of a log record or one level down (`err.token`, `config.apiKey`). */
@@ -58,6 +60,58 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** pino's JSON lines open with their level: `{"level":30,`. */
+const LEVEL_AT = '{"level":'.length;
+const WARN = 40;
+
+export interface BatchedLines {
+  write(line: string): boolean;
+  /** Writes what is held now. */
+  flush(): void;
+}
+
+/**
+ * JSON lines written together once per turn of the event loop, for a service's stderr. A busy
+ * worker logs a line a turn ("turn finished"): a write each was a system call per message, most of
+ * the writes a worker made (bench/README). A warning or worse goes out at once, after the lines
+ * held before it; what is held goes out before the process exits.
+ */
+export function batchedLines(sink: (text: string) => void, later: (flush: () => void) => void = setImmediate): BatchedLines {
+  let held: string[] = [];
+  const flush = () => {
+    if (held.length === 0) return;
+    const text = held.join("");
+    held = [];
+    unflushed.delete(flush);
+    sink(text);
+  };
+  return {
+    write(line: string) {
+      held.push(line);
+      if (Number(line.slice(LEVEL_AT, LEVEL_AT + 2)) >= WARN) flush();
+      else if (held.length === 1) {
+        holdUntilExit(flush);
+        later(flush);
+      }
+      return true;
+    },
+    flush,
+  };
+}
+
+/** The flushes of batches holding lines, run if the process exits first. */
+const unflushed = new Set<() => void>();
+let exitHooked = false;
+
+function holdUntilExit(flush: () => void): void {
+  unflushed.add(flush);
+  if (exitHooked) return;
+  exitHooked = true;
+  process.once("exit", () => {
+    for (const pending of [...unflushed]) pending();
+  });
+}
+
 export function createLogger(options: LoggerOptions): Logger {
   const destination = options.destination ?? process.stderr;
   // Secrets are scrubbed from the JSON line first; the pretty printer then formats what is left,
@@ -71,7 +125,9 @@ export function createLogger(options: LoggerOptions): Logger {
         ignore: "pid,hostname",
         singleLine: true,
       })
-    : destination;
+    : options.batch
+      ? (batchedLines((text) => destination.write(text)) as unknown as NodeJS.WritableStream)
+      : destination;
   const secrets = (options.secrets ?? []).filter((secret) => secret.length > 0);
   const redact = createRedactor(secrets);
   const stream =

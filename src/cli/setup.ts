@@ -40,7 +40,7 @@ export function loadCliConfig(options: CliSetupOptions = {}): { config: Resolved
   const onTerminal = options.service || options.verbose;
   const destination = onTerminal ? process.stderr : logFile(config.dataDir);
   const pretty = config.log.format === "pretty" || (config.log.format === "auto" && onTerminal === true && process.stderr.isTTY === true);
-  const logger = createLogger({ level: config.log.level, secrets, destination, pretty });
+  const logger = createLogger({ level: config.log.level, secrets, destination, pretty, batch: options.service === true });
   routeConsoleWarnings(logger);
   // Before anything is started that could run a command: see src/app/secret-environment.ts.
   const withdrawn = withdrawSecrets({ secrets });

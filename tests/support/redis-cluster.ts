@@ -80,6 +80,24 @@ export async function startRedisCluster(shards = 3): Promise<OwnCluster> {
         }
       }, `cluster_state:ok on port ${node.port}`);
     }
+    // cluster_state:ok is each node's own view; right after the create, one node may still route a
+    // slot to a node that does not own it (a MOVED a client then follows back and forth). Ready
+    // once every node tells the same slot map and knows every node.
+    await until(async () => {
+      const views = await Promise.all(
+        nodes.map(async (node) => {
+          const probe = new Redis(node.port, node.host, { maxRetriesPerRequest: 0 });
+          try {
+            const slots = (await probe.call("CLUSTER", "SLOTS")) as Array<[number, number, [string, number, ...unknown[]]]>;
+            const known = /cluster_known_nodes:(\d+)/.exec(String(await probe.call("CLUSTER", "INFO")))?.[1];
+            return `${known} ${slots.map(([from, to, [, port]]) => `${from}-${to}:${port}`).sort().join(",")}`;
+          } finally {
+            probe.disconnect();
+          }
+        }),
+      );
+      return views.every((view) => view === views[0]) && views[0]!.startsWith(`${nodes.length} `);
+    }, "every node to tell the same slot map");
   } catch (error) {
     await stop();
     throw error;

@@ -1,7 +1,8 @@
 /** The logger: JSON or pretty, secrets scrubbed either way, library console warnings routed in once. */
+import { spawnSync } from "node:child_process";
 import { PassThrough } from "node:stream";
 import { afterEach, describe, expect, it } from "vitest";
-import { censorSecrets, createLogger, lazyChild, routeConsoleWarnings } from "../../src/logger.js";
+import { batchedLines, censorSecrets, createLogger, lazyChild, routeConsoleWarnings } from "../../src/logger.js";
 
 function capture(): { stream: PassThrough; text: () => string } {
   const stream = new PassThrough();
@@ -33,6 +34,54 @@ describe("createLogger", () => {
         expect(JSON.parse(text)).toMatchObject({ level: 30, msg: "model call failed", sessionKey: "telegram:1" });
       }
     }
+  });
+});
+
+describe("a service's lines, batched", () => {
+  const line = (level: number, msg: string) => `${JSON.stringify({ level, msg })}\n`;
+
+  it("writes the lines of one turn of the event loop together, in order", () => {
+    const written: string[] = [];
+    let scheduled: (() => void) | undefined;
+    const lines = batchedLines((text) => written.push(text), (flush) => (scheduled = flush));
+    for (const msg of ["a", "b", "c"]) lines.write(line(30, msg));
+    expect(written).toEqual([]);
+    scheduled!();
+    expect(written).toEqual([line(30, "a") + line(30, "b") + line(30, "c")]);
+    // The next turn's lines wait for their own flush.
+    lines.write(line(20, "d"));
+    expect(written).toHaveLength(1);
+    scheduled!();
+    expect(written).toEqual([line(30, "a") + line(30, "b") + line(30, "c"), line(20, "d")]);
+  });
+
+  it("writes a warning or worse at once, after the lines held before it", () => {
+    for (const level of [40, 50, 60]) {
+      const written: string[] = [];
+      const lines = batchedLines((text) => written.push(text), () => undefined);
+      lines.write(line(30, "before"));
+      lines.write(line(level, "bad"));
+      expect(written).toEqual([line(30, "before") + line(level, "bad")]);
+    }
+  });
+
+  it("reach the destination in the next turn of the event loop through createLogger, secrets scrubbed", async () => {
+    const out = capture();
+    const logger = createLogger({ level: "info", secrets: ["sk-very-secret-value"], destination: out.stream, batch: true });
+    logger.info({ detail: "sk-very-secret-value" }, "one");
+    logger.info("two");
+    expect(out.text()).toBe("");
+    await new Promise((resolve) => setImmediate(resolve));
+    const records = out.text().trimEnd().split("\n").map((text) => JSON.parse(text) as { msg: string; detail?: string });
+    expect(records.map((record) => record.msg)).toEqual(["one", "two"]);
+    expect(out.text()).not.toContain("sk-very-secret-value");
+  });
+
+  it("are written before the process exits", () => {
+    const script = `const { createLogger } = await import(${JSON.stringify(new URL("../../src/logger.ts", import.meta.url).href)}); const logger = createLogger({ level: "info", batch: true }); logger.info("last words"); process.exit(0);`;
+    const run = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { encoding: "utf8", stdio: ["ignore", "ignore", "pipe"] });
+    expect(run.status).toBe(0);
+    expect(run.stderr).toContain("last words");
   });
 });
 

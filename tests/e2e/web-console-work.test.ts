@@ -288,49 +288,47 @@ describe("operations", () => {
     await page.context().close();
   });
 
-  it("gives up a read the server never answers, says so, and polls on", async () => {
+  /**
+   * A signed-in page whose clock runs as usual and can be jumped past a read's timeout, and whose
+   * next read of the overview hangs (a request the server took and never answered); the rest pass.
+   * Returns the page and a test of whether that read was sent.
+   */
+  async function pageWithOneHungOverview(): Promise<{ page: Page; hung: () => boolean }> {
     const { context } = await loopbackContext(browser);
     const page = await context.newPage();
     await signIn(page, countbot.base, TOKEN);
-    // Timers run as usual, and the test jumps the page's clock past the read's timeout.
     await page.clock.install();
     await page.clock.resume();
-    // The overview's first read hangs (a request the server took and never answered); the rest pass.
     let hung = false;
     await page.route("**/api/operations", async (route) => {
       if (hung) return route.continue();
       hung = true;
       await new Promise(() => undefined);
     });
+    return { page, hung: () => hung };
+  }
+
+  it("gives up a read the server never answers, says so, and polls on", async () => {
+    const { page, hung } = await pageWithOneHungOverview();
     await page.goto(`${countbot.base}/#/operations`);
-    await until(() => hung, "the overview's first read to be sent");
+    await until(hung, "the overview's first read to be sent");
     await page.clock.fastForward(16_000);
     await page.getByText("Could not read the overview: no answer within 15 s").waitFor();
     await page.clock.fastForward(4_000);
     await page.getByText("ready", { exact: true }).waitFor();
     expect(await page.getByText("Could not read the overview").count()).toBe(0);
-    await context.close();
+    await page.context().close();
   });
 
   it("asks again when the start-up check is never answered, and says so meanwhile", async () => {
-    const { context } = await loopbackContext(browser);
-    const page = await context.newPage();
-    await signIn(page, countbot.base, TOKEN);
-    await page.clock.install();
-    await page.clock.resume();
-    let hung = false;
-    await page.route("**/api/operations", async (route) => {
-      if (hung) return route.continue();
-      hung = true;
-      await new Promise(() => undefined);
-    });
+    const { page, hung } = await pageWithOneHungOverview();
     await page.reload();
-    await until(() => hung, "the start-up check to be sent");
+    await until(hung, "the start-up check to be sent");
     await page.clock.fastForward(16_000);
     await page.getByText("the server did not answer (no answer within 15 s); trying again.", { exact: false }).waitFor();
     await page.clock.fastForward(4_000);
     // Signed in still (the cookie was good all along): the views, not the sign-in form.
     await page.getByRole("navigation", { name: "Views" }).waitFor();
-    await context.close();
+    await page.context().close();
   });
 });

@@ -64,19 +64,13 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 const LEVEL_AT = '{"level":'.length;
 const WARN = 40;
 
-export interface BatchedLines {
-  write(line: string): boolean;
-  /** Writes what is held now. */
-  flush(): void;
-}
-
 /**
  * JSON lines written together once per turn of the event loop, for a service's stderr. A busy
  * worker logs a line a turn ("turn finished"): a write each was a system call per message, most of
  * the writes a worker made (bench/README). A warning or worse goes out at once, after the lines
  * held before it; what is held goes out before the process exits.
  */
-export function batchedLines(sink: (text: string) => void, later: (flush: () => void) => void = setImmediate): BatchedLines {
+export function batchedLines(sink: (text: string) => void, later: (flush: () => void) => void = setImmediate): { write(line: string): boolean } {
   let held: string[] = [];
   const flush = () => {
     if (held.length === 0) return;
@@ -95,7 +89,6 @@ export function batchedLines(sink: (text: string) => void, later: (flush: () => 
       }
       return true;
     },
-    flush,
   };
 }
 

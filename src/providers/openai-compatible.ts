@@ -307,13 +307,14 @@ function toOpenAITool(tool: ToolDefinition): ChatCompletionTool {
   return { type: "function", function: { name: tool.name, description: tool.description, parameters: tool.parameters } };
 }
 
-/** Each tool definition's JSON, made once: a registry's definitions outlive its turns, and they are most of a request (7 of 11 KB with the default tools). */
-const toolJson = new WeakMap<ToolDefinition, string>();
-/** A tool list's JSON, by the list (a registry hands out one list until its tools change), with the definitions it was made of. */
+/**
+ * A tool list's JSON, by the list, with the definitions it was made of: a registry hands out one
+ * list until its tools change, and the tools are most of a request (7 of 11 KB with the defaults).
+ */
 const toolListJson = new WeakMap<ToolDefinition[], { made: ToolDefinition[]; json: string }>();
 
-/** The request's JSON text: the fields as JSON.stringify writes them, then the tools from `toolJson`. */
-export function requestBody(fields: Omit<ChatCompletionCreateParamsStreaming, "tools">, tools: ToolDefinition[] | undefined): string {
+/** The request's JSON text: the fields as JSON.stringify writes them, then the tools' JSON. */
+function requestBody(fields: Omit<ChatCompletionCreateParamsStreaming, "tools">, tools: ToolDefinition[] | undefined): string {
   const json = JSON.stringify(fields);
   if (!tools?.length) return json;
   return `${json.slice(0, -1)},"tools":${toolsJson(tools)}}`;
@@ -323,15 +324,7 @@ function toolsJson(tools: ToolDefinition[]): string {
   const known = toolListJson.get(tools);
   // The same list, still holding the same definitions (a list changed in place is made again).
   if (known && known.made.length === tools.length && known.made.every((tool, index) => tool === tools[index])) return known.json;
-  const definitions = tools.map((tool) => {
-    let text = toolJson.get(tool);
-    if (text === undefined) {
-      text = JSON.stringify(toOpenAITool(tool));
-      toolJson.set(tool, text);
-    }
-    return text;
-  });
-  const json = `[${definitions.join(",")}]`;
+  const json = JSON.stringify(tools.map(toOpenAITool));
   toolListJson.set(tools, { made: [...tools], json });
   return json;
 }

@@ -89,10 +89,10 @@ export function printClosedRows(label: string, rows: ClosedRow[]): void {
   }
   for (const { workers, result } of rows) {
     if (result.executed) console.log(`  ${workers} worker(s), executed per message: ${describeCounts(result.executed, result.messages, 24)}`);
-    const syscalls = Object.entries(result.cpu).filter(([label]) => label.endsWith(" syscalls"));
-    if (syscalls.length > 0) console.log(`  ${workers} worker(s), read and write system calls per message: ${syscalls.map(([label, calls]) => `${label.replace(" syscalls", "")} ${(calls / result.messages).toFixed(1)}`).join(", ")}`);
-    const written = Object.entries(result.cpu).filter(([label]) => label.endsWith(" bytes written"));
-    if (written.length > 0) console.log(`  ${workers} worker(s), bytes written per message: ${written.map(([label, bytes]) => `${label.replace(" bytes written", "")} ${(bytes / result.messages).toFixed(0)}`).join(", ")}`);
+    for (const [suffix, what, digits] of [[" syscalls", "read and write system calls", 1], [" bytes written", "bytes written", 0]] as const) {
+      const counts = Object.entries(result.cpu).filter(([label]) => label.endsWith(suffix));
+      if (counts.length > 0) console.log(`  ${workers} worker(s), ${what} per message: ${counts.map(([label, count]) => `${label.slice(0, -suffix.length)} ${(count / result.messages).toFixed(digits)}`).join(", ")}`);
+    }
     if (result.executedMicros) console.log(`  ${workers} worker(s), µs executing per message (a script call's include its commands'): ${describeCounts(result.executedMicros, result.messages, 12)}`);
   }
 }

@@ -12,10 +12,10 @@ import type {
   ChatCompletionTool,
 } from "openai/resources/chat/completions";
 import type { CompletionUsage } from "openai/resources/completions";
-import type { Stream } from "openai/streaming";
 import { ProviderError } from "../errors.js";
 import { createConnectionPool } from "./connection-pool.js";
 import { DEFAULT_DEADLINE_MS, startIdleTimer } from "./idle-timer.js";
+import { postForEvents, SDK_HEADERS } from "./sse-post.js";
 import { toProviderError, type ErrorContext, type SdkErrorClasses } from "./sdk-errors.js";
 import { type ContentPiece, ThinkTagSplitter } from "./think-tags.js";
 import type {
@@ -73,20 +73,14 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
   const deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
   const now = options.now ?? Date.now;
   const maxTokensField = options.maxTokensField ?? "max_tokens";
-  const client = new OpenAI({
-    // The SDK refuses to start without a key; a placeholder is fine because the header is removed below.
-    apiKey: options.apiKey ?? "unused",
-    baseURL: options.baseURL,
-    // Explicit nulls keep the SDK from reading OPENAI_ORG_ID / OPENAI_PROJECT_ID for a non-OpenAI server.
-    organization: null,
-    project: null,
-    timeout: timeoutMs,
-    maxRetries: 0, // retries and fallback are decided in resilient-model.ts, where output already sent is known
-    defaultHeaders: { ...(options.apiKey ? {} : { Authorization: null }), ...options.headers },
-    // Connections kept alive between calls, in a pool of this provider's own (a fetch given for
-    // tests or a proxy is used as it is).
-    fetch: options.fetch ?? createConnectionPool().fetch,
-  });
+  // The SDK's chat request without its client (./sse-post.ts): its headers, the caller's over them
+  // (a header set to null in config is left out), the key's Authorization unless the caller's.
+  const url = `${options.baseURL.replace(/\/+$/, "")}/chat/completions`;
+  const headers: Record<string, string> = { ...SDK_HEADERS, ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) };
+  for (const [name, value] of Object.entries(options.headers ?? {})) headers[name.toLowerCase()] = value;
+  // Connections kept alive between calls, in a pool of this provider's own (a fetch given for tests
+  // or a proxy is used as it is).
+  const fetchImpl = options.fetch ?? createConnectionPool().fetch;
 
   async function* stream(request: ChatRequest): AsyncGenerator<StreamPart> {
     const model = `${options.name}/${request.model}`;
@@ -103,16 +97,7 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
       }, request.tools);
       let chunks: AsyncIterable<ChatCompletionChunk>;
       try {
-        // The client's generic post with the body as JSON text: what `chat.completions.create` sends,
-        // without its serializer, which calls back into JS for every value of the body to find
-        // `stream` (twice the CPU of the plain JSON.stringify below), and without its copy of every
-        // chunk (which only turns a missing finish_reason into null).
-        chunks = await client.post<Stream<ChatCompletionChunk>>("/chat/completions", {
-          body,
-          headers: { "content-type": "application/json" },
-          stream: true,
-          signal: timer.signal,
-        });
+        chunks = (await postForEvents(fetchImpl, { url, headers, body, signal: timer.signal })) as AsyncIterable<ChatCompletionChunk>;
       } catch (error) {
         throw toProviderError(error, openAIErrors, context);
       }
@@ -131,7 +116,7 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
       } catch (error) {
         throw toProviderError(error, openAIErrors, context);
       }
-      // On abort the SDK ends the iteration silently instead of throwing.
+      // A body cut by an abort may also just end (a fetch given in options decides).
       if (request.signal?.aborted || timer.expired) throw toProviderError(new Error("aborted"), openAIErrors, context);
       yield* reader.end();
     } finally {

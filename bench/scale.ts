@@ -38,7 +38,7 @@ import { deleteKeys, redisUrl } from "../tests/support/redis.js";
 import { cleanEnvironment, countbotBin } from "../tests/support/run-cli.js";
 import { type FakeLlmProcess, startFakeLlmProcess } from "./fake-llm.js";
 import { connectInspector, inspectorUrlIn } from "./inspector.js";
-import { closedLoopRows, clusterRows } from "./scale-closed.js";
+import { type ClosedRow, closedLoopRows, clusterRows } from "./scale-closed.js";
 import { type CommandCount, commandCounter, commandDelta, describeCounts, executedCommands, startBenchRedis, total } from "./redis-meter.js";
 
 const CHATS = Number(process.env.BENCH_SCALE_CHATS ?? 200);
@@ -844,7 +844,7 @@ export async function benchScale(): Promise<void> {
   const other = process.env.BENCH_SCALE_COMPARE_BIN;
   const variants = other ? [{ name: "this", bin: countbotBin }, { name: "other", bin: path.resolve(other) }] : [{ name: "", bin: countbotBin }];
   const rounds = other ? 2 : 1;
-  const results: { variant: string; e2e?: EndToEndResult; rows?: ConcurrencyRow[] }[] = [];
+  const results: { variant: string; e2e?: EndToEndResult; rows?: ConcurrencyRow[]; closed?: ClosedRow[] }[] = [];
   try {
     const setup = await createBenchSetup("scale", { redisUrl: redisServer.url });
     try {
@@ -855,11 +855,11 @@ export async function benchScale(): Promise<void> {
           scaleBin = variant.bin;
           scaleVariant = variant.name ? `${variant.name}${round}-` : "";
           if (other) console.log(`\n=== ${variant.name} build (${variant.bin}), round ${round + 1} of ${rounds}`);
-          if (only === undefined || only === "closed") await closedLoopRows(setup, redisServer.pid);
+          const closed = only === undefined || only === "closed" ? await closedLoopRows(setup, redisServer.pid) : undefined;
           if ((only === undefined || only === "closed" || only === "cluster") && process.env.BENCH_SCALE_CLUSTER !== "0") await clusterRows(setup);
           const e2e = only === undefined || only === "end-to-end" ? await endToEnd(setup, redisServer.pid) : undefined;
           const rows = only === undefined || only === "concurrency" ? await concurrency(setup, redisServer.pid) : undefined;
-          results.push({ variant: variant.name, e2e, rows });
+          results.push({ variant: variant.name, e2e, rows, closed });
         }
       }
     } finally {
@@ -872,14 +872,21 @@ export async function benchScale(): Promise<void> {
 }
 
 /** The two builds side by side: each figure averaged over its rounds, and this build's over the other's. */
-function compareVariants(results: { variant: string; e2e?: EndToEndResult; rows?: ConcurrencyRow[] }[]): void {
+function compareVariants(results: { variant: string; e2e?: EndToEndResult; rows?: ConcurrencyRow[]; closed?: ClosedRow[] }[]): void {
   const figures = new Map<string, { this: number[]; other: number[] }>();
   const add = (name: string, variant: string, value: number) => {
     const entry = figures.get(name) ?? { this: [], other: [] };
     entry[variant as "this" | "other"].push(value);
     figures.set(name, entry);
   };
-  for (const { variant, e2e, rows } of results) {
+  for (const { variant, e2e, rows, closed } of results) {
+    for (const { workers, result } of closed ?? []) {
+      const perMessage = (ms: number | undefined) => (ms ?? 0) / result.messages;
+      add(`closed loops, ${workers} worker(s): messages/s`, variant, result.perSecond);
+      add(`closed loops, ${workers} worker(s): worker CPU ms per message`, variant, perMessage((result.cpu.worker ?? 0) + (result.cpu.workers ?? 0)));
+      add(`closed loops, ${workers} worker(s): gateway CPU ms per message`, variant, perMessage(result.cpu.gateway));
+      add(`closed loops, ${workers} worker(s): Redis CPU ms per message`, variant, perMessage(result.redisCpuMs ?? result.cpu.redis));
+    }
     if (e2e) {
       const { one } = e2e;
       const countbot = (one.cpu.gateway ?? 0) + (one.cpu.worker ?? 0);

@@ -33,10 +33,42 @@ export function usageCounts(scope: CallScope, model: string, usage: Usage, cost:
   const counts: Record<string, number> = {};
   for (const [dimension, id] of subjects) {
     if (id === undefined) continue;
-    const prefix = `${dimension}${SEPARATOR}${id}${SEPARATOR}${model}${SEPARATOR}`;
-    for (const metric of METRICS) if (values[metric] !== 0) counts[prefix + metric] = values[metric];
+    const names = fieldNames(dimension, id, model);
+    METRICS.forEach((metric, index) => {
+      if (values[metric] !== 0) counts[names[index]!] = values[metric];
+    });
   }
   return counts;
+}
+
+/**
+ * A subject's field names, one per metric, made once per subject and model: every call of a chat
+ * counts under the same names, and a name made once is hashed once wherever it is a key after
+ * (the counts, the ledger's sums). By model, dimension and id; forgotten all at once past
+ * MOST_NAMED subjects.
+ */
+const modelsNamed = new Map<string, Map<string, Map<string, string[]>>>();
+let namedCount = 0;
+const MOST_NAMED = 20_000;
+
+function fieldNames(dimension: string, id: string, model: string): string[] {
+  // Looked up by the parts as they come, not by a string joined (and hashed) on every call.
+  let byDimension = modelsNamed.get(model);
+  let byId = byDimension?.get(dimension);
+  const known = byId?.get(id);
+  if (known) return known;
+  if (namedCount >= MOST_NAMED) {
+    modelsNamed.clear();
+    namedCount = 0;
+    byDimension = byId = undefined;
+  }
+  if (!byDimension) modelsNamed.set(model, (byDimension = new Map()));
+  if (!byId) byDimension.set(dimension, (byId = new Map()));
+  const prefix = `${dimension}${SEPARATOR}${id}${SEPARATOR}${model}${SEPARATOR}`;
+  const names = METRICS.map((metric) => prefix + metric);
+  byId.set(id, names);
+  namedCount += 1;
+  return names;
 }
 
 export interface UsageRow {

@@ -87,19 +87,26 @@ function headerRecord(headers: RequestInit["headers"]): Record<string, string> {
  * text or JSON for an error), over undici's answer; the body is read once.
  */
 function poolResponse(url: string, answer: Dispatcher.ResponseData): Response {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(answer.headers)) {
-    if (value === undefined) continue;
-    if (Array.isArray(value)) for (const item of value) headers.append(name, item);
-    else headers.set(name, value);
-  }
+  // Made when asked for: a chat stream that goes well never reads them.
+  let headers: Headers | undefined;
+  const headersOf = () => {
+    const made = new Headers();
+    for (const [name, value] of Object.entries(answer.headers)) {
+      if (value === undefined) continue;
+      if (Array.isArray(value)) for (const item of value) made.append(name, item);
+      else made.set(name, value);
+    }
+    return (headers = made);
+  };
   const { body, statusCode } = answer;
   Object.defineProperty(body, Symbol.asyncIterator, { value: () => endingQuietly(body) });
   const response = {
     ok: statusCode >= 200 && statusCode < 300,
     status: statusCode,
     statusText: "",
-    headers,
+    get headers() {
+      return headers ?? headersOf();
+    },
     url,
     redirected: false,
     type: "basic",

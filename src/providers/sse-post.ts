@@ -46,7 +46,7 @@ export async function postForEvents(fetchImpl: typeof fetch, request: SsePostReq
   }
   if (!response.ok) throw await statusError(response);
   if (!response.body) throw new OpenAI.APIError(undefined, undefined, "the server answered without a body", response.headers);
-  return events(response.body as unknown as AsyncIterable<Uint8Array>, response.headers);
+  return events(response.body as unknown as AsyncIterable<Uint8Array>, response);
 }
 
 /** The client's error for a status: its JSON body under `error` (wrapped when the server sent it bare), else the text as the message. */
@@ -70,7 +70,7 @@ function parseJson(text: string): unknown {
  * itself (its connection kept); stopped before that (the reader stopped, or a value failed), it is
  * destroyed, which drops the request as the SDK aborts it.
  */
-async function* events(body: AsyncIterable<Uint8Array>, headers: Headers): AsyncGenerator<unknown> {
+async function* events(body: AsyncIterable<Uint8Array>, response: Pick<Response, "headers">): AsyncGenerator<unknown> {
   const pending: EventSourceMessage[] = [];
   const parser = createParser({ onEvent: (event) => pending.push(event) });
   const decoder = new TextDecoder();
@@ -84,7 +84,7 @@ async function* events(body: AsyncIterable<Uint8Array>, headers: Headers): Async
           finished = true;
           return;
         }
-        yield valueOf(event, headers);
+        yield valueOf(event, response);
       }
     }
     finished = true;
@@ -92,7 +92,7 @@ async function* events(body: AsyncIterable<Uint8Array>, headers: Headers): Async
     parser.reset({ consume: true });
     for (const event of pending) {
       if (event.data === "[DONE]") return;
-      yield valueOf(event, headers);
+      yield valueOf(event, response);
     }
   } finally {
     if (!finished) (body as { destroy?: () => void }).destroy?.();
@@ -100,11 +100,12 @@ async function* events(body: AsyncIterable<Uint8Array>, headers: Headers): Async
   }
 }
 
-function valueOf(event: EventSourceMessage, headers: Headers): unknown {
+/** The event's JSON value, or the failure it reports (the answer's headers read only then). */
+function valueOf(event: EventSourceMessage, response: Pick<Response, "headers">): unknown {
   const value = parseJson(event.data);
   if (value === undefined) throw new SyntaxError("Error reading response: malformed server-sent event JSON.");
   const failure = (value as { error?: unknown } | null)?.error;
-  if (event.event === "error") throw new OpenAI.APIError(undefined, (failure ?? value) as object, undefined, headers);
-  if (failure) throw new OpenAI.APIError(undefined, failure as object, undefined, headers);
+  if (event.event === "error") throw new OpenAI.APIError(undefined, (failure ?? value) as object, undefined, response.headers);
+  if (failure) throw new OpenAI.APIError(undefined, failure as object, undefined, response.headers);
   return value;
 }

@@ -18,8 +18,11 @@ const SEPARATOR = "\u001f";
 const METRICS = ["calls", "input", "cached", "output", "cost", "unpriced"] as const;
 type Metric = (typeof METRICS)[number];
 
-/** The counts one call adds: `<dimension>␟<id>␟<model>␟<metric>` → increment. */
-export function usageCounts(scope: CallScope, model: string, usage: Usage, cost: number | undefined): Record<string, number> {
+/**
+ * The counts one call adds: `<dimension>␟<id>␟<model>␟<metric>` → increment. A Map, not an object:
+ * every chat's names are new keys, and an object would intern each as a property name.
+ */
+export function usageCounts(scope: CallScope, model: string, usage: Usage, cost: number | undefined): Map<string, number> {
   const values: Record<Metric, number> = {
     calls: 1,
     input: usage.inputTokens,
@@ -30,12 +33,12 @@ export function usageCounts(scope: CallScope, model: string, usage: Usage, cost:
   };
   const channel = scope.channel ?? (scope.chat ? channelOfChat(scope.chat) : undefined);
   const subjects: Array<[string, string | undefined]> = [["all", "*"], ["person", scope.person], ["chat", scope.chat], ["team", scope.teamRun?.id], ["channel", channel]];
-  const counts: Record<string, number> = {};
+  const counts = new Map<string, number>();
   for (const [dimension, id] of subjects) {
     if (id === undefined) continue;
     const names = fieldNames(dimension, id, model);
     METRICS.forEach((metric, index) => {
-      if (values[metric] !== 0) counts[names[index]!] = values[metric];
+      if (values[metric] !== 0) counts.set(names[index]!, values[metric]);
     });
   }
   return counts;

@@ -67,7 +67,7 @@ export interface SettleRequest {
   used: number[];
   now: number;
   /** The usage report's counts to add: the day (`YYYY-MM-DD`) and field → increment. */
-  usage?: { day: string; counts: Record<string, number>; keepMs: number };
+  usage?: { day: string; counts: ReadonlyMap<string, number>; keepMs: number };
 }
 
 export interface BudgetLedger {

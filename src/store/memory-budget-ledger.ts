@@ -73,9 +73,9 @@ function stateOf(record: BudgetRecord): BudgetState {
 }
 
 /** Adds a settle's usage counts to its day, and drops the days kept long enough. */
-function addUsage(usage: UsageDays, counts: { day: string; counts: Record<string, number>; keepMs: number }, now: number): void {
+function addUsage(usage: UsageDays, counts: { day: string; counts: ReadonlyMap<string, number>; keepMs: number }, now: number): void {
   const entry = usage.get(counts.day) ?? { counts: new Map<string, number>(), keepUntil: 0 };
-  for (const [field, increment] of Object.entries(counts.counts)) entry.counts.set(field, (entry.counts.get(field) ?? 0) + increment);
+  for (const [field, increment] of counts.counts) entry.counts.set(field, (entry.counts.get(field) ?? 0) + increment);
   entry.keepUntil = now + counts.keepMs;
   usage.set(counts.day, entry);
   for (const [day, kept] of usage) if (kept.keepUntil <= now) usage.delete(day);

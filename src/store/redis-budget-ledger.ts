@@ -168,7 +168,7 @@ function pendingUsage(options: Pick<RedisBudgetLedgerOptions, "usageFlushMs" | "
   };
   return {
     add(usage: NonNullable<SettleRequest["usage"]>) {
-      add(usage.day, usage.keepMs, Object.entries(usage.counts));
+      add(usage.day, usage.keepMs, usage.counts);
       // Unref'd: a process that ends without close() loses at most these seconds' counts, as a crash does.
       timer ??= setTimeout(() => void flush(), flushMs).unref();
     },

@@ -130,9 +130,9 @@ export function runBudgetLedgerSuite(name: string, makeHarness: () => Promise<Bu
       const harness = await start();
       const [first, second] = [await harness.open(), await harness.open()];
       const keep = 10 * DAY;
-      await first.settle({ id: "a", budgets: [], reserved: [], used: [], now: T0, usage: { day: "2026-01-05", counts: { "person\u001fweb:ada\u001fopenai/x\u001fin": 100, calls: 1 }, keepMs: keep } });
-      await second.settle({ id: "b", budgets: [], reserved: [], used: [], now: T0, usage: { day: "2026-01-05", counts: { "person\u001fweb:ada\u001fopenai/x\u001fin": 50, calls: 1 }, keepMs: keep } });
-      await second.settle({ id: "c", budgets: [], reserved: [], used: [], now: T0 + DAY, usage: { day: "2026-01-06", counts: { calls: 1 }, keepMs: keep } });
+      await first.settle({ id: "a", budgets: [], reserved: [], used: [], now: T0, usage: { day: "2026-01-05", counts: new Map([["person\u001fweb:ada\u001fopenai/x\u001fin", 100], ["calls", 1]]), keepMs: keep } });
+      await second.settle({ id: "b", budgets: [], reserved: [], used: [], now: T0, usage: { day: "2026-01-05", counts: new Map([["person\u001fweb:ada\u001fopenai/x\u001fin", 50], ["calls", 1]]), keepMs: keep } });
+      await second.settle({ id: "c", budgets: [], reserved: [], used: [], now: T0 + DAY, usage: { day: "2026-01-06", counts: new Map([["calls", 1]]), keepMs: keep } });
       // Another ledger sees a ledger's counts once it has flushed them (Redis: within 5 seconds by itself).
       await second.flushUsage();
       expect(await first.usage(["2026-01-05"])).toEqual({ "person\u001fweb:ada\u001fopenai/x\u001fin": 150, calls: 2 });

@@ -53,7 +53,7 @@ describe("one-process ledger with a file", () => {
       const person = { scope: "person:web:ada", unit: "tokens" as const, limit: 1_000, from: Date.UTC(2026, 0, 5), bucket: Date.UTC(2026, 0, 5), keepMs: 86_400_000 };
       const first = createMemoryBudgetLedger({ file, writeDelayMs: 0 });
       await first.reserve({ id: "open", budgets: [person], amounts: [500], ttlMs: 60_000, now });
-      await first.settle({ id: "done", budgets: [person], reserved: [0], used: [300], now, usage: { day: "2026-01-05", counts: { calls: 1 }, keepMs: 86_400_000 } });
+      await first.settle({ id: "done", budgets: [person], reserved: [0], used: [300], now, usage: { day: "2026-01-05", counts: new Map([["calls", 1]]), keepMs: 86_400_000 } });
       await first.close();
       const second = createMemoryBudgetLedger({ file });
       expect(await second.read([person], now)).toEqual([{ used: 300, held: 0, oldestBucket: Date.UTC(2026, 0, 5) }]);
@@ -74,7 +74,7 @@ describe("Redis ledger", () => {
       const person = { scope: "person:web:ada", unit: "tokens" as const, limit: 1_000, from: now - 1_000, bucket: now - 1_000, keepMs: 86_400_000 };
       await ledger.reserve({ id: "c1", budgets: [person], amounts: [500], ttlMs: 60_000, now });
       expect(await redis.pttl(`{${prefix}}:budget:tokens:person:web:ada:held`)).toBeGreaterThan(0);
-      await ledger.settle({ id: "c1", budgets: [person], reserved: [500], used: [300], now, usage: { day: "2026-01-05", counts: { calls: 1 }, keepMs: 86_400_000 } });
+      await ledger.settle({ id: "c1", budgets: [person], reserved: [500], used: [300], now, usage: { day: "2026-01-05", counts: new Map([["calls", 1]]), keepMs: 86_400_000 } });
       await ledger.close();
       const keys = (await redis.keys(`{${prefix}}*`)).sort();
       expect(keys).toEqual([`{${prefix}}:budget:tokens:person:web:ada`, `{${prefix}}:usage:2026-01-05`]);
@@ -86,7 +86,7 @@ describe("Redis ledger", () => {
 });
 
 describe("Redis ledger: the usage report's counts, summed in the process", () => {
-  const call = (id: string, day: string, counts: Record<string, number>) => ({ id, budgets: [], reserved: [], used: [], now: Date.now(), usage: { day, counts, keepMs: 86_400_000 } });
+  const call = (id: string, day: string, counts: Record<string, number>) => ({ id, budgets: [], reserved: [], used: [], now: Date.now(), usage: { day, counts: new Map(Object.entries(counts)), keepMs: 86_400_000 } });
 
   /** The connection, counting the scripts run through it; `failNext` makes the next script call fail. */
   function countingRedis() {

@@ -40,23 +40,23 @@ describe("usageCounts", () => {
         const person = `web:c${(index + 1) % 12_000}`;
         const model = index % 2 === 0 ? "p/a" : "p/b";
         // Both in the order the subjects and metrics are counted in.
-        if (JSON.stringify(usageCounts({ chat, person }, model, usage, 7)) !== JSON.stringify(expected(chat, person, model))) wrong.push(`${round}:${index}`);
+        if (JSON.stringify(Object.fromEntries(usageCounts({ chat, person }, model, usage, 7))) !== JSON.stringify(expected(chat, person, model))) wrong.push(`${round}:${index}`);
       }
     }
     expect(wrong).toEqual([]);
-    expect(usageCounts({ chat: "web:c1", person: "web:c2" }, "p/a", usage, 7)).toEqual(expected("web:c1", "web:c2", "p/a"));
+    expect(Object.fromEntries(usageCounts({ chat: "web:c1", person: "web:c2" }, "p/a", usage, 7))).toEqual(expected("web:c1", "web:c2", "p/a"));
   });
 
   it("leaves out metrics that are zero, counts an unpriced call, and adds up in the report", () => {
     const first = usageCounts({ chat: "web:1", person: "web:u", teamRun: { id: "run-1", team: "t" } }, "p/m", { inputTokens: 5, outputTokens: 0 }, undefined);
-    expect(Object.keys(first).filter((field) => field.startsWith(`team${SEP}run-1${SEP}`))).toEqual([
+    expect([...first.keys()].filter((field) => field.startsWith(`team${SEP}run-1${SEP}`))).toEqual([
       `team${SEP}run-1${SEP}p/m${SEP}calls`,
       `team${SEP}run-1${SEP}p/m${SEP}input`,
       `team${SEP}run-1${SEP}p/m${SEP}unpriced`,
     ]);
     const second = usageCounts({ chat: "web:1", person: "web:v" }, "p/m", { inputTokens: 1, outputTokens: 2 }, undefined);
     const totals: Record<string, number> = {};
-    for (const counts of [first, second]) for (const [field, value] of Object.entries(counts)) totals[field] = (totals[field] ?? 0) + value;
+    for (const counts of [first, second]) for (const [field, value] of counts) totals[field] = (totals[field] ?? 0) + value;
     expect(summarize(totals, "chat")).toEqual([{ key: "web:1", calls: 2, inputTokens: 6, cachedInputTokens: 0, outputTokens: 2, tokens: 8, cost: 0, unpricedCalls: 2 }]);
     expect(summarize(totals, "person").map((row) => [row.key, row.calls])).toEqual([
       ["web:u", 1],

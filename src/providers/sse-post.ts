@@ -51,10 +51,39 @@ export async function postForEvents(fetchImpl: typeof fetch, request: SsePostReq
 
 /** The client's error for a status: its JSON body under `error` (wrapped when the server sent it bare), else the text as the message. */
 async function statusError(response: Response): Promise<Error> {
-  const text = await response.text().catch((error: unknown) => (error instanceof Error ? error.message : String(error)));
+  const text = await errorText(response).catch((error: unknown) => (error instanceof Error ? error.message : String(error)));
   const json = parseJson(text);
   const error = json && typeof json === "object" && (json as { error?: unknown }).error == null ? { error: json } : json;
-  return OpenAI.APIError.generate(response.status, error as object | undefined, json === undefined ? text : undefined, response.headers);
+  return OpenAI.APIError.generate(response.status, error as object | undefined, json === undefined ? clipped(text) : undefined, response.headers);
+}
+
+/** Text that is not JSON (a proxy's HTML page, say) as a message: whitespace runs made one space, the first MAX_TEXT_MESSAGE characters. */
+function clipped(text: string): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > MAX_TEXT_MESSAGE ? `${flat.slice(0, MAX_TEXT_MESSAGE)}… (${flat.length} characters)` : flat;
+}
+
+const MAX_TEXT_MESSAGE = 500;
+
+/** The most of an error answer's body that is read (an error body is a few hundred bytes). */
+const MAX_ERROR_BYTES = 64 * 1024;
+
+/** An error answer's body as text, its first MAX_ERROR_BYTES at most (the rest is dropped with the request). */
+async function errorText(response: Response): Promise<string> {
+  if (!response.body) return "";
+  const decoder = new TextDecoder();
+  let text = "";
+  let read = 0;
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    const kept = chunk.subarray(0, MAX_ERROR_BYTES - read);
+    read += kept.byteLength;
+    text += decoder.decode(kept, { stream: true });
+    if (read >= MAX_ERROR_BYTES) {
+      (response.body as { destroy?: () => void }).destroy?.();
+      break;
+    }
+  }
+  return text + decoder.decode();
 }
 
 function parseJson(text: string): unknown {
@@ -64,6 +93,13 @@ function parseJson(text: string): unknown {
     return undefined;
   }
 }
+
+/**
+ * The most one event may take. A chunk's event is a few KB (a long answer or tool call comes in many
+ * events); a server that streams without ever ending an event would otherwise be buffered until the
+ * idle timer cuts it.
+ */
+const MAX_EVENT_BYTES = 8 * 1024 * 1024;
 
 /**
  * The stream's JSON values. Ended by `[DONE]` or by the body's end, the body is left to end by
@@ -76,9 +112,13 @@ async function* events(body: AsyncIterable<Uint8Array>, response: Pick<Response,
   const decoder = new TextDecoder();
   const chunks = body[Symbol.asyncIterator]();
   let finished = false;
+  // Bytes read since an event last came out: what the parser holds of one unfinished event.
+  let unfinished = 0;
   try {
     for (let read = await chunks.next(); !read.done; read = await chunks.next()) {
       parser.feed(decoder.decode(read.value, { stream: true }));
+      unfinished = pending.length > 0 ? 0 : unfinished + read.value.byteLength;
+      if (unfinished > MAX_EVENT_BYTES) throw new Error(`an event of the stream passed ${MAX_EVENT_BYTES / 1024 / 1024} MiB without ending`);
       for (let event = pending.shift(); event !== undefined; event = pending.shift()) {
         if (event.data === "[DONE]") {
           finished = true;

@@ -75,10 +75,26 @@ describe("the chat request's SSE transport", () => {
     expect(failures[1]!.error.message).toContain("malformed server-sent event JSON");
   });
 
+  it("cuts a stream whose event passes 8 MiB without ending, and drops its request", async () => {
+    let closedEarly: boolean | undefined;
+    const base = await serve((_request, response) => {
+      response.on("close", () => (closedEarly = !response.writableFinished));
+      const megabyte = "x".repeat(1024 * 1024);
+      writeApart(response, [`data: ${text("so far")}\n\ndata: {"a":"`, ...Array.from({ length: 9 }, () => megabyte)], false);
+    });
+    const provider = createOpenAICompatibleProvider({ name: "p", baseURL: base });
+    const failure = await collectFailure(provider.stream({ model: "m", messages: hello }));
+    expect(textOf(failure.parts)).toBe("so far");
+    expect(failure.error).toMatchObject({ kind: "stream" });
+    expect(failure.error.message).toContain("an event of the stream passed 8 MiB without ending");
+    await expect.poll(() => closedEarly).toBe(true);
+  });
+
   it.each([
     { name: "an OpenAI error object", status: 429, body: '{"error":{"message":"slow down","type":"rate_limit"}}', kind: "rate-limit", message: "429 slow down" },
     { name: "a bare JSON error", status: 400, body: '{"message":"Range of input length should be [1, 30720]"}', kind: "context-overflow", message: "400 Range of input length" },
     { name: "plain text", status: 502, body: "Bad Gateway from the proxy", kind: "server", message: "502 Bad Gateway from the proxy" },
+    { name: "an HTML page", status: 502, body: "<html>\n  <head><title>502 Bad Gateway</title></head>\n</html>\n", kind: "server", message: "502 <html> <head><title>502 Bad Gateway</title></head> </html>" },
     { name: "no body", status: 401, body: "", kind: "auth", message: "401 status code (no body)" },
   ])("turns an error status with $name into the SDK's error, then the provider's kind", async ({ status, body, kind, message }) => {
     const base = await serve((_request, response) => response.writeHead(status, { "content-type": "text/plain" }).end(body));
@@ -86,6 +102,20 @@ describe("the chat request's SSE transport", () => {
     const failure = await collectFailure(provider.stream({ model: "m", messages: hello }));
     expect(failure.error).toMatchObject({ kind, status });
     expect(failure.error.message).toContain(message);
+  });
+
+  it("reads at most 64 KiB of an error answer's body, and keeps 500 characters of a text one", async () => {
+    const base = await serve((_request, response) => {
+      response.writeHead(503, { "content-type": "text/plain" });
+      response.write("overloaded ");
+      // More than would ever be read, and never ended.
+      response.write("z".repeat(1024 * 1024));
+    });
+    const provider = createOpenAICompatibleProvider({ name: "p", baseURL: base });
+    const failure = await collectFailure(provider.stream({ model: "m", messages: hello }));
+    expect(failure.error).toMatchObject({ kind: "server", status: 503 });
+    // The text's first 500 characters, and how long the part read was.
+    expect(failure.error.message).toBe(`p/m: 503 overloaded ${"z".repeat(489)}… (${64 * 1024} characters)`);
   });
 
   it("sends the SDK's headers, the key, and configured headers over them by any case", async () => {

@@ -46,8 +46,10 @@ export function createConnectionPool(): ConnectionPool {
     try {
       answer = await send();
     } catch (error) {
-      // A kept-alive connection the server closed as the request went out on it ("other side
-      // closed", before any answer): sent once more, on a fresh connection.
+      // A kept-alive connection the server closed as the request went out on it, before any
+      // answer: "other side closed", or a reset when the server closed it with the request unread
+      // (the race at the server's keep-alive timeout, which no client timing avoids): sent once
+      // more, on a fresh connection.
       if (!isClosedBeforeAnswer(error) || init.signal?.aborted) throw error;
       answer = await send();
     }
@@ -69,7 +71,8 @@ export function createConnectionPool(): ConnectionPool {
 }
 
 function isClosedBeforeAnswer(error: unknown): boolean {
-  return error instanceof Error && (error as Error & { code?: string }).code === "UND_ERR_SOCKET";
+  const code = error instanceof Error ? (error as Error & { code?: string }).code : undefined;
+  return code === "UND_ERR_SOCKET" || code === "ECONNRESET" || code === "EPIPE";
 }
 
 /** The request headers as a plain record (what `request` takes), whatever shape the SDK built. */

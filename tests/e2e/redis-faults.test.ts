@@ -92,7 +92,9 @@ describe("Redis killed and restarted under load", () => {
           await redisServer.restart();
         }
       });
-      expect(outcome.unanswered, `round ${run}: chats with answers missing`).toEqual([]);
+      // On failure, what each unanswered chat sent and got (an apology instead of an echo, or nothing).
+      const missing = outcome.unanswered.map((chatId) => ({ chatId, ...outcome.chats.get(chatId)! }));
+      expect(missing, `round ${run}: chats with answers missing`).toEqual([]);
       for (const [chatId, chat] of outcome.chats) {
         // Each accepted message answered exactly once, in the order it was sent.
         expect(chat.answered, `round ${run}, ${chatId}`).toEqual(chat.accepted);

@@ -64,6 +64,12 @@ describe("connection pool streams", () => {
       request.socket.destroy();
       return;
     }
+    if (request.url === "/reset-once" && !resetOnce) {
+      // A TCP reset, as a server sends when it closes a connection with a request unread in it.
+      resetOnce = true;
+      request.socket.resetAndDestroy();
+      return;
+    }
     if (request.url === "/done-then-end") {
       // `[DONE]` first, the body's end a moment later: a reader stops before the end is in.
       response.write("data: 1\n\ndata: [DONE]\n\n");
@@ -92,6 +98,7 @@ describe("connection pool streams", () => {
   });
   let url: string;
   let droppedOnce = false;
+  let resetOnce = false;
 
   beforeAll(async () => {
     await new Promise<void>((resolve) => streaming.listen(0, "127.0.0.1", resolve));
@@ -148,10 +155,13 @@ describe("connection pool streams", () => {
     expect(connections - connectionsBefore).toBeLessThanOrEqual(2);
   });
 
-  it("sends a request once more when the server closed its connection before any answer (a kept-alive connection it dropped), and only once", async () => {
+  it("sends a request once more when the server closed or reset its connection before any answer (a kept-alive connection it dropped), and only once", async () => {
     const pool = createConnectionPool();
     const response = await pool.fetch(`${url}/dropped-once`, { method: "POST", body: "{}" });
     expect(await text(response.body as unknown as AsyncIterable<Uint8Array>)).toContain("[DONE]");
+    const afterReset = await pool.fetch(`${url}/reset-once`, { method: "POST", body: "{}" });
+    expect(await text(afterReset.body as unknown as AsyncIterable<Uint8Array>)).toContain("[DONE]");
+    expect(resetOnce).toBe(true);
     await expect(pool.fetch(`${url}/dropped`, { method: "POST", body: "{}" })).rejects.toMatchObject({ code: "UND_ERR_SOCKET" });
   });
 });

@@ -123,7 +123,9 @@ describe("a Telegram group with two members", () => {
     expect(status.replyToMessageId).toBe(trigger);
     await telegram.waitFor(() => shown(status).includes("⏳ running · Reader (reader)"), { what: "the reader running" });
     model.open("Reader");
-    await telegram.waitFor(() => shown(status).includes("✅ done · Reader (reader)") && shown(status).includes("⏳ running · Writer (writer)"), { what: "the writer running" });
+    // An edit waits for the group's minute budget too: the file's earlier turns in this group may
+    // have spent it (the writer is held at the model meanwhile, so this state stays to be shown).
+    await telegram.waitFor(() => shown(status).includes("✅ done · Reader (reader)") && shown(status).includes("⏳ running · Writer (writer)"), { timeoutMs: 70_000, what: "the writer running" });
     model.open("Writer");
     const result = await botMessage((item) => (item.text ?? "").startsWith("Relayed: [Background event] Team [Crew]"), "the team's result");
     expect(result.replyToMessageId).toBe(trigger);

@@ -73,8 +73,8 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
   const deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
   const now = options.now ?? Date.now;
   const maxTokensField = options.maxTokensField ?? "max_tokens";
-  // The SDK's chat request without its client (./sse-post.ts): its headers, the caller's over them
-  // (a header set to null in config is left out), the key's Authorization unless the caller's.
+  // The SDK's chat request without its client (./sse-post.ts): its headers and the key's
+  // Authorization, the configured headers over them whatever their case.
   const url = `${options.baseURL.replace(/\/+$/, "")}/chat/completions`;
   const headers: Record<string, string> = { ...SDK_HEADERS, ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) };
   for (const [name, value] of Object.entries(options.headers ?? {})) headers[name.toLowerCase()] = value;

@@ -57,13 +57,14 @@ async function statusError(response: Response): Promise<Error> {
   return OpenAI.APIError.generate(response.status, error as object | undefined, json === undefined ? clipped(text) : undefined, response.headers);
 }
 
+/** The most of an error text that is not JSON that becomes the message. */
+const MAX_TEXT_MESSAGE = 500;
+
 /** Text that is not JSON (a proxy's HTML page, say) as a message: whitespace runs made one space, the first MAX_TEXT_MESSAGE characters. */
 function clipped(text: string): string {
   const flat = text.replace(/\s+/g, " ").trim();
   return flat.length > MAX_TEXT_MESSAGE ? `${flat.slice(0, MAX_TEXT_MESSAGE)}… (${flat.length} characters)` : flat;
 }
-
-const MAX_TEXT_MESSAGE = 500;
 
 /** The most of an error answer's body that is read (an error body is a few hundred bytes). */
 const MAX_ERROR_BYTES = 64 * 1024;
@@ -79,7 +80,7 @@ async function errorText(response: Response): Promise<string> {
     read += kept.byteLength;
     text += decoder.decode(kept, { stream: true });
     if (read >= MAX_ERROR_BYTES) {
-      (response.body as { destroy?: () => void }).destroy?.();
+      drop(response.body);
       break;
     }
   }
@@ -124,7 +125,7 @@ async function* events(body: AsyncIterable<Uint8Array>, response: Pick<Response,
           finished = true;
           return;
         }
-        yield valueOf(event, response);
+        yield eventValue(event, response);
       }
     }
     finished = true;
@@ -132,20 +133,25 @@ async function* events(body: AsyncIterable<Uint8Array>, response: Pick<Response,
     parser.reset({ consume: true });
     for (const event of pending) {
       if (event.data === "[DONE]") return;
-      yield valueOf(event, response);
+      yield eventValue(event, response);
     }
   } finally {
-    if (!finished) (body as { destroy?: () => void }).destroy?.();
+    if (!finished) drop(body);
     await chunks.return?.();
   }
 }
 
 /** The event's JSON value, or the failure it reports (the answer's headers read only then). */
-function valueOf(event: EventSourceMessage, response: Pick<Response, "headers">): unknown {
+function eventValue(event: EventSourceMessage, response: Pick<Response, "headers">): unknown {
   const value = parseJson(event.data);
   if (value === undefined) throw new SyntaxError("Error reading response: malformed server-sent event JSON.");
   const failure = (value as { error?: unknown } | null)?.error;
   if (event.event === "error") throw new OpenAI.APIError(undefined, (failure ?? value) as object, undefined, response.headers);
   if (failure) throw new OpenAI.APIError(undefined, failure as object, undefined, response.headers);
   return value;
+}
+
+/** Drops a body nobody will read on, and its request (a Node stream is destroyed; a web stream is cancelled when its iterator returns). */
+function drop(body: unknown): void {
+  (body as { destroy?: () => void }).destroy?.();
 }

@@ -165,6 +165,11 @@ function connectToCluster(url: string, nodes: Array<{ host: string; port: number
   const parsed = new URL(url);
   const cluster = new Cluster(nodes, {
     enableAutoPipelining: options.autoPipelining ?? false,
+    // Auto-pipelining groups a tick's commands by the shard of each one's first key. XGROUP's key
+    // follows its subcommand, which ioredis does not find: it grouped XGROUP CREATE by the slot of
+    // "CREATE", and the shard it reached answered MOVED, raw whenever another write shared that
+    // pipeline (a gateway then failed to start). Sent on its own, a MOVED is followed.
+    autoPipeliningIgnoredCommands: ["xgroup"],
     enableReadyCheck: true,
     redisOptions: {
       connectionName: options.name,

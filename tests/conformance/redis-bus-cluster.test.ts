@@ -2,14 +2,15 @@
  * The bus conformance suite on a Redis Cluster of three shards (the test's own, on loopback): the
  * bus's keys share the hash tag `{prefix}`, so each script touches one slot, and the cluster client
  * routes it there. Partitioned (`redis.partitions`), each partition's keys share `{prefix:p<k>}`,
- * and the partitions' slots spread over the shards.
+ * and the partitions' slots spread over the shards. The client is the one the bus gets in
+ * production: connectRedis's cluster client with auto-pipelining.
  */
 import { randomUUID } from "node:crypto";
 import type { Cluster } from "ioredis";
 import { afterAll, beforeAll } from "vitest";
 import { createRedisBus } from "../../src/bus/redis-bus.js";
 import { createRedisBusOf } from "../../src/bus/partitioned-bus.js";
-import type { RedisClient } from "../../src/redis/client.js";
+import { connectRedis, type RedisClient } from "../../src/redis/client.js";
 import { runBusSuite } from "./bus.suite.js";
 import { type OwnCluster, startRedisCluster } from "../support/redis-cluster.js";
 
@@ -18,7 +19,8 @@ let client: Cluster;
 
 beforeAll(async () => {
   cluster = await startRedisCluster(3);
-  client = cluster.connect();
+  const first = cluster.nodes[0]!;
+  client = connectRedis(`redis://${first.host}:${first.port}`, { autoPipelining: true, cluster: cluster.nodes }) as unknown as Cluster;
 }, 60_000);
 
 afterAll(async () => {

@@ -10,7 +10,7 @@
  * builds them, the API reads and writes them); the system prompt's sections and the speaker labels
  * (the workflow engine and the team trigger use them, and a gateway loads both to start, list and
  * cancel team runs).
- * `base` is what every layer may use: src/config, src/redis, src/errors.ts, src/logger.ts, src/metrics.ts,
+ * `base` is what every layer may use: src/config, src/redis, src/bounded.ts, src/errors.ts, src/logger.ts, src/metrics.ts,
  * src/sleep.ts, src/tracing.ts. A platform folder under channels/ imports no other platform's (only channels/index.ts
  * lists them), and from the core only the channel kit (src/gateway/kit/index.ts), the message model
  * and the errors; a platform's SDK is imported only from its own folder.
@@ -31,7 +31,7 @@ const layers = [
   ["providers", "^src/providers/"],
   ["store", "^src/store/"],
   ["bus", "^src/bus/"],
-  ["base", "^src/(config/|redis/|errors\\.ts$|logger\\.ts$|sleep\\.ts$|metrics\\.ts$|tracing\\.ts$)"],
+  ["base", "^src/(config/|redis/|bounded\\.ts$|errors\\.ts$|logger\\.ts$|sleep\\.ts$|metrics\\.ts$|tracing\\.ts$)"],
 ];
 // Layers that share a rank are siblings: neither may import the other.
 const rank = { cli: 7, app: 6, api: 5, channels: 5, gateway: 4, jobs: 4, agent: 3, budget: 2.5, memory: 2.5, prompt: 2.5, tools: 2, providers: 1, store: 1, bus: 0, base: -1 };

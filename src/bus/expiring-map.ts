@@ -1,9 +1,15 @@
+import { forgetOldest } from "../bounded.js";
+
 /**
  * A map whose entries expire a fixed time after they were last set, oldest first, and which holds
  * at most `maxSize` of them: the memory bus's record of which platform message shows a reply's draft.
+ *
+ * Expired entries are never answered, and are swept out at most once a sixteenth of the TTL: a
+ * sweep walks the map from its front, past the holes deleted entries leave (src/bounded.ts).
  */
 export class ExpiringMap<V> {
   private readonly entries = new Map<string, { value: V; expiresAt: number }>();
+  private nextSweepAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly ttlMs: number,
@@ -26,10 +32,7 @@ export class ExpiringMap<V> {
     // Re-inserted, so insertion order stays expiry order (the TTL is constant).
     this.entries.delete(key);
     this.entries.set(key, { value, expiresAt: this.now() + this.ttlMs });
-    if (this.entries.size > this.maxSize) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
-    }
+    forgetOldest(this.entries, this.maxSize);
   }
 
   delete(key: string): void {
@@ -38,6 +41,8 @@ export class ExpiringMap<V> {
 
   private sweep(): void {
     const now = this.now();
+    if (now < this.nextSweepAt) return;
+    this.nextSweepAt = now + Math.max(1, this.ttlMs / 16);
     for (const [key, entry] of this.entries) {
       if (entry.expiresAt > now) break;
       this.entries.delete(key);

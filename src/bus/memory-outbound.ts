@@ -8,6 +8,7 @@ import { sleep } from "../sleep.js";
 import { ChatLane } from "./chat-lane.js";
 import type { OutboundMessage } from "./message.js";
 import type { Draft, OutboundEvent, OutboundHandler, Subscription } from "./message-bus.js";
+import { forgetOldest } from "../bounded.js";
 
 /**
  * One channel's outbound events. Each chat has its own lane: a chat's events are handed over one
@@ -81,10 +82,7 @@ export class OutboundQueue {
 
   private rememberFinished(replyId: string): void {
     this.finished.add(replyId);
-    if (this.finished.size > 10_000) {
-      const oldest = this.finished.values().next().value;
-      if (oldest !== undefined) this.finished.delete(oldest);
-    }
+    forgetOldest(this.finished, 10_000);
   }
 }
 

@@ -14,6 +14,7 @@ import { randomUUID } from "node:crypto";
 import type { RedisClient } from "../redis/client.js";
 import type { BusKeys } from "./redis-keys.js";
 import type { ReplicaWait } from "./replica-wait.js";
+import { forgetOldest } from "../bounded.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** Marks whose replication failed, kept (with their token) for a retry at most. */
@@ -51,7 +52,7 @@ export class DeliveryMarks {
       await this.options.replicated();
     } catch (error) {
       this.unreplicated.set(outboundId, token);
-      if (this.unreplicated.size > UNREPLICATED_KEPT) this.unreplicated.delete(this.unreplicated.keys().next().value!);
+      forgetOldest(this.unreplicated, UNREPLICATED_KEPT);
       throw error;
     }
     this.unreplicated.delete(outboundId);

@@ -11,6 +11,7 @@ import type { OutboundMessage } from "./message.js";
 import { DRAFT_AUDIENCE_TTL_MS, type Draft, type Subscription } from "./message-bus.js";
 import type { BusKeys } from "./redis-keys.js";
 import type { StreamEvent } from "./redis-outbound.js";
+import { forgetOldest } from "../bounded.js";
 
 const scriptsDirectory = new URL("./lua/", import.meta.url);
 const scripts = {
@@ -104,5 +105,5 @@ export class RedisDrafts {
 
 function remember(set: Set<string>, id: string): void {
   set.add(id);
-  if (set.size > REMEMBERED) set.delete(set.values().next().value!);
+  forgetOldest(set, REMEMBERED);
 }

@@ -22,6 +22,7 @@ import { KeyedLanes } from "./chat-lane.js";
 import { type StreamEvent, parseStreamEvent } from "./payloads.js";
 import type { BusKeys } from "./redis-keys.js";
 import type { OutboundEvent, OutboundHandler, Subscription } from "./message-bus.js";
+import { forgetOldest } from "../bounded.js";
 
 export const DELIVERY_GROUP = "delivery";
 const MAX_IN_FLIGHT = 1_000;
@@ -190,7 +191,7 @@ class OutboundConsumer {
         if (resolved) await this.options.handler(resolved, { behind, publishedAt });
         if (event.type === "message" && event.message.kind === "final") {
           this.finished.add(event.message.id);
-          if (this.finished.size > 10_000) this.finished.delete(this.finished.values().next().value!);
+          forgetOldest(this.finished, 10_000);
         }
         return true;
       } catch (error) {

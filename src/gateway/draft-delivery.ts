@@ -32,6 +32,7 @@ import { MEMORY_LIMIT, type OutboundChats, remember } from "./outbound-chats.js"
 import { type RenderedChunk, renderedChunksOf } from "./rendered-chunks.js";
 import type { GovernedCall, SendGovernor } from "./send-governor.js";
 import { splitMessage } from "./split-message.js";
+import { forgetOldest } from "../bounded.js";
 
 /** A reply being streamed into one chat. */
 export interface DraftState {
@@ -107,7 +108,7 @@ export class DraftDelivery {
     const draft = (await this.recallDraftMessage(message)) ?? this.drafts.get(message.id);
     if (draft) draft.finished = true;
     this.finishedReplies.add(message.id);
-    if (this.finishedReplies.size > MEMORY_LIMIT) this.finishedReplies.delete(this.finishedReplies.values().next().value!);
+    forgetOldest(this.finishedReplies, MEMORY_LIMIT);
     return draft;
   }
 

@@ -5,6 +5,7 @@
  */
 import type { QuotaScopeKind } from "./quotas.js";
 import type { ChatNote, QuotaSlot } from "./quota-store.js";
+import { forgetOldest } from "../bounded.js";
 
 /** Budgets whose window is this long or longer keep a call for each reply streaming into them. */
 export const LONG_WINDOW_MS = 10_000;
@@ -174,7 +175,7 @@ export class BusyChats {
     this.lastSeen.delete(chat);
     if (backlog > 0) {
       this.lastSeen.set(chat, at);
-      if (this.lastSeen.size > 10_000) this.lastSeen.delete(this.lastSeen.keys().next().value!);
+      forgetOldest(this.lastSeen, 10_000);
       return "busy";
     }
     // Its last final: its chat's own budget may have held it back for a window or more meanwhile.

@@ -12,6 +12,7 @@
 import { ChatLane } from "../bus/chat-lane.js";
 import type { ChatType } from "../bus/message.js";
 import type { ChannelAdapter } from "./channel.js";
+import { forgetOldest } from "../bounded.js";
 
 /** How many entries the outbound side's memories (deliveries, drafts, chat types) keep. */
 export const MEMORY_LIMIT = 10_000;
@@ -109,5 +110,5 @@ export class OutboundChats {
 /** Adds to a bounded map: the oldest entry goes when it is full. */
 export function remember<V>(map: Map<string, V>, key: string, value: V): void {
   map.set(key, value);
-  if (map.size > MEMORY_LIMIT) map.delete(map.keys().next().value!);
+  forgetOldest(map, MEMORY_LIMIT);
 }

@@ -47,6 +47,7 @@ import type { PlatformCall, PlatformQuotas, QuotaScopeKind } from "./quotas.js";
 import type { ChatNote, QuotaStore, TakeResult } from "./quota-store.js";
 import { BacklogQueues, type Rank } from "./backlog-queues.js";
 import { BUSY_IDLE_MS, BusyChats, type NamedSlot, StreamingReplies, type Taken, UnansweredCalls, draftReserve, sharedStream } from "./governor-ledgers.js";
+import { forgetOldest } from "../bounded.js";
 
 /** One platform call, as the budgets see it. */
 export interface GovernedCall {
@@ -244,7 +245,7 @@ class QuotaSendGovernor implements SendGovernor {
     const until = this.now() + retryAfterMs;
     for (const slot of closing) {
       this.closedUntil.set(slot.key, Math.max(until, this.closedUntil.get(slot.key) ?? 0));
-      if (this.closedUntil.size > 10_000) this.closedUntil.delete(this.closedUntil.keys().next().value!);
+      forgetOldest(this.closedUntil, 10_000);
       await this.store.close(slot, retryAfterMs);
     }
   }

@@ -21,6 +21,7 @@ import type { GatewayBus } from "../bus/message-bus.js";
 import { ChannelError, errorMessage } from "../errors.js";
 import { sleep } from "../sleep.js";
 import type { ChannelAdapter } from "./channel.js";
+import { forgetOldest } from "../bounded.js";
 
 const AgentProgressSchema = z.object({
   id: z.string(),
@@ -109,7 +110,7 @@ export function createTeamStatus(options: TeamStatusOptions): TeamStatus {
     if (!state) {
       state = { chatId: message.chatId, progress, recalled: false, shownRank: -1, lastShownAt: Number.NEGATIVE_INFINITY, failures: 0 };
       runs.set(key, state);
-      if (runs.size > MEMORY_LIMIT) runs.delete(runs.keys().next().value!);
+      forgetOldest(runs, MEMORY_LIMIT);
     } else if (rankOf(progress) >= rankOf(state.progress)) {
       state.progress = progress;
     }

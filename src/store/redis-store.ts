@@ -42,6 +42,7 @@ import { createRedisRunStore } from "./redis-workflow-runs.js";
 import { HistoryAppends } from "./redis-history-appends.js";
 import { HeldHistories, SessionLoads } from "./redis-session-loads.js";
 import { type Fence, type HistoryEntry, HistoryEntrySchema, type SessionMeta, type SessionSnapshot, type SessionStore, type Store, canonicalEntryJson, validEntries } from "./store.js";
+import { forgetOldest } from "../bounded.js";
 
 export { canonicalEntryJson } from "./store.js";
 
@@ -170,7 +171,7 @@ class ParsedEntries {
 
   set(text: string, entry: HistoryEntry): void {
     this.entries.set(text, { ...entry });
-    if (this.entries.size > this.limit) this.entries.delete(this.entries.keys().next().value!);
+    forgetOldest(this.entries, this.limit);
   }
 }
 

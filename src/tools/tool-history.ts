@@ -16,6 +16,7 @@ import path from "node:path";
 import { z } from "zod";
 import { createKeyedQueue, safeFileName, writeFileAtomic } from "../store/file-io.js";
 import { capStrings, createToolCallRedactor, truncateText } from "./audit-log.js";
+import { forgetOldest } from "../bounded.js";
 
 const ToolHistoryEntrySchema = z.object({
   /** When the call was recorded, ms since epoch. */
@@ -119,7 +120,7 @@ export function createFileToolHistory(options: ToolHistoryOptions): ToolHistory 
   const remember = (name: string, count: number) => {
     counts.delete(name);
     counts.set(name, count);
-    if (counts.size > countedSessions) counts.delete(counts.keys().next().value!);
+    forgetOldest(counts, countedSessions);
   };
   let closed = false;
 

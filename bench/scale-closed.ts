@@ -45,8 +45,11 @@ export async function closedLoopRows(
         workers.push(worker);
       }
       const chats = (name: string) => Array.from({ length: CLOSED_CHATS }, (_, index) => `closed-${label.replace(/\W+/g, "-")}-${name}-${count}-${index}`);
-      // Warm-up the size of a measured run: JIT and pools settle over thousands of turns.
-      await closedLoops({ base, token: TOKEN, chatIds: chats("warm"), messages: CLOSED_MESSAGES, messageTimeoutMs: 60_000 });
+      // Warm-up the size of a measured run: JIT and pools settle over thousands of turns. The first
+      // row's is three times that: its gateway is new too, and after one run's size it still took
+      // 1.6–1.9 times the CPU per message of the rows after (0.165 against 0.102 and 0.088 ms in
+      // three 1-worker rows in a row).
+      await closedLoops({ base, token: TOKEN, chatIds: chats("warm"), messages: rows.length === 0 ? 3 * CLOSED_MESSAGES : CLOSED_MESSAGES, messageTimeoutMs: 60_000 });
       const stopProfiles = await profileWindow(`closed-${count}`, [gateway, ...workers]);
       const result = await closedLoops({
         base,

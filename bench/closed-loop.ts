@@ -179,7 +179,8 @@ export async function closedLoops(options: ClosedLoopOptions): Promise<ClosedLoo
       lost,
       duplicates,
       outOfOrder,
-      longestWaitMs: Math.max(0, ...latencies),
+      // Not Math.max(...latencies): a minute of fast loops is more arguments than the stack holds.
+      longestWaitMs: latencies.reduce((longest, latency) => Math.max(longest, latency), 0),
       cpu,
       executed,
       executedMicros: micros,

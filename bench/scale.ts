@@ -66,6 +66,8 @@ export interface BenchProcess {
   tail(): string;
   /** The process's inspector, when it opened one (BENCH_PROFILE_DIR). */
   inspectorUrl(): string | undefined;
+  /** The exit code or signal once the process has exited, else undefined. */
+  exitStatus(): string | undefined;
   stop(): Promise<void>;
 }
 
@@ -138,7 +140,8 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
   let errors = 0;
   const errorLines: string[] = [];
   let readyFound: ((record: Record<string, unknown>) => void) | undefined;
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  let exitStatus: string | undefined;
+  const exited = new Promise<void>((resolve) => child.once("exit", (code, signal) => resolve(void (exitStatus = signal ?? `code ${code}`))));
   let hasExited = false;
   void exited.then(() => (hasExited = true));
 
@@ -189,6 +192,7 @@ export function spawnCountbot(command: string, env: Record<string, string>, read
     ready,
     errors: () => errors,
     inspectorUrl: () => inspector,
+    exitStatus: () => exitStatus,
     tail: () => (errorLines.length > 0 ? `first error lines:\n${errorLines.join("\n")}\n--- last output:\n${tail.slice(-2_000)}` : tail),
     async stop() {
       started.delete(service);

@@ -55,6 +55,9 @@ export async function benchSoak(): Promise<void> {
           continue;
         }
         const [victim] = workers.splice(Math.floor(Math.random() * workers.length), 1);
+        // A worker that exited by itself is a finding of the soak, not a kill to make.
+        const status = victim!.exitStatus();
+        if (status !== undefined) throw new Error(`soak: worker pid ${victim!.pid} exited by itself (${status}):\n${victim!.tail()}`);
         process.kill(victim!.pid, "SIGKILL");
         lastKill = performance.now();
         kills.push(lastKill);
@@ -63,6 +66,8 @@ export async function benchSoak(): Promise<void> {
       }
     })();
     const sent: Array<{ at: number; waited: number }> = [];
+    // The killer stops with the loops, also when they fail: else it went on killing while the
+    // setup closed, and its own error (a worker the close had stopped) hid theirs.
     const result = await closedLoops({
       base,
       token: TOKEN,
@@ -70,8 +75,7 @@ export async function benchSoak(): Promise<void> {
       durationMs: SOAK_MS,
       messageTimeoutMs: 60_000,
       onAnswered: (sentAt, waited) => sent.push({ at: sentAt, waited }),
-    });
-    soaking = false;
+    }).finally(() => (soaking = false));
     await killer;
     await Promise.all(restarts);
     // Held by a killed worker: sent before a kill and answered after it.

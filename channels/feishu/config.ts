@@ -59,7 +59,7 @@ export const FeishuConfigSchema = z.strictObject({
   maxFileBytes: positiveInt.default(20 * 1024 * 1024).describe("Files larger than this are not downloaded; the model gets their name instead."),
   silenceTimeoutMs: positiveInt
     .optional()
-    .describe("Long connection: reconnect when no frame (pong or event) arrived for this long. Default three ping intervals as Feishu sets them (6 minutes)."),
+    .describe("Long connection: reconnect when no frame (pong or event) arrived for this long. Default three ping intervals as Feishu sets them (6 minutes); at least one and a half (a healthy connection is silent for one between two pongs)."),
   limits: limitsSchema(feishuQuotas),
 });
 

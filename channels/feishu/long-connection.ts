@@ -4,8 +4,8 @@
  * result), plus what it lacks:
  *
  * - A watchdog. Every frame that arrives (a pong to our ping, an event) proves the connection
- *   alive; a connection that has been silent for `silenceTimeoutMs` (default three ping intervals)
- *   is thrown away and a new client dials again. Reconnects are logged and counted, the SDK's own
+ *   alive; a connection that has been silent for `silenceTimeoutMs` (default three ping intervals,
+ *   at least one and a half) is thrown away and a new client dials again. Reconnects are logged and counted, the SDK's own
  *   (after a close) as well as the watchdog's.
  * - A start that fails loudly: WSClient.start() silently does nothing unless the app id looks like
  *   `cli_` + 16 hex characters, and reports a refused endpoint only through `onError`.
@@ -134,10 +134,17 @@ class FeishuLongConnection implements LongConnection {
     this.discard();
   }
 
+  /**
+   * Three ping intervals by default. A configured limit counts for at least one and a half: a
+   * healthy connection is silent for a whole interval between two pongs, and a shorter limit threw
+   * it away before every pong (a reconnect a second with pings a second apart and a limit of 800 ms).
+   */
   private silenceLimitMs(target: WSClient): number {
-    if (this.options.silenceTimeoutMs) return this.options.silenceTimeoutMs;
-    const interval = Number(internals(target).wsConfig?.getWS?.("pingInterval"));
-    return 3 * (Number.isFinite(interval) && interval > 0 ? interval : DEFAULT_PING_INTERVAL_MS);
+    const reported = Number(internals(target).wsConfig?.getWS?.("pingInterval"));
+    const interval = Number.isFinite(reported) && reported > 0 ? reported : undefined;
+    const configured = this.options.silenceTimeoutMs;
+    if (configured === undefined) return 3 * (interval ?? DEFAULT_PING_INTERVAL_MS);
+    return interval === undefined ? configured : Math.max(configured, 1.5 * interval);
   }
 
   /** Listens to the socket the client just opened: any frame is proof of life. */

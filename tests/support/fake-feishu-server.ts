@@ -108,6 +108,8 @@ export interface FakeFeishuServer {
   readonly liveConnections: number;
   /** How many times a client asked for a long-connection endpoint. */
   readonly endpointCalls: number;
+  /** Pongs sent, on every connection: a live connection's proof of life, once a ping interval. */
+  readonly pongs: number;
   /** Sends and updates refused for a rate limit (the chat's 230020, the app's 99991400). */
   readonly rateLimited: number;
   event(input: FakeEventInput): FeishuEventEnvelope;
@@ -189,6 +191,7 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
   const connections = new Set<Connection>();
   const queued: Array<{ payload: Buffer; resolve: (result: PushResult) => void }> = [];
   let endpointCalls = 0;
+  let pongs = 0;
   let nextMessage = 1;
   let nextDevice = 1;
   const perChatPerSecond = options.perChatPerSecond ?? 5;
@@ -402,6 +405,7 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
       const frame = decodeFrame(Buffer.isBuffer(data) ? data : Buffer.from(data));
       if (frame.method === CONTROL && frame.headers.type === "ping") {
         const config = { PingInterval: options.pingIntervalSeconds ?? 120, ReconnectCount: -1, ReconnectInterval: options.reconnectIntervalSeconds ?? 1, ReconnectNonce: 0 };
+        pongs += 1;
         socket.send(encodeFrame({ ...frame, headers: { type: "pong" }, payload: Buffer.from(JSON.stringify(config)) }));
       } else if (frame.method === DATA) {
         const done = connection.waiting.get(frame.headers.message_id ?? "");
@@ -465,6 +469,9 @@ export async function startFakeFeishu(options: FakeFeishuOptions): Promise<FakeF
     },
     get endpointCalls() {
       return endpointCalls;
+    },
+    get pongs() {
+      return pongs;
     },
     get rateLimited() {
       return rateLimited;

@@ -245,6 +245,12 @@ describe("Feishu adapter: the long connection stays alive", () => {
     await feishu.waitFor(() => feishu.endpointCalls >= 2 && feishu.liveConnections >= 1, { timeoutMs: 8_000, what: "a new long connection" });
     expect(context.adapter.reconnects).toBeGreaterThanOrEqual(1);
     expect(context.logLines.some((line) => line.includes("silent; reconnecting"))).toBe(true);
+    // The new connection is healthy: its pongs come a second apart, further than the 800 ms
+    // configured, and it is kept (the limit counts for at least one and a half ping intervals).
+    const reconnects = context.adapter.reconnects;
+    const pongs = feishu.pongs;
+    await feishu.waitFor(() => feishu.pongs >= pongs + 3, { timeoutMs: 8_000, what: "three more pongs" });
+    expect(context.adapter.reconnects).toBe(reconnects);
     const ack = await feishu.push(feishu.event({ chatId: P2P, chatType: "p2p", sender: alice, text: "after the silence" }));
     expect(ack.code).toBe(200);
     expect(context.events.map((event) => event.text)).toEqual(["after the silence"]);

@@ -38,7 +38,11 @@ export interface OperationRoutesOptions {
   processes?: () => Promise<ProcessSummary[]>;
   /** Paths of the other operator pages this server serves, or null when it does not. */
   links: { metrics: string | null; queues: string | null };
+  /** How long each part of the overview may take before it is shown as missing. Default 3 s. */
+  partTimeoutMs?: number;
 }
+
+const PART_TIMEOUT_MS = 3_000;
 
 const DeadLetterQuerySchema = z.strictObject({
   limit: z.preprocess(
@@ -72,18 +76,23 @@ function deadLetterJson(letter: DeadLetter) {
 }
 
 export function registerOperationRoutes(scope: FastifyInstance, options: OperationRoutesOptions): void {
+  // The page an operator opens when something is wrong: a part that hangs (a Redis that is down
+  // queues commands until it is back) or fails is shown as missing, and the rest still answers.
   scope.get("/api/operations", async () => {
+    const missing: string[] = [];
+    const part = <T>(what: string, work: () => Promise<T>, fallback: T) => bounded(what, work, fallback, options.partTimeoutMs ?? PART_TIMEOUT_MS, missing);
     const [readiness, sessions, tasks, queues, processes] = await Promise.all([
-      options.readiness().catch((error: unknown): Readiness => ({ ready: false, checks: { readiness: { ok: false, detail: errorMessage(error) } } })),
-      options.bus.stats(),
-      options.tasks.stats(),
-      options.queues?.() ?? Promise.resolve([]),
-      options.processes?.() ?? Promise.resolve([]),
+      part("readiness", () => options.readiness().catch((error: unknown): Readiness => ({ ready: false, checks: { readiness: { ok: false, detail: errorMessage(error) } } })), { ready: false, checks: {} } as Readiness),
+      part("chats waiting and answered", () => options.bus.stats(), { ready: 0, leased: 0, deadLetters: 0 }),
+      part("task counts", () => options.tasks.stats(), { total: 0, pending: 0, running: 0, completed: 0, failed: 0, cancelled: 0 }),
+      part("background queues", () => options.queues?.() ?? Promise.resolve([]), []),
+      part("processes", () => options.processes?.() ?? Promise.resolve([]), []),
     ]);
+    const checks = missing.length > 0 ? { ...readiness.checks, overview: { ok: false, detail: `not shown (0 or none in their place): ${missing.join("; ")}` } } : readiness.checks;
     return {
       kind: options.kind,
-      ready: readiness.ready && Object.values(readiness.checks).every((check) => check.ok),
-      checks: readiness.checks,
+      ready: readiness.ready && Object.values(checks).every((check) => check.ok),
+      checks,
       channels: readiness.channels ?? [],
       sessions: { waiting: sessions.ready, answering: sessions.leased, deadLetters: sessions.deadLetters },
       queues: queues.map((counts) => ({ queue: counts.queue, waiting: counts.waiting, active: counts.active, failed: counts.failed })),
@@ -97,4 +106,24 @@ export function registerOperationRoutes(scope: FastifyInstance, options: Operati
     const { limit } = parseRequest(DeadLetterQuerySchema, request.query, "query");
     return (await options.bus.deadLetters(limit)).map(deadLetterJson);
   });
+}
+
+/** `work`'s answer, or `fallback` (noted in `missing`) when it fails or takes longer than `timeoutMs`. */
+async function bounded<T>(what: string, work: () => Promise<T>, fallback: T, timeoutMs: number, missing: string[]): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<T>((resolve) => {
+    timer = setTimeout(() => {
+      missing.push(`${what}: no answer within ${timeoutMs} ms`);
+      resolve(fallback);
+    }, timeoutMs);
+  });
+  const answered = work().catch((error: unknown) => {
+    missing.push(`${what}: ${errorMessage(error)}`);
+    return fallback;
+  });
+  try {
+    return await Promise.race([answered, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -23,7 +23,7 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function start(options: { readiness?: () => Promise<Readiness> } = {}) {
+async function start(options: { readiness?: () => Promise<Readiness>; queues?: () => Promise<never>; partTimeoutMs?: number } = {}) {
   const root = await mkdtemp(path.join(tmpdir(), "countbot-session-routes-"));
   cleanups.push(() => rm(root, { recursive: true, force: true }));
   let clock = T0;
@@ -47,8 +47,9 @@ async function start(options: { readiness?: () => Promise<Readiness> } = {}) {
           bus,
           readiness: options.readiness ?? (async () => ({ ready: true, checks: { worker: { ok: true, detail: "0 turns running" } } })),
           tasks: store.tasks,
-          queues: async () => [{ queue: "subagents", waiting: 2, active: 1, failed: 0 }],
+          queues: options.queues ?? (async () => [{ queue: "subagents", waiting: 2, active: 1, failed: 0 }]),
           links: { metrics: "/metrics", queues: null },
+          ...(options.partTimeoutMs === undefined ? {} : { partTimeoutMs: options.partTimeoutMs }),
         });
       },
     ],
@@ -164,6 +165,22 @@ describe("/api/operations and /api/dead-letters", () => {
       },
     });
     expect((await throwing.get("/api/operations")).body).toMatchObject({ ready: false, checks: { readiness: { ok: false, detail: "no answer" } } });
+  });
+
+  it("answers without a part that hangs or fails, and says which (a Redis that is down holds its commands)", async () => {
+    const hanging = await start({ queues: () => new Promise<never>(() => undefined), readiness: () => new Promise<never>(() => undefined), partTimeoutMs: 100 });
+    const overview = (await hanging.get("/api/operations")).body;
+    expect(overview).toMatchObject({
+      ready: false,
+      checks: { overview: { ok: false, detail: "not shown (0 or none in their place): readiness: no answer within 100 ms; background queues: no answer within 100 ms" } },
+      sessions: { waiting: 0, answering: 0, deadLetters: 0 },
+      queues: [],
+    });
+    const failing = await start({ queues: async () => Promise.reject(new Error("Connection is closed.")) });
+    expect((await failing.get("/api/operations")).body).toMatchObject({
+      ready: false,
+      checks: { worker: { ok: true }, overview: { ok: false, detail: "not shown (0 or none in their place): background queues: Connection is closed." } },
+    });
   });
 
   it("lists the dead letters newest first, with their messages cut", async () => {

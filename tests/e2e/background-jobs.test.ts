@@ -1,7 +1,9 @@
 /**
  * Subagents and scheduled messages end to end: the fake Telegram server, a gateway and workers as
- * processes over real Redis, a fake LLM playing both the main agent and the subagents. Then the
- * same spawn and cron scenarios in the embedded mode (`countbot start`, no Redis, web channel).
+ * processes over real Redis, a fake LLM playing both the main agent and the subagents; on one Redis
+ * and on a Redis Cluster of three shards of the test's own (the bus in 6 partitions; BullMQ's
+ * queues, the schedule, the store, the budgets and the quotas on the cluster too). Then the same
+ * spawn and cron scenarios in the embedded mode (`countbot start`, no Redis, web channel).
  */
 import { randomUUID } from "node:crypto";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -13,6 +15,7 @@ import WebSocket from "ws";
 import { type FakeOpenAIServer, startFakeOpenAI } from "../support/fake-openai-server.js";
 import { type FakeTelegramServer, startFakeTelegram } from "../support/fake-telegram-server.js";
 import { type ServiceProcess, startService, stopAllServices } from "../support/processes.js";
+import { type OwnCluster, startRedisCluster } from "../support/redis-cluster.js";
 import { deleteKeys, redisUrl } from "../support/redis.js";
 
 const BOT_TOKEN = "5151:background-jobs-token";
@@ -68,9 +71,13 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-describe("background jobs over Redis, through Telegram", () => {
+describe.each([
+  { topology: "one Redis", clustered: false },
+  { topology: "a Redis Cluster of three shards, the bus in 6 partitions", clustered: true },
+])("background jobs over $topology, through Telegram", ({ clustered }) => {
   let prefix: string;
   let redis: Redis;
+  let cluster: OwnCluster | undefined;
   let telegram: FakeTelegramServer;
   let env: Record<string, string>;
   let gateway: ServiceProcess;
@@ -89,13 +96,16 @@ describe("background jobs over Redis, through Telegram", () => {
 
   beforeAll(async () => {
     prefix = `countbot-jobs-${randomUUID()}`;
-    redis = new Redis(redisUrl);
+    cluster = clustered ? await startRedisCluster(3) : undefined;
+    // On the cluster, a connection to the shard that owns the deployment's `{prefix}` keys (the cron
+    // schedule's among them): a plain client reads them there.
+    redis = cluster ? await shardOwning(cluster, `{${prefix}}`) : new Redis(redisUrl);
     telegram = await startFakeTelegram({ token: BOT_TOKEN });
-    const configFile = path.join(root, "redis.json");
+    const configFile = path.join(root, clustered ? "cluster.json" : "redis.json");
     await writeFile(
       configFile,
       JSON.stringify({
-        redis: { prefix, leaseTtlMs: 2_000 },
+        redis: { prefix, leaseTtlMs: 2_000, ...(cluster ? { cluster: cluster.nodes, partitions: 6 } : {}) },
         jobs: { lockDurationMs: 2_000, stalledIntervalMs: 1_000 },
         agent: { providerRetries: 0 },
         channels: { telegram: { enabled: true, allowFrom: [String(OWNER)] } },
@@ -103,9 +113,10 @@ describe("background jobs over Redis, through Telegram", () => {
     );
     env = {
       HOME: root,
-      REDIS_URL: redisUrl,
+      // With redis.cluster, the URL only switches Redis on: the nodes come from the config.
+      REDIS_URL: cluster ? `redis://127.0.0.1:${cluster.nodes[0]!.port}` : redisUrl,
       COUNTBOT_CONFIG: configFile,
-      COUNTBOT_DATA_DIR: path.join(root, "redis-data"),
+      COUNTBOT_DATA_DIR: path.join(root, clustered ? "cluster-data" : "redis-data"),
       COUNTBOT_API_PORT: "0",
       COUNTBOT_API_TOKEN: TOKEN,
       TELEGRAM_BOT_TOKEN: BOT_TOKEN,
@@ -124,8 +135,9 @@ describe("background jobs over Redis, through Telegram", () => {
   afterAll(async () => {
     await stopAllServices();
     await telegram?.close();
-    await deleteKeys(redis, prefix);
-    await redis?.quit();
+    if (cluster) await cluster.stop();
+    else await deleteKeys(redis, prefix);
+    redis?.disconnect();
   });
 
   it("answers a long job at once, then brings the subagent's result into the same chat", { timeout: 60_000 }, async () => {
@@ -141,10 +153,11 @@ describe("background jobs over Redis, through Telegram", () => {
   });
 
   it("cancels a subagent through the API while it is in a tool, and tells the chat", { timeout: 60_000 }, async () => {
+    const calls = llm.requests.length;
     const mark = say("start the sleepy job");
     await until(() => texts(mark).find((text) => text.includes("[sleeper] started")), "the started reply");
     // Mid-tool: the subagent has asked for `sleep 30` and the model sees no result yet.
-    await until(() => llm.requests.some((request) => JSON.stringify(request.body).includes("a sleepy task") && !JSON.stringify(request.body).includes('"role":"tool"')), "the subagent's first call");
+    await until(() => llm.requests.slice(calls).some((request) => JSON.stringify(request.body).includes("a sleepy task") && !JSON.stringify(request.body).includes('"role":"tool"')), "the subagent's first call");
     let task: Awaited<ReturnType<typeof tasks>>[number] | undefined;
     for (let attempt = 0; attempt < 200 && !task; attempt += 1) {
       task = (await tasks("running")).find((candidate) => candidate.label === "sleeper");
@@ -179,9 +192,10 @@ describe("background jobs over Redis, through Telegram", () => {
   it("recovers a subagent whose worker was killed: it completes elsewhere or fails with a reason, and the chat is told", { timeout: 90_000 }, async () => {
     // One worker, so the killed one is the one running the subagent.
     await workers[1]!.stop("SIGTERM");
+    const calls = llm.requests.length;
     const mark = say("start the crashy job");
     await until(() => texts(mark).find((text) => text.includes("[crasher] started")), "the started reply");
-    await until(() => llm.requests.some((request) => JSON.stringify(request.body).includes("a crashy task")), "the subagent's first call");
+    await until(() => llm.requests.slice(calls).some((request) => JSON.stringify(request.body).includes("a crashy task")), "the subagent's first call");
     await workers[0]!.stop("SIGKILL");
     workers[0] = startService(["worker"], env);
     const told = await until(() => texts(mark).find((text) => text.includes("[crasher]") && text.startsWith("Background:")), "the outcome in the chat", 60_000);
@@ -190,6 +204,18 @@ describe("background jobs over Redis, through Telegram", () => {
     expect(["completed", "failed"]).toContain(task!.status);
   });
 });
+
+/** A plain connection to the cluster's shard that owns `key`'s slot. */
+async function shardOwning(cluster: OwnCluster, key: string): Promise<Redis> {
+  for (const node of cluster.nodes) {
+    const shard = new Redis(node.port, node.host);
+    const slot = Number(await shard.call("CLUSTER", "KEYSLOT", key));
+    const ranges = (await shard.call("CLUSTER", "SLOTS")) as Array<[number, number, [string, number]]>;
+    if (ranges.some(([from, to, [, port]]) => slot >= from && slot <= to && port === node.port)) return shard;
+    shard.disconnect();
+  }
+  throw new Error(`no shard owns ${key}`);
+}
 
 const EMBEDDED_TOKEN = "embedded-api-token-0123456789";
 

@@ -37,6 +37,8 @@ function script(body: Record<string, unknown>) {
     if (task.includes("crashy")) return toolResults.length === 0 ? { toolCalls: [{ name: "exec", arguments: JSON.stringify({ command: "sleep 3" }) }] } : { text: "crashy work done" };
     return toolResults.length === 0 ? { toolCalls: [{ name: "list_dir", arguments: "{}" }] } : { text: "Listing finished: the workspace is tidy." };
   }
+  const role = /^You are (.+?), one agent/m.exec(system)?.[1];
+  if (role) return { text: `${role} findings` };
   const last = messages.at(-1)!;
   if (last.role === "tool") return { text: `ok: ${String(last.content)}` };
   if (lastUser.includes("[Background event]")) return { text: `Background: ${lastUser.replace("[Background event] ", "").slice(0, 300)}` };
@@ -109,6 +111,7 @@ describe.each([
         jobs: { lockDurationMs: 2_000, stalledIntervalMs: 1_000 },
         agent: { providerRetries: 0 },
         channels: { telegram: { enabled: true, allowFrom: [String(OWNER)] } },
+        teams: { Pair: { mode: "pipeline", agents: [{ id: "drafter", role: "Drafter", task: "draft it" }, { id: "editor", role: "Editor", task: "edit the draft" }] } },
       }),
     );
     env = {
@@ -202,6 +205,21 @@ describe.each([
     expect(told).toMatch(/crashy work done|failed: .+/);
     const [task] = await tasks();
     expect(["completed", "failed"]).toContain(task!.status);
+  });
+
+  it("runs a team's stages as jobs and brings its result into the chat", { timeout: 60_000 }, async () => {
+    const mark = say("@pair tidy the docs");
+    const started = await until(() => texts(mark).find((text) => text.startsWith("Team [Pair] started")), "the started reply");
+    const runId = /run ID: (wf-[0-9a-f]+)/.exec(started)?.[1];
+    expect(runId).toBeDefined();
+    const result = await until(() => texts(mark).find((text) => text.startsWith("Background:")), "the team's result in the chat");
+    expect(result).toMatch(new RegExp(`^Background: Team \\[Pair\\] \\(run ID: ${runId}\\) completed\\.\\n\\nResult:\\nEditor findings`));
+    const run = (await (await api(`/api/workflow-runs/${runId}`)).json()) as { status: string; nodes: Array<{ id: string; status: string }> };
+    expect(run.status).toBe("completed");
+    expect(run.nodes.map((node) => [node.id, node.status])).toEqual([
+      ["drafter", "completed"],
+      ["editor", "completed"],
+    ]);
   });
 });
 

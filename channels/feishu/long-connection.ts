@@ -5,8 +5,8 @@
  *
  * - A watchdog. Every frame that arrives (a pong to our ping, an event) proves the connection
  *   alive; a connection that has been silent for `silenceTimeoutMs` (default three ping intervals,
- *   at least one and a half) is thrown away and a new client dials again. Reconnects are logged and counted, the SDK's own
- *   (after a close) as well as the watchdog's.
+ *   at least one and a half) is thrown away and a new client dials again. Reconnects are logged
+ *   and counted, the SDK's own (after a close) as well as the watchdog's.
  * - A start that fails loudly: WSClient.start() silently does nothing unless the app id looks like
  *   `cli_` + 16 hex characters, and reports a refused endpoint only through `onError`.
  *

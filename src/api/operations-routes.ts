@@ -80,9 +80,9 @@ export function registerOperationRoutes(scope: FastifyInstance, options: Operati
   // queues commands until it is back) or fails is shown as missing, and the rest still answers.
   scope.get("/api/operations", async () => {
     const missing: string[] = [];
-    const part = <T>(what: string, work: () => Promise<T>, fallback: T) => bounded(what, work, fallback, options.partTimeoutMs ?? PART_TIMEOUT_MS, missing);
+    const part = <T>(what: string, work: () => Promise<T>, fallback: T) => withinDeadline(what, work, fallback, options.partTimeoutMs ?? PART_TIMEOUT_MS, missing);
     const [readiness, sessions, tasks, queues, processes] = await Promise.all([
-      part("readiness", () => options.readiness().catch((error: unknown): Readiness => ({ ready: false, checks: { readiness: { ok: false, detail: errorMessage(error) } } })), { ready: false, checks: {} } as Readiness),
+      part<Readiness>("readiness", () => options.readiness().catch((error: unknown) => ({ ready: false, checks: { readiness: { ok: false, detail: errorMessage(error) } } })), { ready: false, checks: {} }),
       part("chats waiting and answered", () => options.bus.stats(), { ready: 0, leased: 0, deadLetters: 0 }),
       part("task counts", () => options.tasks.stats(), { total: 0, pending: 0, running: 0, completed: 0, failed: 0, cancelled: 0 }),
       part("background queues", () => options.queues?.() ?? Promise.resolve([]), []),
@@ -109,7 +109,7 @@ export function registerOperationRoutes(scope: FastifyInstance, options: Operati
 }
 
 /** `work`'s answer, or `fallback` (noted in `missing`) when it fails or takes longer than `timeoutMs`. */
-async function bounded<T>(what: string, work: () => Promise<T>, fallback: T, timeoutMs: number, missing: string[]): Promise<T> {
+async function withinDeadline<T>(what: string, work: () => Promise<T>, fallback: T, timeoutMs: number, missing: string[]): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<T>((resolve) => {
     timer = setTimeout(() => {

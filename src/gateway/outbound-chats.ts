@@ -107,7 +107,7 @@ export class OutboundChats {
   }
 }
 
-/** Adds to a bounded map: the oldest entry goes when it is full. */
+/** Adds to a bounded map: past MEMORY_LIMIT its oldest sixteenth goes (src/bounded.ts). */
 export function remember<V>(map: Map<string, V>, key: string, value: V): void {
   map.set(key, value);
   forgetOldest(map, MEMORY_LIMIT);

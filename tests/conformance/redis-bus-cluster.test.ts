@@ -10,7 +10,7 @@ import type { Cluster } from "ioredis";
 import { afterAll, beforeAll } from "vitest";
 import { createRedisBus } from "../../src/bus/redis-bus.js";
 import { createRedisBusOf } from "../../src/bus/partitioned-bus.js";
-import { connectRedis, type RedisClient } from "../../src/redis/client.js";
+import type { RedisClient } from "../../src/redis/client.js";
 import { runBusSuite } from "./bus.suite.js";
 import { type OwnCluster, startRedisCluster } from "../support/redis-cluster.js";
 
@@ -19,8 +19,7 @@ let client: Cluster;
 
 beforeAll(async () => {
   cluster = await startRedisCluster(3);
-  const first = cluster.nodes[0]!;
-  client = connectRedis(`redis://${first.host}:${first.port}`, { autoPipelining: true, cluster: cluster.nodes }) as unknown as Cluster;
+  client = cluster.connectAsCountbot();
 }, 60_000);
 
 afterAll(async () => {

@@ -10,11 +10,14 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { Cluster, Redis } from "ioredis";
+import { connectRedis } from "../../src/redis/client.js";
 
 export interface OwnCluster {
   nodes: Array<{ host: string; port: number }>;
   /** A client for the whole cluster (the caller closes it). */
   connect(): Cluster;
+  /** The client the bus gets in production: connectRedis's, with auto-pipelining (the caller closes it). */
+  connectAsCountbot(): Cluster;
   /** Deletes every key whose hash tag starts with `{prefix`, on every shard. */
   deleteKeys(prefix: string): Promise<void>;
   stop(): Promise<void>;
@@ -105,6 +108,7 @@ export async function startRedisCluster(shards = 3): Promise<OwnCluster> {
   return {
     nodes,
     connect: () => new Cluster(nodes, { redisOptions: { maxRetriesPerRequest: null } }),
+    connectAsCountbot: () => connectRedis(`redis://${nodes[0]!.host}:${nodes[0]!.port}`, { autoPipelining: true, cluster: nodes }) as unknown as Cluster,
     async deleteKeys(prefix) {
       for (const node of nodes) {
         const shard = new Redis(node.port, node.host);

@@ -9,7 +9,6 @@
 import { randomUUID } from "node:crypto";
 import type { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connectRedis } from "../../../src/redis/client.js";
 import { type OwnCluster, startRedisCluster } from "../../support/redis-cluster.js";
 
 let cluster: OwnCluster;
@@ -17,8 +16,7 @@ let redis: Cluster;
 
 beforeAll(async () => {
   cluster = await startRedisCluster(3);
-  const first = cluster.nodes[0]!;
-  redis = connectRedis(`redis://${first.host}:${first.port}`, { autoPipelining: true, cluster: cluster.nodes }) as unknown as Cluster;
+  redis = cluster.connectAsCountbot();
   await redis.ping();
 }, 60_000);
 
